@@ -1,0 +1,1 @@
+"""Pure domain: schedule specs, events and decisions. No I/O lives here."""

@@ -1,0 +1,1 @@
+"""Projections: plain functions of (row state, event) that materialise read models."""
