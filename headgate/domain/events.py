@@ -1,0 +1,212 @@
+"""Domain events: immutable facts, stored as versioned JSON (never pickle).
+
+Every event names what happened in the past tense. On disk an event is its type
+name, a schema version and a JSON body; `decode` runs upcasters so an event
+written by an older Headgate reads as the current shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Final, TypeAlias
+
+JsonValue: TypeAlias = Any
+"""Any value `json.dumps` accepts; payloads are opaque to Headgate."""
+
+
+class Outcome(StrEnum):
+    ENQUEUED = "enqueued"
+    DEDUPLICATED = "deduplicated"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class MissedRunPolicy(StrEnum):
+    SKIP = "skip"
+    RUN_ONCE = "run_once"
+    BACKFILL = "backfill"
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class DomainEvent:
+    schema_version: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class ScheduleDefined(DomainEvent):
+    """A schedule was created or changed.
+
+    It carries the schedule's whole state (including `last_enqueued_ms`, copied
+    from the current row), so the latest one is also the schedule's snapshot:
+    compaction may drop everything older and a rebuild still folds to the same row.
+    """
+
+    schedule_id: str
+    spec: str
+    kind: str
+    queue: str
+    payload: JsonValue
+    on_missed: MissedRunPolicy
+    backfill_limit: int
+    paused: bool
+    next_run_ms: int
+    last_enqueued_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_missed", MissedRunPolicy(self.on_missed))
+
+
+@dataclass(frozen=True)
+class ScheduleDeleted(DomainEvent):
+    schedule_id: str
+
+
+@dataclass(frozen=True)
+class EnqueueAttempted(DomainEvent):
+    """The operator-facing audit record of one automatic tick attempt.
+
+    `attempt` counts consecutive attempts at this tick (1 for the first);
+    `retry_at_ms` is set on a failure and says when the tick is retried.
+    Never carries a payload or raw backend error text.
+    """
+
+    schedule_id: str
+    tick_ms: int
+    job_id: str
+    outcome: Outcome
+    reason: str
+    attempt: int = 1
+    retry_at_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
+
+
+@dataclass(frozen=True)
+class NextRunAdvanced(DomainEvent):
+    schedule_id: str
+    next_run_ms: int
+    last_enqueued_ms: int | None
+
+
+@dataclass(frozen=True)
+class JobEnqueued(DomainEvent):
+    job_id: str
+    kind: str
+    queue: str
+    payload: JsonValue
+    unique_key: str | None = None
+    periodic_schedule_id: str | None = None
+    periodic_tick_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class JobFinished(DomainEvent):
+    job_id: str
+    state: JobState
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", JobState(self.state))
+
+
+@dataclass(frozen=True)
+class ManualRunRequested(DomainEvent):
+    """An operator's Enqueue now; its stream exists once per idempotency key."""
+
+    schedule_id: str
+    idempotency_key: str
+    job_id: str
+
+
+@dataclass(frozen=True)
+class FingerprintQuarantined(DomainEvent):
+    fingerprint: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class FingerprintReleased(DomainEvent):
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """An event as the log holds it: where it sits and when the store took it."""
+
+    position: int
+    stream_id: str
+    version: int
+    recorded_at_ms: int
+    event: DomainEvent
+
+    @property
+    def type(self) -> str:
+        return type(self.event).__name__
+
+
+EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
+    cls.__name__: cls
+    for cls in (
+        ScheduleDefined,
+        ScheduleDeleted,
+        EnqueueAttempted,
+        NextRunAdvanced,
+        JobEnqueued,
+        JobFinished,
+        ManualRunRequested,
+        FingerprintQuarantined,
+        FingerprintReleased,
+    )
+}
+
+Upcaster: TypeAlias = Callable[[dict[str, JsonValue]], dict[str, JsonValue]]
+UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {}
+"""(type name, stored schema version) -> function returning the next version's body."""
+
+_FIELD_NAMES: Final = {
+    name: tuple(field.name for field in dataclasses.fields(cls))
+    for name, cls in EVENT_TYPES.items()
+}
+
+
+class UnknownEventType(ValueError):
+    """The log holds an event this version of Headgate does not know."""
+
+
+def encode(event: DomainEvent) -> tuple[str, int, str]:
+    """(type name, schema version, canonical JSON body)."""
+    name = type(event).__name__
+    body = {field: getattr(event, field) for field in _FIELD_NAMES[name]}
+    return name, event.schema_version, canonical_json(body)
+
+
+def decode(type_name: str, schema_version: int, body_text: str) -> DomainEvent:
+    cls = EVENT_TYPES.get(type_name)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {type_name!r}")
+    body: dict[str, JsonValue] = json.loads(body_text)
+    version = schema_version
+    while version < cls.schema_version:
+        body = UPCASTERS[(type_name, version)](body)
+        version += 1
+    if version > cls.schema_version:
+        raise UnknownEventType(
+            f"{type_name} v{schema_version} is newer than this Headgate (v{cls.schema_version})"
+        )
+    return cls(**body)
+
+
+def canonical_json(value: JsonValue) -> str:
+    """One text per value: sorted keys, no spaces, so equal values store equal bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

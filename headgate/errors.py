@@ -1,0 +1,59 @@
+"""Headgate's own error hierarchy.
+
+Driver errors are translated into these at the storage adapter's edge, so
+callers (the runtime, the API, the CLI) never depend on a database driver's
+exception types or messages.
+"""
+
+from __future__ import annotations
+
+
+class HeadgateError(Exception):
+    """Base class of every error Headgate raises on purpose."""
+
+
+class StoreError(HeadgateError):
+    """The store rejected an operation for a reason not covered below."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached, or stayed locked past its busy timeout."""
+
+
+class ConcurrencyConflict(StoreError):
+    """A stream was not at the version the writer expected."""
+
+    def __init__(self, stream_id: str | None, expected: int | None, actual: int | None) -> None:
+        if stream_id is None:
+            message = "a concurrent writer appended the same stream version first"
+        else:
+            message = f"stream {stream_id!r} is at version {actual}, not the expected {expected}"
+        super().__init__(message)
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+
+
+class ConstraintViolation(StoreError):
+    """A database constraint rejected a write (a bug if validation let it through)."""
+
+
+class LeaseLost(StoreError):
+    """A write made under a lease found the lease held under another term."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was migrated by a newer Headgate than this one."""
+
+
+class ValidationError(HeadgateError, ValueError):
+    """Input was rejected before anything was written; the message names the field."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+class NotFound(HeadgateError, LookupError):
+    """The named schedule or job does not exist."""

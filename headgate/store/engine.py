@@ -1,0 +1,124 @@
+"""Engines for the two supported stores, and driver-error translation.
+
+SQLite (`sqlite:///path.db`) is the embedded default: WAL so readers never
+block the writer, a busy timeout so writers queue instead of failing, and
+`synchronous=FULL` so an acknowledged commit survives a power cut. Write
+transactions start with BEGIN IMMEDIATE, taking the write lock up front, so a
+read-then-write transaction can never be overtaken.
+
+PostgreSQL (`postgresql+psycopg://...`) is the shared store for several hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Final
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Connection, make_url
+
+from headgate.errors import (
+    ConcurrencyConflict,
+    ConstraintViolation,
+    StoreError,
+    StoreUnavailable,
+)
+
+BUSY_TIMEOUT_S: Final = 30.0
+WRITE: Final = {"headgate_write": True}
+"""Execution options marking a connection's transaction as a write."""
+
+
+def parse_store_url(url: str) -> URL:
+    """Validate a store URL; plain `postgresql://` means the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        raise ValueError(f"--db: {url!r} is not a database URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        if parsed.get_driver_name() in ("", "psycopg2"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return parsed
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise ValueError(
+                "--db: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+            )
+        return parsed
+    raise ValueError(f"--db: {backend!r} is not supported; use sqlite:///path.db or postgresql://")
+
+
+def create_store_engine(url: str) -> Engine:
+    parsed = parse_store_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed)
+    return create_engine(
+        parsed,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    engine = create_engine(
+        url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+    )
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module; see "begin".
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        if connection.get_execution_options().get("headgate_write"):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def is_postgresql(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+@contextlib.contextmanager
+def translated_errors(where: str) -> Iterator[None]:
+    """Re-raise driver errors as Headgate's own, keeping the original as the cause."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except sa_exc.IntegrityError as error:
+        detail = _first_line(error)
+        if "uq_events_stream_version" in detail or "events.stream_id, events.version" in detail:
+            raise ConcurrencyConflict(None, None, None) from error
+        raise ConstraintViolation(f"{where}: a constraint rejected the write: {detail}") from error
+    except (
+        sa_exc.OperationalError,
+        sa_exc.InterfaceError,
+        sa_exc.TimeoutError,
+        sa_exc.DisconnectionError,
+    ) as error:
+        raise StoreUnavailable(f"{where}: store unavailable: {_first_line(error)}") from error
+    except sa_exc.DBAPIError as error:
+        raise StoreError(f"{where}: store error: {_first_line(error)}") from error
+    except sa_exc.SQLAlchemyError as error:
+        raise StoreError(f"{where}: {_first_line(error)}") from error
+
+
+def _first_line(error: sa_exc.SQLAlchemyError) -> str:
+    original = getattr(error, "orig", None)
+    text = str(original if original is not None else error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

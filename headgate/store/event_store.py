@@ -1,0 +1,263 @@
+"""The event log: atomic multi-stream appends with optimistic concurrency.
+
+Appends are serialised by locking the single `log_head` row (SQLite's write
+lock does the same), so positions are assigned gap-free in commit order and a
+reader tailing by position can never skip an event that commits later with a
+lower position. Holding that lock also makes the stream versions read inside a
+write transaction stable until commit, which is how a batch checks every
+expected version up front and appends the rest without per-event round trips.
+
+Projections are applied inline, in the same transaction as the events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from headgate.clock import Clock
+from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
+from headgate.errors import ConcurrencyConflict, LeaseLost
+from headgate.store.engine import WRITE, create_store_engine, is_postgresql, translated_errors
+from headgate.store.migrations import migrate
+from headgate.store.projector import CHUNK, Projector
+from headgate.store.schema import LIVE, events, leases, log_head
+from projections import ALL_PROJECTIONS
+
+NO_STREAM: Final = 0
+"""Expected version of a stream that must not exist yet."""
+ANY_VERSION: Final = -1
+"""Expected version that accepts any current version."""
+MAX_STREAM_ID_LENGTH: Final = 255
+
+
+@dataclass(frozen=True)
+class StreamAppend:
+    """Events for one stream, valid only if the stream is at `expected_version`."""
+
+    stream_id: str
+    expected_version: int
+    events: tuple[DomainEvent, ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.stream_id) <= MAX_STREAM_ID_LENGTH:
+            raise ValueError(f"stream id must be 1-{MAX_STREAM_ID_LENGTH} characters")
+        if not self.events:
+            raise ValueError(f"an append to {self.stream_id!r} needs at least one event")
+
+
+Unit = Sequence[StreamAppend]
+"""Stream appends that land together or not at all."""
+UnitResult = list[RecordedEvent] | ConcurrencyConflict
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A write made under a lease: valid only while the lease is at this term."""
+
+    lease: str
+    term: int
+
+
+class WriteTransaction:
+    """One serialised write transaction: read what a decision needs, then append."""
+
+    def __init__(self, connection: Connection, projector: Projector, now_ms: int, head: int):
+        self.connection = connection
+        self.now_ms = now_ms
+        self._projector = projector
+        self._head = head
+
+    @property
+    def head(self) -> int:
+        return self._head
+
+    def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
+        """Current version of each stream; 0 for a stream that does not exist."""
+        wanted = list(dict.fromkeys(stream_ids))
+        versions = dict.fromkeys(wanted, 0)
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            query = (
+                select(events.c.stream_id, func.max(events.c.version))
+                .where(events.c.stream_id.in_(chunk))
+                .group_by(events.c.stream_id)
+            )
+            versions.update(
+                {stream: int(version) for stream, version in self.connection.execute(query)}
+            )
+        return versions
+
+    def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
+        """Append each unit whose expected versions hold; report a conflict for the rest.
+
+        One unit's conflict never fails its neighbours.
+        """
+        versions = self.stream_versions(a.stream_id for unit in units for a in unit)
+        head_before = self._head
+        rows: list[dict[str, object]] = []
+        recorded: list[RecordedEvent] = []
+        results: list[UnitResult] = []
+        for unit in units:
+            conflict = _first_conflict(unit, versions)
+            if conflict is not None:
+                results.append(conflict)
+                continue
+            unit_recorded: list[RecordedEvent] = []
+            for stream_append in unit:
+                for event in stream_append.events:
+                    self._head += 1
+                    versions[stream_append.stream_id] += 1
+                    entry = RecordedEvent(
+                        self._head,
+                        stream_append.stream_id,
+                        versions[stream_append.stream_id],
+                        self.now_ms,
+                        event,
+                    )
+                    unit_recorded.append(entry)
+                    rows.append(_row(entry))
+            recorded.extend(unit_recorded)
+            results.append(unit_recorded)
+        if rows:
+            self.connection.execute(insert(events), rows)
+            self.connection.execute(
+                update(log_head).where(log_head.c.id == 1).values(position=self._head)
+            )
+            self._projector.apply_live(self.connection, recorded, head_before)
+        return results
+
+
+def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict | None:
+    for stream_append in unit:
+        actual = versions[stream_append.stream_id]
+        expected = stream_append.expected_version
+        if expected != ANY_VERSION and expected != actual:
+            return ConcurrencyConflict(stream_append.stream_id, expected, actual)
+    return None
+
+
+def _row(entry: RecordedEvent) -> dict[str, object]:
+    type_name, schema_version, body = encode(entry.event)
+    return {
+        "position": entry.position,
+        "stream_id": entry.stream_id,
+        "version": entry.version,
+        "type": type_name,
+        "schema_version": schema_version,
+        "body": body,
+        "recorded_at_ms": entry.recorded_at_ms,
+    }
+
+
+def decode_row(row: object) -> RecordedEvent:
+    mapping = row._mapping  # type: ignore[attr-defined]
+    return RecordedEvent(
+        position=mapping["position"],
+        stream_id=mapping["stream_id"],
+        version=mapping["version"],
+        recorded_at_ms=mapping["recorded_at_ms"],
+        event=decode(mapping["type"], mapping["schema_version"], mapping["body"]),
+    )
+
+
+class EventStore:
+    """The event log and its live projections in one SQL database."""
+
+    def __init__(self, url: str, clock: Clock, *, engine: Engine | None = None) -> None:
+        self.url = url
+        self.clock = clock
+        self.engine = engine if engine is not None else create_store_engine(url)
+        self.projector = Projector(LIVE, ALL_PROJECTIONS)
+        migrate(self.engine, clock.now_ms())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @property
+    def is_postgresql(self) -> bool:
+        return is_postgresql(self.engine)
+
+    @contextlib.contextmanager
+    def write(self, fence: Fence | None = None) -> Iterator[WriteTransaction]:
+        """A serialised write transaction; commits when the block exits cleanly."""
+        with translated_errors("writing to the store"), self.engine.connect() as connection:
+            connection = connection.execution_options(**WRITE)
+            with connection.begin():
+                head_query = select(log_head.c.position).where(log_head.c.id == 1)
+                if self.is_postgresql:
+                    head_query = head_query.with_for_update()
+                head = int(connection.execute(head_query).scalar_one())
+                now = self.clock.now_ms()
+                if fence is not None:
+                    self._check_fence(connection, fence, now)
+                yield WriteTransaction(connection, self.projector, now, head)
+
+    def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
+        query = select(leases.c.term, leases.c.expires_at_ms).where(leases.c.name == fence.lease)
+        if self.is_postgresql:
+            query = query.with_for_update(read=True)
+        row = connection.execute(query).first()
+        if row is None or row.term != fence.term or row.expires_at_ms <= now_ms:
+            raise LeaseLost(
+                f"lease {fence.lease!r} is no longer held at term {fence.term}; write refused"
+            )
+
+    def append(
+        self,
+        stream_id: str,
+        expected_version: int,
+        new_events: Sequence[DomainEvent],
+        *,
+        fence: Fence | None = None,
+    ) -> list[RecordedEvent]:
+        """Append to one stream; raises ConcurrencyConflict if it is not at `expected_version`."""
+        return self.append_unit(
+            [StreamAppend(stream_id, expected_version, tuple(new_events))], fence=fence
+        )
+
+    def append_unit(self, unit: Unit, *, fence: Fence | None = None) -> list[RecordedEvent]:
+        """Append to several streams atomically; raises ConcurrencyConflict on any stale one."""
+        (result,) = self.append_units([unit], fence=fence)
+        if isinstance(result, ConcurrencyConflict):
+            raise result
+        return result
+
+    def append_units(
+        self, units: Sequence[Unit], *, fence: Fence | None = None
+    ) -> list[UnitResult]:
+        """Group commit: many independent units in one transaction."""
+        with self.write(fence) as transaction:
+            return transaction.append_units(units)
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        query = select(events).where(events.c.stream_id == stream_id).order_by(events.c.version)
+        with translated_errors("reading a stream"), self.engine.connect() as connection:
+            return [decode_row(row) for row in connection.execute(query)]
+
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
+    ) -> list[RecordedEvent]:
+        """Events with position > after_position (and <= until_position), in order."""
+        query = select(events).where(events.c.position > after_position)
+        if until_position is not None:
+            query = query.where(events.c.position <= until_position)
+        query = query.order_by(events.c.position).limit(limit)
+        with translated_errors("reading the log"), self.engine.connect() as connection:
+            return [decode_row(row) for row in connection.execute(query)]
+
+    def head(self) -> int:
+        """The last assigned position (0 for an empty log)."""
+        query = select(log_head.c.position).where(log_head.c.id == 1)
+        with translated_errors("reading the log head"), self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def stream_version(self, stream_id: str) -> int:
+        query = select(func.max(events.c.version)).where(events.c.stream_id == stream_id)
+        with translated_errors("reading a stream version"), self.engine.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)

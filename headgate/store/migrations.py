@@ -1,0 +1,108 @@
+"""Versioned schema migrations, applied on start.
+
+Each migration runs once, in order, inside one transaction together with the
+row that records it (both SQLite and PostgreSQL have transactional DDL), so a
+crash mid-upgrade leaves the previous version intact. Concurrent starts are
+serialised (SQLite's write lock; an advisory lock on PostgreSQL). Migrations
+only add; none drops or rewrites stored data.
+
+When a table's shape changes, add a migration that alters it; never edit what
+an earlier migration creates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import Engine, func, insert, select, text
+from sqlalchemy.engine import Connection
+
+from headgate.errors import SchemaTooNew
+from headgate.store.engine import WRITE, is_postgresql, translated_errors
+from headgate.store.schema import (
+    LIVE,
+    events,
+    leases,
+    log_head,
+    projection_checkpoints,
+    schema_migrations,
+)
+from projections import ALL_PROJECTIONS
+
+_MIGRATION_LOCK_KEY: Final = 0x48474D49  # "HGMI"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _create_event_log(connection: Connection) -> None:
+    events.create(connection)
+    log_head.create(connection)
+    connection.execute(insert(log_head).values(id=1, position=0))
+
+
+def _create_projections(connection: Connection) -> None:
+    projection_checkpoints.create(connection)
+    for table in LIVE.all():
+        table.create(connection)
+    connection.execute(
+        insert(projection_checkpoints),
+        [{"name": p.name, "position": 0, "rebuilding": False} for p in ALL_PROJECTIONS],
+    )
+
+
+def _create_leases(connection: Connection) -> None:
+    leases.create(connection)
+
+
+MIGRATIONS: Final = (
+    Migration(1, "event log and log head", _create_event_log),
+    Migration(2, "projection tables and checkpoints", _create_projections),
+    Migration(3, "leases", _create_leases),
+)
+LATEST_VERSION: Final = MIGRATIONS[-1].version
+
+
+def migrate(engine: Engine, clock_ms: int, target: int = LATEST_VERSION) -> list[int]:
+    """Bring the schema up to `target`; returns the versions applied now."""
+    applied: list[int] = []
+    with translated_errors("migrating the schema"), engine.connect() as connection:
+        connection = connection.execution_options(**WRITE)
+        with connection.begin():
+            if is_postgresql(engine):
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
+                )
+            schema_migrations.create(connection, checkfirst=True)
+            current = connection.execute(select(func.max(schema_migrations.c.version))).scalar()
+            current = current or 0
+            if current > LATEST_VERSION:
+                raise SchemaTooNew(
+                    f"the database schema is at version {current}, but this Headgate "
+                    f"knows only up to {LATEST_VERSION}; upgrade Headgate"
+                )
+            for migration in MIGRATIONS:
+                if current < migration.version <= target:
+                    migration.apply(connection)
+                    connection.execute(
+                        insert(schema_migrations).values(
+                            version=migration.version,
+                            description=migration.description,
+                            applied_at_ms=clock_ms,
+                        )
+                    )
+                    applied.append(migration.version)
+    return applied
+
+
+def schema_version(engine: Engine) -> int:
+    with translated_errors("reading the schema version"), engine.connect() as connection:
+        if not engine.dialect.has_table(connection, schema_migrations.name):
+            return 0
+        return int(connection.execute(select(func.max(schema_migrations.c.version))).scalar() or 0)

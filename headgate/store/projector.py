@@ -1,0 +1,150 @@
+"""Applies projections (pure folds) to their tables, in bulk.
+
+For a batch of recorded events the projector loads every row the batch
+touches in one query per projection, folds the events in log order, and
+writes back only what changed: inserts, updates and deletes each as one
+executemany. That keeps the cost per batch, not per event, in round trips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Final
+
+from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from headgate.domain.events import RecordedEvent
+from headgate.store.schema import ProjectionTables, projection_checkpoints
+from projections import AnyProjection
+
+CHUNK: Final = 500
+
+
+class Projector:
+    def __init__(self, tables: ProjectionTables, projections: Sequence[AnyProjection]) -> None:
+        self.tables = tables
+        self.projections = tuple(projections)
+
+    def table_for(self, projection: AnyProjection) -> Table:
+        return self.tables.by_name(projection.table)
+
+    def apply_live(
+        self, connection: Connection, recorded: Sequence[RecordedEvent], head_before: int
+    ) -> None:
+        """Apply a just-appended batch to every projection that is caught up.
+
+        A projection whose checkpoint lags (it is being rebuilt) is skipped:
+        its rebuild will reach these events itself, and applying them twice
+        would be wrong.
+        """
+        if not recorded:
+            return
+        checkpoints = dict(
+            connection.execute(
+                select(projection_checkpoints.c.name, projection_checkpoints.c.position)
+            ).all()
+        )
+        head_after = recorded[-1].position
+        for projection in self.projections:
+            if checkpoints.get(projection.name) == head_before:
+                fold_into_table(connection, projection, self.table_for(projection), recorded)
+        connection.execute(
+            update(projection_checkpoints)
+            .where(projection_checkpoints.c.position == head_before)
+            .where(projection_checkpoints.c.name.in_([p.name for p in self.projections]))
+            .values(position=head_after)
+        )
+
+
+def fold_into_table(
+    connection: Connection,
+    projection: AnyProjection,
+    table: Table,
+    recorded: Iterable[RecordedEvent],
+) -> int:
+    """Fold events into `table` with `projection`; returns how many events it used."""
+    relevant: list[tuple[Hashable, RecordedEvent]] = []
+    for event in recorded:
+        key = projection.key(event)
+        if key is not None:
+            relevant.append((key, event))
+    if not relevant:
+        return 0
+    keys = list(dict.fromkeys(key for key, _ in relevant))
+    existing = {} if projection.append_only else _load_rows(connection, projection, table, keys)
+    current: dict[Hashable, Any] = dict(existing)
+    for key, event in relevant:
+        current[key] = projection.apply(current.get(key), event)
+    _write_changes(connection, projection, table, existing, current)
+    return len(relevant)
+
+
+def _load_rows(
+    connection: Connection, projection: AnyProjection, table: Table, keys: list[Hashable]
+) -> dict[Hashable, Any]:
+    key_column = table.c[projection.key_column]
+    rows: dict[Hashable, Any] = {}
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start : start + CHUNK]
+        for row in connection.execute(select(table).where(key_column.in_(chunk))).mappings():
+            rows[row[projection.key_column]] = projection.row_type(**row)
+    return rows
+
+
+def _write_changes(
+    connection: Connection,
+    projection: AnyProjection,
+    table: Table,
+    existing: dict[Hashable, Any],
+    current: dict[Hashable, Any],
+) -> None:
+    inserts, updates, deletes = [], [], []
+    for key, row in current.items():
+        before = existing.get(key)
+        if row is None:
+            if before is not None:
+                deletes.append(key)
+        elif before is None:
+            inserts.append(_as_dict(row))
+        elif row != before:
+            updates.append({f"b_{name}": value for name, value in _as_dict(row).items()})
+    key_column = table.c[projection.key_column]
+    if deletes:
+        for start in range(0, len(deletes), CHUNK):
+            connection.execute(delete(table).where(key_column.in_(deletes[start : start + CHUNK])))
+    if inserts:
+        connection.execute(insert(table), inserts)
+    if updates:
+        values: dict[str, Any] = {
+            c.name: bindparam(f"b_{c.name}") for c in table.c if c is not key_column
+        }
+        statement = update(table).where(key_column == bindparam(f"b_{key_column.name}"))
+        connection.execute(statement.values(values), updates)
+    if projection.retention is not None and inserts:
+        _trim(connection, projection, table, inserts)
+
+
+def _trim(
+    connection: Connection, projection: AnyProjection, table: Table, inserted: list[dict[str, Any]]
+) -> None:
+    """Delete all but the newest `keep` rows of each group that just grew."""
+    retention = projection.retention
+    assert retention is not None
+    group, order = table.c[retention.group_by], table.c[retention.order_by]
+    cutoff = (
+        select(order)
+        .where(group == bindparam("b_group"))
+        .order_by(order.desc())
+        .limit(1)
+        .offset(retention.keep - 1)
+        .scalar_subquery()
+    )
+    groups = list(dict.fromkeys(row[retention.group_by] for row in inserted))
+    statement = delete(table).where(group == bindparam("b_group"), order < cutoff)
+    connection.execute(statement, [{"b_group": value} for value in groups])
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    return {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}

@@ -1,0 +1,179 @@
+"""The database schema, in SQLAlchemy Core, shared by SQLite and PostgreSQL.
+
+`LOG` holds the record of truth (the event log) and operational state (log
+head, leases, checkpoints). Projection tables are built by a function so the
+same shape can be created under a prefix as scratch tables for `--verify` and
+`replay`. These objects describe the latest schema; `migrations.py` creates and
+alters a database to match them, and a test checks the two agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
+
+LOG = MetaData()
+
+events = Table(
+    "events",
+    LOG,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("stream_id", String(255), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("schema_version", SmallInteger, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False),
+    UniqueConstraint("stream_id", "version", name="uq_events_stream_version"),
+)
+
+log_head = Table(
+    "log_head",
+    LOG,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("position", BigInteger, nullable=False),
+)
+"""One row: the last assigned log position. Appenders lock it, which
+serialises appends so positions are gap-free and commit in order."""
+
+projection_checkpoints = Table(
+    "projection_checkpoints",
+    LOG,
+    Column("name", String(64), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("rebuilding", Boolean, nullable=False, server_default=false()),
+)
+
+leases = Table(
+    "leases",
+    LOG,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("term", BigInteger, nullable=False),
+    Column("acquired_at_ms", BigInteger, nullable=False),
+    Column("expires_at_ms", BigInteger, nullable=False),
+)
+
+schema_migrations = Table(
+    "schema_migrations",
+    LOG,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("description", String(255), nullable=False),
+    Column("applied_at_ms", BigInteger, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class ProjectionTables:
+    schedules: Table
+    jobs: Table
+    enqueue_history: Table
+    quarantine: Table
+
+    def by_name(self, table_name: str) -> Table:
+        table: Table = getattr(self, table_name)
+        return table
+
+    def all(self) -> tuple[Table, ...]:
+        return (self.schedules, self.jobs, self.enqueue_history, self.quarantine)
+
+
+def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
+    """The projection tables, named `<prefix><name>`, in `metadata`."""
+    schedules = Table(
+        f"{prefix}schedules",
+        metadata,
+        Column("schedule_id", String(255), primary_key=True),
+        Column("spec", String(512), nullable=False),
+        Column("kind", String(128), nullable=False),
+        Column("queue", String(128), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("on_missed", String(16), nullable=False),
+        Column("backfill_limit", Integer, nullable=False),
+        Column("paused", Boolean, nullable=False),
+        Column("next_run_ms", BigInteger, nullable=False),
+        Column("due_at_ms", BigInteger, nullable=False),
+        Column("failures", Integer, nullable=False),
+        Column("last_enqueued_ms", BigInteger),
+        Column("version", Integer, nullable=False),
+        Column("deleted", Boolean, nullable=False),
+        Column("updated_at_ms", BigInteger, nullable=False),
+    )
+    Index(
+        f"ix_{prefix}schedules_due",
+        schedules.c.due_at_ms,
+        sqlite_where=text("NOT paused AND NOT deleted"),
+        postgresql_where=text("NOT paused AND NOT deleted"),
+    )
+    jobs = Table(
+        f"{prefix}jobs",
+        metadata,
+        Column("job_id", String(255), primary_key=True),
+        Column("kind", String(128), nullable=False),
+        Column("queue", String(128), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("unique_key", String(255)),
+        Column("created_at_ms", BigInteger, nullable=False),
+        Column("updated_at_ms", BigInteger, nullable=False),
+        Column("periodic_schedule_id", String(255)),
+        Column("periodic_tick_ms", BigInteger),
+        CheckConstraint(
+            "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
+            name=f"ck_{prefix}jobs_periodic_origin_pair",
+        ),
+    )
+    Index(
+        f"ux_{prefix}jobs_live_unique_key",
+        jobs.c.unique_key,
+        unique=True,
+        sqlite_where=text("state = 'pending' AND unique_key IS NOT NULL"),
+        postgresql_where=text("state = 'pending' AND unique_key IS NOT NULL"),
+    )
+    Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
+    enqueue_history = Table(
+        f"{prefix}enqueue_history",
+        metadata,
+        Column("event_id", BigInteger, primary_key=True, autoincrement=False),
+        Column("schedule_id", String(255), nullable=False),
+        Column("tick_ms", BigInteger, nullable=False),
+        Column("job_id", String(255), nullable=False),
+        Column("outcome", String(16), nullable=False),
+        Column("reason", String(64), nullable=False),
+        Column("attempt", Integer, nullable=False),
+        Column("recorded_at_ms", BigInteger, nullable=False),
+    )
+    Index(
+        f"ix_{prefix}enqueue_history_schedule",
+        enqueue_history.c.schedule_id,
+        enqueue_history.c.event_id,
+    )
+    quarantine = Table(
+        f"{prefix}quarantine",
+        metadata,
+        Column("fingerprint", String(128), primary_key=True),
+        Column("note", String(255), nullable=False),
+        Column("quarantined_at_ms", BigInteger, nullable=False),
+    )
+    return ProjectionTables(schedules, jobs, enqueue_history, quarantine)
+
+
+LIVE = projection_tables(LOG)

@@ -1,0 +1,43 @@
+"""What a projection is: a key function and a fold, both pure.
+
+The store's projector loads the rows an event batch touches, folds each event
+into its row with `apply`, and writes back what changed. A projection never
+sees a database; that is what lets a rebuild and the live path share one fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from headgate.domain.events import RecordedEvent
+
+Row = TypeVar("Row")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Keep only the newest `keep` rows per `group_by` value, by `order_by`."""
+
+    group_by: str
+    order_by: str
+    keep: int
+
+
+@dataclass(frozen=True)
+class Projection(Generic[Row]):
+    name: str
+    table: str
+    row_type: type[Row]
+    key_column: str
+    key: Callable[[RecordedEvent], Hashable | None]
+    """Which row an event touches, or None if the projection ignores it."""
+    apply: Callable[[Row | None, RecordedEvent], Row | None]
+    """The row after the event; None deletes the row."""
+    append_only: bool = False
+    """Every event makes a new row, so no existing row needs loading."""
+    retention: Retention | None = None
+
+
+AnyProjection = Projection[Any]

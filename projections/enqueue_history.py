@@ -1,0 +1,59 @@
+"""The enqueue history: one row per automatic attempt, newest 100 per schedule.
+
+Rows are keyed by the event's log position, which is monotonic, survives a
+rebuild unchanged, and doubles as the paging cursor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from headgate.domain.events import EnqueueAttempted, RecordedEvent
+from projections.base import Projection, Retention
+
+KEEP_PER_SCHEDULE: Final = 100
+
+
+@dataclass(frozen=True)
+class EnqueueHistoryRow:
+    event_id: int
+    schedule_id: str
+    tick_ms: int
+    job_id: str
+    outcome: str
+    reason: str
+    attempt: int
+    recorded_at_ms: int
+
+
+def key(recorded: RecordedEvent) -> int | None:
+    return recorded.position if isinstance(recorded.event, EnqueueAttempted) else None
+
+
+def apply(row: EnqueueHistoryRow | None, recorded: RecordedEvent) -> EnqueueHistoryRow | None:
+    event = recorded.event
+    if not isinstance(event, EnqueueAttempted):
+        return row
+    return EnqueueHistoryRow(
+        event_id=recorded.position,
+        schedule_id=event.schedule_id,
+        tick_ms=event.tick_ms,
+        job_id=event.job_id,
+        outcome=event.outcome.value,
+        reason=event.reason,
+        attempt=event.attempt,
+        recorded_at_ms=recorded.recorded_at_ms,
+    )
+
+
+ENQUEUE_HISTORY: Projection[EnqueueHistoryRow] = Projection(
+    name="enqueue_history",
+    table="enqueue_history",
+    row_type=EnqueueHistoryRow,
+    key_column="event_id",
+    key=key,
+    apply=apply,
+    append_only=True,
+    retention=Retention(group_by="schedule_id", order_by="event_id", keep=KEEP_PER_SCHEDULE),
+)

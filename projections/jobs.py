@@ -1,0 +1,60 @@
+"""The jobs read model: one row per job, with its periodic origin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from headgate.domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent, canonical_json
+from projections.base import Projection
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    kind: str
+    queue: str
+    payload: str
+    """Canonical JSON text."""
+    state: str
+    unique_key: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    periodic_schedule_id: str | None
+    periodic_tick_ms: int | None
+
+
+def key(recorded: RecordedEvent) -> str | None:
+    event = recorded.event
+    if isinstance(event, JobEnqueued | JobFinished):
+        return event.job_id
+    return None
+
+
+def apply(row: JobRow | None, recorded: RecordedEvent) -> JobRow | None:
+    event = recorded.event
+    if isinstance(event, JobEnqueued):
+        return JobRow(
+            job_id=event.job_id,
+            kind=event.kind,
+            queue=event.queue,
+            payload=canonical_json(event.payload),
+            state=JobState.PENDING.value,
+            unique_key=event.unique_key,
+            created_at_ms=recorded.recorded_at_ms,
+            updated_at_ms=recorded.recorded_at_ms,
+            periodic_schedule_id=event.periodic_schedule_id,
+            periodic_tick_ms=event.periodic_tick_ms,
+        )
+    if isinstance(event, JobFinished) and row is not None:
+        return replace(row, state=event.state.value, updated_at_ms=recorded.recorded_at_ms)
+    return row
+
+
+JOBS: Projection[JobRow] = Projection(
+    name="jobs",
+    table="jobs",
+    row_type=JobRow,
+    key_column="job_id",
+    key=key,
+    apply=apply,
+)

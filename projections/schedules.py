@@ -1,0 +1,103 @@
+"""The schedules read model: one row per schedule, including deleted ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from headgate.domain.events import (
+    EnqueueAttempted,
+    NextRunAdvanced,
+    Outcome,
+    RecordedEvent,
+    ScheduleDefined,
+    ScheduleDeleted,
+    canonical_json,
+)
+from projections.base import Projection
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    schedule_id: str
+    spec: str
+    kind: str
+    queue: str
+    payload: str
+    """Canonical JSON text."""
+    on_missed: str
+    backfill_limit: int
+    paused: bool
+    next_run_ms: int
+    due_at_ms: int
+    """When the scheduler should next look at it: next_run_ms, or a retry time
+    after a failed attempt (the tick itself stays next_run_ms)."""
+    failures: int
+    """Consecutive failed attempts at the current tick."""
+    last_enqueued_ms: int | None
+    version: int
+    """The schedule stream's version this row reflects: the compare-and-set token."""
+    deleted: bool
+    updated_at_ms: int
+
+
+def key(recorded: RecordedEvent) -> str | None:
+    event: Any = recorded.event
+    if isinstance(event, ScheduleDefined | ScheduleDeleted | EnqueueAttempted | NextRunAdvanced):
+        return str(event.schedule_id)
+    return None
+
+
+def apply(row: ScheduleRow | None, recorded: RecordedEvent) -> ScheduleRow | None:
+    event = recorded.event
+    if isinstance(event, ScheduleDefined):
+        return _defined(event, recorded)
+    if row is None:
+        # Only reachable in a compacted log, where the latest definition (a full
+        # snapshot) comes later and sets every field.
+        return None
+    touched = replace(row, version=recorded.version, updated_at_ms=recorded.recorded_at_ms)
+    if isinstance(event, ScheduleDeleted):
+        return replace(touched, deleted=True)
+    if isinstance(event, NextRunAdvanced):
+        return replace(
+            touched,
+            next_run_ms=event.next_run_ms,
+            due_at_ms=event.next_run_ms,
+            failures=0,
+            last_enqueued_ms=event.last_enqueued_ms,
+        )
+    if isinstance(event, EnqueueAttempted) and event.outcome is Outcome.FAILED:
+        retry_at = row.due_at_ms if event.retry_at_ms is None else event.retry_at_ms
+        return replace(touched, failures=event.attempt, due_at_ms=retry_at)
+    return touched
+
+
+def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
+    return ScheduleRow(
+        schedule_id=event.schedule_id,
+        spec=event.spec,
+        kind=event.kind,
+        queue=event.queue,
+        payload=canonical_json(event.payload),
+        on_missed=event.on_missed.value,
+        backfill_limit=event.backfill_limit,
+        paused=event.paused,
+        next_run_ms=event.next_run_ms,
+        due_at_ms=event.next_run_ms,
+        failures=0,
+        last_enqueued_ms=event.last_enqueued_ms,
+        version=recorded.version,
+        deleted=False,
+        updated_at_ms=recorded.recorded_at_ms,
+    )
+
+
+SCHEDULES: Projection[ScheduleRow] = Projection(
+    name="schedules",
+    table="schedules",
+    row_type=ScheduleRow,
+    key_column="schedule_id",
+    key=key,
+    apply=apply,
+)

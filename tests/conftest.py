@@ -1,0 +1,88 @@
+"""Shared fixtures: every storage test runs on SQLite (file) and PostgreSQL.
+
+PostgreSQL comes from $HEADGATE_TEST_POSTGRES_URL; each test gets a fresh
+schema in that database (cheap, and isolated under pytest-xdist). Without the
+variable the PostgreSQL half is skipped with a visible reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from headgate.clock import FakeClock
+from headgate.store.event_store import EventStore
+
+POSTGRES_URL = os.environ.get("HEADGATE_TEST_POSTGRES_URL", "")
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def _ensure_database(url: str) -> None:
+    parsed = make_url(url)
+    admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            exists = connection.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                {"name": parsed.database},
+            ).first()
+            if exists is None:
+                connection.execute(text(f'CREATE DATABASE "{parsed.database}"'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    if not POSTGRES_URL:
+        pytest.skip("HEADGATE_TEST_POSTGRES_URL is not set; PostgreSQL half skipped")
+    _ensure_database(POSTGRES_URL)
+    return POSTGRES_URL
+
+
+def fresh_postgres_url(server_url: str) -> tuple[str, str]:
+    """A URL whose search_path is a new, empty schema; returns (url, schema)."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    engine = create_engine(server_url)
+    with engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine.dispose()
+    url = make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False), schema
+
+
+def drop_postgres_schema(server_url: str, schema: str) -> None:
+    engine = create_engine(server_url)
+    with engine.begin() as connection:
+        connection.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty store on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'headgate.db'}"
+        return
+    server = request.getfixturevalue("postgres_server_url")
+    url, schema = fresh_postgres_url(server)
+    yield url
+    drop_postgres_schema(server, schema)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(store_url: str, clock: FakeClock) -> Iterator[EventStore]:
+    event_store = EventStore(store_url, clock)
+    yield event_store
+    event_store.close()
