@@ -89,6 +89,17 @@ def _sqlite_engine(url: URL) -> Engine:
     return engine
 
 
+@contextlib.contextmanager
+def write_transaction(engine: Engine, where: str) -> Iterator[Connection]:
+    """A connection inside a write transaction (BEGIN IMMEDIATE on SQLite)."""
+    with (
+        translated_errors(where),
+        engine.execution_options(**WRITE).connect() as connection,
+        connection.begin(),
+    ):
+        yield connection
+
+
 def is_postgresql(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 

@@ -23,7 +23,12 @@ from sqlalchemy.engine import Connection
 from headgate.clock import Clock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
 from headgate.errors import ConcurrencyConflict, LeaseLost
-from headgate.store.engine import WRITE, create_store_engine, is_postgresql, translated_errors
+from headgate.store.engine import (
+    create_store_engine,
+    is_postgresql,
+    translated_errors,
+    write_transaction,
+)
 from headgate.store.migrations import migrate
 from headgate.store.projector import CHUNK, Projector
 from headgate.store.schema import LIVE, events, leases, log_head
@@ -137,7 +142,7 @@ def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict
     for stream_append in unit:
         actual = versions[stream_append.stream_id]
         expected = stream_append.expected_version
-        if expected != ANY_VERSION and expected != actual:
+        if expected not in (ANY_VERSION, actual):
             return ConcurrencyConflict(stream_append.stream_id, expected, actual)
     return None
 
@@ -186,17 +191,15 @@ class EventStore:
     @contextlib.contextmanager
     def write(self, fence: Fence | None = None) -> Iterator[WriteTransaction]:
         """A serialised write transaction; commits when the block exits cleanly."""
-        with translated_errors("writing to the store"), self.engine.connect() as connection:
-            connection = connection.execution_options(**WRITE)
-            with connection.begin():
-                head_query = select(log_head.c.position).where(log_head.c.id == 1)
-                if self.is_postgresql:
-                    head_query = head_query.with_for_update()
-                head = int(connection.execute(head_query).scalar_one())
-                now = self.clock.now_ms()
-                if fence is not None:
-                    self._check_fence(connection, fence, now)
-                yield WriteTransaction(connection, self.projector, now, head)
+        with write_transaction(self.engine, "writing to the store") as connection:
+            head_query = select(log_head.c.position).where(log_head.c.id == 1)
+            if self.is_postgresql:
+                head_query = head_query.with_for_update()
+            head = int(connection.execute(head_query).scalar_one())
+            now = self.clock.now_ms()
+            if fence is not None:
+                self._check_fence(connection, fence, now)
+            yield WriteTransaction(connection, self.projector, now, head)
 
     def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
         query = select(leases.c.term, leases.c.expires_at_ms).where(leases.c.name == fence.lease)

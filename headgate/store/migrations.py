@@ -20,9 +20,10 @@ from sqlalchemy import Engine, func, insert, select, text
 from sqlalchemy.engine import Connection
 
 from headgate.errors import SchemaTooNew
-from headgate.store.engine import WRITE, is_postgresql, translated_errors
+from headgate.store.engine import is_postgresql, translated_errors, write_transaction
 from headgate.store.schema import (
     LIVE,
+    compaction_state,
     events,
     leases,
     log_head,
@@ -57,14 +58,16 @@ def _create_projections(connection: Connection) -> None:
     )
 
 
-def _create_leases(connection: Connection) -> None:
+def _create_leases_and_compaction(connection: Connection) -> None:
     leases.create(connection)
+    compaction_state.create(connection)
+    connection.execute(insert(compaction_state).values(id=1, position=0))
 
 
 MIGRATIONS: Final = (
     Migration(1, "event log and log head", _create_event_log),
     Migration(2, "projection tables and checkpoints", _create_projections),
-    Migration(3, "leases", _create_leases),
+    Migration(3, "leases and compaction state", _create_leases_and_compaction),
 )
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 
@@ -72,32 +75,30 @@ LATEST_VERSION: Final = MIGRATIONS[-1].version
 def migrate(engine: Engine, clock_ms: int, target: int = LATEST_VERSION) -> list[int]:
     """Bring the schema up to `target`; returns the versions applied now."""
     applied: list[int] = []
-    with translated_errors("migrating the schema"), engine.connect() as connection:
-        connection = connection.execution_options(**WRITE)
-        with connection.begin():
-            if is_postgresql(engine):
+    with write_transaction(engine, "migrating the schema") as connection:
+        if is_postgresql(engine):
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
+            )
+        schema_migrations.create(connection, checkfirst=True)
+        current = connection.execute(select(func.max(schema_migrations.c.version))).scalar()
+        current = current or 0
+        if current > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"the database schema is at version {current}, but this Headgate "
+                f"knows only up to {LATEST_VERSION}; upgrade Headgate"
+            )
+        for migration in MIGRATIONS:
+            if current < migration.version <= target:
+                migration.apply(connection)
                 connection.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
-                )
-            schema_migrations.create(connection, checkfirst=True)
-            current = connection.execute(select(func.max(schema_migrations.c.version))).scalar()
-            current = current or 0
-            if current > LATEST_VERSION:
-                raise SchemaTooNew(
-                    f"the database schema is at version {current}, but this Headgate "
-                    f"knows only up to {LATEST_VERSION}; upgrade Headgate"
-                )
-            for migration in MIGRATIONS:
-                if current < migration.version <= target:
-                    migration.apply(connection)
-                    connection.execute(
-                        insert(schema_migrations).values(
-                            version=migration.version,
-                            description=migration.description,
-                            applied_at_ms=clock_ms,
-                        )
+                    insert(schema_migrations).values(
+                        version=migration.version,
+                        description=migration.description,
+                        applied_at_ms=clock_ms,
                     )
-                    applied.append(migration.version)
+                )
+                applied.append(migration.version)
     return applied
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection
@@ -20,6 +20,7 @@ from headgate.store.schema import ProjectionTables, projection_checkpoints
 from projections import AnyProjection
 
 CHUNK: Final = 500
+Row = TypeVar("Row")
 
 
 class Projector:
@@ -73,7 +74,9 @@ def fold_into_table(
     if not relevant:
         return 0
     keys = list(dict.fromkeys(key for key, _ in relevant))
-    existing = {} if projection.append_only else _load_rows(connection, projection, table, keys)
+    existing: dict[Hashable, Any] = {}
+    if not projection.append_only:
+        existing = load_rows(connection, table, projection.key_column, projection.row_type, keys)
     current: dict[Hashable, Any] = dict(existing)
     for key, event in relevant:
         current[key] = projection.apply(current.get(key), event)
@@ -81,15 +84,17 @@ def fold_into_table(
     return len(relevant)
 
 
-def _load_rows(
-    connection: Connection, projection: AnyProjection, table: Table, keys: list[Hashable]
-) -> dict[Hashable, Any]:
-    key_column = table.c[projection.key_column]
-    rows: dict[Hashable, Any] = {}
-    for start in range(0, len(keys), CHUNK):
-        chunk = keys[start : start + CHUNK]
-        for row in connection.execute(select(table).where(key_column.in_(chunk))).mappings():
-            rows[row[projection.key_column]] = projection.row_type(**row)
+def load_rows(
+    connection: Connection, table: Table, key_column: str, row_type: type[Row], keys: Iterable[Any]
+) -> dict[Any, Row]:
+    """Rows of `table` whose `key_column` is in `keys`, as `row_type`, by key."""
+    column = table.c[key_column]
+    wanted = list(dict.fromkeys(keys))
+    rows: dict[Any, Row] = {}
+    for start in range(0, len(wanted), CHUNK):
+        query = select(table).where(column.in_(wanted[start : start + CHUNK]))
+        for row in connection.execute(query).mappings():
+            rows[row[key_column]] = row_type(**row)
     return rows
 
 

@@ -72,6 +72,14 @@ leases = Table(
     Column("expires_at_ms", BigInteger, nullable=False),
 )
 
+compaction_state = Table(
+    "compaction_state",
+    LOG,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("position", BigInteger, nullable=False),
+)
+"""One row: the log position up to which streams have been compacted."""
+
 schema_migrations = Table(
     "schema_migrations",
     LOG,

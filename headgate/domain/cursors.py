@@ -1,0 +1,41 @@
+"""Opaque paging cursors.
+
+A cursor is base64url JSON naming what it pages and where it stopped, so a
+client cannot build one by accident and a cursor from one list is rejected by
+another with a clear message instead of a wrong page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from headgate.errors import ValidationError
+
+MAX_CURSOR_LENGTH = 512
+
+
+def encode_cursor(kind: str, position: int | str) -> str:
+    raw = json.dumps([kind, position], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) -> int | str:
+    rule = "is not a cursor returned by this list; pass next_cursor back unchanged"
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LENGTH:
+        raise ValidationError("cursor", rule)
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        decoded = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise ValidationError("cursor", rule) from None
+    if (
+        not isinstance(decoded, list)
+        or len(decoded) != 2
+        or decoded[0] != kind
+        or type(decoded[1]) is not position_type
+    ):
+        raise ValidationError("cursor", rule)
+    position: int | str = decoded[1]
+    return position

@@ -1,0 +1,139 @@
+"""Compaction: keep what each stream needs, delete the rest, in one transaction.
+
+What survives, per stream family:
+* schedules: the latest event of each type (the latest ScheduleDefined is a
+  full snapshot), plus the newest `attempts_per_schedule` EnqueueAttempted;
+* jobs: every event of a pending job; a finished job's stream and its row go
+  once it finished more than `finished_job_retention_ms` ago;
+* manual-run keys: kept for `manual_key_retention_ms` (at least 24 hours);
+* quarantine: the latest event of each type.
+
+Because compaction deletes projection rows in the same transaction as the
+events they came from, a rebuild from the compacted log reproduces the live
+projections exactly. Only streams written since the last compaction are
+examined, so a run costs what was written since, not the size of the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.engine import Connection
+
+from headgate.domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
+from headgate.store.event_store import EventStore
+from headgate.store.projector import CHUNK
+from headgate.store.schema import LIVE, compaction_state, events
+
+DAY_MS: Final = 86_400_000
+ATTEMPT_TYPE: Final = "EnqueueAttempted"
+JOB_TYPES: Final = ("JobEnqueued", "JobFinished")
+MANUAL_TYPE: Final = "ManualRunRequested"
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    attempts_per_schedule: int = 100
+    finished_job_retention_ms: int = DAY_MS
+    manual_key_retention_ms: int = 7 * DAY_MS
+
+    def __post_init__(self) -> None:
+        if self.manual_key_retention_ms < DAY_MS:
+            raise ValueError("manual_key_retention_ms: idempotency keys are kept at least 24 hours")
+        if self.attempts_per_schedule < 100:
+            raise ValueError("attempts_per_schedule: the history keeps the newest 100 attempts")
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    streams_examined: int
+    events_deleted: int
+    jobs_removed: int
+
+
+def compact(store: EventStore, policy: CompactionPolicy | None = None) -> CompactionReport:
+    policy = policy or CompactionPolicy()
+    with store.write() as transaction:
+        connection, now = transaction.connection, transaction.now_ms
+        since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
+        touched = _streams_written_since(connection, since)
+        deleted = _trim_streams(connection, touched, policy)
+        jobs_removed, job_events = _remove_finished_jobs(connection, now, policy)
+        deleted += job_events + _expire_manual_keys(connection, now, policy)
+        connection.execute(update(compaction_state).values(position=transaction.head))
+    return CompactionReport(len(touched), deleted, jobs_removed)
+
+
+def _streams_written_since(connection: Connection, position: int) -> list[str]:
+    query = (
+        select(events.c.stream_id)
+        .where(events.c.position > position, ~events.c.type.in_((*JOB_TYPES, MANUAL_TYPE)))
+        .distinct()
+    )
+    return [str(stream) for stream in connection.execute(query).scalars()]
+
+
+def _trim_streams(connection: Connection, streams: list[str], policy: CompactionPolicy) -> int:
+    """Keep the latest event of each type, and the newest attempts on schedule streams."""
+    deleted = 0
+    for start in range(0, len(streams), CHUNK):
+        chunk = streams[start : start + CHUNK]
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=(events.c.stream_id, events.c.type), order_by=events.c.version.desc()
+            )
+            .label("rank")
+        )
+        ranked = (
+            select(events.c.position, events.c.stream_id, events.c.type, rank)
+            .where(events.c.stream_id.in_(chunk))
+            .subquery()
+        )
+        is_attempt = and_(
+            ranked.c.type == ATTEMPT_TYPE,
+            ranked.c.stream_id >= SCHEDULE_PREFIX,
+            ranked.c.stream_id < prefix_upper_bound(SCHEDULE_PREFIX),
+        )
+        doomed = select(ranked.c.position).where(
+            or_(
+                and_(is_attempt, ranked.c.rank > policy.attempts_per_schedule),
+                and_(~is_attempt, ranked.c.rank > 1),
+            )
+        )
+        deleted += connection.execute(delete(events).where(events.c.position.in_(doomed))).rowcount
+    return deleted
+
+
+def _remove_finished_jobs(
+    connection: Connection, now_ms: int, policy: CompactionPolicy
+) -> tuple[int, int]:
+    jobs = LIVE.jobs
+    finished = list(
+        connection.execute(
+            select(jobs.c.job_id).where(
+                jobs.c.state != "pending",
+                jobs.c.updated_at_ms < now_ms - policy.finished_job_retention_ms,
+            )
+        ).scalars()
+    )
+    event_count = 0
+    for start in range(0, len(finished), CHUNK):
+        chunk = finished[start : start + CHUNK]
+        streams = [job_stream(job_id) for job_id in chunk]
+        event_count += connection.execute(
+            delete(events).where(events.c.stream_id.in_(streams))
+        ).rowcount
+        connection.execute(delete(jobs).where(jobs.c.job_id.in_(chunk)))
+    return len(finished), event_count
+
+
+def _expire_manual_keys(connection: Connection, now_ms: int, policy: CompactionPolicy) -> int:
+    statement = delete(events).where(
+        events.c.stream_id >= MANUAL_PREFIX,
+        events.c.stream_id < prefix_upper_bound(MANUAL_PREFIX),
+        events.c.recorded_at_ms < now_ms - policy.manual_key_retention_ms,
+    )
+    return int(connection.execute(statement).rowcount)

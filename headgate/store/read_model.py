@@ -1,0 +1,186 @@
+"""Queries over the projections: what the scheduler, the API and the console read.
+
+Each query is a function of a Connection so it can run inside a write
+transaction (seeing that transaction's own appends) or on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.engine import Connection
+
+from headgate.domain.cursors import decode_cursor, encode_cursor
+from headgate.errors import ValidationError
+from headgate.store.engine import translated_errors
+from headgate.store.projector import CHUNK, load_rows
+from headgate.store.schema import LIVE
+from projections import EnqueueHistoryRow, JobRow, ScheduleRow
+from projections.enqueue_history import KEEP_PER_SCHEDULE
+
+T = TypeVar("T")
+HISTORY_CURSOR: Final = "enqueue-events"
+SCHEDULES_CURSOR: Final = "schedules"
+
+_schedules, _jobs, _history, _quarantine = (
+    LIVE.schedules,
+    LIVE.jobs,
+    LIVE.enqueue_history,
+    LIVE.quarantine,
+)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+def check_limit(limit: int, maximum: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise ValidationError("limit", f"must be an integer between 1 and {maximum}, got {limit!r}")
+
+
+def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
+    row = (
+        connection.execute(select(_schedules).where(_schedules.c.schedule_id == schedule_id))
+        .mappings()
+        .first()
+    )
+    return None if row is None else ScheduleRow(**row)
+
+
+def schedules_by_id(connection: Connection, ids: Iterable[str]) -> dict[str, ScheduleRow]:
+    return load_rows(connection, _schedules, "schedule_id", ScheduleRow, ids)
+
+
+def schedules_page(
+    connection: Connection, limit: int, cursor: str | None, maximum: int = 200
+) -> Page[ScheduleRow]:
+    """Live (not deleted) schedules ordered by id."""
+    check_limit(limit, maximum)
+    query = select(_schedules).where(_schedules.c.deleted.is_(False))
+    if cursor is not None:
+        after = decode_cursor(SCHEDULES_CURSOR, cursor, str)
+        query = query.where(_schedules.c.schedule_id > after)
+    rows = connection.execute(query.order_by(_schedules.c.schedule_id).limit(limit + 1)).mappings()
+    items = [ScheduleRow(**row) for row in rows]
+    more = len(items) > limit
+    items = items[:limit]
+    next_cursor = encode_cursor(SCHEDULES_CURSOR, items[-1].schedule_id) if more else None
+    return Page(items, next_cursor)
+
+
+def due_schedules(connection: Connection, now_ms: int, limit: int) -> list[ScheduleRow]:
+    """The bounded due read, oldest due first (served by the partial due index)."""
+    query = (
+        select(_schedules)
+        .where(
+            _schedules.c.paused.is_(False),
+            _schedules.c.deleted.is_(False),
+            _schedules.c.due_at_ms <= now_ms,
+        )
+        .order_by(_schedules.c.due_at_ms, _schedules.c.schedule_id)
+        .limit(limit)
+    )
+    return [ScheduleRow(**row) for row in connection.execute(query).mappings()]
+
+
+def earliest_due_at(connection: Connection) -> int | None:
+    query = select(func.min(_schedules.c.due_at_ms)).where(
+        _schedules.c.paused.is_(False), _schedules.c.deleted.is_(False)
+    )
+    value = connection.execute(query).scalar()
+    return None if value is None else int(value)
+
+
+def job(connection: Connection, job_id: str) -> JobRow | None:
+    row = connection.execute(select(_jobs).where(_jobs.c.job_id == job_id)).mappings().first()
+    return None if row is None else JobRow(**row)
+
+
+def jobs_by_id(connection: Connection, ids: Iterable[str]) -> dict[str, JobRow]:
+    return load_rows(connection, _jobs, "job_id", JobRow, ids)
+
+
+def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict[str, str]:
+    """unique key -> id of the pending job holding it."""
+    found: dict[str, str] = {}
+    wanted = list(dict.fromkeys(keys))
+    for start in range(0, len(wanted), CHUNK):
+        query = select(_jobs.c.unique_key, _jobs.c.job_id).where(
+            _jobs.c.state == "pending", _jobs.c.unique_key.in_(wanted[start : start + CHUNK])
+        )
+        found.update({str(key): str(job_id) for key, job_id in connection.execute(query)})
+    return found
+
+
+def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, int]:
+    wanted = list(dict.fromkeys(queues))
+    query = (
+        select(_jobs.c.queue, func.count())
+        .where(_jobs.c.state == "pending", _jobs.c.queue.in_(wanted))
+        .group_by(_jobs.c.queue)
+    )
+    counts = dict.fromkeys(wanted, 0)
+    counts.update({str(queue): int(count) for queue, count in connection.execute(query)})
+    return counts
+
+
+def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
+    wanted = list(dict.fromkeys(fingerprints))
+    query = select(_quarantine.c.fingerprint).where(_quarantine.c.fingerprint.in_(wanted))
+    return {str(value) for value in connection.execute(query).scalars()}
+
+
+def enqueue_history_page(
+    connection: Connection, schedule_id: str, limit: int, cursor: str | None
+) -> Page[EnqueueHistoryRow]:
+    """Newest first; the history outlives its schedule."""
+    check_limit(limit, KEEP_PER_SCHEDULE)
+    query = select(_history).where(_history.c.schedule_id == schedule_id)
+    if cursor is not None:
+        before = decode_cursor(HISTORY_CURSOR, cursor, int)
+        query = query.where(_history.c.event_id < before)
+    query = query.order_by(_history.c.event_id.desc()).limit(limit + 1)
+    items = [EnqueueHistoryRow(**row) for row in connection.execute(query).mappings()]
+    more = len(items) > limit
+    items = items[:limit]
+    next_cursor = encode_cursor(HISTORY_CURSOR, items[-1].event_id) if more else None
+    return Page(items, next_cursor)
+
+
+class ReadModel:
+    """The read queries, each on its own short read transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        with translated_errors("reading a schedule"), self._engine.connect() as connection:
+            return schedule(connection, schedule_id)
+
+    def schedules_page(self, limit: int, cursor: str | None) -> Page[ScheduleRow]:
+        with translated_errors("listing schedules"), self._engine.connect() as connection:
+            return schedules_page(connection, limit, cursor)
+
+    def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
+        with translated_errors("reading due schedules"), self._engine.connect() as connection:
+            return due_schedules(connection, now_ms, limit)
+
+    def earliest_due_at(self) -> int | None:
+        with translated_errors("reading due schedules"), self._engine.connect() as connection:
+            return earliest_due_at(connection)
+
+    def job(self, job_id: str) -> JobRow | None:
+        with translated_errors("reading a job"), self._engine.connect() as connection:
+            return job(connection, job_id)
+
+    def enqueue_history(
+        self, schedule_id: str, limit: int, cursor: str | None
+    ) -> Page[EnqueueHistoryRow]:
+        with translated_errors("reading enqueue history"), self._engine.connect() as connection:
+            return enqueue_history_page(connection, schedule_id, limit, cursor)
