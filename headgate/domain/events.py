@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Final, TypeAlias
 
+from headgate.errors import ValidationError
+
 JsonValue: TypeAlias = Any
 """Any value `json.dumps` accepts; payloads are opaque to Headgate."""
 
@@ -109,6 +111,12 @@ class JobEnqueued(DomainEvent):
     unique_key: str | None = None
     periodic_schedule_id: str | None = None
     periodic_tick_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):
+            raise ValidationError(
+                "periodic_origin", "needs both schedule_id and tick_ms, or neither"
+            )
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def parse_store_url(url: str) -> URL:
         raise ValueError(f"--db: {url!r} is not a database URL") from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
-        if parsed.get_driver_name() in ("", "psycopg2"):
+        if "+" not in parsed.drivername:
             parsed = parsed.set(drivername="postgresql+psycopg")
         return parsed
     if backend == "sqlite":
@@ -51,22 +51,23 @@ def parse_store_url(url: str) -> URL:
     raise ValueError(f"--db: {backend!r} is not supported; use sqlite:///path.db or postgresql://")
 
 
-def create_store_engine(url: str) -> Engine:
+def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Engine:
     parsed = parse_store_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed)
+        return _sqlite_engine(parsed, busy_timeout_s)
     return create_engine(
         parsed,
         pool_pre_ping=True,
         pool_size=10,
         max_overflow=10,
+        pool_timeout=busy_timeout_s,
         connect_args={"connect_timeout": 5},
     )
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
     engine = create_engine(
-        url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+        url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False}
     )
 
     @event.listens_for(engine, "connect")

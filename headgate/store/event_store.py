@@ -17,13 +17,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
 from headgate.errors import ConcurrencyConflict, LeaseLost
 from headgate.store.engine import (
+    BUSY_TIMEOUT_S,
     create_store_engine,
     is_postgresql,
     translated_errors,
@@ -174,10 +175,10 @@ def decode_row(row: object) -> RecordedEvent:
 class EventStore:
     """The event log and its live projections in one SQL database."""
 
-    def __init__(self, url: str, clock: Clock, *, engine: Engine | None = None) -> None:
+    def __init__(self, url: str, clock: Clock, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.url = url
         self.clock = clock
-        self.engine = engine if engine is not None else create_store_engine(url)
+        self.engine = create_store_engine(url, busy_timeout_s)
         self.projector = Projector(LIVE, ALL_PROJECTIONS)
         migrate(self.engine, clock.now_ms())
 

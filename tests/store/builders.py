@@ -1,0 +1,76 @@
+"""Small builders for domain events, so tests read as what happened."""
+
+from __future__ import annotations
+
+from headgate.domain.events import (
+    EnqueueAttempted,
+    JobEnqueued,
+    NextRunAdvanced,
+    Outcome,
+    ScheduleDefined,
+)
+from headgate.domain.streams import job_stream, schedule_stream
+from headgate.store.event_store import NO_STREAM, EventStore, StreamAppend
+
+
+def defined(
+    schedule_id: str = "nightly", next_run_ms: int = 60_000, **overrides: object
+) -> ScheduleDefined:
+    fields: dict[str, object] = {
+        "schedule_id": schedule_id,
+        "spec": "@every:60000",
+        "kind": "report.build",
+        "queue": "default",
+        "payload": {"team": 7},
+        "on_missed": "skip",
+        "backfill_limit": 1,
+        "paused": False,
+        "next_run_ms": next_run_ms,
+    }
+    fields.update(overrides)
+    return ScheduleDefined(**fields)  # type: ignore[arg-type]
+
+
+def attempted(
+    schedule_id: str,
+    tick_ms: int,
+    outcome: Outcome = Outcome.ENQUEUED,
+    reason: str = "accepted",
+    **extra: object,
+) -> EnqueueAttempted:
+    return EnqueueAttempted(
+        schedule_id, tick_ms, f"job-for-{schedule_id}-{tick_ms}", outcome, reason, **extra
+    )  # type: ignore[arg-type]
+
+
+def create_schedule(
+    store: EventStore, schedule_id: str = "nightly", next_run_ms: int = 60_000
+) -> None:
+    store.append(schedule_stream(schedule_id), NO_STREAM, [defined(schedule_id, next_run_ms)])
+
+
+def fire_tick(store: EventStore, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
+    """What the scheduler writes for one successful tick: the job, the record, the advance."""
+    version = store.stream_version(schedule_stream(schedule_id))
+    job_id = f"job-for-{schedule_id}-{tick_ms}"
+    store.append_unit(
+        [
+            StreamAppend(
+                job_stream(job_id),
+                NO_STREAM,
+                (
+                    JobEnqueued(
+                        job_id, "report.build", "default", {"team": 7}, None, schedule_id, tick_ms
+                    ),
+                ),
+            ),
+            StreamAppend(
+                schedule_stream(schedule_id),
+                version,
+                (
+                    attempted(schedule_id, tick_ms),
+                    NextRunAdvanced(schedule_id, tick_ms + interval_ms, tick_ms),
+                ),
+            ),
+        ]
+    )

@@ -1,0 +1,21 @@
+"""Whole-table snapshots, for asserting that two ways of building projections agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from headgate.store.schema import LIVE, ProjectionTables
+
+
+def snapshot(engine: Engine, tables: ProjectionTables = LIVE) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every projection table, keyed by the unprefixed table name."""
+    result: dict[str, list[tuple[Any, ...]]] = {}
+    with engine.connect() as connection:
+        for name, table in zip(
+            ("schedules", "jobs", "enqueue_history", "quarantine"), tables.all(), strict=True
+        ):
+            rows = connection.execute(select(table)).all()
+            result[name] = sorted((tuple(row) for row in rows), key=repr)
+    return result

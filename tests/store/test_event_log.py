@@ -1,0 +1,224 @@
+"""The event log contract, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, select, text
+
+from headgate.clock import FakeClock
+from headgate.domain.events import (
+    UPCASTERS,
+    JobEnqueued,
+    NextRunAdvanced,
+    ScheduleDeleted,
+    UnknownEventType,
+)
+from headgate.errors import ConcurrencyConflict
+from headgate.store.event_store import ANY_VERSION, NO_STREAM, EventStore, StreamAppend
+from headgate.store.schema import events
+from tests.store.builders import defined
+
+
+def test_append_then_read_stream_in_order(store: EventStore) -> None:
+    first = store.append("schedule-a", NO_STREAM, [defined("a")])
+    second = store.append(
+        "schedule-a", 1, [NextRunAdvanced("a", 120_000, 60_000), ScheduleDeleted("a")]
+    )
+    assert [e.version for e in first + second] == [1, 2, 3]
+    read = store.read_stream("schedule-a")
+    assert [e.event for e in read] == [
+        defined("a"),
+        NextRunAdvanced("a", 120_000, 60_000),
+        ScheduleDeleted("a"),
+    ]
+    assert all(e.recorded_at_ms == store.clock.now_ms() for e in read)
+    assert store.stream_version("schedule-a") == 3
+    assert store.stream_version("schedule-missing") == 0
+
+
+def test_stale_expected_version_conflicts_and_writes_nothing(store: EventStore) -> None:
+    store.append("schedule-a", NO_STREAM, [defined("a")])
+    with pytest.raises(ConcurrencyConflict) as caught:
+        store.append("schedule-a", NO_STREAM, [ScheduleDeleted("a")])
+    assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == (
+        "schedule-a",
+        0,
+        1,
+    )
+    with pytest.raises(ConcurrencyConflict):
+        store.append("schedule-a", 5, [ScheduleDeleted("a")])
+    assert len(store.read_stream("schedule-a")) == 1
+    assert store.head() == 1
+
+
+def test_any_version_appends_regardless(store: EventStore) -> None:
+    store.append("schedule-a", ANY_VERSION, [defined("a")])
+    store.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
+    assert store.stream_version("schedule-a") == 2
+
+
+def test_multi_stream_unit_is_all_or_nothing(store: EventStore) -> None:
+    store.append("schedule-a", NO_STREAM, [defined("a")])
+    job = JobEnqueued("j1", "k", "default", {}, None, "a", 60_000)
+    unit = [
+        StreamAppend("job-j1", NO_STREAM, (job,)),
+        StreamAppend("schedule-a", 0, (NextRunAdvanced("a", 120_000, 60_000),)),  # stale
+    ]
+    with pytest.raises(ConcurrencyConflict):
+        store.append_unit(unit)
+    assert store.read_stream("job-j1") == []
+    assert store.head() == 1
+    unit[1] = StreamAppend("schedule-a", 1, (NextRunAdvanced("a", 120_000, 60_000),))
+    recorded = store.append_unit(unit)
+    assert [(e.stream_id, e.version, e.position) for e in recorded] == [
+        ("job-j1", 1, 2),
+        ("schedule-a", 2, 3),
+    ]
+
+
+def test_one_conflicting_unit_does_not_fail_its_neighbours(store: EventStore) -> None:
+    store.append("schedule-b", NO_STREAM, [defined("b")])
+    results = store.append_units(
+        [
+            [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
+            [StreamAppend("schedule-b", NO_STREAM, (defined("b"),))],  # exists already
+            [StreamAppend("schedule-c", NO_STREAM, (defined("c"),))],
+        ]
+    )
+    assert isinstance(results[1], ConcurrencyConflict)
+    assert [e.stream_id for e in results[0]] == ["schedule-a"]  # type: ignore[union-attr]
+    assert [e.position for e in results[2]] == [3]  # type: ignore[union-attr]
+    assert store.head() == 3
+
+
+def test_units_in_one_batch_see_each_others_versions(store: EventStore) -> None:
+    results = store.append_units(
+        [
+            [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
+            [StreamAppend("schedule-a", 1, (ScheduleDeleted("a"),))],
+        ]
+    )
+    assert not any(isinstance(r, ConcurrencyConflict) for r in results)
+    assert store.stream_version("schedule-a") == 2
+
+
+def test_positions_stay_gap_free_after_failed_writes(store: EventStore) -> None:
+    store.append("schedule-a", NO_STREAM, [defined("a")])
+    with pytest.raises(ConcurrencyConflict):
+        store.append("schedule-a", NO_STREAM, [defined("a")])
+    with pytest.raises(RuntimeError), store.write() as transaction:
+        transaction.append_units([[StreamAppend("schedule-b", NO_STREAM, (defined("b"),))]])
+        raise RuntimeError("the process gave up mid-transaction")
+    store.append("schedule-c", NO_STREAM, [defined("c")])
+    assert [e.position for e in store.read_all()] == [1, 2]
+    assert store.read_stream("schedule-b") == []
+
+
+def test_read_all_pages_by_position(store: EventStore) -> None:
+    for name in "abcde":
+        store.append(f"schedule-{name}", NO_STREAM, [defined(name)])
+    assert [e.position for e in store.read_all(0, 2)] == [1, 2]
+    assert [e.position for e in store.read_all(2, 10)] == [3, 4, 5]
+    assert [e.position for e in store.read_all(1, 10, until_position=3)] == [2, 3]
+    assert store.read_all(5) == []
+
+
+def test_body_is_versioned_json(store: EventStore) -> None:
+    store.append("schedule-a", NO_STREAM, [defined("a", payload={"b": [1, 2], "a": "é"})])
+    with store.engine.connect() as connection:
+        row = connection.execute(select(events)).one()
+    assert row.type == "ScheduleDefined"
+    assert row.schema_version == 1
+    assert row.body.startswith('{"backfill_limit":1,')
+    assert '"payload":{"a":"é","b":[1,2]}' in row.body
+
+
+def test_old_event_shapes_are_upcast_on_read(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def add_last_enqueued(body: dict[str, object]) -> dict[str, object]:
+        return {**body, "last_enqueued_ms": None}
+
+    monkeypatch.setitem(UPCASTERS, ("NextRunAdvanced", 0), add_last_enqueued)
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="schedule-a",
+                version=1,
+                type="NextRunAdvanced",
+                schema_version=0,
+                body='{"next_run_ms":5,"schedule_id":"a"}',
+                recorded_at_ms=1,
+            )
+        )
+    assert store.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
+
+
+def test_an_unknown_event_type_is_a_clear_error(store: EventStore) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="x",
+                version=1,
+                type="Mystery",
+                schema_version=1,
+                body="{}",
+                recorded_at_ms=1,
+            )
+        )
+    with pytest.raises(UnknownEventType, match="unknown event type 'Mystery'"):
+        store.read_all()
+
+
+def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: EventStore) -> None:
+    writers, per_writer = 4, 60
+    seen: list[int] = []
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def write(index: int) -> None:
+        try:
+            for n in range(per_writer):
+                store.append(f"schedule-w{index}-{n}", NO_STREAM, [defined(f"w{index}-{n}")])
+        except BaseException as error:  # surfaced below
+            failures.append(error)
+
+    def tail() -> None:
+        last = 0
+        while True:
+            finished = done.is_set()
+            batch = store.read_all(last, 1000)
+            for entry in batch:
+                assert entry.position == last + 1, f"reader skipped from {last} to {entry.position}"
+                last = entry.position
+                seen.append(last)
+            if finished and not batch:
+                return
+
+    reader = threading.Thread(target=tail)
+    reader.start()
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    done.set()
+    reader.join(timeout=120)
+    assert not failures
+    assert seen == list(range(1, writers * per_writer + 1))
+
+
+def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
+    store = EventStore(f"sqlite:///{tmp_path / 'd.db'}", FakeClock())
+    try:
+        with store.engine.connect() as connection:
+            assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+            assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
+    finally:
+        store.close()

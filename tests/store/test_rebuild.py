@@ -1,0 +1,235 @@
+"""Rebuild, verify, replay and compaction keep projections equal to the live path."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select, update
+
+from headgate.clock import FakeClock
+from headgate.domain.events import (
+    FingerprintQuarantined,
+    FingerprintReleased,
+    JobEnqueued,
+    JobFinished,
+    JobState,
+    Outcome,
+    ScheduleDeleted,
+)
+from headgate.store.compaction import CompactionPolicy, compact
+from headgate.store.event_store import ANY_VERSION, EventStore
+from headgate.store.maintenance import rebuild, replay, verify
+from headgate.store.schema import LIVE, events, projection_checkpoints
+from tests.conftest import drop_postgres_schema, fresh_postgres_url
+from tests.store.builders import attempted, create_schedule, defined, fire_tick
+from tests.store.snapshots import snapshot
+
+_examples = itertools.count()
+
+operation = st.one_of(
+    st.tuples(st.just("define"), st.integers(0, 3), st.booleans(), st.integers(0, 5)),
+    st.tuples(st.just("tick"), st.integers(0, 3)),
+    st.tuples(st.just("fail"), st.integers(0, 3), st.sampled_from(["backpressure", "hook_error"])),
+    st.tuples(st.just("skip"), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.integers(0, 3)),
+    st.tuples(st.just("finish"), st.integers(0, 20)),
+    st.tuples(st.just("job"), st.integers(0, 5)),
+    st.tuples(st.just("quarantine"), st.integers(0, 2), st.booleans()),
+    st.tuples(st.just("compact")),
+)
+
+
+def _run(store: EventStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
+    ticks = itertools.count(1)
+    jobs: list[str] = []
+    for op in operations:
+        kind = op[0]
+        sid = f"{prefix}s{op[1]}" if kind in ("define", "tick", "fail", "skip", "delete") else ""
+        exists = store.stream_version(f"schedule-{sid}") > 0 if sid else False
+        if kind == "define":
+            store.append(f"schedule-{sid}", ANY_VERSION, [defined(sid, 1000 * op[3], paused=op[2])])
+        elif kind == "tick" and exists:
+            tick = next(ticks) * 1000
+            fire_tick(store, sid, tick)
+            jobs.append(f"job-for-{sid}-{tick}")
+        elif kind == "fail" and exists:
+            event = attempted(sid, next(ticks), Outcome.FAILED, op[2], attempt=2, retry_at_ms=77)
+            store.append(f"schedule-{sid}", ANY_VERSION, [event])
+        elif kind == "skip" and exists:
+            store.append(
+                f"schedule-{sid}",
+                ANY_VERSION,
+                [attempted(sid, next(ticks), Outcome.SKIPPED, "quarantined")],
+            )
+        elif kind == "delete" and exists:
+            store.append(f"schedule-{sid}", ANY_VERSION, [ScheduleDeleted(sid)])
+        elif kind == "finish" and jobs:
+            job_id = jobs[op[1] % len(jobs)]
+            store.append(f"job-{job_id}", ANY_VERSION, [JobFinished(job_id, JobState.COMPLETED)])
+        elif kind == "job":
+            job_id = f"{prefix}plain{next(ticks)}"
+            store.append(f"job-{job_id}", 0, [JobEnqueued(job_id, "k", "q", {"n": op[1]}, None)])
+            jobs.append(job_id)
+        elif kind == "quarantine":
+            fingerprint = f"{prefix}f{op[1]}"
+            event = (
+                FingerprintQuarantined(fingerprint) if op[2] else FingerprintReleased(fingerprint)
+            )
+            store.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
+        elif kind == "compact":
+            compact(store, CompactionPolicy(finished_job_retention_ms=0))
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(operation, min_size=1, max_size=40))
+def test_rebuild_equals_live_for_any_event_sequence(
+    store: EventStore, operations: list[tuple[Any, ...]]
+) -> None:
+    store.clock.advance(1)  # type: ignore[attr-defined]
+    _run(store, f"e{next(_examples)}-", operations)
+    live = snapshot(store.engine)
+    assert verify(store).ok
+    rebuild(store)
+    assert snapshot(store.engine) == live
+
+
+def _busy_store(store: EventStore, schedules: int = 5, ticks: int = 30) -> None:
+    for n in range(schedules):
+        create_schedule(store, f"s{n}")
+    for tick in range(1, ticks + 1):
+        for n in range(schedules):
+            fire_tick(store, f"s{n}", tick * 60_000)
+
+
+def test_verify_reports_a_row_that_differs(store: EventStore) -> None:
+    _busy_store(store, schedules=2, ticks=3)
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(LIVE.schedules)
+            .where(LIVE.schedules.c.schedule_id == "s1")
+            .values(kind="tampered")
+        )
+    report = verify(store)
+    assert not report.ok and report.difference_count == 1
+    (difference,) = report.differences
+    assert (difference.projection, difference.key) == ("schedules", "s1")
+    assert difference.live is not None and difference.live["kind"] == "tampered"
+    assert difference.rebuilt is not None and difference.rebuilt["kind"] == "report.build"
+
+
+def test_interrupted_rebuild_resumes_from_its_checkpoint(store: EventStore) -> None:
+    _busy_store(store)
+    live = snapshot(store.engine)
+    batches: list[int] = []
+
+    def interrupt_after_three(_: str, reached: int, __: int) -> None:
+        batches.append(reached)
+        if len(batches) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rebuild(store, batch_size=40, on_progress=interrupt_after_three)
+    assert batches == [40, 80, 120]
+    with store.engine.connect() as connection:
+        states = dict(
+            connection.execute(
+                select(projection_checkpoints.c.name, projection_checkpoints.c.position)
+            ).all()
+        )
+        assert states == {"schedules": 120, "jobs": 0, "enqueue_history": 0, "quarantine": 0}
+    assert snapshot(store.engine)["jobs"] == []
+    # While projections are rebuilding, live appends leave them alone...
+    fire_tick(store, "s0", 31 * 60_000)
+    assert snapshot(store.engine)["jobs"] == []
+    # ...and resuming reaches the head, the new tick included.
+    report = rebuild(store, batch_size=40)
+    assert report.resumed == ["schedules", "jobs", "enqueue_history", "quarantine"]
+    resumed = snapshot(store.engine)
+    assert len(resumed["jobs"]) == len(live["jobs"]) + 1
+    assert verify(store).ok
+    # Once caught up, the live path applies new events again.
+    fire_tick(store, "s1", 31 * 60_000)
+    assert len(snapshot(store.engine)["jobs"]) == len(live["jobs"]) + 2
+    assert verify(store).ok
+
+
+def test_rebuild_of_one_projection_leaves_the_others(store: EventStore) -> None:
+    _busy_store(store, schedules=2, ticks=2)
+    live = snapshot(store.engine)
+    report = rebuild(store, ["enqueue_history"])
+    assert set(report.applied) == {"enqueue_history"}
+    assert snapshot(store.engine) == live
+    with pytest.raises(ValueError, match="--projection: unknown nope; choose from schedules, jobs"):
+        rebuild(store, ["nope"])
+
+
+def test_replay_until_a_position_shows_the_past(
+    store: EventStore, store_url: str, tmp_path: Any, request: Any
+) -> None:
+    _busy_store(store, schedules=3, ticks=5)
+    position = store.head()
+    past = snapshot(store.engine)
+    for n in range(3):
+        fire_tick(store, f"s{n}", 6 * 60_000)
+    if store_url.startswith("sqlite"):
+        target_url, cleanup = f"sqlite:///{tmp_path / 'replay.db'}", None
+    else:
+        target_url, schema = fresh_postgres_url(request.getfixturevalue("postgres_server_url"))
+        cleanup = schema
+    try:
+        report = replay(store, target_url, until=position)
+        assert report.until == position
+        assert report.applied["NextRunAdvanced"] == 15
+        target = EventStore(target_url, FakeClock())
+        assert snapshot(target.engine) == past
+        target.close()
+        with pytest.raises(ValueError, match="replay needs a fresh database"):
+            replay(store, target_url)
+    finally:
+        if cleanup is not None:
+            drop_postgres_schema(request.getfixturevalue("postgres_server_url"), cleanup)
+
+
+def test_replay_into_scratch_tables(store: EventStore) -> None:
+    _busy_store(store, schedules=2, ticks=2)
+    report = replay(store, None, until=3)
+    assert report.rows["replay_schedules"] == 2
+    assert report.rows["replay_jobs"] == 1
+
+
+def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) -> None:
+    create_schedule(store, "busy")
+    for tick in range(1, 251):
+        fire_tick(store, "busy", tick * 1000, interval_ms=1000)
+    for tick in range(1, 201):
+        job_id = f"job-for-busy-{tick * 1000}"
+        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+    store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+    before = snapshot(store.engine)
+    report = compact(store)
+    after = snapshot(store.engine)
+    assert report.jobs_removed == 200
+    assert {k: v for k, v in after.items() if k != "jobs"} == {
+        k: v for k, v in before.items() if k != "jobs"
+    }
+    assert len(after["jobs"]) == 50
+    with store.engine.connect() as connection:
+        schedule_events = connection.execute(
+            select(events.c.type, func.count())
+            .where(events.c.stream_id == "schedule-busy")
+            .group_by(events.c.type)
+        ).all()
+    assert dict(schedule_events) == {
+        "ScheduleDefined": 1,
+        "EnqueueAttempted": 100,
+        "NextRunAdvanced": 1,
+    }
+    assert verify(store).ok
+    rebuild(store)
+    assert snapshot(store.engine) == after

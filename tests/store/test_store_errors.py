@@ -1,0 +1,144 @@
+"""Driver errors become Headgate's own errors at the adapter edge; each mapping tested."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, text
+
+from headgate.clock import FakeClock
+from headgate.errors import (
+    ConcurrencyConflict,
+    ConstraintViolation,
+    SchemaTooNew,
+    StoreError,
+    StoreUnavailable,
+)
+from headgate.store.engine import parse_store_url, translated_errors
+from headgate.store.event_store import NO_STREAM, EventStore
+from headgate.store.migrations import LATEST_VERSION, migrate, schema_version
+from headgate.store.schema import LIVE, events, schema_migrations
+from tests.store.builders import defined
+
+
+def test_unreachable_postgresql_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable, match="store unavailable"):
+        EventStore("postgresql+psycopg://postgres@127.0.0.1:1/nowhere", FakeClock())
+
+
+def test_locked_sqlite_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    store = EventStore(f"sqlite:///{path}", FakeClock(), busy_timeout_s=0.2)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreUnavailable, match="database is locked"):
+            store.append("schedule-a", NO_STREAM, [defined("a")])
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    store.append("schedule-a", NO_STREAM, [defined("a")])
+    store.close()
+
+
+def test_duplicate_stream_version_is_a_concurrency_conflict(store: EventStore) -> None:
+    row = {
+        "stream_id": "s",
+        "version": 1,
+        "type": "ScheduleDeleted",
+        "schema_version": 1,
+        "body": "{}",
+        "recorded_at_ms": 1,
+    }
+    with (
+        pytest.raises(ConcurrencyConflict),
+        translated_errors("test"),
+        store.engine.begin() as connection,
+    ):
+        connection.execute(insert(events).values(position=1, **row))
+        connection.execute(insert(events).values(position=2, **row))
+
+
+def test_check_constraint_is_a_constraint_violation(store: EventStore) -> None:
+    half_origin = {
+        "job_id": "j",
+        "kind": "k",
+        "queue": "q",
+        "payload": "{}",
+        "state": "pending",
+        "unique_key": None,
+        "created_at_ms": 1,
+        "updated_at_ms": 1,
+        "periodic_schedule_id": "s",
+        "periodic_tick_ms": None,
+    }
+    with (
+        pytest.raises(ConstraintViolation, match="constraint"),
+        translated_errors("test"),
+        store.engine.begin() as connection,
+    ):
+        connection.execute(insert(LIVE.jobs).values(**half_origin))
+
+
+def test_other_driver_errors_are_store_errors(store: EventStore) -> None:
+    with pytest.raises(StoreError), translated_errors("test"), store.engine.begin() as connection:
+        connection.execute(text("SELECT no_such_column FROM events"))
+
+
+def test_a_newer_schema_is_refused(store_url: str, store: EventStore) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(schema_migrations).values(version=999, description="future", applied_at_ms=1)
+        )
+    with pytest.raises(SchemaTooNew, match="version 999"):
+        EventStore(store_url, FakeClock())
+
+
+def test_migrations_are_idempotent_and_versioned(store: EventStore) -> None:
+    assert schema_version(store.engine) == LATEST_VERSION
+    assert migrate(store.engine, 0) == []
+
+
+def test_upgrade_keeps_existing_events(store_url: str) -> None:
+    from headgate.store.engine import create_store_engine
+
+    engine = create_store_engine(store_url)
+    assert migrate(engine, 0, target=1) == [1]
+    with engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="schedule-a",
+                version=1,
+                type="ScheduleDeleted",
+                schema_version=1,
+                body='{"schedule_id":"a"}',
+                recorded_at_ms=5,
+            )
+        )
+    engine.dispose()
+    upgraded = EventStore(store_url, FakeClock())
+    try:
+        assert schema_version(upgraded.engine) == LATEST_VERSION
+        assert [e.stream_id for e in upgraded.read_all()] == ["schedule-a"]
+    finally:
+        upgraded.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://x/y", "'mysql' is not supported"),
+        ("sqlite://", "in-memory SQLite database cannot be shared"),
+        ("not a url", "is not a database URL"),
+    ],
+)
+def test_bad_store_urls_are_rejected_clearly(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_store_url(url)
+
+
+def test_plain_postgresql_urls_use_psycopg() -> None:
+    assert parse_store_url("postgresql://u@h/db").drivername == "postgresql+psycopg"

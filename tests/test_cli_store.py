@@ -1,0 +1,142 @@
+"""The store commands as an operator runs them: output, errors, interruption."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headgate.cli import main
+from headgate.clock import FakeClock
+from headgate.store.event_store import EventStore
+from headgate.store.maintenance import verify
+from tests.store.builders import create_schedule, fire_tick
+from tests.store.snapshots import snapshot
+
+
+def _populate(url: str, schedules: int = 3, ticks: int = 4) -> None:
+    store = EventStore(url, FakeClock())
+    for n in range(schedules):
+        create_schedule(store, f"s{n}")
+    for tick in range(1, ticks + 1):
+        for n in range(schedules):
+            fire_tick(store, f"s{n}", tick * 60_000)
+    store.close()
+
+
+def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _populate(store_url, schedules=1, ticks=1)
+    assert main(["events", "show", "--db", store_url, "--limit", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[0] == "1"
+    assert "schedule-s0 v1  ScheduleDefined/v1" in out[0]
+    assert out[1].strip().startswith('{"backfill_limit":1,')
+    assert "job-job-for-s0-60000 v1  JobEnqueued/v1" in out[2]
+    assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
+    assert "NextRunAdvanced" in capsys.readouterr().out
+
+
+def test_projections_rebuild_and_verify(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _populate(store_url)
+    assert main(["projections", "rebuild", "--db", store_url]) == 0
+    out = capsys.readouterr().out
+    assert "schedules: applied 27 events" in out
+    assert "projections rebuilt up to position 39" in out
+    assert main(["projections", "rebuild", "--db", store_url, "--verify"]) == 0
+    assert "verified up to position 39: identical" in capsys.readouterr().out
+
+
+def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _populate(store_url)
+    assert main(["events", "replay", "--db", store_url, "--until", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed events up to position 10 into scratch tables replay_*" in out
+    assert "table replay_schedules: 3 rows" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["events", "show", "--db", "sqlite:////nonexistent/dir/x.db"],
+            "error: --db: no database at /nonexistent/dir/x.db",
+        ),
+        (
+            ["events", "show", "--db", "postgresql://postgres@127.0.0.1:1/x"],
+            "error: migrating the schema: store unavailable: connection failed",
+        ),
+        (["events", "show", "--db", "redis://localhost"], "error: --db: 'redis' is not supported"),
+        (
+            ["events", "show", "--limit", "0"],
+            "error: headgate events show: argument --limit: must be at least 1, got 0",
+        ),
+        (
+            ["events", "replay", "--until", "x"],
+            "error: headgate events replay: argument --until: 'x' is not a whole number",
+        ),
+        (
+            ["projections", "rebuild", "--projection", "nope", "--db", "{db}"],
+            "error: --projection: unknown nope",
+        ),
+    ],
+)
+def test_bad_arguments_get_one_line(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    EventStore(db, FakeClock()).close()
+    status = subprocess.run(
+        [sys.executable, "-m", "headgate.cli", *[a.replace("{db}", db) for a in argv]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode in (1, 2)
+    assert status.stderr.startswith(message), status.stderr
+    assert "Traceback" not in status.stderr
+    assert len(status.stderr.strip().splitlines()) == 1
+
+
+def test_a_killed_rebuild_resumes(store_url: str) -> None:
+    _populate(store_url, schedules=10, ticks=30)
+    store = EventStore(store_url, FakeClock())
+    live = snapshot(store.engine)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "headgate.cli",
+            "projections",
+            "rebuild",
+            "--db",
+            store_url,
+            "--batch-size",
+            "25",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert child.stderr is not None
+    for line in child.stderr:
+        if line.startswith("schedules:") and "(30%" in line:
+            break
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "headgate.cli", "projections", "rebuild", "--db", store_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "schedules: resumed an interrupted rebuild" in resumed.stdout
+    assert snapshot(store.engine) == live
+    assert verify(store).ok
+    store.close()
