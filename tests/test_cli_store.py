@@ -126,7 +126,7 @@ def test_a_killed_rebuild_resumes(store_url: str) -> None:
     )
     assert child.stderr is not None
     for line in child.stderr:
-        if line.startswith("schedules:") and "(30%" in line:
+        if line.startswith("rebuild:") and "(30%" in line:
             break
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)

@@ -215,6 +215,9 @@ def decode(type_name: str, schema_version: int, body_text: str) -> DomainEvent:
     return cls(**body)
 
 
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: JsonValue) -> str:
     """One text per value: sorted keys, no spaces, so equal values store equal bytes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)

@@ -77,24 +77,31 @@ def rebuild(
                 continue
             transaction.connection.execute(delete(LIVE.by_name(projection.table)))
             _set_checkpoint(transaction.connection, projection.name, 0, rebuilding=True)
-    for projection in chosen:
-        while True:
-            with store.write() as transaction:
-                connection = transaction.connection
-                checkpoint = _checkpoints(connection)[projection.name][0]
-                head = transaction.head
-                batch = _read_batch(connection, checkpoint, head, batch_size)
+    while True:
+        with store.write() as transaction:
+            connection, head = transaction.connection, transaction.head
+            states = _checkpoints(connection)
+            behind = [p for p in chosen if states[p.name][0] < head]
+            if not behind:
+                for projection in chosen:
+                    _set_checkpoint(connection, projection.name, head, rebuilding=False)
+                report.head = head
+                break
+            start = min(states[p.name][0] for p in behind)
+            batch = _read_batch(connection, start, head, batch_size)
+            reached = batch[-1].position if len(batch) == batch_size else head
+            for projection in behind:
+                checkpoint = states[projection.name][0]
+                own = [event for event in batch if event.position > checkpoint]
                 table = LIVE.by_name(projection.table)
                 report.applied[projection.name] += fold_into_table(
-                    connection, projection, table, batch
+                    connection, projection, table, own
                 )
-                reached = batch[-1].position if len(batch) == batch_size else head
-                _set_checkpoint(connection, projection.name, reached, rebuilding=reached < head)
-            report.head = head
-            if on_progress is not None:
-                on_progress(projection.name, reached, head)
-            if reached >= head:
-                break
+                position = max(reached, checkpoint)
+                _set_checkpoint(connection, projection.name, position, rebuilding=position < head)
+        report.head = head
+        if on_progress is not None:
+            on_progress("rebuild", reached, head)
     return report
 
 

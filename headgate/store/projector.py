@@ -9,15 +9,16 @@ executemany. That keeps the cost per batch, not per event, in round trips.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.domain.events import RecordedEvent
 from headgate.store.schema import ProjectionTables, projection_checkpoints
-from projections import AnyProjection
+from projections import AnyProjection, Retention
 
 CHUNK: Final = 500
 Row = TypeVar("Row")
@@ -115,6 +116,8 @@ def _write_changes(
             inserts.append(_as_dict(row))
         elif row != before:
             updates.append({f"b_{name}": value for name, value in _as_dict(row).items()})
+    if projection.retention is not None:
+        inserts = _newest_per_group(inserts, projection.retention)
     key_column = table.c[projection.key_column]
     if deletes:
         for start in range(0, len(deletes), CHUNK):
@@ -128,28 +131,44 @@ def _write_changes(
         statement = update(table).where(key_column == bindparam(f"b_{key_column.name}"))
         connection.execute(statement.values(values), updates)
     if projection.retention is not None and inserts:
-        _trim(connection, projection, table, inserts)
+        groups = list(dict.fromkeys(row[projection.retention.group_by] for row in inserts))
+        _trim(connection, table, projection.retention, groups)
 
 
-def _trim(
-    connection: Connection, projection: AnyProjection, table: Table, inserted: list[dict[str, Any]]
-) -> None:
-    """Delete all but the newest `keep` rows of each group that just grew."""
-    retention = projection.retention
-    assert retention is not None
+def _newest_per_group(rows: list[dict[str, Any]], retention: Retention) -> list[dict[str, Any]]:
+    """Drop rows that would be trimmed at once: a group never needs more than `keep` new rows."""
+    by_group: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_group.setdefault(row[retention.group_by], []).append(row)
+    if all(len(group) <= retention.keep for group in by_group.values()):
+        return rows
+    kept: list[dict[str, Any]] = []
+    for group in by_group.values():
+        group.sort(key=lambda row: row[retention.order_by])
+        kept.extend(group[-retention.keep :])
+    return kept
+
+
+def _trim(connection: Connection, table: Table, retention: Retention, groups: list[Any]) -> None:
+    """Delete all but the newest `keep` rows of each group, one statement per chunk.
+
+    The window ranks each group's rows once, so the cost is the size of the
+    touched groups (at most `keep` plus what was just inserted), not quadratic.
+    """
     group, order = table.c[retention.group_by], table.c[retention.order_by]
-    cutoff = (
-        select(order)
-        .where(group == bindparam("b_group"))
-        .order_by(order.desc())
-        .limit(1)
-        .offset(retention.keep - 1)
-        .scalar_subquery()
-    )
-    groups = list(dict.fromkeys(row[retention.group_by] for row in inserted))
-    statement = delete(table).where(group == bindparam("b_group"), order < cutoff)
-    connection.execute(statement, [{"b_group": value} for value in groups])
+    key = table.primary_key.columns.values()[0]
+    rank = func.row_number().over(partition_by=group, order_by=order.desc()).label("rank")
+    for start in range(0, len(groups), CHUNK):
+        chunk = groups[start : start + CHUNK]
+        ranked = select(key.label("key"), rank).where(group.in_(chunk)).subquery()
+        doomed = select(ranked.c.key).where(ranked.c.rank > retention.keep)
+        connection.execute(delete(table).where(key.in_(doomed)))
+
+
+@functools.cache
+def _field_names(row_type: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(row_type))
 
 
 def _as_dict(row: Any) -> dict[str, Any]:
-    return {field.name: getattr(row, field.name) for field in dataclasses.fields(row)}
+    return {name: getattr(row, name) for name in _field_names(type(row))}

@@ -1,0 +1,63 @@
+"""Shared benchmark plumbing: fresh databases on both backends, and tables."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/headgate_bench"
+
+
+def postgres_server() -> str:
+    return os.environ.get("HEADGATE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES)
+
+
+def _ensure_database(url: str) -> None:
+    parsed = make_url(url)
+    admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        exists = connection.execute(
+            text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": parsed.database}
+        ).first()
+        if exists is None:
+            connection.execute(text(f'CREATE DATABASE "{parsed.database}"'))
+    admin.dispose()
+
+
+@contextlib.contextmanager
+def fresh_database(backend: str) -> Iterator[str]:
+    """A URL to an empty database on `backend` ("sqlite" or "postgresql"), removed afterwards."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="headgate-bench-") as directory:
+            yield f"sqlite:///{Path(directory) / 'bench.db'}"
+        return
+    server = postgres_server()
+    _ensure_database(server)
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(server)
+    with engine.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(server).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [[str(value) for value in row] for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(header)]
+    print(f"\n{title}")
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(value.rjust(w) for value, w in zip(row, widths, strict=True)))
