@@ -215,7 +215,9 @@ def decode(type_name: str, schema_version: int, body_text: str) -> DomainEvent:
     return cls(**body)
 
 
-_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def canonical_json(value: JsonValue) -> str:

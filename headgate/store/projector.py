@@ -9,7 +9,6 @@ executemany. That keeps the cost per batch, not per event, in round trips.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -165,10 +164,12 @@ def _trim(connection: Connection, table: Table, retention: Retention, groups: li
         connection.execute(delete(table).where(key.in_(doomed)))
 
 
-@functools.cache
-def _field_names(row_type: type) -> tuple[str, ...]:
-    return tuple(field.name for field in dataclasses.fields(row_type))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _as_dict(row: Any) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in _field_names(type(row))}
+    row_type = type(row)
+    names = _FIELD_NAMES.get(row_type)
+    if names is None:
+        names = _FIELD_NAMES[row_type] = tuple(f.name for f in dataclasses.fields(row))
+    return {name: getattr(row, name) for name in names}

@@ -1,0 +1,38 @@
+"""Identities: deterministic where a retry must find the same thing again."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Final
+
+from headgate.domain.events import JsonValue, canonical_json
+
+_NAMESPACE: Final = uuid.UUID("5d0c5f0e-7a53-4f5e-9a0e-68656164676a")
+
+
+def tick_job_id(schedule_id: str, tick_ms: int) -> str:
+    """The one job id a (schedule, tick) can ever produce.
+
+    A UUID, not a readable composite: operators find the origin through the
+    job's typed periodic_origin, never by parsing the id.
+    """
+    return str(uuid.uuid5(_NAMESPACE, f"tick\x00{schedule_id}\x00{tick_ms}"))
+
+
+def tick_unique_key(schedule_id: str, tick_ms: int) -> str:
+    return f"periodic:{schedule_id}:{tick_ms}"
+
+
+def manual_job_id(schedule_id: str, idempotency_key: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"manual\x00{schedule_id}\x00{idempotency_key}"))
+
+
+def new_job_id() -> str:
+    return str(uuid.uuid4())
+
+
+def fingerprint(kind: str, payload: JsonValue) -> str:
+    """What quarantine matches on: the job's kind and exact payload."""
+    digest = hashlib.sha256(f"{kind}\x00{canonical_json(payload)}".encode())
+    return digest.hexdigest()[:32]
