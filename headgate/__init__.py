@@ -1,5 +1,7 @@
 """Headgate: durable periodic jobs for Python services."""
 
+from headgate.app import Headgate
+from headgate.clock import Clock, FakeClock, SystemClock
 from headgate.domain.spec import (
     CronSpec,
     EverySpec,
@@ -9,12 +11,60 @@ from headgate.domain.spec import (
     next_tick_ms,
     parse_spec,
 )
+from headgate.errors import (
+    AdmissionRejected,
+    ConcurrencyConflict,
+    DuplicateJob,
+    HeadgateError,
+    LeaseLost,
+    NotFound,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
+from headgate.model import (
+    EnqueueEvent,
+    EnqueueEventsPage,
+    Job,
+    LeaseStatus,
+    PeriodicOrigin,
+    RunNowResult,
+    Schedule,
+    SchedulesPage,
+)
+from headgate.runtime.config import RuntimeConfig
+from headgate.runtime.hooks import AttemptResult, EnqueueHook, TickContext
 
 __all__ = [
+    "AdmissionRejected",
+    "AttemptResult",
+    "Clock",
+    "ConcurrencyConflict",
     "CronSpec",
+    "DuplicateJob",
+    "EnqueueEvent",
+    "EnqueueEventsPage",
+    "EnqueueHook",
     "EverySpec",
+    "FakeClock",
+    "Headgate",
+    "HeadgateError",
     "InvalidSpec",
+    "Job",
+    "LeaseLost",
+    "LeaseStatus",
+    "NotFound",
+    "PeriodicOrigin",
+    "RunNowResult",
+    "RuntimeConfig",
+    "Schedule",
     "ScheduleSpec",
+    "SchedulesPage",
+    "StoreError",
+    "StoreUnavailable",
+    "SystemClock",
+    "TickContext",
+    "ValidationError",
     "due_ticks",
     "next_tick_ms",
     "parse_spec",

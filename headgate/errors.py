@@ -57,3 +57,20 @@ class ValidationError(HeadgateError, ValueError):
 
 class NotFound(HeadgateError, LookupError):
     """The named schedule or job does not exist."""
+
+
+class AdmissionRejected(HeadgateError):
+    """The admission gate refused a job (quarantined, or its queue is full)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+class DuplicateJob(HeadgateError):
+    """A pending job already holds the unique key."""
+
+    def __init__(self, unique_key: str, job_id: str) -> None:
+        super().__init__(f"unique_key {unique_key!r} is held by pending job {job_id}")
+        self.unique_key = unique_key
+        self.job_id = job_id

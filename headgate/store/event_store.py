@@ -99,6 +99,18 @@ class WriteTransaction:
             )
         return versions
 
+    def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
+        """The first event of each stream that exists."""
+        wanted = list(dict.fromkeys(stream_ids))
+        found: dict[str, DomainEvent] = {}
+        for start in range(0, len(wanted), CHUNK):
+            query = select(events).where(
+                events.c.stream_id.in_(wanted[start : start + CHUNK]), events.c.version == 1
+            )
+            for row in self.connection.execute(query):
+                found[row.stream_id] = decode_row(row).event
+        return found
+
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
         """Append each unit whose expected versions hold; report a conflict for the rest.
 

@@ -1,0 +1,246 @@
+"""Headgate: the embedded runtime a host service creates, starts and stops.
+
+    hg = Headgate("sqlite:///headgate.db")
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    hg.start()
+
+Every process of a service may do this against the same store (forked web
+workers included): the `scheduler` lease makes exactly one of them fire ticks.
+After stop() the object still reads and writes the store and can start again;
+close() releases the database connections.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from headgate.clock import Clock, SystemClock
+from headgate.commands import Commands, validate_definition
+from headgate.domain.events import JsonValue
+from headgate.domain.ids import fingerprint
+from headgate.errors import NotFound
+from headgate.model import (
+    EnqueueEvent,
+    EnqueueEventsPage,
+    Job,
+    LeaseStatus,
+    RunNowResult,
+    Schedule,
+    SchedulesPage,
+)
+from headgate.runtime.actors import RunPending, SchedulerActor, Wake
+from headgate.runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate.runtime.hooks import EnqueueHook
+from headgate.runtime.tick_batch import TickProcessor
+from headgate.store.compaction import CompactionReport, compact
+from headgate.store.event_store import EventStore
+from headgate.store.leases import Claimant, LeaseStore
+from headgate.store.read_model import ReadModel
+
+DEFAULT_URL = "sqlite:///headgate.db"
+log = structlog.get_logger("headgate")
+
+
+class Headgate:
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        clock: Clock | None = None,
+        config: RuntimeConfig | None = None,
+        hooks: Sequence[EnqueueHook] = (),
+    ) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.config = config if config is not None else RuntimeConfig()
+        self.store = EventStore(url, self.clock)
+        self._reads = ReadModel(self.store.engine)
+        self._commands = Commands(self.store, self.config.limits)
+        self._leases = LeaseStore(self.store.engine, self.clock)
+        self._hooks = list(hooks)
+        self._scheduler: Any = None
+        self._lifecycle = threading.Lock()
+        self._pid = os.getpid()
+
+    # lifecycle -----------------------------------------------------------
+
+    def __enter__(self) -> Headgate:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None
+
+    def start(self) -> Headgate:
+        """Start the actor runtime: the scheduler duty (if this process wins the lease)
+        and the schedule actors."""
+        with self._lifecycle:
+            if self._scheduler is not None:
+                return self
+            if os.getpid() != self._pid:
+                # Started after a fork: never share the parent's connections.
+                self.store.engine.dispose(close=False)
+                self._pid = os.getpid()
+            claimant = Claimant(
+                holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                host=socket.gethostname(),
+                pid=os.getpid(),
+            )
+            processor = TickProcessor(self.store, self.clock, self._hooks, self.config.limits)
+            self._scheduler = SchedulerActor.start(
+                self.store, self.clock, self.config, processor, claimant
+            )
+            log.info("runtime started", holder=claimant.holder)
+        return self
+
+    def stop(self) -> None:
+        """Stop the actors and release the lease; the store stays usable."""
+        with self._lifecycle:
+            scheduler, self._scheduler = self._scheduler, None
+            if scheduler is not None:
+                scheduler.stop(block=True, timeout=30)
+                log.info("runtime stopped")
+
+    def close(self) -> None:
+        self.stop()
+        self.store.close()
+
+    def add_hook(self, hook: EnqueueHook) -> None:
+        """Hooks apply from the next start()."""
+        self._hooks.append(hook)
+
+    def run_pending(self, timeout: float = 30.0) -> bool:
+        """Fire everything due now and wait; False if this process is not the scheduler."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return False
+        request = RunPending(threading.Event())
+        scheduler.tell(request)
+        if not request.done.wait(timeout):
+            raise TimeoutError(f"due schedules were not all fired within {timeout} s")
+        return bool(request.fired and request.fired[0])
+
+    # schedules -----------------------------------------------------------
+
+    def put_schedule(
+        self,
+        schedule_id: str,
+        *,
+        spec: str,
+        kind: str,
+        payload: JsonValue = None,
+        queue: str = "default",
+        on_missed: str = "skip",
+        backfill_limit: int = 1,
+        paused: bool = False,
+    ) -> Schedule:
+        """Create or update a schedule (an upsert); invalid input raises and writes nothing."""
+        schedule, _ = self.put_schedule_reporting_creation(
+            schedule_id,
+            spec=spec,
+            kind=kind,
+            payload=payload,
+            queue=queue,
+            on_missed=on_missed,
+            backfill_limit=backfill_limit,
+            paused=paused,
+        )
+        return schedule
+
+    def put_schedule_reporting_creation(
+        self, schedule_id: str, **fields: Any
+    ) -> tuple[Schedule, bool]:
+        """put_schedule, also saying whether the schedule was created (for HTTP 201)."""
+        definition = validate_definition(schedule_id, limits=self.config.limits, **fields)
+        row, created = self._commands.put_schedule(definition)
+        self._poke()
+        return Schedule.from_row(row), created
+
+    def get_schedule(self, schedule_id: str) -> Schedule:
+        row = self._reads.schedule(schedule_id)
+        if row is None or row.deleted:
+            raise NotFound(f"no schedule {schedule_id!r}")
+        return Schedule.from_row(row)
+
+    def list_schedules(self, limit: int = 200, cursor: str | None = None) -> SchedulesPage:
+        page = self._reads.schedules_page(limit, cursor)
+        return SchedulesPage([Schedule.from_row(row) for row in page.items], page.next_cursor)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        """Delete a schedule; its enqueue history stays readable."""
+        self._commands.delete_schedule(schedule_id)
+
+    def run_now(self, schedule_id: str, idempotency_key: str) -> RunNowResult:
+        """Enqueue now: one extra job; the same key always returns the same job."""
+        return self._commands.run_now(schedule_id, idempotency_key)
+
+    def enqueue_events(
+        self, schedule_id: str, limit: int = 30, cursor: str | None = None
+    ) -> EnqueueEventsPage:
+        """The schedule's automatic enqueue attempts, newest first (at most 100 kept)."""
+        page = self._reads.enqueue_history(schedule_id, limit, cursor)
+        return EnqueueEventsPage(
+            [EnqueueEvent.from_row(row) for row in page.items], page.next_cursor
+        )
+
+    # jobs ----------------------------------------------------------------
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: JsonValue = None,
+        *,
+        queue: str = "default",
+        unique_key: str | None = None,
+        periodic_origin: object = None,
+    ) -> Job:
+        row = self._commands.enqueue(
+            kind, payload, queue=queue, unique_key=unique_key, periodic_origin=periodic_origin
+        )
+        return Job.from_row(row)
+
+    def get_job(self, job_id: str) -> Job:
+        row = self._reads.job(job_id)
+        if row is None:
+            raise NotFound(f"no job {job_id!r}")
+        return Job.from_row(row)
+
+    def finish_job(self, job_id: str, state: str = "completed") -> Job:
+        return Job.from_row(self._commands.finish_job(job_id, state))
+
+    # operations ----------------------------------------------------------
+
+    @staticmethod
+    def fingerprint(kind: str, payload: JsonValue = None) -> str:
+        """The quarantine fingerprint of a job's kind and payload."""
+        return fingerprint(kind, payload)
+
+    def quarantine(self, fingerprint_value: str, note: str = "") -> None:
+        self._commands.quarantine(fingerprint_value, note)
+
+    def release(self, fingerprint_value: str) -> None:
+        self._commands.release(fingerprint_value)
+
+    def lease_status(self) -> LeaseStatus | None:
+        """Who holds the scheduler duty now, or None when nobody does."""
+        lease = self._leases.status(SCHEDULER_LEASE)
+        if lease is None or lease.expires_at_ms <= self.clock.now_ms():
+            return None
+        return LeaseStatus(lease.holder, lease.host, lease.pid, lease.term, lease.expires_at_ms)
+
+    def compact(self) -> CompactionReport:
+        return compact(self.store)
+
+    def _poke(self) -> None:
+        scheduler = self._scheduler
+        if scheduler is not None:
+            scheduler.tell(Wake())

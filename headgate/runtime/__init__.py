@@ -1,0 +1,1 @@
+"""The embedded actor runtime: a lease-holding scheduler and sharded schedule actors."""

@@ -1,0 +1,40 @@
+"""Enqueue hooks: user code told about every automatic tick attempt.
+
+`before_enqueue` runs before the attempt is decided; raising fails the
+attempt (`failed`/`hook_error`) and the tick is retried later. `after_enqueue`
+runs once the attempt's record is durable; what it raises is logged and
+ignored. Hooks get read-only snapshots: nothing they do changes what is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from headgate.model import Schedule
+
+
+@dataclass(frozen=True)
+class TickContext:
+    schedule: Schedule
+    tick_ms: int
+    job_id: str
+    attempt: int
+    """1 for the first attempt at this tick, 2 for its first retry, ..."""
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    outcome: str
+    reason: str
+    job_id: str
+    """The job the tick resolved to (the winner's id for a unique-key duplicate)."""
+
+
+class EnqueueHook:
+    """Subclass and override either method."""
+
+    def before_enqueue(self, context: TickContext) -> None:
+        """Called before each automatic attempt."""
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        """Called after each recorded attempt."""

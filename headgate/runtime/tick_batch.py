@@ -1,0 +1,363 @@
+"""Firing a batch of due schedules: plan, hooks, one fenced transaction, report.
+
+This is the work a schedule actor does with a TickDue message. It is plain
+code (no actor machinery) so it can be driven and tested directly:
+
+1. plan each schedule's ticks from its policy (pure);
+2. run the before-enqueue hooks outside any transaction;
+3. in one write transaction fenced by the scheduler lease's term, read the
+   facts the admission gate needs in bulk, decide every tick, and append each
+   tick as its own unit: the job, its enqueue-attempt record and the advance
+   of next_run_ms, at the schedule stream's expected version (the
+   compare-and-set). A crash anywhere before commit leaves nothing; after
+   commit, everything;
+4. log each tick and run the after-enqueue hooks.
+
+If the batch's transaction fails, each schedule is retried alone, so one
+broken schedule never fails its neighbours; a schedule that still fails gets
+a `failed` record with a stable reason and a backoff.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from headgate.clock import Clock
+from headgate.domain.admission import AdmissionLimits, require_kind, require_payload
+from headgate.domain.decisions import (
+    Decision,
+    GateFacts,
+    Reason,
+    backoff_ms,
+    decide,
+    ticks_to_fire,
+)
+from headgate.domain.events import (
+    EnqueueAttempted,
+    JobEnqueued,
+    MissedRunPolicy,
+    NextRunAdvanced,
+    Outcome,
+)
+from headgate.domain.ids import fingerprint, tick_job_id, tick_unique_key
+from headgate.domain.spec import InvalidSpec, ScheduleSpec, parse_spec
+from headgate.domain.streams import job_stream, schedule_stream
+from headgate.errors import (
+    ConcurrencyConflict,
+    LeaseLost,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
+from headgate.model import Schedule
+from headgate.runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from headgate.store import read_model
+from headgate.store.event_store import NO_STREAM, EventStore, Fence, StreamAppend, WriteTransaction
+from projections import ScheduleRow
+
+log = structlog.get_logger("headgate.scheduler")
+
+
+@dataclass(frozen=True)
+class PlannedTick:
+    job: JobEnqueued
+    fingerprint: str
+    context: TickContext
+    failure: Reason | None = None
+    """Set when the tick already failed before the gate (hook or validation)."""
+
+
+@dataclass
+class SchedulePlan:
+    row: ScheduleRow
+    spec: ScheduleSpec | None
+    ticks: list[PlannedTick] = field(default_factory=list)
+
+    @property
+    def schedule_id(self) -> str:
+        return self.row.schedule_id
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    """One attempt as recorded, for logs and after-hooks."""
+
+    context: TickContext
+    decision: Decision
+
+
+REALIGNED = None
+"""A unit that only moves next_run_ms (a due schedule with no tick to fire)."""
+
+
+@dataclass
+class BatchReport:
+    recorded: list[TickRecord] = field(default_factory=list)
+    changed_concurrently: list[str] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)
+    """Schedules whose attempt could not even be recorded (the store is down)."""
+
+
+class TickProcessor:
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Clock,
+        hooks: Sequence[EnqueueHook] = (),
+        limits: AdmissionLimits | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._hooks = hooks
+        self._limits = limits or AdmissionLimits()
+
+    def fire(self, rows: Sequence[ScheduleRow], fence: Fence | None) -> BatchReport:
+        """Fire every due tick of `rows`; raises LeaseLost if the fence fails."""
+        now = self._clock.now_ms()
+        plans = [self._plan(row, now) for row in rows]
+        report = BatchReport()
+        self._commit_isolating_failures(plans, fence, report)
+        for record in report.recorded:
+            self._after(record)
+        return report
+
+    def _plan(self, row: ScheduleRow, now_ms: int) -> SchedulePlan:
+        try:
+            spec = parse_spec(row.spec)
+        except InvalidSpec:
+            plan = SchedulePlan(row, None)
+            plan.ticks.append(
+                self._tick(row, row.next_run_ms, {}, row.failures + 1, Reason.INVALID_SPEC)
+            )
+            return plan
+        plan = SchedulePlan(row, spec)
+        policy = MissedRunPolicy(row.on_missed)
+        ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)
+        payload = json.loads(row.payload)
+        invalid = self._invalid_request(row, payload)
+        for index, tick_ms in enumerate(ticks):
+            attempt = row.failures + 1 if index == 0 else 1
+            planned = self._tick(row, tick_ms, payload, attempt, invalid)
+            if planned.failure is None:
+                planned = self._run_before_hooks(planned)
+            plan.ticks.append(planned)
+            if planned.failure is not None:
+                break
+        return plan
+
+    def _tick(
+        self,
+        row: ScheduleRow,
+        tick_ms: int,
+        payload: Any,
+        attempt: int,
+        failure: Reason | None,
+    ) -> PlannedTick:
+        job_id = tick_job_id(row.schedule_id, tick_ms)
+        job = JobEnqueued(
+            job_id,
+            row.kind,
+            row.queue,
+            payload,
+            tick_unique_key(row.schedule_id, tick_ms),
+            row.schedule_id,
+            tick_ms,
+        )
+        context = TickContext(Schedule.from_row(row), tick_ms, job_id, attempt)
+        return PlannedTick(job, fingerprint(row.kind, payload), context, failure)
+
+    def _invalid_request(self, row: ScheduleRow, payload: Any) -> Reason | None:
+        try:
+            require_kind(row.kind)
+            require_payload(payload, self._limits.max_payload_bytes)
+        except ValidationError:
+            return Reason.INVALID_REQUEST
+        return None
+
+    def _run_before_hooks(self, planned: PlannedTick) -> PlannedTick:
+        for hook in self._hooks:
+            try:
+                hook.before_enqueue(planned.context)
+            except Exception:
+                log.warning(
+                    "enqueue hook failed",
+                    schedule_id=planned.context.schedule.id,
+                    tick_ms=planned.context.tick_ms,
+                    hook=type(hook).__name__,
+                    exc_info=True,
+                )
+                return PlannedTick(
+                    planned.job, planned.fingerprint, planned.context, Reason.HOOK_ERROR
+                )
+        return planned
+
+    def _commit_isolating_failures(
+        self, plans: list[SchedulePlan], fence: Fence | None, report: BatchReport
+    ) -> None:
+        try:
+            with self._store.write(fence) as transaction:
+                self._decide_and_append(transaction, plans, report)
+        except LeaseLost:
+            raise
+        except StoreError as error:
+            if len(plans) > 1:
+                log.warning(
+                    "batch failed; retrying schedule by schedule", error=type(error).__name__
+                )
+                for plan in plans:
+                    self._commit_isolating_failures([plan], fence, report)
+                return
+            self._record_store_failure(plans[0], error, fence, report)
+
+    def _decide_and_append(
+        self, transaction: WriteTransaction, plans: list[SchedulePlan], report: BatchReport
+    ) -> None:
+        facts = self._gather_facts(transaction, plans)
+        units: list[list[StreamAppend]] = []
+        owners: list[tuple[SchedulePlan, TickRecord | None]] = []
+        for plan in plans:
+            for unit, record in self._units_for(plan, facts, transaction.now_ms):
+                units.append(unit)
+                owners.append((plan, record))
+        results = transaction.append_units(units)
+        changed: set[str] = set()
+        for (plan, record), result in zip(owners, results, strict=True):
+            if isinstance(result, ConcurrencyConflict):
+                changed.add(plan.schedule_id)
+            elif record is not REALIGNED:
+                report.recorded.append(record)
+        report.changed_concurrently.extend(sorted(changed))
+
+    def _gather_facts(self, transaction: WriteTransaction, plans: list[SchedulePlan]) -> GateFacts:
+        ticks = [tick for plan in plans for tick in plan.ticks if tick.failure is None]
+        connection = transaction.connection
+        first = transaction.first_events(job_stream(t.job.job_id) for t in ticks)
+        existing = {
+            event.job_id: event for event in first.values() if isinstance(event, JobEnqueued)
+        }
+        keys = [t.job.unique_key for t in ticks if t.job.unique_key is not None]
+        return GateFacts(
+            existing_jobs=existing,
+            unique_key_holders=read_model.live_jobs_by_unique_key(connection, keys) if keys else {},
+            quarantined=frozenset(
+                read_model.quarantined(connection, {t.fingerprint for t in ticks})
+            )
+            if ticks
+            else frozenset(),
+            pending=read_model.pending_counts(connection, {t.job.queue for t in ticks})
+            if ticks
+            else {},
+        )
+
+    def _units_for(
+        self, plan: SchedulePlan, facts: GateFacts, now_ms: int
+    ) -> list[tuple[list[StreamAppend], TickRecord | None]]:
+        row, stream = plan.row, schedule_stream(plan.schedule_id)
+        version, last_enqueued = row.version, row.last_enqueued_ms
+        if plan.spec is not None and not plan.ticks:
+            realign = NextRunAdvanced(
+                plan.schedule_id, plan.spec.next_tick_ms(now_ms), last_enqueued
+            )
+            return [([StreamAppend(stream, version, (realign,))], REALIGNED)]
+        units: list[tuple[list[StreamAppend], TickRecord | None]] = []
+        for tick in plan.ticks:
+            if tick.failure is not None:
+                decision = Decision(Outcome.FAILED, tick.failure, tick.job.job_id)
+            else:
+                limit = self._limits.limit_for(tick.job.queue)
+                decision = decide(tick.job, tick.fingerprint, facts, limit)
+            attempt = _attempt_event(tick, decision, now_ms)
+            record = TickRecord(tick.context, decision)
+            if not decision.advances:
+                units.append(([StreamAppend(stream, version, (attempt,))], record))
+                break
+            assert plan.spec is not None
+            if decision.outcome is Outcome.ENQUEUED:
+                last_enqueued = tick.context.tick_ms
+            advance = NextRunAdvanced(
+                plan.schedule_id, plan.spec.next_tick_ms(tick.context.tick_ms), last_enqueued
+            )
+            appends = [StreamAppend(stream, version, (attempt, advance))]
+            if decision.append_job:
+                appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))
+            units.append((appends, record))
+            version += 2
+        return units
+
+    def _record_store_failure(
+        self, plan: SchedulePlan, error: StoreError, fence: Fence | None, report: BatchReport
+    ) -> None:
+        reason = (
+            Reason.STORE_UNAVAILABLE if isinstance(error, StoreUnavailable) else Reason.STORE_ERROR
+        )
+        if not plan.ticks:
+            report.unrecorded.append(plan.schedule_id)
+            return
+        tick = plan.ticks[0]
+        decision = Decision(Outcome.FAILED, reason, tick.job.job_id)
+        try:
+            with self._store.write(fence) as transaction:
+                attempt = _attempt_event(tick, decision, transaction.now_ms)
+                stream = schedule_stream(plan.schedule_id)
+                (result,) = transaction.append_units(
+                    [[StreamAppend(stream, plan.row.version, (attempt,))]]
+                )
+            if isinstance(result, ConcurrencyConflict):
+                report.changed_concurrently.append(plan.schedule_id)
+            else:
+                report.recorded.append(TickRecord(tick.context, decision))
+        except LeaseLost:
+            raise
+        except StoreError:
+            log.warning(
+                "could not record a failed attempt; the schedule stays due",
+                schedule_id=plan.schedule_id,
+                tick_ms=tick.context.tick_ms,
+                reason=reason.value,
+            )
+            report.unrecorded.append(plan.schedule_id)
+
+    def _after(self, record: TickRecord) -> None:
+        context, decision = record.context, record.decision
+        log.info(
+            "enqueue attempt",
+            schedule_id=context.schedule.id,
+            tick_ms=context.tick_ms,
+            job_id=decision.job_id,
+            outcome=decision.outcome.value,
+            reason=decision.reason.value,
+            attempt=context.attempt,
+        )
+        result = AttemptResult(decision.outcome.value, decision.reason.value, decision.job_id)
+        for hook in self._hooks:
+            try:
+                hook.after_enqueue(context, result)
+            except Exception:
+                log.warning(
+                    "after-enqueue hook failed; ignored",
+                    schedule_id=context.schedule.id,
+                    tick_ms=context.tick_ms,
+                    hook=type(hook).__name__,
+                    exc_info=True,
+                )
+
+
+def _attempt_event(tick: PlannedTick, decision: Decision, now_ms: int) -> EnqueueAttempted:
+    context = tick.context
+    retry_at = None
+    if decision.outcome is Outcome.FAILED:
+        retry_at = now_ms + backoff_ms(context.attempt)
+    return EnqueueAttempted(
+        schedule_id=context.schedule.id,
+        tick_ms=context.tick_ms,
+        job_id=decision.job_id,
+        outcome=decision.outcome,
+        reason=decision.reason.value,
+        attempt=context.attempt,
+        retry_at_ms=retry_at,
+    )
