@@ -109,8 +109,8 @@ class LeaseStore:
     ) -> Lease | None:
         lease = Lease(name, claimant.holder, claimant.host, claimant.pid, 1, now, now + ttl_ms)
         statement = _insert_if_absent(self._engine).values(**lease.__dict__)
-        created = connection.execute(statement).rowcount
-        return lease if created == 1 else None
+        created = connection.execute(statement.returning(leases.c.name)).first()
+        return lease if created is not None else None
 
     def _write(
         self,

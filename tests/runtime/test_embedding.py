@@ -1,0 +1,277 @@
+"""The embedded API as a host service uses it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlalchemy import func, select
+
+from headgate import FakeClock, Headgate, NotFound, RuntimeConfig, ValidationError
+from headgate.domain.ids import tick_job_id
+from headgate.errors import AdmissionRejected, DuplicateJob
+from headgate.store.schema import events
+from tests.runtime.conftest import START_MS, fire, jobs_for
+
+MINUTE = 60_000
+
+
+def _event_count(hg: Headgate) -> int:
+    with hg.store.engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(events)).scalar_one())
+
+
+class TestPutSchedule:
+    def test_an_unchanged_spec_keeps_its_phase(self, hg: Headgate, clock: FakeClock) -> None:
+        first = hg.put_schedule("s", spec="@every:3600000", kind="k", payload={"v": 1})
+        clock.advance(20 * MINUTE)
+        again = hg.put_schedule("s", spec="@every:3600000", kind="k", payload={"v": 2})
+        assert again.next_run_ms == first.next_run_ms
+        assert again.payload == {"v": 2}
+
+    def test_a_changed_spec_re_anchors_after_now(self, hg: Headgate, clock: FakeClock) -> None:
+        hg.put_schedule("s", spec="@every:3600000", kind="k")
+        clock.advance(20 * MINUTE)
+        changed = hg.put_schedule("s", spec="*/15 * * * *", kind="k")
+        assert changed.next_run_ms == START_MS + 30 * MINUTE
+
+    def test_an_identical_put_writes_nothing(self, hg: Headgate) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="k", payload={"a": [1]})
+        before = _event_count(hg)
+        hg.put_schedule("s", spec="0  9 * * *", kind="k", payload={"a": [1]})
+        assert _event_count(hg) == before
+
+    @pytest.mark.parametrize(
+        ("fields", "message"),
+        [
+            ({"spec": "61 * * * *"}, "spec: bad cron '61 * * * *': minute 61 out of range 0-59"),
+            ({"spec": "CRON_TZ=Europe/Paris @every:1000"}, "rejects a CRON_TZ prefix"),
+            ({"kind": ""}, "kind: must be 1-128 characters, got 0"),
+            (
+                {"on_missed": "later"},
+                "on_missed: must be one of skip, run_once, backfill, got 'later'",
+            ),
+            ({"backfill_limit": 0}, "backfill_limit: must be between 1 and 1000, got 0"),
+            ({"queue": "has space"}, "queue: may contain only letters"),
+            ({"payload": {"x": float("nan")}}, "payload: must be plain JSON"),
+            ({"paused": "yes"}, "paused: must be true or false, got 'yes'"),
+        ],
+    )
+    def test_bad_input_raises_and_changes_nothing(
+        self, hg: Headgate, fields: dict[str, object], message: str
+    ) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        before = _event_count(hg)
+        arguments: dict[str, object] = {"spec": "0 9 * * *", "kind": "k", **fields}
+        with pytest.raises(
+            ValidationError,
+            match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*"),
+        ):
+            hg.put_schedule("s", **arguments)  # type: ignore[arg-type]
+        assert _event_count(hg) == before
+        assert hg.get_schedule("s").spec == "0 9 * * *"
+
+    def test_bad_ids_are_rejected(self, hg: Headgate) -> None:
+        with pytest.raises(ValidationError, match="id: must be 1-128 characters"):
+            hg.put_schedule("x" * 129, spec="0 9 * * *", kind="k")
+
+    def test_delete_keeps_history_and_hides_the_schedule(
+        self, hg: Headgate, clock: FakeClock
+    ) -> None:
+        hg.put_schedule("s", spec="@every:60000", kind="k")
+        clock.advance(MINUTE)
+        fire(hg)
+        hg.delete_schedule("s")
+        with pytest.raises(NotFound):
+            hg.get_schedule("s")
+        with pytest.raises(NotFound):
+            hg.delete_schedule("s")
+        assert jobs_for(hg, "s") == [START_MS + MINUTE]
+        clock.advance(MINUTE)
+        fire(hg)
+        assert jobs_for(hg, "s") == [START_MS + MINUTE]
+
+    def test_a_paused_schedule_does_not_fire(self, hg: Headgate, clock: FakeClock) -> None:
+        hg.put_schedule("s", spec="@every:60000", kind="k", paused=True)
+        clock.advance(5 * MINUTE)
+        fire(hg)
+        assert jobs_for(hg, "s") == []
+
+    def test_listing_pages_through_every_schedule(self, hg: Headgate) -> None:
+        for n in range(7):
+            hg.put_schedule(f"s{n}", spec="@every:60000", kind="k")
+        seen, cursor = [], None
+        while True:
+            page = hg.list_schedules(limit=3, cursor=cursor)
+            seen += [s.id for s in page.schedules]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert seen == [f"s{n}" for n in range(7)]
+
+
+class TestRunNow:
+    def test_the_same_key_twice_makes_one_job(self, hg: Headgate) -> None:
+        schedule = hg.put_schedule("s", spec="0 9 * * *", kind="report", payload={"team": 7})
+        first = hg.run_now("s", idempotency_key="click-1")
+        second = hg.run_now("s", idempotency_key="click-1")
+        assert first.job_id == second.job_id
+        assert (first.replayed, second.replayed) == (False, True)
+        job = hg.get_job(first.job_id)
+        assert (job.kind, job.payload, job.periodic_origin) == ("report", {"team": 7}, None)
+        assert hg.get_schedule("s").next_run_ms == schedule.next_run_ms
+        assert hg.enqueue_events("s").events == []
+
+    def test_different_keys_make_two_jobs(self, hg: Headgate) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        assert hg.run_now("s", "a").job_id != hg.run_now("s", "b").job_id
+
+    def test_concurrent_double_click_makes_one_job(self, hg: Headgate) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        results: list[object] = []
+        threads = [
+            threading.Thread(target=lambda: results.append(hg.run_now("s", "dbl")))
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({r.job_id for r in results}) == 1  # type: ignore[attr-defined]
+        assert sum(not r.replayed for r in results) == 1  # type: ignore[attr-defined]
+
+    def test_keys_outlive_24_hours_and_the_schedule(self, hg: Headgate, clock: FakeClock) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        first = hg.run_now("s", "k1")
+        hg.finish_job(first.job_id)
+        hg.delete_schedule("s")
+        clock.advance(23 * 3_600_000)
+        hg.compact()
+        clock.advance(2 * 3_600_000)
+        hg.compact()
+        assert hg.run_now("s", "k1") == (first.job_id, True)
+
+    def test_it_goes_through_the_admission_gate(self, hg: Headgate) -> None:
+        hg.put_schedule("s", spec="0 9 * * *", kind="poison")
+        hg.quarantine(hg.fingerprint("poison", None))
+        with pytest.raises(AdmissionRejected, match="quarantined"):
+            hg.run_now("s", "k1")
+        with pytest.raises(NotFound):
+            hg.run_now("missing", "k1")
+        with pytest.raises(ValidationError, match="Idempotency-Key"):
+            hg.run_now("s", "")
+
+
+class TestOrdinaryJobs:
+    def test_an_ordinary_job_has_no_origin(self, hg: Headgate) -> None:
+        job = hg.enqueue("email.send", {"to": "a@b"})
+        assert hg.get_job(job.id).periodic_origin is None
+
+    def test_origin_needs_both_fields(self, hg: Headgate) -> None:
+        with pytest.raises(
+            ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
+        ):
+            hg.enqueue("k", periodic_origin={"schedule_id": "s"})
+        job = hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 5})
+        assert job.periodic_origin == ("s", 5)
+
+    def test_a_held_unique_key_is_a_duplicate(self, hg: Headgate) -> None:
+        first = hg.enqueue("k", unique_key="u")
+        with pytest.raises(DuplicateJob) as caught:
+            hg.enqueue("k", unique_key="u")
+        assert caught.value.job_id == first.id
+
+    def test_unknown_job(self, hg: Headgate) -> None:
+        with pytest.raises(NotFound):
+            hg.get_job("nope")
+
+
+class TestLease:
+    def test_only_one_runtime_holds_the_duty(
+        self, make_headgate: Callable[..., Headgate], clock: FakeClock
+    ) -> None:
+        first, second = make_headgate(), make_headgate()
+        first.start()
+        assert first.run_pending()
+        second.start()
+        assert not second.run_pending()
+        status = first.lease_status()
+        assert status is not None and status.term == 1
+        first.stop()  # releases
+        assert first.lease_status() is None
+        assert second.run_pending()
+        status = second.lease_status()
+        assert status is not None and status.term == 2
+
+    def test_stop_then_start_again(self, hg: Headgate, clock: FakeClock) -> None:
+        hg.put_schedule("s", spec="@every:60000", kind="k")
+        hg.start()
+        hg.stop()
+        clock.advance(MINUTE)
+        fire(hg)
+        assert jobs_for(hg, "s") == [START_MS + MINUTE]
+
+    def test_thread_count_does_not_grow_with_schedules(
+        self, make_headgate: Callable[..., Headgate], clock: FakeClock
+    ) -> None:
+        few = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, shards=4))
+        few.put_schedule("one", spec="@every:60000", kind="k")
+        baseline = threading.active_count()
+        few.start()
+        assert few.run_pending()
+        with_one = threading.active_count() - baseline
+        few.stop()
+        for n in range(3000):
+            few.store.append(f"schedule-bulk{n}", 0, [_definition(f"bulk{n}")])
+        few.start()
+        clock.advance(MINUTE)
+        assert few.run_pending()
+        assert threading.active_count() - baseline == with_one
+        assert len(jobs_for(few, "bulk2999")) == 1
+
+
+def _definition(schedule_id: str):  # type: ignore[no-untyped-def]
+    from headgate.domain.events import ScheduleDefined
+
+    return ScheduleDefined(
+        schedule_id, "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
+    )  # type: ignore[arg-type]
+
+
+class TestDaylightSaving:
+    @staticmethod
+    def _local(text: str, zone: str = "America/New_York") -> int:
+        return int(datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone)).timestamp() * 1000)
+
+    def _night(self, hg: Headgate, clock: FakeClock, start: str, hours: int) -> None:
+        clock.set(self._local(start))
+        for _ in range(hours * 4):
+            clock.advance(15 * MINUTE)
+            fire(hg)
+
+    def test_spring_forward_skips_the_missing_hour(self, hg: Headgate, clock: FakeClock) -> None:
+        clock.set(self._local("2024-03-09 12:00"))
+        hg.put_schedule("half-two", spec="CRON_TZ=America/New_York 30 2 * * *", kind="k")
+        hg.put_schedule("hourly", spec="CRON_TZ=America/New_York 0 * * * *", kind="k")
+        self._night(hg, clock, "2024-03-10 00:00", 4)
+        assert jobs_for(hg, "half-two") == []  # 02:30 does not exist that night
+        assert hg.get_schedule("half-two").next_run_ms == self._local("2024-03-11 02:30")
+        assert jobs_for(hg, "hourly") == [
+            self._local("2024-03-10 00:00"),  # the latest tick missed while the clock jumped
+            self._local("2024-03-10 01:00"),
+            self._local("2024-03-10 03:00"),  # 02:00 does not exist
+            self._local("2024-03-10 04:00"),
+            self._local("2024-03-10 05:00"),  # four real hours after midnight EST
+        ]
+
+    def test_fall_back_fires_the_repeated_hour_once(self, hg: Headgate, clock: FakeClock) -> None:
+        clock.set(self._local("2024-11-02 12:00"))
+        hg.put_schedule("half-one", spec="CRON_TZ=America/New_York 30 1 * * *", kind="k")
+        self._night(hg, clock, "2024-11-03 00:00", 4)
+        assert jobs_for(hg, "half-one") == [1730611800000]  # 01:30 EDT, not again at 01:30 EST
+        assert tick_job_id("half-one", 1730611800000) in {
+            e.job_id for e in hg.enqueue_events("half-one").events
+        }

@@ -1,0 +1,101 @@
+"""Missed-run policies across downtime, with a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+
+from headgate import FakeClock, Headgate, RuntimeConfig
+from headgate.domain.admission import AdmissionLimits
+from headgate.store.schema import LIVE
+from tests.runtime.conftest import START_MS, fire, jobs_for
+
+MINUTE = 60_000
+
+
+def _job_count(hg: Headgate, schedule_id: str) -> dict[int, int]:
+    jobs = LIVE.jobs
+    with hg.store.engine.connect() as connection:
+        rows = connection.execute(
+            select(jobs.c.periodic_tick_ms, func.count())
+            .where(jobs.c.periodic_schedule_id == schedule_id)
+            .group_by(jobs.c.periodic_tick_ms)
+        ).all()
+    return {int(tick): int(count) for tick, count in rows}
+
+
+def test_skip_fires_only_the_latest_missed_tick(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k", on_missed="skip")
+    clock.advance(10 * MINUTE + 5_000)
+    fire(hg)
+    assert jobs_for(hg, "s") == [START_MS + 10 * MINUTE]
+    assert hg.get_schedule("s").next_run_ms == START_MS + 11 * MINUTE
+    assert _job_count(hg, "s") == {START_MS + 10 * MINUTE: 1}
+
+
+def test_run_once_fires_one_catch_up_job(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("r", spec="* * * * *", kind="k", on_missed="run_once")
+    clock.advance(30 * MINUTE)
+    fire(hg)
+    assert jobs_for(hg, "r") == [START_MS + 30 * MINUTE]
+    assert hg.get_schedule("r").next_run_ms == START_MS + 31 * MINUTE
+
+
+def test_backfill_fires_the_n_most_recent_oldest_first(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=5)
+    clock.advance(10 * MINUTE)
+    fire(hg)
+    events = hg.enqueue_events("b", limit=100).events
+    assert [e.tick_ms for e in reversed(events)] == [START_MS + n * MINUTE for n in range(6, 11)]
+    assert [e.event_id for e in reversed(events)] == sorted(e.event_id for e in events)
+    assert hg.get_schedule("b").next_run_ms == START_MS + 11 * MINUTE
+
+
+def test_the_latest_tick_is_exact_after_years_down(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("m", spec="* * * * *", kind="k", on_missed="skip")
+    clock.advance(10 * 365 * 86_400_000 + 37_000)
+    fire(hg)
+    (tick,) = jobs_for(hg, "m")
+    assert tick == (clock.now_ms() // MINUTE) * MINUTE
+
+
+def test_backfill_failing_half_way_resumes_without_repeats(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    limits = AdmissionLimits(queue_limits={"tight": 3})
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, limits=limits))
+    hg.put_schedule(
+        "b", spec="@every:60000", kind="k", queue="tight", on_missed="backfill", backfill_limit=5
+    )
+    clock.advance(5 * MINUTE)
+    fire(hg)
+    assert jobs_for(hg, "b") == [START_MS + n * MINUTE for n in (1, 2, 3)]
+    newest = hg.enqueue_events("b", limit=1).events[0]
+    assert (newest.outcome, newest.reason, newest.tick_ms) == (
+        "failed",
+        "backpressure",
+        START_MS + 4 * MINUTE,
+    )
+    schedule = hg.get_schedule("b")
+    assert schedule.next_run_ms == START_MS + 4 * MINUTE
+    assert schedule.retry_at_ms == clock.now_ms() + 1_000
+    for event in hg.enqueue_events("b", limit=10).events:
+        if event.outcome == "enqueued":
+            hg.finish_job(event.job_id)
+    clock.advance(2_000)
+    fire(hg)
+    assert jobs_for(hg, "b") == [START_MS + n * MINUTE for n in (1, 2, 3, 4, 5)]
+    assert all(count == 1 for count in _job_count(hg, "b").values())
+    assert hg.get_schedule("b").next_run_ms == START_MS + 6 * MINUTE
+
+
+def test_a_backlog_bigger_than_one_sweep_is_drained(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, sweep_batch=7, shards=3))
+    for n in range(40):
+        hg.put_schedule(f"s{n:02}", spec="@every:60000", kind="k")
+    clock.advance(MINUTE)
+    fire(hg)
+    assert all(jobs_for(hg, f"s{n:02}") == [START_MS + MINUTE] for n in range(40))

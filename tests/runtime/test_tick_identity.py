@@ -1,0 +1,277 @@
+"""Tick identity and attempt outcomes: one job per (schedule, tick), whatever happens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from structlog.testing import capture_logs
+
+from headgate import EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
+from headgate.domain.admission import AdmissionLimits
+from headgate.domain.events import JobEnqueued, JobState, ScheduleDefined
+from headgate.domain.ids import tick_job_id, tick_unique_key
+from headgate.domain.streams import job_stream, schedule_stream
+from headgate.errors import LeaseLost, NotFound, StoreError
+from headgate.runtime.tick_batch import TickProcessor
+from headgate.store import event_store as event_store_module
+from headgate.store.event_store import NO_STREAM, Fence
+from headgate.store.read_model import ReadModel
+from tests.runtime.conftest import START_MS, fire, jobs_for
+
+MINUTE = 60_000
+TICK = START_MS + MINUTE
+
+
+def _latest(hg: Headgate, schedule_id: str) -> tuple[str, str, str]:
+    event = hg.enqueue_events(schedule_id, limit=1).events[0]
+    return event.outcome, event.reason, event.job_id
+
+
+def test_a_job_already_durable_for_the_tick_is_accepted_not_duplicated(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"a": 1})
+    job_id = tick_job_id("s", TICK)
+    # As if a crashed attempt had made the job durable and died before its record.
+    same = JobEnqueued(job_id, "k", "default", {"a": 1}, tick_unique_key("s", TICK), "s", TICK)
+    hg.store.append(job_stream(job_id), NO_STREAM, [same])
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s") == ("enqueued", "accepted", job_id)
+    assert len(hg.store.read_stream(job_stream(job_id))) == 1
+    assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
+    assert hg.get_job(job_id).periodic_origin == ("s", TICK)
+
+
+def test_a_live_job_holding_the_unique_key_deduplicates(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    winner = hg.enqueue("other", unique_key=tick_unique_key("s", TICK))
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s") == ("deduplicated", "unique_key", winner.id)
+    assert hg.store.read_stream(job_stream(tick_job_id("s", TICK))) == []
+    assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
+
+
+def test_an_existing_id_with_other_content_is_an_id_conflict(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"a": 1})
+    job_id = tick_job_id("s", TICK)
+    other = JobEnqueued(job_id, "k", "default", {"a": 2}, None, "s", TICK)
+    hg.store.append(job_stream(job_id), NO_STREAM, [other])
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s") == ("deduplicated", "id_conflict", job_id)
+    assert hg.get_job(job_id).payload == {"a": 2}
+
+
+def test_a_stale_attempt_after_cleanup_still_cannot_duplicate(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    stale_row = ReadModel(hg.store.engine).schedule("s")
+    clock.advance(MINUTE)
+    fire(hg)
+    job_id = tick_job_id("s", TICK)
+    hg.finish_job(job_id)
+    clock.advance(2 * 86_400_000)
+    hg.compact()
+    assert hg.store.read_stream(job_stream(job_id)) == []  # the job is gone
+    # A process that read the schedule before the advance tries the same tick now.
+    assert stale_row is not None
+    processor = TickProcessor(hg.store, FakeClock(TICK))
+    report = processor.fire([stale_row], fence=None)
+    assert report.changed_concurrently == ["s"] and report.recorded == []
+    assert hg.store.read_stream(job_stream(job_id)) == []
+
+
+def test_quarantine_skips_and_advances(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="poison", payload={"n": 1})
+    hg.quarantine(hg.fingerprint("poison", {"n": 1}), note="crashes workers")
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("skipped", "quarantined")
+    assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
+    hg.release(hg.fingerprint("poison", {"n": 1}))
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
+
+
+def test_backpressure_fails_and_retries_with_capped_backoff(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    limits = AdmissionLimits(queue_limits={"q": 1})
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=3_600_000, limits=limits))
+    blocker = hg.enqueue("blocker", queue="q")
+    hg.put_schedule("s", spec="@every:60000", kind="k", queue="q")
+    clock.advance(MINUTE)
+    for _ in range(40):  # 40 s of fake time, one sweep per second
+        fire(hg)
+        clock.advance(1_000)
+    events = hg.enqueue_events("s", limit=100).events
+    assert {(e.outcome, e.reason) for e in events} == {("failed", "backpressure")}
+    assert len(events) == 6  # retries after 1, 2, 4, 8, 16 s: the history is not flooded
+    assert hg.get_schedule("s").next_run_ms == TICK
+    hg.finish_job(blocker.id)
+    clock.advance(40_000)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
+
+
+def test_an_oversized_payload_is_an_invalid_request(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate()
+    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"blob": "x" * 500})
+    small = make_headgate(
+        RuntimeConfig(lease_ttl_ms=60_000, limits=AdmissionLimits(max_payload_bytes=100))
+    )
+    clock.advance(MINUTE)
+    fire(small)
+    assert _latest(small, "s")[:2] == ("failed", "invalid_request")
+
+
+def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    broken = ScheduleDefined("s", "61 * * * *", "k", "default", None, "skip", 1, False, TICK)  # type: ignore[arg-type]
+    hg.store.append(schedule_stream("s"), NO_STREAM, [broken])
+    hg.put_schedule("fine", spec="@every:60000", kind="k")
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("failed", "invalid_spec")
+    assert _latest(hg, "fine")[:2] == ("enqueued", "accepted")
+
+
+def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
+    hg: Headgate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a", "bad", "c"):
+        hg.put_schedule(name, spec="@every:60000", kind="k")
+    original = event_store_module.WriteTransaction.append_units
+    failed_once: list[bool] = []
+
+    def failing(self: event_store_module.WriteTransaction, units: list) -> list:  # type: ignore[type-arg]
+        touches_bad_job = any(
+            a.stream_id == job_stream(tick_job_id("bad", TICK)) for u in units for a in u
+        )
+        if touches_bad_job:
+            failed_once.append(True)
+            raise StoreError("simulated constraint failure")
+        return original(self, units)
+
+    monkeypatch.setattr(event_store_module.WriteTransaction, "append_units", failing)
+    clock.advance(MINUTE)
+    fire(hg)
+    assert failed_once
+    assert _latest(hg, "a")[:2] == ("enqueued", "accepted")
+    assert _latest(hg, "c")[:2] == ("enqueued", "accepted")
+    assert _latest(hg, "bad")[:2] == ("failed", "store_error")
+    assert hg.get_schedule("bad").next_run_ms == TICK
+
+
+class RecordingHook(EnqueueHook):
+    def __init__(self, fail_first: int = 0) -> None:
+        self.before: list[TickContext] = []
+        self.after: list[tuple[int, str, str]] = []
+        self.fail_first = fail_first
+
+    def before_enqueue(self, context: TickContext) -> None:
+        self.before.append(context)
+        if len(self.before) <= self.fail_first:
+            raise RuntimeError("hook is broken (this text must not reach the audit record)")
+
+    def after_enqueue(self, context, result) -> None:  # type: ignore[no-untyped-def]
+        self.after.append((context.tick_ms, result.outcome, result.reason))
+
+
+def test_hooks_receive_schedule_and_tick_context(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hook = RecordingHook()
+    hg = make_headgate(hooks=[hook])
+    hg.put_schedule(
+        "s",
+        spec="@every:60000",
+        kind="k",
+        payload={"team": 7},
+        on_missed="backfill",
+        backfill_limit=2,
+    )
+    clock.advance(2 * MINUTE)
+    fire(hg)
+    assert [(c.schedule.id, c.tick_ms, c.job_id, c.attempt) for c in hook.before] == [
+        ("s", TICK, tick_job_id("s", TICK), 1),
+        ("s", TICK + MINUTE, tick_job_id("s", TICK + MINUTE), 1),
+    ]
+    assert hook.before[0].schedule.payload == {"team": 7}
+    assert hook.after == [(TICK, "enqueued", "accepted"), (TICK + MINUTE, "enqueued", "accepted")]
+
+
+def test_a_raising_hook_fails_the_attempt_and_a_retry_succeeds(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hook = RecordingHook(fail_first=1)
+    hg = make_headgate(hooks=[hook])
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    clock.advance(MINUTE)
+    fire(hg)
+    event = hg.enqueue_events("s", limit=1).events[0]
+    assert (event.outcome, event.reason) == ("failed", "hook_error")
+    assert "broken" not in repr(event)
+    with pytest.raises(NotFound):
+        hg.get_job(event.job_id)  # a failed attempt creates no job
+    clock.advance(1_000)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
+    assert hook.before[1].attempt == 2
+
+
+def test_a_hook_cannot_change_what_is_stored(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    class Meddler(EnqueueHook):
+        def before_enqueue(self, context: TickContext) -> None:
+            context.schedule.payload["team"] = 999
+
+    hg = make_headgate(hooks=[Meddler()])
+    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"team": 7})
+    clock.advance(MINUTE)
+    fire(hg)
+    assert hg.get_job(tick_job_id("s", TICK)).payload == {"team": 7}
+
+
+def test_every_tick_is_logged_with_its_identity(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"secret": "do-not-log"})
+    clock.advance(MINUTE)
+    with capture_logs() as logs:
+        fire(hg)
+    (line,) = [entry for entry in logs if entry["event"] == "enqueue attempt"]
+    assert line["schedule_id"] == "s" and line["tick_ms"] == TICK
+    assert line["job_id"] == tick_job_id("s", TICK)
+    assert (line["outcome"], line["reason"]) == ("enqueued", "accepted")
+    assert "do-not-log" not in repr(logs)
+
+
+def test_finished_jobs_free_the_unique_key(hg: Headgate) -> None:
+    job = hg.enqueue("k", unique_key="u1")
+    hg.finish_job(job.id, "completed")
+    assert hg.get_job(job.id).state == JobState.COMPLETED.value
+    again = hg.enqueue("k", unique_key="u1")
+    assert again.id != job.id
+
+
+def test_fenced_writes_under_a_stale_term_are_refused(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    row = ReadModel(hg.store.engine).schedule("s")
+    assert row is not None
+    clock.advance(MINUTE)
+    fire(hg)  # takes the lease at term 1
+    status = hg.lease_status()
+    assert status is not None
+    with pytest.raises(LeaseLost):
+        TickProcessor(hg.store, clock).fire([row], Fence("scheduler", status.term + 1))
+    assert jobs_for(hg, "s") == [TICK]
