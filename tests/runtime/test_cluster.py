@@ -1,0 +1,125 @@
+"""Three runtimes sharing one store, on the real clock: one scheduler at a time,
+failover after SIGKILL, a SIGSTOPped holder fenced out, and every tick fired once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import text
+
+from headgate import Headgate, RuntimeConfig
+
+TTL_MS = 1_500
+CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS)
+TAKEOVER_LIMIT_S = (TTL_MS + CONFIG.renew_every_ms) / 1000 + 1.5  # TTL + one renewal + slack
+INTERVAL_MS = 200
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    from headgate import Headgate, RuntimeConfig
+    hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2])))
+    def stop(*_):
+        hg.close()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    hg.start()
+    print("started", flush=True)
+    while True:
+        time.sleep(0.5)
+    """
+)
+
+
+def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_path: Path) -> None:
+    observer = Headgate(store_url, config=CONFIG)
+    observer.put_schedule(
+        "pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="backfill", backfill_limit=1000
+    )
+    outputs = [tmp_path / f"runtime{n}.log" for n in range(3)]
+    children = {}
+    try:
+        for output in outputs:
+            child = subprocess.Popen(
+                [sys.executable, "-c", CHILD, store_url, str(TTL_MS)],
+                stdout=output.open("w"),
+                stderr=subprocess.STDOUT,
+            )
+            children[child.pid] = (child, output)
+
+        def holder_pid() -> int | None:
+            status = observer.lease_status()
+            return status.pid if status is not None and status.pid in children else None
+
+        first = _wait_for(holder_pid, 30, "a first scheduler")
+        time.sleep(1.5)
+        acquired = {
+            pid: output.read_text().count("lease acquired") for pid, (_, output) in children.items()
+        }
+        assert [pid for pid, count in acquired.items() if count] == [first], "exactly one scheduler"
+
+        os.kill(first, signal.SIGKILL)
+        killed_at = time.monotonic()
+        second = _wait_for(
+            lambda: holder_pid() not in (None, first) and holder_pid(), 10, "a takeover"
+        )
+        assert time.monotonic() - killed_at <= TAKEOVER_LIMIT_S
+
+        time.sleep(1.0)
+        os.kill(second, signal.SIGSTOP)
+        third = _wait_for(
+            lambda: holder_pid() not in (None, second) and holder_pid(),
+            10,
+            "a takeover from the stopped holder",
+        )
+        assert third != first
+        time.sleep(1.0)
+        os.kill(second, signal.SIGCONT)  # wakes believing it still leads
+        time.sleep(2.0)
+        assert holder_pid() == third, "the resumed process did not take the lease back"
+
+        for pid, (child, _) in children.items():
+            if pid != first:
+                child.send_signal(signal.SIGTERM)
+        for pid, (child, _) in children.items():
+            child.wait(timeout=30)
+            assert pid == first or child.returncode == 0
+        assert observer.lease_status() is None, "a clean stop releases the lease"
+
+        with observer.store.engine.connect() as connection:
+            ticks = [
+                int(t)
+                for (t,) in connection.execute(
+                    text(
+                        "SELECT periodic_tick_ms FROM jobs WHERE periodic_schedule_id = 'pulse' ORDER BY 1"
+                    )
+                )
+            ]
+        assert len(ticks) >= 20
+        expected = list(range(ticks[0], ticks[-1] + INTERVAL_MS, INTERVAL_MS))
+        assert ticks == expected, "every tick from first to last has exactly one job"
+        stale_log = children[second][1].read_text()
+        assert "lease lost" in stale_log or "no longer held" in stale_log
+    finally:
+        for child, _ in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGCONT)
+                child.kill()
+                child.wait(timeout=10)
+        observer.close()
