@@ -56,21 +56,20 @@ def apply(row: ScheduleRow | None, recorded: RecordedEvent) -> ScheduleRow | Non
         # Only reachable in a compacted log, where the latest definition (a full
         # snapshot) comes later and sets every field.
         return None
-    touched = replace(row, version=recorded.version, updated_at_ms=recorded.recorded_at_ms)
+    changes: dict[str, Any] = {
+        "version": recorded.version,
+        "updated_at_ms": recorded.recorded_at_ms,
+    }
     if isinstance(event, ScheduleDeleted):
-        return replace(touched, deleted=True)
-    if isinstance(event, NextRunAdvanced):
-        return replace(
-            touched,
-            next_run_ms=event.next_run_ms,
-            due_at_ms=event.next_run_ms,
-            failures=0,
-            last_enqueued_ms=event.last_enqueued_ms,
-        )
-    if isinstance(event, EnqueueAttempted) and event.outcome is Outcome.FAILED:
-        retry_at = row.due_at_ms if event.retry_at_ms is None else event.retry_at_ms
-        return replace(touched, failures=event.attempt, due_at_ms=retry_at)
-    return touched
+        changes["deleted"] = True
+    elif isinstance(event, NextRunAdvanced):
+        changes["next_run_ms"] = changes["due_at_ms"] = event.next_run_ms
+        changes["failures"] = 0
+        changes["last_enqueued_ms"] = event.last_enqueued_ms
+    elif isinstance(event, EnqueueAttempted) and event.outcome is Outcome.FAILED:
+        changes["failures"] = event.attempt
+        changes["due_at_ms"] = row.due_at_ms if event.retry_at_ms is None else event.retry_at_ms
+    return replace(row, **changes)
 
 
 def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:

@@ -34,5 +34,10 @@ def new_job_id() -> str:
 
 def fingerprint(kind: str, payload: JsonValue) -> str:
     """What quarantine matches on: the job's kind and exact payload."""
-    digest = hashlib.sha256(f"{kind}\x00{canonical_json(payload)}".encode())
+    return fingerprint_of_text(kind, canonical_json(payload))
+
+
+def fingerprint_of_text(kind: str, canonical_payload: str) -> str:
+    """fingerprint() for a payload already in canonical JSON text."""
+    digest = hashlib.sha256(f"{kind}\x00{canonical_payload}".encode())
     return digest.hexdigest()[:32]

@@ -16,8 +16,12 @@ class RuntimeConfig:
     """How long a holder's claim lasts without renewal; bounds failover time."""
     sweep_batch: int = 500
     """Due schedules read per sweep; larger backlogs drain over successive sweeps."""
-    shards: int = 4
-    """Schedule actors; the thread count never grows with the number of schedules."""
+    shards: int = 2
+    """Schedule actors; the thread count never grows with the number of schedules.
+
+    Two lets one shard plan its batch while the other waits on the database;
+    more only add contention for the interpreter lock and the store's write lock.
+    """
     compaction_interval_ms: int = 60_000
     limits: AdmissionLimits = field(default_factory=AdmissionLimits)
 

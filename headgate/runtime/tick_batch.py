@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from headgate.clock import Clock
-from headgate.domain.admission import AdmissionLimits, require_kind, require_payload
+from headgate.domain.admission import AdmissionLimits, require_kind
 from headgate.domain.decisions import (
     Decision,
     GateFacts,
@@ -44,7 +43,7 @@ from headgate.domain.events import (
     NextRunAdvanced,
     Outcome,
 )
-from headgate.domain.ids import fingerprint, tick_job_id, tick_unique_key
+from headgate.domain.ids import fingerprint_of_text, tick_job_id, tick_unique_key
 from headgate.domain.spec import InvalidSpec, ScheduleSpec, parse_spec
 from headgate.domain.streams import job_stream, schedule_stream
 from headgate.errors import (
@@ -127,22 +126,23 @@ class TickProcessor:
         return report
 
     def _plan(self, row: ScheduleRow, now_ms: int) -> SchedulePlan:
+        snapshot = Schedule.from_row(row)
         try:
             spec = parse_spec(row.spec)
         except InvalidSpec:
             plan = SchedulePlan(row, None)
-            plan.ticks.append(
-                self._tick(row, row.next_run_ms, {}, row.failures + 1, Reason.INVALID_SPEC)
+            failed = self._tick(
+                row, snapshot, row.next_run_ms, row.failures + 1, Reason.INVALID_SPEC
             )
+            plan.ticks.append(failed)
             return plan
         plan = SchedulePlan(row, spec)
         policy = MissedRunPolicy(row.on_missed)
         ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)
-        payload = json.loads(row.payload)
-        invalid = self._invalid_request(row, payload)
+        invalid = self._invalid_request(row)
         for index, tick_ms in enumerate(ticks):
             attempt = row.failures + 1 if index == 0 else 1
-            planned = self._tick(row, tick_ms, payload, attempt, invalid)
+            planned = self._tick(row, snapshot, tick_ms, attempt, invalid)
             if planned.failure is None:
                 planned = self._run_before_hooks(planned)
             plan.ticks.append(planned)
@@ -150,11 +150,11 @@ class TickProcessor:
                 break
         return plan
 
+    @staticmethod
     def _tick(
-        self,
         row: ScheduleRow,
+        snapshot: Schedule,
         tick_ms: int,
-        payload: Any,
         attempt: int,
         failure: Reason | None,
     ) -> PlannedTick:
@@ -163,19 +163,21 @@ class TickProcessor:
             job_id,
             row.kind,
             row.queue,
-            payload,
+            json.loads(row.payload),
             tick_unique_key(row.schedule_id, tick_ms),
             row.schedule_id,
             tick_ms,
         )
-        context = TickContext(Schedule.from_row(row), tick_ms, job_id, attempt)
-        return PlannedTick(job, fingerprint(row.kind, payload), context, failure)
+        context = TickContext(snapshot, tick_ms, job_id, attempt)
+        return PlannedTick(job, fingerprint_of_text(row.kind, row.payload), context, failure)
 
-    def _invalid_request(self, row: ScheduleRow, payload: Any) -> Reason | None:
+    def _invalid_request(self, row: ScheduleRow) -> Reason | None:
+        """The gate's validation, re-checked at fire time: limits may have changed."""
         try:
             require_kind(row.kind)
-            require_payload(payload, self._limits.max_payload_bytes)
         except ValidationError:
+            return Reason.INVALID_REQUEST
+        if len(row.payload.encode()) > self._limits.max_payload_bytes:
             return Reason.INVALID_REQUEST
         return None
 

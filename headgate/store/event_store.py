@@ -13,11 +13,12 @@ Projections are applied inline, in the same transaction as the events.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock
@@ -31,7 +32,7 @@ from headgate.store.engine import (
     write_transaction,
 )
 from headgate.store.migrations import migrate
-from headgate.store.projector import CHUNK, Projector
+from headgate.store.projector import CHUNK, Projector, bulk_insert
 from headgate.store.schema import LIVE, events, leases, log_head
 from projections import ALL_PROJECTIONS
 
@@ -143,7 +144,7 @@ class WriteTransaction:
             recorded.extend(unit_recorded)
             results.append(unit_recorded)
         if rows:
-            self.connection.execute(insert(events), rows)
+            bulk_insert(self.connection, events, rows)
             self.connection.execute(
                 update(log_head).where(log_head.c.id == 1).values(position=self._head)
             )
@@ -192,6 +193,10 @@ class EventStore:
         self.clock = clock
         self.engine = create_store_engine(url, busy_timeout_s)
         self.projector = Projector(LIVE, ALL_PROJECTIONS)
+        # Writers in this process queue here rather than in the database: only
+        # one can write at a time anyway, and SQLite's busy handler would make
+        # the losers sleep in coarse steps.
+        self._write_lock = threading.Lock()
         migrate(self.engine, clock.now_ms())
 
     def close(self) -> None:
@@ -204,7 +209,7 @@ class EventStore:
     @contextlib.contextmanager
     def write(self, fence: Fence | None = None) -> Iterator[WriteTransaction]:
         """A serialised write transaction; commits when the block exits cleanly."""
-        with write_transaction(self.engine, "writing to the store") as connection:
+        with self._write_lock, write_transaction(self.engine, "writing to the store") as connection:
             head_query = select(log_head.c.position).where(log_head.c.id == 1)
             if self.is_postgresql:
                 head_query = head_query.with_for_update()

@@ -122,7 +122,7 @@ def _write_changes(
         for start in range(0, len(deletes), CHUNK):
             connection.execute(delete(table).where(key_column.in_(deletes[start : start + CHUNK])))
     if inserts:
-        connection.execute(insert(table), inserts)
+        bulk_insert(connection, table, inserts)
     if updates:
         values: dict[str, Any] = {
             c.name: bindparam(f"b_{c.name}") for c in table.c if c is not key_column
@@ -132,6 +132,12 @@ def _write_changes(
     if projection.retention is not None and inserts:
         groups = list(dict.fromkeys(row[projection.retention.group_by] for row in inserts))
         _trim(connection, table, projection.retention, groups)
+
+
+def bulk_insert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """One executemany for many rows (measured faster here than multi-row VALUES,
+    whose compilation SQLAlchemy cannot cache, or RETURNING-driven batching)."""
+    connection.execute(insert(table), rows)
 
 
 def _newest_per_group(rows: list[dict[str, Any]], retention: Retention) -> list[dict[str, Any]]:

@@ -1,0 +1,390 @@
+"""Scheduler runtime benchmarks, on SQLite and PostgreSQL, printed as tables.
+
+1. Catch-up burst: N schedules all due at once; time until every one has one
+   job, one audit record and an advanced next_run_ms. Compared, in the same
+   run and database, with a raw SQLAlchemy loop writing the same rows (job,
+   audit record, compare-and-set update) 500 per transaction.
+2. Steady state: 1,000 schedules at @every:1000 for 30 s on the real clock:
+   jobs/s, lateness (commit minus tick) p50/p99/max, CPU share.
+3. Failover: SIGKILL the holder; time until another process enqueues a tick.
+4. Memory: resident memory and threads of a runtime firing 100,000 schedules.
+
+Per-tick log lines are rendered as JSON to /dev/null, so their cost counts.
+Run: python -m benchmarks.scheduler [--backend sqlite|postgresql] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import structlog
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    insert,
+    text,
+    update,
+)
+
+from benchmarks._common import fresh_database, print_table
+from headgate import AttemptResult, EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
+from headgate.domain.events import ScheduleDefined
+from headgate.domain.streams import schedule_stream
+from headgate.store.event_store import NO_STREAM, StreamAppend
+
+START_MS = 1_704_067_200_000
+RAW_BATCH = 500
+
+
+def quiet_json_logs() -> None:
+    sink = open(os.devnull, "w")  # noqa: SIM115
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+        logger_factory=structlog.WriteLoggerFactory(sink),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        cache_logger_on_first_use=True,
+    )
+
+
+def define_many(hg: Headgate, count: int, spec: str, next_run_ms: int, prefix: str = "s") -> None:
+    for start in range(0, count, 1000):
+        units = [
+            [
+                StreamAppend(
+                    schedule_stream(f"{prefix}{n}"),
+                    NO_STREAM,
+                    (
+                        ScheduleDefined(
+                            f"{prefix}{n}",
+                            spec,
+                            "report.build",
+                            "default",
+                            {"n": n},
+                            "skip",
+                            1,
+                            False,
+                            next_run_ms,
+                        ),
+                    ),  # type: ignore[arg-type]
+                )
+            ]
+            for n in range(start, min(start + 1000, count))
+        ]
+        hg.store.append_units(units)
+
+
+def raw_loop(url: str, count: int) -> float:
+    """The baseline: the same three writes per schedule, 500 schedules per transaction."""
+    from sqlalchemy import create_engine
+
+    metadata = MetaData()
+    jobs = Table(
+        "raw_jobs",
+        metadata,
+        Column("job_id", String(64), primary_key=True),
+        Column("schedule_id", String(64)),
+        Column("tick_ms", BigInteger),
+        Column("kind", String(64)),
+        Column("payload", Text),
+    )
+    audit = Table(
+        "raw_audit",
+        metadata,
+        Column("event_id", Integer, primary_key=True, autoincrement=True),
+        Column("schedule_id", String(64)),
+        Column("tick_ms", BigInteger),
+        Column("job_id", String(64)),
+        Column("outcome", String(16)),
+        Column("reason", String(64)),
+        Column("recorded_at_ms", BigInteger),
+    )
+    schedules = Table(
+        "raw_schedules",
+        metadata,
+        Column("schedule_id", String(64), primary_key=True),
+        Column("next_run_ms", BigInteger),
+        Column("version", Integer),
+    )
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+            connection.exec_driver_sql("PRAGMA synchronous=FULL")
+    metadata.create_all(engine)
+    with engine.begin() as connection:
+        connection.execute(
+            insert(schedules),
+            [{"schedule_id": f"s{n}", "next_run_ms": START_MS, "version": 1} for n in range(count)],
+        )
+    cas = (
+        update(schedules)
+        .where(
+            schedules.c.schedule_id == bindparam("b_id"),
+            schedules.c.version == bindparam("b_version"),
+        )
+        .values(next_run_ms=bindparam("b_next"), version=bindparam("b_version") + 1)
+    )
+    began = time.perf_counter()
+    for start in range(0, count, RAW_BATCH):
+        ids = [f"s{n}" for n in range(start, min(start + RAW_BATCH, count))]
+        with engine.begin() as connection:
+            connection.execute(
+                insert(jobs),
+                [
+                    {
+                        "job_id": f"{i}-{START_MS}",
+                        "schedule_id": i,
+                        "tick_ms": START_MS,
+                        "kind": "report.build",
+                        "payload": "{}",
+                    }
+                    for i in ids
+                ],
+            )
+            connection.execute(
+                insert(audit),
+                [
+                    {
+                        "schedule_id": i,
+                        "tick_ms": START_MS,
+                        "job_id": f"{i}-{START_MS}",
+                        "outcome": "enqueued",
+                        "reason": "accepted",
+                        "recorded_at_ms": START_MS,
+                    }
+                    for i in ids
+                ],
+            )
+            connection.execute(
+                cas, [{"b_id": i, "b_version": 1, "b_next": START_MS + 60_000} for i in ids]
+            )
+    elapsed = time.perf_counter() - began
+    engine.dispose()
+    return count / elapsed
+
+
+def catch_up(backend: str, count: int) -> list[object]:
+    with fresh_database(backend) as url:
+        clock = FakeClock(START_MS - 1)
+        hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
+        define_many(hg, count, "@every:60000", START_MS)
+        clock.set(START_MS + 1)
+        hg.start()
+        began = time.perf_counter()
+        assert hg.run_pending(timeout=600)
+        elapsed = time.perf_counter() - began
+        with hg.store.engine.connect() as connection:
+            jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+            advanced = connection.execute(
+                text("SELECT COUNT(*) FROM schedules WHERE next_run_ms > :t"), {"t": START_MS}
+            ).scalar_one()
+            records = connection.execute(text("SELECT COUNT(*) FROM enqueue_history")).scalar_one()
+        assert jobs == advanced == records == count, (jobs, advanced, records)
+        hg.close()
+        ours = count / elapsed
+    with fresh_database(backend) as url:
+        raw = raw_loop(url, count)
+    return [backend, f"{count:,}", f"{ours:,.0f}", f"{raw:,.0f}", f"{ours / raw:.2f}"]
+
+
+class Lateness(EnqueueHook):
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.samples: list[int] = []
+        self.lock = threading.Lock()
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        with self.lock:
+            self.samples.append(self.clock.now_ms() - context.tick_ms)
+
+
+def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
+    with fresh_database(backend) as url:
+        from headgate import SystemClock
+
+        clock = SystemClock()
+        lateness = Lateness(clock)
+        hg = Headgate(url, clock=clock, hooks=[lateness])
+        first_tick = (clock.now_ms() // 1000 + 2) * 1000
+        define_many(hg, schedules, "@every:1000", first_tick)
+        hg.start()
+        cpu_before, wall_before = time.process_time(), time.perf_counter()
+        time.sleep(seconds + (first_tick - clock.now_ms()) / 1000)
+        cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
+        hg.stop()
+        with hg.store.engine.connect() as connection:
+            jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+            distinct = connection.execute(
+                text("SELECT COUNT(DISTINCT job_id) FROM jobs")
+            ).scalar_one()
+            last = connection.execute(text("SELECT MAX(periodic_tick_ms) FROM jobs")).scalar_one()
+        expected = schedules * ((last - first_tick) // 1000 + 1)
+        hg.close()
+        samples = sorted(lateness.samples)
+        p99 = samples[int(len(samples) * 0.99) - 1]
+        return [
+            backend,
+            f"{jobs / seconds:,.0f}",
+            f"{jobs:,}",
+            f"{expected:,}",
+            str(jobs == distinct == expected),
+            f"{statistics.median(samples):.0f}",
+            f"{p99}",
+            f"{samples[-1]}",
+            f"{cpu / wall:.0%}",
+        ]
+
+
+FAILOVER_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from headgate import Headgate, RuntimeConfig
+    hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2])))
+    hg.start()
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[object]]:
+    rows = []
+    with fresh_database(backend) as url:
+        observer = Headgate(url)
+        observer.put_schedule("pulse", spec="@every:100", kind="k")
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", FAILOVER_CHILD, url, str(ttl_ms)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(trials + 1)
+        ]
+        try:
+            for trial in range(trials):
+                while (status := observer.lease_status()) is None:
+                    time.sleep(0.05)
+                time.sleep(1.0)
+                killed_ms = observer.clock.now_ms()
+                os.kill(status.pid, signal.SIGKILL)
+                while True:
+                    with observer.store.engine.connect() as connection:
+                        created = connection.execute(
+                            text("SELECT MIN(created_at_ms) FROM jobs WHERE created_at_ms > :k"),
+                            {"k": killed_ms + 50},
+                        ).scalar()
+                    if created is not None:
+                        break
+                    time.sleep(0.02)
+                rows.append(
+                    [
+                        backend,
+                        str(trial + 1),
+                        f"{(created - killed_ms) / 1000:.2f}",
+                        f"{ttl_ms / 1000:.1f}",
+                    ]
+                )
+        finally:
+            for child in children:
+                child.kill()
+                child.wait()
+            observer.close()
+    return rows
+
+
+MEMORY_CHILD = textwrap.dedent(
+    """
+    import resource, sys, threading
+    from headgate import FakeClock, Headgate, RuntimeConfig
+    from benchmarks.scheduler import START_MS, quiet_json_logs
+    quiet_json_logs()
+    clock = FakeClock(START_MS + 1)
+    hg = Headgate(sys.argv[1], clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
+    hg.start()
+    assert hg.run_pending(timeout=1200)
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, threading.active_count(), flush=True)
+    hg.close()
+    """
+)
+
+
+def memory(backend: str, count: int) -> list[object]:
+    with fresh_database(backend) as url:
+        hg = Headgate(url, clock=FakeClock(START_MS - 1))
+        define_many(hg, count, "@every:60000", START_MS)
+        hg.close()
+        result = subprocess.run(
+            [sys.executable, "-c", MEMORY_CHILD, url],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.getcwd(),
+        )
+        rss_kb, threads = result.stdout.split()
+    return [backend, f"{count:,}", f"{int(rss_kb) / 1024:.0f}", threads]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], action="append")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--only", choices=["catchup", "steady", "failover", "memory"], action="append"
+    )
+    args = parser.parse_args()
+    backends = args.backend or ["sqlite", "postgresql"]
+    only = set(args.only or ["catchup", "steady", "failover", "memory"])
+    quiet_json_logs()
+    if "catchup" in only:
+        sizes = [1000] if args.quick else [1000, 10_000]
+        rows = [catch_up(backend, size) for backend in backends for size in sizes]
+        print_table(
+            "Catch-up burst (schedules/s; ratio = ours / raw loop, same run)",
+            ["backend", "schedules", "ours/s", "raw/s", "ratio"],
+            rows,
+        )
+    if "steady" in only:
+        seconds = 5 if args.quick else 30
+        rows = [steady_state(backend, 1000, seconds) for backend in backends]
+        print_table(
+            f"Steady state: 1,000 schedules at @every:1000 for {seconds} s (lateness in ms)",
+            ["backend", "jobs/s", "jobs", "expected", "exact", "p50", "p99", "max", "CPU"],
+            rows,
+        )
+    if "failover" in only:
+        rows = [row for backend in backends for row in failover(backend, 1 if args.quick else 3)]
+        print_table(
+            "Failover: SIGKILL of the holder -> next tick enqueued elsewhere",
+            ["backend", "trial", "seconds", "lease TTL s"],
+            rows,
+        )
+    if "memory" in only:
+        count = 10_000 if args.quick else 100_000
+        rows = [memory(backend, count) for backend in backends]
+        print_table(
+            "Memory of a runtime firing every schedule once",
+            ["backend", "schedules", "max RSS MB", "threads"],
+            rows,
+        )
+
+
+if __name__ == "__main__":
+    main()
