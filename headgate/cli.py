@@ -15,14 +15,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import uvicorn
+
+from headgate.app import Headgate
 from headgate.clock import SystemClock
 from headgate.domain.events import encode
 from headgate.domain.spec import InvalidSpec, parse_spec
 from headgate.errors import HeadgateError
+from headgate.logs import configure_logging
 from headgate.progress import Progress
 from headgate.store.engine import parse_store_url
 from headgate.store.event_store import EventStore
 from headgate.store.maintenance import rebuild, replay, verify
+from headgate.web import create_app
 
 DEFAULT_DB = "sqlite:///headgate.db"
 DEMO_SPECS = (
@@ -64,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="headgate", description="Durable periodic jobs.")
     commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+
+    serve = commands.add_parser(
+        "serve", help="run the scheduler runtime, the control API and the console"
+    )
+    _add_db(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8080, help="listen port (8080)")
+    serve.set_defaults(handler=_serve)
 
     ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
     ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
@@ -116,6 +129,13 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _port(text: str) -> int:
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = _integer(text)
     if value < 1:
@@ -143,6 +163,16 @@ def open_existing_store(url: str) -> EventStore:
     if parsed.get_backend_name() == "sqlite" and not Path(str(parsed.database)).exists():
         raise ValueError(f"--db: no database at {parsed.database}")
     return EventStore(url, SystemClock())
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
+    configure_logging()
+    hg = Headgate(args.db)
+    app = create_app(hg, manage_runtime=True)
+    print(f"headgate: serving {args.db} on http://{args.host}:{args.port}/", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    return 0
 
 
 def _print_ticks(args: argparse.Namespace) -> int:

@@ -1,0 +1,33 @@
+"""Logging for `headgate serve`: structured lines on stderr.
+
+The library itself never configures logging; a host service decides. These
+are the settings the standalone server uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(level: int = logging.INFO, json_lines: bool | None = None) -> None:
+    """Key=value lines on a terminal, JSON lines otherwise (for log shippers)."""
+    as_json = not sys.stderr.isatty() if json_lines is None else json_lines
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        cache_logger_on_first_use=True,
+    )

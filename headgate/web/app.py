@@ -1,0 +1,59 @@
+"""Assemble the ASGI app: API, console, static files, errors, limits, auth."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from headgate.app import Headgate
+from headgate.web import api, console
+from headgate.web.auth import TokenAuth
+from headgate.web.errors import BodyLimits, install_error_handlers
+
+
+def create_app(
+    hg: Headgate, *, api_token: str | None = None, manage_runtime: bool = False
+) -> FastAPI:
+    """The control API (/api/v1, OpenAPI at /openapi.json) and the console (/).
+
+    `api_token` defaults to $HEADGATE_API_TOKEN. With `manage_runtime`, the app
+    starts the runtime on startup and stops it (releasing the lease) and closes
+    the store on shutdown; a host that manages `hg` itself leaves it False.
+    """
+    token = api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN") or None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_runtime:
+            hg.start()
+        try:
+            yield
+        finally:
+            if manage_runtime:
+                hg.close()
+
+    app = FastAPI(
+        title="Headgate",
+        summary="Durable periodic jobs: schedules, enqueue history, Enqueue now.",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.headgate = hg
+    app.state.api_token = token
+    install_error_handlers(app)
+    app.include_router(api.router)
+    app.include_router(console.router)
+    app.mount(
+        "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
+    )
+    app.add_middleware(BodyLimits)
+    if token:
+        app.add_middleware(TokenAuth, token=token)
+    return app
