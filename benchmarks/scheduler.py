@@ -230,11 +230,15 @@ def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
         hg.stop()
         with hg.store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
-            distinct = connection.execute(
-                text("SELECT COUNT(DISTINCT job_id) FROM jobs")
+            # Per schedule, every tick from the first to its last job must have a
+            # job; a gap is a tick merged away by the skip policy under overload.
+            merged_ticks = connection.execute(
+                text(
+                    "SELECT COALESCE(SUM(gap), 0) FROM (SELECT (MAX(periodic_tick_ms) - :first) "
+                    "/ 1000 + 1 - COUNT(*) AS gap FROM jobs GROUP BY periodic_schedule_id) gaps"
+                ),
+                {"first": first_tick},
             ).scalar_one()
-            last = connection.execute(text("SELECT MAX(periodic_tick_ms) FROM jobs")).scalar_one()
-        expected = schedules * ((last - first_tick) // 1000 + 1)
         hg.close()
         samples = sorted(lateness.samples)
         p99 = samples[int(len(samples) * 0.99) - 1]
@@ -242,8 +246,7 @@ def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
             backend,
             f"{jobs / seconds:,.0f}",
             f"{jobs:,}",
-            f"{expected:,}",
-            str(jobs == distinct == expected),
+            f"{merged_ticks:,}",
             f"{statistics.median(samples):.0f}",
             f"{p99}",
             f"{samples[-1]}",
@@ -366,7 +369,7 @@ def main() -> None:
         rows = [steady_state(backend, 1000, seconds) for backend in backends]
         print_table(
             f"Steady state: 1,000 schedules at @every:1000 for {seconds} s (lateness in ms)",
-            ["backend", "jobs/s", "jobs", "expected", "exact", "p50", "p99", "max", "CPU"],
+            ["backend", "jobs/s", "jobs", "merged", "p50", "p99", "max", "CPU"],
             rows,
         )
     if "failover" in only:

@@ -26,6 +26,7 @@ from headgate.commands import Commands, validate_definition
 from headgate.domain.events import JsonValue
 from headgate.domain.ids import fingerprint
 from headgate.errors import NotFound
+from headgate.logs import default_to_stderr
 from headgate.model import (
     EnqueueEvent,
     EnqueueEventsPage,
@@ -57,6 +58,7 @@ class Headgate:
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
     ) -> None:
+        default_to_stderr()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.config = config if config is not None else RuntimeConfig()
         self.store = EventStore(url, self.clock)

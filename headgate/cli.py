@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -171,7 +172,13 @@ def _serve(args: argparse.Namespace) -> int:
     hg = Headgate(args.db)
     app = create_app(hg, manage_runtime=True)
     print(f"headgate: serving {args.db} on http://{args.host}:{args.port}/", file=sys.stderr)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
+    # through the handlers it found. Finding no-op handlers, the process carries
+    # on to exit with status 0: a clean stop is not a failure.
+    for handled in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(handled, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    print("headgate: stopped; scheduler lease released", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,17 @@ import sys
 import structlog
 
 
+def default_to_stderr() -> None:
+    """If the host has not configured structlog, send its lines to stderr, not stdout.
+
+    structlog's out-of-the-box default prints to stdout, which would mix
+    Headgate's log lines into a host program's output. A host that configures
+    structlog itself (before or after) is not affected.
+    """
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+
+
 def configure_logging(level: int = logging.INFO, json_lines: bool | None = None) -> None:
     """Key=value lines on a terminal, JSON lines otherwise (for log shippers)."""
     as_json = not sys.stderr.isatty() if json_lines is None else json_lines

@@ -3,6 +3,12 @@
 # PostgreSQL tests use $HEADGATE_TEST_POSTGRES_URL (default: the local server).
 set -eu
 cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/chromium ]; then
+    echo "installing Debian's chromium for the browser test" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+: "${HEADGATE_TEST_POSTGRES_URL:=postgresql+psycopg://postgres@127.0.0.1:5432/headgate_test}"
+export HEADGATE_TEST_POSTGRES_URL
 python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
 .venv/bin/ruff check .

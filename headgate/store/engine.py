@@ -27,6 +27,8 @@ from headgate.errors import (
 )
 
 BUSY_TIMEOUT_S: Final = 30.0
+IDLE_IN_TRANSACTION_MS: Final = 5_000
+"""PostgreSQL ends a session idle this long inside a transaction (ours take milliseconds)."""
 WRITE: Final = {"headgate_write": True}
 """Execution options marking a connection's transaction as a write."""
 
@@ -55,7 +57,7 @@ def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Eng
     parsed = parse_store_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, busy_timeout_s)
-    return create_engine(
+    engine = create_engine(
         parsed,
         pool_pre_ping=True,
         pool_size=10,
@@ -63,6 +65,19 @@ def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Eng
         pool_timeout=busy_timeout_s,
         connect_args={"connect_timeout": 5},
     )
+
+    @event.listens_for(engine, "connect")
+    def _session_limits(dbapi_connection: Any, _record: Any) -> None:
+        # A process frozen mid-transaction (GC pause, SIGSTOP) must not hold the
+        # log head or the lease row forever: the server ends such a session,
+        # rolling its transaction back, so a standby can take over.
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+        cursor.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
+        cursor.close()
+        dbapi_connection.commit()
+
+    return engine
 
 
 def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:

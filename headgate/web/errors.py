@@ -33,8 +33,10 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def error(status: int, message: str, **extra: object) -> JSONResponse:
-    return JSONResponse({"error": message, **extra}, status_code=status)
+def error(
+    status: int, message: str, headers: dict[str, str] | None = None, **extra: object
+) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -64,13 +66,30 @@ def install_error_handlers(app: FastAPI) -> None:
         return _request_error(exc)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
-        return error(exc.status_code, str(exc.detail))
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(sorted(_allowed_methods(request)))
+        return error(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", path=request.url.path)
         return error(500, "internal error; see the server log")
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    """Every method some route serves at this path.
+
+    Starlette's own Allow header names only the first route that matched the
+    path; FastAPI registers one route per method, so that list is incomplete.
+    """
+    methods: set[str] = set()
+    for route in request.app.routes:
+        pattern = getattr(route, "path_regex", None)
+        if pattern is not None and pattern.match(request.url.path):
+            methods |= set(getattr(route, "methods", None) or ())
+    return methods
 
 
 def _request_error(exc: RequestValidationError) -> Response:

@@ -1,0 +1,54 @@
+"""Start `headgate serve` the way the README says, for end-to-end tests."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def headgate_command() -> str:
+    """The console script installed next to this interpreter (what README runs)."""
+    return str(Path(sys.executable).with_name("headgate"))
+
+
+def wait_until_answering(url: str, timeout: float = 15.0) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer within {timeout} s")
+
+
+@contextmanager
+def serving(directory: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [headgate_command(), "serve", "--port", str(port), *extra],
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)

@@ -1,0 +1,322 @@
+"""The HTTP API contract, on SQLite and PostgreSQL: every route and every error."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from headgate import FakeClock, Headgate
+from headgate.web import create_app
+from tests.web.conftest import START_MS
+
+MINUTE = 60_000
+NIGHTLY = {
+    "kind": "report.build",
+    "spec": "CRON_TZ=America/New_York 0 9 * * *",
+    "payload": {"team": 7},
+}
+SCHEDULE_KEYS = {
+    "id",
+    "kind",
+    "queue",
+    "spec",
+    "on_missed",
+    "backfill_limit",
+    "paused",
+    "next_run_ms",
+    "last_enqueued_ms",
+}
+
+
+def _snapshot(client: TestClient) -> object:
+    return client.get("/api/v1/periodic").json(), client.get(
+        "/api/v1/periodic/nightly?include=payload"
+    ).json()
+
+
+class TestSchedules:
+    def test_put_creates_then_updates(self, client: TestClient) -> None:
+        created = client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        assert created.status_code == 201
+        body = created.json()
+        assert set(body) == SCHEDULE_KEYS
+        assert (body["queue"], body["on_missed"], body["backfill_limit"], body["paused"]) == (
+            "default",
+            "skip",
+            1,
+            False,
+        )
+        updated = client.put(
+            "/api/v1/periodic/nightly",
+            json={**NIGHTLY, "on_missed": "backfill", "backfill_limit": 5},
+        )
+        assert updated.status_code == 200
+        assert (updated.json()["on_missed"], updated.json()["backfill_limit"]) == ("backfill", 5)
+        assert updated.json()["next_run_ms"] == body["next_run_ms"]
+
+    def test_get_hides_the_payload_unless_asked(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        assert "payload" not in client.get("/api/v1/periodic/nightly").json()
+        assert client.get("/api/v1/periodic/nightly?include=payload").json()["payload"] == {
+            "team": 7
+        }
+
+    def test_list_pages_to_the_end(self, client: TestClient) -> None:
+        for n in range(5):
+            client.put(f"/api/v1/periodic/s{n}", json={"kind": "k", "spec": "@every:60000"})
+        seen, cursor = [], None
+        while True:
+            params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+            page = client.get("/api/v1/periodic", params=params).json()
+            assert all("payload" not in s for s in page["schedules"])
+            seen += [s["id"] for s in page["schedules"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == [f"s{n}" for n in range(5)]
+
+    def test_delete_then_history_stays(
+        self, client: TestClient, hg: Headgate, clock: FakeClock
+    ) -> None:
+        client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
+        clock.advance(MINUTE)
+        hg.start()
+        assert hg.run_pending()
+        assert client.delete("/api/v1/periodic/pulse").status_code == 204
+        assert client.get("/api/v1/periodic/pulse").status_code == 404
+        events = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"]
+        assert [(e["tick_ms"], e["outcome"], e["reason"]) for e in events] == [
+            (START_MS + MINUTE, "enqueued", "accepted")
+        ]
+        assert set(events[0]) == {
+            "event_id",
+            "schedule_id",
+            "tick_ms",
+            "job_id",
+            "outcome",
+            "reason",
+            "recorded_at_ms",
+        }
+        assert client.delete("/api/v1/periodic/pulse").status_code == 404
+
+
+class TestEvents:
+    def test_paging_newest_first(self, client: TestClient, hg: Headgate, clock: FakeClock) -> None:
+        client.put(
+            "/api/v1/periodic/b",
+            json={
+                "kind": "k",
+                "spec": "@every:60000",
+                "on_missed": "backfill",
+                "backfill_limit": 40,
+            },
+        )
+        clock.advance(35 * MINUTE)
+        hg.start()
+        assert hg.run_pending()
+        first = client.get("/api/v1/periodic/b/enqueue-events").json()
+        assert len(first["events"]) == 30
+        assert first["events"][0]["tick_ms"] == START_MS + 35 * MINUTE
+        rest = client.get(
+            "/api/v1/periodic/b/enqueue-events", params={"cursor": first["next_cursor"]}
+        ).json()
+        assert [e["tick_ms"] for e in rest["events"]] == [
+            START_MS + n * MINUTE for n in range(5, 0, -1)
+        ]
+        assert rest["next_cursor"] is None
+
+    @pytest.mark.parametrize("limit", ["0", "101", "x"])
+    def test_limit_out_of_range(self, client: TestClient, limit: str) -> None:
+        response = client.get("/api/v1/periodic/b/enqueue-events", params={"limit": limit})
+        assert response.status_code == 422
+        assert response.json()["error"].startswith("limit: ")
+
+    def test_malformed_cursor(self, client: TestClient) -> None:
+        response = client.get(
+            "/api/v1/periodic/b/enqueue-events", params={"cursor": "not-a-cursor"}
+        )
+        assert response.status_code == 422
+        assert response.json() == {
+            "error": "cursor: is not a cursor returned by this list; pass next_cursor back unchanged"
+        }
+
+
+class TestRunNow:
+    def test_the_same_key_twice_is_one_job(self, client: TestClient) -> None:
+        before = client.put("/api/v1/periodic/nightly", json=NIGHTLY).json()
+        first = client.post("/api/v1/periodic/nightly/run", headers={"Idempotency-Key": "click-1"})
+        second = client.post("/api/v1/periodic/nightly/run", headers={"Idempotency-Key": "click-1"})
+        assert (first.status_code, second.status_code) == (202, 202)
+        assert first.json()["id"] == second.json()["id"]
+        assert (first.json()["replayed"], second.json()["replayed"]) == (False, True)
+        job = client.get(f"/api/v1/jobs/{first.json()['id']}").json()
+        assert job["periodic_origin"] is None and job["payload"] == {"team": 7}
+        assert client.get("/api/v1/periodic/nightly").json()["next_run_ms"] == before["next_run_ms"]
+
+    def test_the_key_is_required(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        response = client.post("/api/v1/periodic/nightly/run")
+        assert response.status_code == 422
+        assert response.json() == {"error": "Idempotency-Key: header is required"}
+
+    def test_unknown_schedule(self, client: TestClient) -> None:
+        response = client.post("/api/v1/periodic/ghost/run", headers={"Idempotency-Key": "k"})
+        assert response.status_code == 404
+
+
+class TestJobs:
+    def test_ordinary_job_round_trip(self, client: TestClient) -> None:
+        created = client.post(
+            "/api/v1/jobs", json={"kind": "email.send", "payload": {"to": "a"}, "queue": "mail"}
+        )
+        assert created.status_code == 201
+        job = client.get(f"/api/v1/jobs/{created.json()['id']}").json()
+        assert (job["kind"], job["queue"], job["payload"], job["periodic_origin"]) == (
+            "email.send",
+            "mail",
+            {"to": "a"},
+            None,
+        )
+
+    def test_periodic_origin_pair(self, client: TestClient) -> None:
+        ok = client.post(
+            "/api/v1/jobs",
+            json={"kind": "k", "periodic_origin": {"schedule_id": "s", "tick_ms": 5}},
+        )
+        assert ok.json()["periodic_origin"] == {"schedule_id": "s", "tick_ms": 5}
+        half = client.post("/api/v1/jobs", json={"kind": "k", "periodic_origin": {"tick_ms": 5}})
+        assert half.status_code == 422
+        assert half.json() == {
+            "error": "periodic_origin: needs both schedule_id and tick_ms, or neither"
+        }
+
+    def test_scheduler_jobs_expose_their_origin(
+        self, client: TestClient, hg: Headgate, clock: FakeClock
+    ) -> None:
+        client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
+        clock.advance(MINUTE)
+        hg.start()
+        assert hg.run_pending()
+        event = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"][0]
+        job = client.get(f"/api/v1/jobs/{event['job_id']}").json()
+        assert job["periodic_origin"] == {"schedule_id": "pulse", "tick_ms": START_MS + MINUTE}
+
+    def test_unique_key_conflict(self, client: TestClient) -> None:
+        first = client.post("/api/v1/jobs", json={"kind": "k", "unique_key": "u"}).json()
+        again = client.post("/api/v1/jobs", json={"kind": "k", "unique_key": "u"})
+        assert again.status_code == 409
+        assert again.json()["job_id"] == first["id"]
+
+    def test_unknown_job(self, client: TestClient) -> None:
+        assert client.get("/api/v1/jobs/nope").status_code == 404
+
+
+BAD_PUTS = [
+    (
+        {"kind": "k", "spec": "61 * * * *"},
+        "spec: bad cron '61 * * * *': minute 61 out of range 0-59",
+    ),
+    (
+        {"kind": "k", "spec": "CRON_TZ=Europe/Paris @every:1000"},
+        "spec: bad spec 'CRON_TZ=Europe/Paris @every:1000': @every is always aligned to UTC and rejects a CRON_TZ prefix",
+    ),
+    (
+        {"kind": "k", "spec": "@every:1000", "on_missed": "later"},
+        "on_missed: input should be 'skip', 'run_once' or 'backfill'",
+    ),
+    (
+        {"kind": "k", "spec": "@every:1000", "backfill_limit": 0},
+        "backfill_limit: input should be greater than or equal to 1",
+    ),
+    (
+        {"kind": "k", "spec": "@every:1000", "backfill_limit": "5"},
+        "backfill_limit: input should be a valid integer",
+    ),
+    ({"spec": "@every:1000"}, "kind: is required"),
+    ({"kind": "", "spec": "@every:1000"}, "kind: must be 1-128 characters, got 0"),
+    ({"kind": "k", "spec": "@every:1000", "colour": "red"}, "colour: is not a known field"),
+]
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(("body", "message"), BAD_PUTS)
+    def test_bad_put_is_422_and_changes_nothing(
+        self, client: TestClient, body: dict[str, object], message: str
+    ) -> None:
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        before = _snapshot(client)
+        response = client.put("/api/v1/periodic/nightly", json=body)
+        assert response.status_code == 422
+        assert response.json() == {"error": message}
+        assert _snapshot(client) == before
+
+    def test_not_json_is_400(self, client: TestClient) -> None:
+        response = client.put(
+            "/api/v1/periodic/nightly",
+            content=b"{nope",
+            headers={"Content-Type": "application/json"},
+        )
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": "body: is not valid JSON"},
+        )
+
+    def test_non_json_content_type_is_415(self, client: TestClient) -> None:
+        response = client.put(
+            "/api/v1/periodic/nightly", content=b"kind=k", headers={"Content-Type": "text/plain"}
+        )
+        assert response.status_code == 415
+
+    def test_body_over_one_mebibyte_is_413(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        before = _snapshot(client)
+        huge = {"kind": "k", "spec": "@every:1000", "payload": "x" * (1024 * 1024)}
+        response = client.put("/api/v1/periodic/nightly", json=huge)
+        assert response.status_code == 413
+        assert _snapshot(client) == before
+
+    def test_schedule_list_limit(self, client: TestClient) -> None:
+        assert client.get("/api/v1/periodic", params={"limit": 201}).status_code == 422
+        assert client.get("/api/v1/periodic", params={"limit": 200}).status_code == 200
+
+    def test_unknown_route_is_a_json_404(self, client: TestClient) -> None:
+        response = client.get("/api/v1/nothing-here")
+        assert response.status_code == 404 and "error" in response.json()
+
+
+class TestAuth:
+    def test_token_required_when_configured(self, hg: Headgate) -> None:
+        with TestClient(create_app(hg, api_token="s3cret")) as client:
+            assert client.get("/api/v1/periodic").status_code == 401
+            assert client.get("/").status_code == 401
+            assert (
+                client.get(
+                    "/api/v1/periodic", headers={"Authorization": "Bearer wrong"}
+                ).status_code
+                == 401
+            )
+            assert (
+                client.get(
+                    "/api/v1/periodic", headers={"Authorization": "Bearer s3cret"}
+                ).status_code
+                == 200
+            )
+            assert client.post("/login", json={"token": "wrong"}).status_code == 401
+            assert client.post("/login", json={"token": "s3cret"}).status_code == 200
+            assert client.get("/").status_code == 200  # the cookie now carries the token
+
+
+def test_spec_preview(client: TestClient) -> None:
+    good = client.get(
+        "/api/v1/spec-preview", params={"spec": "CRON_TZ=America/New_York 0 9 * * *"}
+    ).json()
+    assert good["valid"] and good["description"] == "At 09:00, America/New_York"
+    assert len(good["next_ticks_ms"]) == 5
+    bad = client.get("/api/v1/spec-preview", params={"spec": "61 * * * *"}).json()
+    assert bad == {
+        "valid": False,
+        "error": "bad cron '61 * * * *': minute 61 out of range 0-59",
+        "spec": None,
+        "description": None,
+        "next_ticks_ms": [],
+    }

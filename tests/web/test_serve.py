@@ -1,0 +1,67 @@
+"""`headgate serve` as a newcomer runs it: answers within seconds, stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from headgate import Headgate
+from tests.web.serving import headgate_command, serving, wait_until_answering
+
+
+def test_serve_answers_quickly_and_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
+    with serving(tmp_path) as (process, base):
+        assert wait_until_answering(f"{base}/api/v1/periodic") < 10
+        request = urllib.request.Request(
+            f"{base}/api/v1/periodic/pulse",
+            data=json.dumps({"kind": "demo", "spec": "@every:1000"}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="PUT",
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 201
+        with urllib.request.urlopen(f"{base}/", timeout=5) as response:
+            page = response.read().decode()
+        assert "pulse" in page and "Every second" in page
+        _wait_for_first_tick(f"{base}/api/v1/periodic/pulse/enqueue-events")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        output = process.stdout.read() if process.stdout else ""
+        assert "Traceback" not in output
+    database = tmp_path / "headgate.db"
+    assert database.exists(), "the embedded default lives in the working directory"
+    hg = Headgate(f"sqlite:///{database}")
+    try:
+        assert hg.lease_status() is None, "SIGTERM released the scheduler lease"
+    finally:
+        hg.close()
+
+
+def _wait_for_first_tick(url: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            if json.loads(response.read())["events"]:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no tick recorded within {timeout} s")
+
+
+def test_serve_rejects_a_bad_port_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [headgate_command(), "serve", "--port", "99999"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == "error: headgate serve: argument --port: must be a port number 0-65535, got 99999"
+    )
