@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from headgate.domain.admission import (
+    MAX_ID_LENGTH,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_UNIQUE_KEY_LENGTH,
@@ -22,6 +23,7 @@ from headgate.domain.admission import (
     require_payload,
     require_policy,
 )
+from headgate.domain.cursors import is_clean_text
 from headgate.domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
@@ -155,15 +157,18 @@ class Commands:
         key = require_optional_key("Idempotency-Key", idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
         if key is None:
             raise ValidationError("Idempotency-Key", "is required")
+        if not is_clean_text(schedule_id, MAX_ID_LENGTH):
+            raise NotFound(f"no schedule {schedule_id!r}")
         stream = manual_run_stream(schedule_id, key)
+        job_id = manual_job_id(schedule_id, key)
         with self._store.write() as transaction:
-            earlier = transaction.first_events([stream]).get(stream)
-            if isinstance(earlier, ManualRunRequested):
-                return RunNowResult(earlier.job_id, replayed=True)
+            earlier = transaction.first_events([stream, job_stream(job_id)])
+            if stream in earlier or job_stream(job_id) in earlier:
+                # The key's record outlives 24 hours; if it has been compacted
+                # away the job it made may still be there: the same key, the same job.
+                return RunNowResult(job_id, replayed=True)
             row = _require_live_schedule(transaction, schedule_id)
-            job = JobEnqueued(
-                manual_job_id(schedule_id, key), row.kind, row.queue, _payload(row), None
-            )
+            job = JobEnqueued(job_id, row.kind, row.queue, _payload(row), None)
             self._admit(transaction, job)
             _append_one(
                 transaction,
@@ -276,6 +281,8 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:
+    if not is_clean_text(schedule_id, MAX_ID_LENGTH):
+        raise NotFound(f"no schedule {schedule_id!r}")
     row = read_model.schedule(transaction.connection, schedule_id)
     if row is None or row.deleted:
         raise NotFound(f"no schedule {schedule_id!r}")

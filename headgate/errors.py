@@ -20,6 +20,10 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached, or stayed locked past its busy timeout."""
 
 
+class ProjectionsRebuilding(StoreUnavailable):
+    """Writes wait while projections are rebuilt, so nothing decides on half-built tables."""
+
+
 class ConcurrencyConflict(StoreError):
     """A stream was not at the version the writer expected."""
 

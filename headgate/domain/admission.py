@@ -69,7 +69,10 @@ def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
             f"must be plain JSON (objects, arrays, strings, finite numbers, booleans, null): "
             f"{error}",
         ) from None
-    size = len(text.encode())
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        raise ValidationError("payload", "contains text that is not valid Unicode") from None
     if size > max_bytes:
         raise ValidationError("payload", f"is {size} bytes as JSON; the limit is {max_bytes}")
     return text

@@ -35,7 +35,26 @@ def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) 
         or len(decoded) != 2
         or decoded[0] != kind
         or type(decoded[1]) is not position_type
+        or not _storable(decoded[1])
     ):
         raise ValidationError("cursor", rule)
     position: int | str = decoded[1]
     return position
+
+
+def _storable(value: int | str) -> bool:
+    """A value both databases can compare: a 64-bit integer, or clean UTF-8 text."""
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return is_clean_text(value, 255)
+
+
+def is_clean_text(value: str, max_length: int) -> bool:
+    """Text without NUL or lone surrogates, which PostgreSQL or SQLite cannot store."""
+    if len(value) > max_length or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -21,7 +21,7 @@ import pykka
 import structlog
 
 from headgate.clock import Clock
-from headgate.errors import LeaseLost, StoreError
+from headgate.errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate.runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate.runtime.tick_batch import TickProcessor
 from headgate.runtime.ticker import Ticker
@@ -74,15 +74,16 @@ class ScheduleShard(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> None:
         if not isinstance(message, TickDue):
             return
-        lost, progressed = False, True
+        lost, progressed = False, False
         try:
             report = self._processor.fire(message.rows, Fence(SCHEDULER_LEASE, message.term))
-            progressed = bool(report.recorded or report.changed_concurrently)
+            progressed = report.progressed
         except LeaseLost:
             lost = True
             log.warning("lease lost; batch discarded, nothing written", term=message.term)
+        except ProjectionsRebuilding as paused:
+            log.info("scheduler paused while projections are rebuilt", detail=str(paused))
         except Exception:
-            progressed = False
             log.exception("schedule batch failed", schedules=len(message.rows))
         finally:
             message.reply_to.tell(BatchDone(progressed, lost))
@@ -110,7 +111,6 @@ class SchedulerActor(pykka.ThreadingActor):
         self._shards: list[Any] = []
         self._in_flight = 0
         self._progressed = False
-        self._backlog = False
         self._waiters: list[RunPending] = []
         self._last_compaction_ms: int | None = None
         self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
@@ -147,17 +147,21 @@ class SchedulerActor(pykka.ThreadingActor):
             self._cycle()
 
     def _cycle(self, *, after_batch: bool = False) -> None:
-        if self._in_flight:
-            return
         now = self._clock.now_ms()
         try:
+            # Renewal never waits for batches in flight: a long batch must not
+            # let the lease lapse under it.
             self._keep_lease(now)
+            if self._in_flight:
+                self._ticker.wake_at(self._renew_due_ms)
+                return
             if self._lease is None:
                 self._notify_waiters(fired=False)
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
-            if after_batch and self._backlog and not self._progressed:
-                # Nothing could be recorded (the store is failing): do not spin.
+            if after_batch and not self._progressed:
+                # Nothing could be recorded (the store is failing, a rebuild is
+                # running, the lease was lost): do not spin; look again later.
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
             self._maybe_compact(now)
@@ -200,7 +204,6 @@ class SchedulerActor(pykka.ThreadingActor):
         by_shard: dict[int, list[ScheduleRow]] = defaultdict(list)
         for row in rows:
             by_shard[shard_of(row.schedule_id, self._config.shards)].append(row)
-        self._backlog = len(rows) == self._config.sweep_batch
         self._progressed = False
         self._in_flight = len(by_shard)
         for index, share in by_shard.items():

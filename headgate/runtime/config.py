@@ -22,6 +22,8 @@ class RuntimeConfig:
     Two lets one shard plan its batch while the other waits on the database;
     more only add contention for the interpreter lock and the store's write lock.
     """
+    max_ticks_per_batch: int = 1_000
+    """Ticks one schedule actor fires in one transaction; the rest wait for the next sweep."""
     compaction_interval_ms: int = 60_000
     limits: AdmissionLimits = field(default_factory=AdmissionLimits)
 
@@ -40,5 +42,7 @@ class RuntimeConfig:
             raise ValueError("lease_ttl_ms must be at least 100")
         if not 1 <= self.sweep_batch <= 10_000:
             raise ValueError("sweep_batch must be between 1 and 10000")
+        if self.max_ticks_per_batch < 1:
+            raise ValueError("max_ticks_per_batch must be at least 1")
         if not 1 <= self.shards <= 64:
             raise ValueError("shards must be between 1 and 64")

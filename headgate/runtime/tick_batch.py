@@ -49,6 +49,7 @@ from headgate.domain.streams import job_stream, schedule_stream
 from headgate.errors import (
     ConcurrencyConflict,
     LeaseLost,
+    ProjectionsRebuilding,
     StoreError,
     StoreUnavailable,
     ValidationError,
@@ -75,6 +76,7 @@ class PlannedTick:
 class SchedulePlan:
     row: ScheduleRow
     spec: ScheduleSpec | None
+    planned_at_ms: int
     ticks: list[PlannedTick] = field(default_factory=list)
 
     @property
@@ -100,6 +102,14 @@ class BatchReport:
     changed_concurrently: list[str] = field(default_factory=list)
     unrecorded: list[str] = field(default_factory=list)
     """Schedules whose attempt could not even be recorded (the store is down)."""
+    realigned: int = 0
+    deferred: int = 0
+    """Schedules left for the next sweep because the batch's tick budget ran out."""
+
+    @property
+    def progressed(self) -> bool:
+        """Whether sweeping again at once can get anywhere."""
+        return bool(self.recorded or self.changed_concurrently or self.realigned or self.deferred)
 
 
 class TickProcessor:
@@ -109,36 +119,57 @@ class TickProcessor:
         clock: Clock,
         hooks: Sequence[EnqueueHook] = (),
         limits: AdmissionLimits | None = None,
+        max_ticks: int = 1_000,
     ) -> None:
         self._store = store
         self._clock = clock
-        self._hooks = hooks
+        self._hooks = tuple(hooks)
         self._limits = limits or AdmissionLimits()
+        self._max_ticks = max_ticks
 
     def fire(self, rows: Sequence[ScheduleRow], fence: Fence | None) -> BatchReport:
-        """Fire every due tick of `rows`; raises LeaseLost if the fence fails."""
+        """Fire the due ticks of `rows`, at most `max_ticks` of them.
+
+        Raises LeaseLost if the fence fails and ProjectionsRebuilding while a
+        rebuild runs. Ticks beyond the budget stay due for the next sweep:
+        a schedule advances only past the ticks it fired.
+        """
         now = self._clock.now_ms()
-        plans = [self._plan(row, now) for row in rows]
         report = BatchReport()
+        plans: list[SchedulePlan] = []
+        budget = self._max_ticks
+        for row in rows:
+            if budget <= 0:
+                report.deferred += 1
+                continue
+            plan = self._plan_safely(row, now, budget)
+            budget -= max(len(plan.ticks), 1)
+            plans.append(plan)
         self._commit_isolating_failures(plans, fence, report)
         for record in report.recorded:
             self._after(record)
         return report
 
-    def _plan(self, row: ScheduleRow, now_ms: int) -> SchedulePlan:
+    def _plan_safely(self, row: ScheduleRow, now_ms: int, budget: int) -> SchedulePlan:
+        """A plan for one schedule; a definition that cannot be planned becomes a failed
+        attempt (with backoff) instead of failing its neighbours."""
         snapshot = Schedule.from_row(row)
         try:
-            spec = parse_spec(row.spec)
+            return self._plan(row, snapshot, now_ms, budget)
         except InvalidSpec:
-            plan = SchedulePlan(row, None)
-            failed = self._tick(
-                row, snapshot, row.next_run_ms, row.failures + 1, Reason.INVALID_SPEC
-            )
-            plan.ticks.append(failed)
-            return plan
-        plan = SchedulePlan(row, spec)
+            reason = Reason.INVALID_SPEC
+        except Exception:
+            log.exception("schedule could not be planned", schedule_id=row.schedule_id)
+            reason = Reason.INVALID_REQUEST
+        plan = SchedulePlan(row, None, planned_at_ms=now_ms)
+        plan.ticks.append(self._tick(row, snapshot, row.next_run_ms, row.failures + 1, reason))
+        return plan
+
+    def _plan(self, row: ScheduleRow, snapshot: Schedule, now_ms: int, budget: int) -> SchedulePlan:
+        spec = parse_spec(row.spec)
+        plan = SchedulePlan(row, spec, planned_at_ms=now_ms)
         policy = MissedRunPolicy(row.on_missed)
-        ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)
+        ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)[:budget]
         invalid = self._invalid_request(row)
         for index, tick_ms in enumerate(ticks):
             attempt = row.failures + 1 if index == 0 else 1
@@ -204,7 +235,7 @@ class TickProcessor:
         try:
             with self._store.write(fence) as transaction:
                 self._decide_and_append(transaction, plans, report)
-        except LeaseLost:
+        except (LeaseLost, ProjectionsRebuilding):
             raise
         except StoreError as error:
             if len(plans) > 1:
@@ -231,7 +262,9 @@ class TickProcessor:
         for (plan, record), result in zip(owners, results, strict=True):
             if isinstance(result, ConcurrencyConflict):
                 changed.add(plan.schedule_id)
-            elif record is not REALIGNED:
+            elif record is REALIGNED:
+                report.realigned += 1
+            else:
                 report.recorded.append(record)
         report.changed_concurrently.extend(sorted(changed))
 

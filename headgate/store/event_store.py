@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
-from headgate.errors import ConcurrencyConflict, LeaseLost
+from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
 from headgate.store.engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
@@ -207,13 +207,30 @@ class EventStore:
         return is_postgresql(self.engine)
 
     @contextlib.contextmanager
-    def write(self, fence: Fence | None = None) -> Iterator[WriteTransaction]:
-        """A serialised write transaction; commits when the block exits cleanly."""
+    def write(
+        self, fence: Fence | None = None, *, while_rebuilding: bool = False
+    ) -> Iterator[WriteTransaction]:
+        """A serialised write transaction; commits when the block exits cleanly.
+
+        Raises ProjectionsRebuilding while any projection lags the log: decisions
+        read projections, and a half-rebuilt table would mislead them. Only the
+        maintenance commands pass `while_rebuilding`.
+        """
         with self._write_lock, write_transaction(self.engine, "writing to the store") as connection:
             head_query = select(log_head.c.position).where(log_head.c.id == 1)
             if self.is_postgresql:
                 head_query = head_query.with_for_update()
             head = int(connection.execute(head_query).scalar_one())
+            if not while_rebuilding:
+                lagging = self.projector.lagging(connection, head)
+                if lagging:
+                    names = ", ".join(
+                        f"{name} at {position} of {head}" for name, position in lagging.items()
+                    )
+                    raise ProjectionsRebuilding(
+                        f"projections are being rebuilt ({names}); writes resume when "
+                        "`headgate projections rebuild` finishes"
+                    )
             now = self.clock.now_ms()
             if fence is not None:
                 self._check_fence(connection, fence, now)

@@ -69,7 +69,7 @@ def rebuild(
 ) -> RebuildReport:
     chosen = select_projections(names)
     report = RebuildReport()
-    with store.write() as transaction:
+    with store.write(while_rebuilding=True) as transaction:
         states = _checkpoints(transaction.connection)
         for projection in chosen:
             if states[projection.name][1]:
@@ -78,7 +78,7 @@ def rebuild(
             transaction.connection.execute(delete(LIVE.by_name(projection.table)))
             _set_checkpoint(transaction.connection, projection.name, 0, rebuilding=True)
     while True:
-        with store.write() as transaction:
+        with store.write(while_rebuilding=True) as transaction:
             connection, head = transaction.connection, transaction.head
             states = _checkpoints(connection)
             behind = [p for p in chosen if states[p.name][0] < head]
@@ -231,7 +231,7 @@ def verify(
             counts=counts,
             on_progress=on_progress,
         )
-        with store.write() as transaction:
+        with store.write(while_rebuilding=True) as transaction:
             connection = transaction.connection
             for recorded in _read_batch(connection, reached, transaction.head, None):
                 for projection in ALL_PROJECTIONS:

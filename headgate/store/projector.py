@@ -34,29 +34,36 @@ class Projector:
     def apply_live(
         self, connection: Connection, recorded: Sequence[RecordedEvent], head_before: int
     ) -> None:
-        """Apply a just-appended batch to every projection that is caught up.
+        """Apply a just-appended batch to every projection and move their checkpoints.
 
-        A projection whose checkpoint lags (it is being rebuilt) is skipped:
-        its rebuild will reach these events itself, and applying them twice
-        would be wrong.
+        EventStore.write refuses to open a live write while any projection lags
+        (a rebuild is in progress), so here every projection is at head_before.
         """
         if not recorded:
             return
-        checkpoints = dict(
-            connection.execute(
-                select(projection_checkpoints.c.name, projection_checkpoints.c.position)
-            ).all()
-        )
-        head_after = recorded[-1].position
         for projection in self.projections:
-            if checkpoints.get(projection.name) == head_before:
-                fold_into_table(connection, projection, self.table_for(projection), recorded)
+            fold_into_table(connection, projection, self.table_for(projection), recorded)
         connection.execute(
             update(projection_checkpoints)
             .where(projection_checkpoints.c.position == head_before)
             .where(projection_checkpoints.c.name.in_([p.name for p in self.projections]))
-            .values(position=head_after)
+            .values(position=recorded[-1].position)
         )
+
+    def lagging(self, connection: Connection, head: int) -> dict[str, int]:
+        """Projections not caught up with the log head (name -> checkpoint)."""
+        rows = connection.execute(
+            select(
+                projection_checkpoints.c.name,
+                projection_checkpoints.c.position,
+                projection_checkpoints.c.rebuilding,
+            )
+        )
+        return {
+            str(name): int(position)
+            for name, position, rebuilding in rows
+            if position != head or rebuilding
+        }
 
 
 def fold_into_table(
@@ -117,18 +124,21 @@ def _write_changes(
             updates.append({f"b_{name}": value for name, value in _as_dict(row).items()})
     if projection.retention is not None:
         inserts = _newest_per_group(inserts, projection.retention)
+    # Deletes, then updates, then inserts: a row that gives up a unique value
+    # (a job leaving `pending` frees its unique key) must do so before a new row
+    # in the same batch takes it.
     key_column = table.c[projection.key_column]
     if deletes:
         for start in range(0, len(deletes), CHUNK):
             connection.execute(delete(table).where(key_column.in_(deletes[start : start + CHUNK])))
-    if inserts:
-        bulk_insert(connection, table, inserts)
     if updates:
         values: dict[str, Any] = {
             c.name: bindparam(f"b_{c.name}") for c in table.c if c is not key_column
         }
         statement = update(table).where(key_column == bindparam(f"b_{key_column.name}"))
         connection.execute(statement.values(values), updates)
+    if inserts:
+        bulk_insert(connection, table, inserts)
     if projection.retention is not None and inserts:
         groups = list(dict.fromkeys(row[projection.retention.group_by] for row in inserts))
         _trim(connection, table, projection.retention, groups)

@@ -275,3 +275,22 @@ class TestDaylightSaving:
         assert tick_job_id("half-one", 1730611800000) in {
             e.job_id for e in hg.enqueue_events("half-one").events
         }
+
+
+def test_an_expired_key_still_finds_its_pending_job(hg: Headgate, clock: FakeClock) -> None:
+    hg.put_schedule("s", spec="0 9 * * *", kind="k")
+    first = hg.run_now("s", "k1")
+    clock.advance(8 * 86_400_000)
+    hg.compact()  # the key's record is past its 7-day retention; the job is still pending
+    assert hg.run_now("s", "k1") == (first.job_id, True)
+
+
+@pytest.mark.parametrize("identifier", ["a\x00b", "\ud800", "x" * 300])
+def test_ids_that_cannot_exist_are_simply_not_found(hg: Headgate, identifier: str) -> None:
+    with pytest.raises(NotFound):
+        hg.get_schedule(identifier)
+    with pytest.raises(NotFound):
+        hg.get_job(identifier)
+    with pytest.raises(NotFound):
+        hg.run_now(identifier, "k")
+    assert hg.enqueue_events(identifier).events == []

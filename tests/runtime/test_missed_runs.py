@@ -99,3 +99,16 @@ def test_a_backlog_bigger_than_one_sweep_is_drained(
     clock.advance(MINUTE)
     fire(hg)
     assert all(jobs_for(hg, f"s{n:02}") == [START_MS + MINUTE] for n in range(40))
+
+
+def test_a_large_backfill_is_fired_in_bounded_batches_each_tick_once(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, max_ticks_per_batch=20))
+    hg.put_schedule("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=50)
+    hg.put_schedule("neighbour", spec="@every:60000", kind="k")
+    clock.advance(60 * MINUTE)
+    fire(hg)
+    assert _job_count(hg, "b") == {START_MS + n * MINUTE: 1 for n in range(11, 61)}
+    assert jobs_for(hg, "neighbour") == [START_MS + 60 * MINUTE]
+    assert hg.get_schedule("b").next_run_ms == START_MS + 61 * MINUTE

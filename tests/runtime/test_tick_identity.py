@@ -275,3 +275,48 @@ def test_fenced_writes_under_a_stale_term_are_refused(hg: Headgate, clock: FakeC
     with pytest.raises(LeaseLost):
         TickProcessor(hg.store, clock).fire([row], Fence("scheduler", status.term + 1))
     assert jobs_for(hg, "s") == [TICK]
+
+
+def test_a_schedule_that_cannot_be_planned_fails_alone(hg: Headgate, clock: FakeClock) -> None:
+    from sqlalchemy import update
+
+    from headgate.store.schema import LIVE
+
+    hg.put_schedule("odd", spec="@every:60000", kind="k")
+    hg.put_schedule("fine", spec="@every:60000", kind="k")
+    with hg.store.engine.begin() as connection:  # as if written by a newer Headgate
+        connection.execute(
+            update(LIVE.schedules)
+            .where(LIVE.schedules.c.schedule_id == "odd")
+            .values(on_missed="later")
+        )
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "odd")[:2] == ("failed", "invalid_request")
+    assert _latest(hg, "fine")[:2] == ("enqueued", "accepted")
+
+
+def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClock) -> None:
+    from sqlalchemy import update
+
+    from headgate.errors import ProjectionsRebuilding
+    from headgate.store.maintenance import rebuild
+    from headgate.store.schema import projection_checkpoints
+
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    with hg.store.engine.begin() as connection:  # an interrupted rebuild
+        connection.execute(
+            update(projection_checkpoints)
+            .where(projection_checkpoints.c.name == "jobs")
+            .values(rebuilding=True)
+        )
+    clock.advance(MINUTE)
+    hg.start()
+    with pytest.raises(ProjectionsRebuilding, match="headgate projections rebuild"):
+        hg.put_schedule("t", spec="@every:60000", kind="k")
+    with pytest.raises(TimeoutError):
+        hg.run_pending(timeout=1)  # paused, not spinning or writing
+    assert hg.enqueue_events("s").events == []
+    rebuild(hg.store)
+    assert hg.run_pending()
+    assert _latest(hg, "s")[:2] == ("enqueued", "accepted")

@@ -20,6 +20,7 @@ from headgate.domain.events import (
     Outcome,
     ScheduleDeleted,
 )
+from headgate.errors import ProjectionsRebuilding
 from headgate.store.compaction import CompactionPolicy, compact
 from headgate.store.event_store import ANY_VERSION, EventStore
 from headgate.store.maintenance import rebuild, replay, verify
@@ -145,18 +146,19 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: EventStore) -> N
         assert states == {"schedules": 120, "jobs": 120, "enqueue_history": 120, "quarantine": 120}
     partial = snapshot(store.engine)
     assert 0 < len(partial["jobs"]) < len(live["jobs"])
-    # While projections are rebuilding, live appends leave them alone...
-    fire_tick(store, "s0", 31 * 60_000)
+    # While projections are rebuilding, nothing may decide on half-built tables.
+    with pytest.raises(
+        ProjectionsRebuilding, match=r"schedules at 120 of \d+.*headgate projections rebuild"
+    ):
+        fire_tick(store, "s0", 31 * 60_000)
     assert snapshot(store.engine) == partial
-    # ...and resuming reaches the head, the new tick included.
+    # Resuming reaches the head; then writes flow again.
     report = rebuild(store, batch_size=40)
     assert report.resumed == ["schedules", "jobs", "enqueue_history", "quarantine"]
-    resumed = snapshot(store.engine)
-    assert len(resumed["jobs"]) == len(live["jobs"]) + 1
+    assert snapshot(store.engine) == live
     assert verify(store).ok
-    # Once caught up, the live path applies new events again.
     fire_tick(store, "s1", 31 * 60_000)
-    assert len(snapshot(store.engine)["jobs"]) == len(live["jobs"]) + 2
+    assert len(snapshot(store.engine)["jobs"]) == len(live["jobs"]) + 1
     assert verify(store).ok
 
 
@@ -234,3 +236,13 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
     assert verify(store).ok
     rebuild(store)
     assert snapshot(store.engine) == after
+
+
+def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: EventStore) -> None:
+    store.append("job-a", 0, [JobEnqueued("a", "k", "q", {}, "key-1")])
+    create_schedule(store, "unrelated")
+    store.append("job-a", 1, [JobFinished("a", JobState.COMPLETED)])
+    store.append("job-b", 0, [JobEnqueued("b", "k", "q", {}, "key-1")])
+    live = snapshot(store.engine)
+    rebuild(store, batch_size=2)  # batches: [a enqueued, unrelated], [a finished, b enqueued]
+    assert snapshot(store.engine) == live

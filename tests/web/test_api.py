@@ -320,3 +320,34 @@ def test_spec_preview(client: TestClient) -> None:
         "description": None,
         "next_ticks_ms": [],
     }
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "WyJlbnF1ZXVlLWV2ZW50cyIsMTE4MDU5MTYyMDcxNzQxMTMwMzQyNF0",  # 2**70
+        "WyJzY2hlZHVsZXMiLCAiXHVkODAwIl0",  # a lone surrogate
+    ],
+)
+def test_cursors_the_database_cannot_compare_are_422(client: TestClient, cursor: str) -> None:
+    assert (
+        client.get("/api/v1/periodic/b/enqueue-events", params={"cursor": cursor}).status_code
+        == 422
+    )
+    assert client.get("/api/v1/periodic", params={"cursor": cursor}).status_code == 422
+
+
+def test_nul_in_a_path_is_404(client: TestClient) -> None:
+    assert client.get("/api/v1/periodic/a%00b").status_code == 404
+    assert client.get("/api/v1/jobs/a%00b").status_code == 404
+
+
+def test_writes_during_a_rebuild_are_503(client: TestClient, hg: Headgate) -> None:
+    from sqlalchemy import update
+
+    from headgate.store.schema import projection_checkpoints
+
+    with hg.store.engine.begin() as connection:
+        connection.execute(update(projection_checkpoints).values(rebuilding=True))
+    response = client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+    assert response.status_code == 503
