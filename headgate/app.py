@@ -65,7 +65,7 @@ class Headgate:
         self.store = EventStore(url, self.clock)
         self._reads = ReadModel(self.store.engine)
         self._commands = Commands(self.store, self.config.limits)
-        self._leases = LeaseStore(self.store.engine, self.clock)
+        self._leases = LeaseStore(self.store)
         self._hooks = list(hooks)
         self._scheduler: Any = None
         self._lifecycle = threading.Lock()

@@ -101,7 +101,7 @@ class SchedulerActor(pykka.ThreadingActor):
         super().__init__()
         self._store = store
         self._reads = ReadModel(store.engine)
-        self._leases = LeaseStore(store.engine, clock)
+        self._leases = LeaseStore(store)
         self._clock = clock
         self._config = config
         self._processor = processor

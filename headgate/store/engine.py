@@ -74,6 +74,10 @@ def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Eng
         cursor = dbapi_connection.cursor()
         cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
         cursor.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
+        # psycopg prepares a statement after a few runs, and PostgreSQL may then
+        # reuse a generic plan chosen while a table was still empty: a sequential
+        # scan that never goes away as the table grows. Plan each execution.
+        cursor.execute("SET plan_cache_mode = force_custom_plan")
         cursor.close()
         dbapi_connection.commit()
 

@@ -207,6 +207,13 @@ class EventStore:
         return is_postgresql(self.engine)
 
     @contextlib.contextmanager
+    def operational_write(self, where: str) -> Iterator[Connection]:
+        """A write transaction on operational state (leases), queued behind this
+        process's other writers like every write."""
+        with self._write_lock, write_transaction(self.engine, where) as connection:
+            yield connection
+
+    @contextlib.contextmanager
     def write(
         self, fence: Fence | None = None, *, while_rebuilding: bool = False
     ) -> Iterator[WriteTransaction]:
@@ -216,7 +223,7 @@ class EventStore:
         read projections, and a half-rebuilt table would mislead them. Only the
         maintenance commands pass `while_rebuilding`.
         """
-        with self._write_lock, write_transaction(self.engine, "writing to the store") as connection:
+        with self.operational_write("writing to the store") as connection:
             head_query = select(log_head.c.position).where(log_head.c.id == 1)
             if self.is_postgresql:
                 head_query = head_query.with_for_update()

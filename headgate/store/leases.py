@@ -16,8 +16,8 @@ from sqlalchemy.dialects import postgresql as pg_insert
 from sqlalchemy.dialects import sqlite as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from headgate.clock import Clock
-from headgate.store.engine import is_postgresql, translated_errors, write_transaction
+from headgate.store.engine import is_postgresql, translated_errors
+from headgate.store.event_store import EventStore
 from headgate.store.schema import leases
 
 
@@ -42,9 +42,10 @@ class Claimant:
 
 
 class LeaseStore:
-    def __init__(self, engine: Engine, clock: Clock) -> None:
-        self._engine = engine
-        self._clock = clock
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self._engine = store.engine
+        self._clock = store.clock
 
     def acquire(
         self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
@@ -53,7 +54,7 @@ class LeaseStore:
 
         Returns the lease when `claimant` holds it afterwards, else None.
         """
-        with write_transaction(self._engine, f"claiming lease {name!r}") as connection:
+        with self._store.operational_write(f"claiming lease {name!r}") as connection:
             now = self._clock.now_ms()
             row = self._locked_row(connection, name)
             if row is None:
@@ -85,7 +86,7 @@ class LeaseStore:
 
     def release(self, name: str, holder: str, term: int) -> None:
         """Expire our own lease now, so a standby can take over without waiting."""
-        with write_transaction(self._engine, f"releasing lease {name!r}") as connection:
+        with self._store.operational_write(f"releasing lease {name!r}") as connection:
             connection.execute(
                 update(leases)
                 .where(leases.c.name == name, leases.c.holder == holder, leases.c.term == term)
