@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from headgate.clock import Clock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
 from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
+from headgate.store.bulk import bulk_insert
 from headgate.store.engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
@@ -32,7 +33,7 @@ from headgate.store.engine import (
     write_transaction,
 )
 from headgate.store.migrations import migrate
-from headgate.store.projector import CHUNK, Projector, bulk_insert
+from headgate.store.projector import CHUNK, Projector
 from headgate.store.schema import LIVE, events, leases, log_head
 from projections import ALL_PROJECTIONS
 

@@ -12,10 +12,11 @@ import dataclasses
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.domain.events import RecordedEvent
+from headgate.store.bulk import bulk_insert, bulk_update
 from headgate.store.schema import ProjectionTables, projection_checkpoints
 from projections import AnyProjection, Retention
 
@@ -121,7 +122,10 @@ def _write_changes(
         elif before is None:
             inserts.append(_as_dict(row))
         elif row != before:
-            updates.append({f"b_{name}": value for name, value in _as_dict(row).items()})
+            after_values, before_values = _as_dict(row), _as_dict(before)
+            changed = {n: v for n, v in after_values.items() if before_values[n] != v}
+            changed[projection.key_column] = key
+            updates.append(changed)
     if projection.retention is not None:
         inserts = _newest_per_group(inserts, projection.retention)
     # Deletes, then updates, then inserts: a row that gives up a unique value
@@ -132,22 +136,12 @@ def _write_changes(
         for start in range(0, len(deletes), CHUNK):
             connection.execute(delete(table).where(key_column.in_(deletes[start : start + CHUNK])))
     if updates:
-        values: dict[str, Any] = {
-            c.name: bindparam(f"b_{c.name}") for c in table.c if c is not key_column
-        }
-        statement = update(table).where(key_column == bindparam(f"b_{key_column.name}"))
-        connection.execute(statement.values(values), updates)
+        bulk_update(connection, table, projection.key_column, updates)
     if inserts:
         bulk_insert(connection, table, inserts)
     if projection.retention is not None and inserts:
         groups = list(dict.fromkeys(row[projection.retention.group_by] for row in inserts))
         _trim(connection, table, projection.retention, groups)
-
-
-def bulk_insert(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """One executemany for many rows (measured faster here than multi-row VALUES,
-    whose compilation SQLAlchemy cannot cache, or RETURNING-driven batching)."""
-    connection.execute(insert(table), rows)
 
 
 def _newest_per_group(rows: list[dict[str, Any]], retention: Retention) -> list[dict[str, Any]]:

@@ -142,3 +142,42 @@ def test_bad_store_urls_are_rejected_clearly(url: str, message: str) -> None:
 
 def test_plain_postgresql_urls_use_psycopg() -> None:
     assert parse_store_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
+
+
+def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
+    from headgate.store.bulk import bulk_insert, bulk_update
+
+    row = {
+        "position": 1,
+        "stream_id": "s",
+        "version": 1,
+        "type": "ScheduleDeleted",
+        "schema_version": 1,
+        "body": "{}",
+        "recorded_at_ms": 1,
+    }
+    with (
+        pytest.raises(ConcurrencyConflict),
+        translated_errors("test"),
+        store.engine.begin() as connection,
+    ):
+        bulk_insert(connection, events, [row, {**row, "position": 2}])
+    job = {
+        "job_id": "j",
+        "kind": "k",
+        "queue": "q",
+        "payload": "{}",
+        "state": "pending",
+        "unique_key": None,
+        "created_at_ms": 1,
+        "updated_at_ms": 1,
+        "periodic_schedule_id": None,
+        "periodic_tick_ms": None,
+    }
+    with (
+        pytest.raises(ConstraintViolation),
+        translated_errors("test"),
+        store.engine.begin() as connection,
+    ):
+        bulk_insert(connection, LIVE.jobs, [job])
+        bulk_update(connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}])
