@@ -38,6 +38,13 @@ class Projection(Generic[Row]):
     append_only: bool = False
     """Every event makes a new row, so no existing row needs loading."""
     retention: Retention | None = None
+    changes: Callable[[RecordedEvent], dict[str, Any] | None] | None = None
+    """For an event that sets some columns whatever the row held: those columns.
+
+    Lets the projector update a row without loading it. Must agree with
+    `apply`: for any existing row, `apply(row, e) == replace(row, **changes(e))`
+    whenever `changes(e)` is not None (a test checks this).
+    """
 
 
 AnyProjection = Projection[Any]

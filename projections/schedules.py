@@ -56,20 +56,37 @@ def apply(row: ScheduleRow | None, recorded: RecordedEvent) -> ScheduleRow | Non
         # Only reachable in a compacted log, where the latest definition (a full
         # snapshot) comes later and sets every field.
         return None
-    changes: dict[str, Any] = {
-        "version": recorded.version,
-        "updated_at_ms": recorded.recorded_at_ms,
-    }
+    delta = changes(recorded)
+    if delta is None:  # a failure without a retry time keeps the row's due time
+        assert isinstance(event, EnqueueAttempted)
+        delta = {"failures": event.attempt, **_touched(recorded)}
+    return replace(row, **delta)
+
+
+def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
+    """The columns an event sets regardless of the row, or None if it needs the row."""
+    event = recorded.event
+    if isinstance(event, NextRunAdvanced):
+        return {
+            "next_run_ms": event.next_run_ms,
+            "due_at_ms": event.next_run_ms,
+            "failures": 0,
+            "last_enqueued_ms": event.last_enqueued_ms,
+            **_touched(recorded),
+        }
+    if isinstance(event, EnqueueAttempted):
+        if event.outcome is not Outcome.FAILED:
+            return _touched(recorded)
+        if event.retry_at_ms is None:
+            return None
+        return {"failures": event.attempt, "due_at_ms": event.retry_at_ms, **_touched(recorded)}
     if isinstance(event, ScheduleDeleted):
-        changes["deleted"] = True
-    elif isinstance(event, NextRunAdvanced):
-        changes["next_run_ms"] = changes["due_at_ms"] = event.next_run_ms
-        changes["failures"] = 0
-        changes["last_enqueued_ms"] = event.last_enqueued_ms
-    elif isinstance(event, EnqueueAttempted) and event.outcome is Outcome.FAILED:
-        changes["failures"] = event.attempt
-        changes["due_at_ms"] = row.due_at_ms if event.retry_at_ms is None else event.retry_at_ms
-    return replace(row, **changes)
+        return {"deleted": True, **_touched(recorded)}
+    return None
+
+
+def _touched(recorded: RecordedEvent) -> dict[str, Any]:
+    return {"version": recorded.version, "updated_at_ms": recorded.recorded_at_ms}
 
 
 def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
@@ -99,4 +116,5 @@ SCHEDULES: Projection[ScheduleRow] = Projection(
     key_column="schedule_id",
     key=key,
     apply=apply,
+    changes=changes,
 )

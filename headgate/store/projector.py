@@ -81,15 +81,44 @@ def fold_into_table(
             relevant.append((key, event))
     if not relevant:
         return 0
-    keys = list(dict.fromkeys(key for key, _ in relevant))
-    existing: dict[Hashable, Any] = {}
-    if not projection.append_only:
-        existing = load_rows(connection, table, projection.key_column, projection.row_type, keys)
-    current: dict[Hashable, Any] = dict(existing)
-    for key, event in relevant:
-        current[key] = projection.apply(current.get(key), event)
-    _write_changes(connection, projection, table, existing, current)
+    deltas, folded = _split_by_need(projection, relevant)
+    if deltas:
+        rows = [{**changes, projection.key_column: key} for key, changes in deltas.items()]
+        bulk_update(connection, table, projection.key_column, rows)
+    if folded:
+        keys = list(dict.fromkeys(key for key, _ in folded))
+        existing: dict[Hashable, Any] = {}
+        if not projection.append_only:
+            existing = load_rows(
+                connection, table, projection.key_column, projection.row_type, keys
+            )
+        current: dict[Hashable, Any] = dict(existing)
+        for key, event in folded:
+            current[key] = projection.apply(current.get(key), event)
+        _write_changes(connection, projection, table, existing, current)
     return len(relevant)
+
+
+def _split_by_need(
+    projection: AnyProjection, relevant: list[tuple[Hashable, RecordedEvent]]
+) -> tuple[dict[Hashable, dict[str, Any]], list[tuple[Hashable, RecordedEvent]]]:
+    """Rows whose events in this batch all say which columns they set (updated
+    without loading them), and the events of every other row (loaded and folded)."""
+    if projection.changes is None:
+        return {}, relevant
+    deltas: dict[Hashable, dict[str, Any]] = {}
+    needs_row: set[Hashable] = set()
+    for key, event in relevant:
+        if key in needs_row:
+            continue
+        delta = projection.changes(event)
+        if delta is None:
+            needs_row.add(key)
+            deltas.pop(key, None)
+        else:
+            deltas.setdefault(key, {}).update(delta)
+    folded = [(key, event) for key, event in relevant if key in needs_row]
+    return deltas, folded
 
 
 def load_rows(

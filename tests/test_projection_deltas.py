@@ -1,0 +1,63 @@
+"""A projection's `changes` shortcut must agree with its fold (`apply`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headgate.domain.events import (
+    EnqueueAttempted,
+    NextRunAdvanced,
+    Outcome,
+    RecordedEvent,
+    ScheduleDefined,
+    ScheduleDeleted,
+)
+from projections import SCHEDULES
+
+ms = st.integers(0, 2**50)
+definitions = st.builds(
+    ScheduleDefined,
+    schedule_id=st.just("s"),
+    spec=st.just("@every:1000"),
+    kind=st.just("k"),
+    queue=st.just("q"),
+    payload=st.none(),
+    on_missed=st.sampled_from(["skip", "run_once", "backfill"]),
+    backfill_limit=st.integers(1, 1000),
+    paused=st.booleans(),
+    next_run_ms=ms,
+    last_enqueued_ms=st.none() | ms,
+)
+later_events = st.one_of(
+    st.builds(
+        NextRunAdvanced, schedule_id=st.just("s"), next_run_ms=ms, last_enqueued_ms=st.none() | ms
+    ),
+    st.builds(
+        EnqueueAttempted,
+        schedule_id=st.just("s"),
+        tick_ms=ms,
+        job_id=st.just("j"),
+        outcome=st.sampled_from(list(Outcome)),
+        reason=st.sampled_from(["accepted", "backpressure", "hook_error"]),
+        attempt=st.integers(1, 50),
+        retry_at_ms=st.none() | ms,
+    ),
+    st.just(ScheduleDeleted("s")),
+)
+
+
+@given(definition=definitions, events=st.lists(later_events, min_size=1, max_size=8))
+def test_changes_agree_with_apply(definition: ScheduleDefined, events: list[object]) -> None:
+    row = SCHEDULES.apply(None, RecordedEvent(1, "schedule-s", 1, 10, definition))
+    assert row is not None and SCHEDULES.changes is not None
+    for offset, event in enumerate(events, start=2):
+        recorded = RecordedEvent(offset, "schedule-s", offset, 10 + offset, event)  # type: ignore[arg-type]
+        folded = SCHEDULES.apply(row, recorded)
+        delta = SCHEDULES.changes(recorded)
+        if delta is not None:
+            assert folded == replace(row, **delta)
+        row = folded
+        assert row is not None
