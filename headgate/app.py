@@ -23,7 +23,6 @@ import structlog
 
 from headgate.clock import Clock, SystemClock
 from headgate.commands import Commands, validate_definition
-from headgate.domain.cursors import is_clean_text
 from headgate.domain.events import JsonValue
 from headgate.domain.ids import fingerprint
 from headgate.errors import NotFound
@@ -44,7 +43,7 @@ from headgate.runtime.tick_batch import TickProcessor
 from headgate.store.compaction import CompactionReport, compact
 from headgate.store.event_store import EventStore
 from headgate.store.leases import Claimant, LeaseStore
-from headgate.store.read_model import ReadModel, check_limit
+from headgate.store.read_model import ReadModel
 
 DEFAULT_URL = "sqlite:///headgate.db"
 log = structlog.get_logger("headgate")
@@ -175,7 +174,7 @@ class Headgate:
         return Schedule.from_row(row), created
 
     def get_schedule(self, schedule_id: str) -> Schedule:
-        row = self._reads.schedule(schedule_id) if _could_exist(schedule_id) else None
+        row = self._reads.schedule(schedule_id)
         if row is None or row.deleted:
             raise NotFound(f"no schedule {schedule_id!r}")
         return Schedule.from_row(row)
@@ -196,9 +195,6 @@ class Headgate:
         self, schedule_id: str, limit: int = 30, cursor: str | None = None
     ) -> EnqueueEventsPage:
         """The schedule's automatic enqueue attempts, newest first (at most 100 kept)."""
-        if not _could_exist(schedule_id):
-            check_limit(limit, 100)
-            return EnqueueEventsPage([], None)
         page = self._reads.enqueue_history(schedule_id, limit, cursor)
         return EnqueueEventsPage(
             [EnqueueEvent.from_row(row) for row in page.items], page.next_cursor
@@ -221,7 +217,7 @@ class Headgate:
         return Job.from_row(row)
 
     def get_job(self, job_id: str) -> Job:
-        row = self._reads.job(job_id) if _could_exist(job_id) else None
+        row = self._reads.job(job_id)
         if row is None:
             raise NotFound(f"no job {job_id!r}")
         return Job.from_row(row)
@@ -256,9 +252,3 @@ class Headgate:
         scheduler = self._scheduler
         if scheduler is not None:
             scheduler.tell(Wake())
-
-
-def _could_exist(identifier: str) -> bool:
-    """Ids we could have stored; anything else is simply not found (no database round trip
-    with text the database would reject)."""
-    return isinstance(identifier, str) and is_clean_text(identifier, 255)

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass
 
 from headgate.domain.admission import (
-    MAX_ID_LENGTH,
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_UNIQUE_KEY_LENGTH,
@@ -23,7 +22,6 @@ from headgate.domain.admission import (
     require_payload,
     require_policy,
 )
-from headgate.domain.cursors import is_clean_text
 from headgate.domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
@@ -157,7 +155,7 @@ class Commands:
         key = require_optional_key("Idempotency-Key", idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
         if key is None:
             raise ValidationError("Idempotency-Key", "is required")
-        if not is_clean_text(schedule_id, MAX_ID_LENGTH):
+        if not read_model.could_be_stored(schedule_id):  # before hashing it into ids
             raise NotFound(f"no schedule {schedule_id!r}")
         stream = manual_run_stream(schedule_id, key)
         job_id = manual_job_id(schedule_id, key)
@@ -281,8 +279,6 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:
-    if not is_clean_text(schedule_id, MAX_ID_LENGTH):
-        raise NotFound(f"no schedule {schedule_id!r}")
     row = read_model.schedule(transaction.connection, schedule_id)
     if row is None or row.deleted:
         raise NotFound(f"no schedule {schedule_id!r}")

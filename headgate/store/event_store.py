@@ -16,9 +16,9 @@ import contextlib
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock
@@ -175,6 +175,15 @@ def _row(entry: RecordedEvent) -> dict[str, object]:
     }
 
 
+def events_between(after: int, until: int | None = None, limit: int | None = None) -> Select[Any]:
+    """Events with after < position <= until, in log order."""
+    query = select(events).where(events.c.position > after)
+    if until is not None:
+        query = query.where(events.c.position <= until)
+    query = query.order_by(events.c.position)
+    return query if limit is None else query.limit(limit)
+
+
 def decode_row(row: object) -> RecordedEvent:
     mapping = row._mapping  # type: ignore[attr-defined]
     return RecordedEvent(
@@ -290,10 +299,7 @@ class EventStore:
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
     ) -> list[RecordedEvent]:
         """Events with position > after_position (and <= until_position), in order."""
-        query = select(events).where(events.c.position > after_position)
-        if until_position is not None:
-            query = query.where(events.c.position <= until_position)
-        query = query.order_by(events.c.position).limit(limit)
+        query = events_between(after_position, until_position, limit)
         with translated_errors("reading the log"), self.engine.connect() as connection:
             return [decode_row(row) for row in connection.execute(query)]
 

@@ -23,13 +23,12 @@ from sqlalchemy import Engine, MetaData, Table, delete, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate.store.engine import create_store_engine, translated_errors, write_transaction
-from headgate.store.event_store import EventStore, decode_row
+from headgate.store.event_store import EventStore, decode_row, events_between
 from headgate.store.migrations import migrate
 from headgate.store.projector import fold_into_table
 from headgate.store.schema import (
     LIVE,
     ProjectionTables,
-    events,
     projection_checkpoints,
     projection_tables,
 )
@@ -125,14 +124,8 @@ def _set_checkpoint(connection: Connection, name: str, position: int, *, rebuild
 
 
 def _read_batch(connection: Connection, after: int, until: int, limit: int | None) -> list[Any]:
-    query = (
-        select(events)
-        .where(events.c.position > after, events.c.position <= until)
-        .order_by(events.c.position)
-    )
-    if limit is not None:
-        query = query.limit(limit)
-    return [decode_row(row) for row in connection.execute(query)]
+    """Like EventStore.read_all, but inside the caller's transaction."""
+    return [decode_row(row) for row in connection.execute(events_between(after, until, limit))]
 
 
 @contextlib.contextmanager

@@ -13,10 +13,10 @@ from typing import Final, Generic, TypeVar
 from sqlalchemy import Engine, func, select
 from sqlalchemy.engine import Connection
 
-from headgate.domain.cursors import decode_cursor, encode_cursor
+from headgate.domain.cursors import decode_cursor, encode_cursor, is_clean_text
 from headgate.errors import ValidationError
 from headgate.store.engine import translated_errors
-from headgate.store.projector import CHUNK, load_rows
+from headgate.store.projector import CHUNK
 from headgate.store.schema import LIVE
 from projections import EnqueueHistoryRow, JobRow, ScheduleRow
 from projections.enqueue_history import KEEP_PER_SCHEDULE
@@ -44,17 +44,21 @@ def check_limit(limit: int, maximum: int) -> None:
         raise ValidationError("limit", f"must be an integer between 1 and {maximum}, got {limit!r}")
 
 
+def could_be_stored(identifier: object) -> bool:
+    """Ids the store could hold. Anything else (NUL, lone surrogates, over-long) is
+    simply absent: no query is sent with text the database would reject."""
+    return isinstance(identifier, str) and is_clean_text(identifier, 255)
+
+
 def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
+    if not could_be_stored(schedule_id):
+        return None
     row = (
         connection.execute(select(_schedules).where(_schedules.c.schedule_id == schedule_id))
         .mappings()
         .first()
     )
     return None if row is None else ScheduleRow(**row)
-
-
-def schedules_by_id(connection: Connection, ids: Iterable[str]) -> dict[str, ScheduleRow]:
-    return load_rows(connection, _schedules, "schedule_id", ScheduleRow, ids)
 
 
 def schedules_page(
@@ -98,12 +102,10 @@ def earliest_due_at(connection: Connection) -> int | None:
 
 
 def job(connection: Connection, job_id: str) -> JobRow | None:
+    if not could_be_stored(job_id):
+        return None
     row = connection.execute(select(_jobs).where(_jobs.c.job_id == job_id)).mappings().first()
     return None if row is None else JobRow(**row)
-
-
-def jobs_by_id(connection: Connection, ids: Iterable[str]) -> dict[str, JobRow]:
-    return load_rows(connection, _jobs, "job_id", JobRow, ids)
 
 
 def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict[str, str]:
@@ -141,6 +143,8 @@ def enqueue_history_page(
 ) -> Page[EnqueueHistoryRow]:
     """Newest first; the history outlives its schedule."""
     check_limit(limit, KEEP_PER_SCHEDULE)
+    if not could_be_stored(schedule_id):
+        return Page([], None)
     query = select(_history).where(_history.c.schedule_id == schedule_id)
     if cursor is not None:
         before = decode_cursor(HISTORY_CURSOR, cursor, int)
