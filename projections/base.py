@@ -38,6 +38,14 @@ class Projection(Generic[Row]):
     append_only: bool = False
     """Every event makes a new row, so no existing row needs loading."""
     retention: Retention | None = None
+    creates: Callable[[RecordedEvent], dict[str, Any] | None] | None = None
+    """For an event that always starts a new row (its key cannot exist yet): the
+    row's columns.
+
+    Lets the projector insert the row without loading or folding. Must agree
+    with `apply`: `apply(None, e) == row_type(**creates(e))` whenever
+    `creates(e)` is not None (a test checks this).
+    """
     changes: Callable[[RecordedEvent], dict[str, Any] | None] | None = None
     """For an event that sets some columns whatever the row held: those columns.
 

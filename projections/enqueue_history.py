@@ -7,7 +7,7 @@ rebuild unchanged, and doubles as the paging cursor.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from headgate.domain.events import EnqueueAttempted, RecordedEvent
 from projections.base import Projection, Retention
@@ -31,20 +31,25 @@ def key(recorded: RecordedEvent) -> int | None:
     return recorded.position if isinstance(recorded.event, EnqueueAttempted) else None
 
 
-def apply(row: EnqueueHistoryRow | None, recorded: RecordedEvent) -> EnqueueHistoryRow | None:
+def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
     event = recorded.event
     if not isinstance(event, EnqueueAttempted):
-        return row
-    return EnqueueHistoryRow(
-        event_id=recorded.position,
-        schedule_id=event.schedule_id,
-        tick_ms=event.tick_ms,
-        job_id=event.job_id,
-        outcome=event.outcome.value,
-        reason=event.reason,
-        attempt=event.attempt,
-        recorded_at_ms=recorded.recorded_at_ms,
-    )
+        return None
+    return {
+        "event_id": recorded.position,
+        "schedule_id": event.schedule_id,
+        "tick_ms": event.tick_ms,
+        "job_id": event.job_id,
+        "outcome": event.outcome.value,
+        "reason": event.reason,
+        "attempt": event.attempt,
+        "recorded_at_ms": recorded.recorded_at_ms,
+    }
+
+
+def apply(row: EnqueueHistoryRow | None, recorded: RecordedEvent) -> EnqueueHistoryRow | None:
+    created = creates(recorded)
+    return row if created is None else EnqueueHistoryRow(**created)
 
 
 ENQUEUE_HISTORY: Projection[EnqueueHistoryRow] = Projection(
@@ -54,6 +59,7 @@ ENQUEUE_HISTORY: Projection[EnqueueHistoryRow] = Projection(
     key_column="event_id",
     key=key,
     apply=apply,
+    creates=creates,
     append_only=True,
     retention=Retention(group_by="schedule_id", order_by="event_id", keep=KEEP_PER_SCHEDULE),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from headgate.domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent, canonical_json
 from projections.base import Projection
@@ -30,21 +31,30 @@ def key(recorded: RecordedEvent) -> str | None:
     return None
 
 
+def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
+    """A job's stream starts with JobEnqueued, so that event always makes a new row."""
+    event = recorded.event
+    if not isinstance(event, JobEnqueued):
+        return None
+    return {
+        "job_id": event.job_id,
+        "kind": event.kind,
+        "queue": event.queue,
+        "payload": canonical_json(event.payload),
+        "state": JobState.PENDING.value,
+        "unique_key": event.unique_key,
+        "created_at_ms": recorded.recorded_at_ms,
+        "updated_at_ms": recorded.recorded_at_ms,
+        "periodic_schedule_id": event.periodic_schedule_id,
+        "periodic_tick_ms": event.periodic_tick_ms,
+    }
+
+
 def apply(row: JobRow | None, recorded: RecordedEvent) -> JobRow | None:
     event = recorded.event
-    if isinstance(event, JobEnqueued):
-        return JobRow(
-            job_id=event.job_id,
-            kind=event.kind,
-            queue=event.queue,
-            payload=canonical_json(event.payload),
-            state=JobState.PENDING.value,
-            unique_key=event.unique_key,
-            created_at_ms=recorded.recorded_at_ms,
-            updated_at_ms=recorded.recorded_at_ms,
-            periodic_schedule_id=event.periodic_schedule_id,
-            periodic_tick_ms=event.periodic_tick_ms,
-        )
+    created = creates(recorded)
+    if created is not None:
+        return JobRow(**created)
     if isinstance(event, JobFinished) and row is not None:
         return replace(row, state=event.state.value, updated_at_ms=recorded.recorded_at_ms)
     return row
@@ -57,4 +67,5 @@ JOBS: Projection[JobRow] = Projection(
     key_column="job_id",
     key=key,
     apply=apply,
+    creates=creates,
 )

@@ -1,4 +1,4 @@
-"""A projection's `changes` shortcut must agree with its fold (`apply`)."""
+"""A projection's shortcuts (`changes`, `creates`) must agree with its fold (`apply`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from hypothesis import strategies as st
 
 from headgate.domain.events import (
     EnqueueAttempted,
+    JobEnqueued,
+    JobFinished,
+    JobState,
     NextRunAdvanced,
     Outcome,
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
 )
-from projections import SCHEDULES
+from projections import ENQUEUE_HISTORY, JOBS, SCHEDULES
 
 ms = st.integers(0, 2**50)
 definitions = st.builds(
@@ -61,3 +64,35 @@ def test_changes_agree_with_apply(definition: ScheduleDefined, events: list[obje
             assert folded == replace(row, **delta)
         row = folded
         assert row is not None
+
+
+job_events = st.builds(
+    JobEnqueued,
+    job_id=st.text(min_size=1),
+    kind=st.text(min_size=1),
+    queue=st.text(min_size=1),
+    payload=st.none() | st.dictionaries(st.text(), st.integers() | st.text(), max_size=3),
+    unique_key=st.none() | st.text(),
+) | st.builds(
+    JobEnqueued,
+    job_id=st.text(min_size=1),
+    kind=st.just("k"),
+    queue=st.just("default"),
+    payload=st.none(),
+    unique_key=st.text(),
+    periodic_schedule_id=st.text(),
+    periodic_tick_ms=ms,
+)
+creating_events = st.one_of(
+    job_events, later_events, st.builds(JobFinished, st.text(), st.sampled_from(list(JobState)))
+)
+
+
+@given(event=creating_events, position=st.integers(1, 2**40), recorded_at=ms)
+def test_creates_agrees_with_apply(event: object, position: int, recorded_at: int) -> None:
+    recorded = RecordedEvent(position, "stream", 1, recorded_at, event)  # type: ignore[arg-type]
+    for projection in (JOBS, ENQUEUE_HISTORY):
+        assert projection.creates is not None
+        values = projection.creates(recorded)
+        if values is not None:
+            assert projection.apply(None, recorded) == projection.row_type(**values)

@@ -9,6 +9,7 @@ from typing import Final
 from headgate.domain.events import JsonValue, canonical_json
 
 _NAMESPACE: Final = uuid.UUID("5d0c5f0e-7a53-4f5e-9a0e-68656164676a")
+_NAMESPACE_SHA1: Final = hashlib.sha1(_NAMESPACE.bytes, usedforsecurity=False)
 
 
 def tick_job_id(schedule_id: str, tick_ms: int) -> str:
@@ -17,7 +18,19 @@ def tick_job_id(schedule_id: str, tick_ms: int) -> str:
     A UUID, not a readable composite: operators find the origin through the
     job's typed periodic_origin, never by parsing the id.
     """
-    return str(uuid.uuid5(_NAMESPACE, f"tick\x00{schedule_id}\x00{tick_ms}"))
+    return _uuid5(f"tick\x00{schedule_id}\x00{tick_ms}")
+
+
+def _uuid5(name: str) -> str:
+    """str(uuid.uuid5(_NAMESPACE, name)), without re-hashing the namespace or
+    building a UUID object: this runs for every tick."""
+    sha1 = _NAMESPACE_SHA1.copy()
+    sha1.update(name.encode())
+    digest = bytearray(sha1.digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    text = digest.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def tick_unique_key(schedule_id: str, tick_ms: int) -> str:
@@ -25,7 +38,7 @@ def tick_unique_key(schedule_id: str, tick_ms: int) -> str:
 
 
 def manual_job_id(schedule_id: str, idempotency_key: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"manual\x00{schedule_id}\x00{idempotency_key}"))
+    return _uuid5(f"manual\x00{schedule_id}\x00{idempotency_key}")
 
 
 def new_job_id() -> str:

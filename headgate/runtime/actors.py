@@ -3,10 +3,16 @@
 SchedulerActor (one per runtime) holds or waits for the `scheduler` lease.
 Holding it, it reads a bounded batch of due schedules and sends each shard a
 TickDue with its share and the lease term; it sweeps again as soon as all
-shards report back while a backlog remains, and otherwise sleeps until the
-earliest due time or its next renewal. ScheduleShard actors (a fixed pool,
-schedule ids hashed onto them) fire their share with the TickProcessor, every
-write fenced by that term.
+shards report back while a backlog remains, and otherwise sleeps until just
+before the earliest due instant (or its next renewal), when it sends the
+schedules due at that instant ahead of time.
+
+ScheduleShard actors (a fixed pool, schedule ids hashed onto them) plan their
+share and run the before-enqueue hooks. The shards of one sweep then group
+commit: the last to finish planning writes every shard's ticks in one
+transaction fenced by the term (the store serialises writers anyway, so one
+transaction per sweep loses nothing and saves a commit per shard), committing
+at the instant the ticks are due.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import structlog
 from headgate.clock import Clock
 from headgate.errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate.runtime.config import SCHEDULER_LEASE, RuntimeConfig
-from headgate.runtime.tick_batch import TickProcessor
+from headgate.runtime.tick_batch import PreparedBatch, TickProcessor
 from headgate.runtime.ticker import Ticker
 from headgate.store.compaction import compact
 from headgate.store.event_store import EventStore, Fence
@@ -39,18 +45,40 @@ class Wake:
     """Time to look again: a deadline passed, or something changed."""
 
 
+class GroupCommit:
+    """Collects one sweep's prepared shares; the last shard to arrive writes them all."""
+
+    def __init__(self, parties: int) -> None:
+        self._lock = threading.Lock()
+        self._waiting_for = parties
+        self._batch = PreparedBatch()
+
+    def arrive(self, share: PreparedBatch) -> PreparedBatch | None:
+        """The whole sweep for the last arrival (the one to commit it), else None."""
+        with self._lock:
+            self._batch.plans.extend(share.plans)
+            self._batch.deferred += share.deferred
+            self._waiting_for -= 1
+            return self._batch if self._waiting_for == 0 else None
+
+
 @dataclass(frozen=True)
 class TickDue:
     rows: tuple[ScheduleRow, ...]
     term: int
     reply_to: Any
     """The scheduler's ActorRef, told BatchDone when the batch is finished."""
+    group: GroupCommit
+    at_ms: int | None = None
+    """The instant these ticks are due when sent ahead of it; None for "due now"."""
 
 
 @dataclass(frozen=True)
 class BatchDone:
     progressed: bool
     lease_lost: bool
+    postponed_at_ms: int | None = None
+    """Set when a batch sent ahead of its instant was abandoned before it."""
 
 
 @dataclass(frozen=True)
@@ -74,19 +102,32 @@ class ScheduleShard(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> None:
         if not isinstance(message, TickDue):
             return
-        lost, progressed = False, False
+        share = PreparedBatch()
         try:
-            report = self._processor.fire(message.rows, Fence(SCHEDULER_LEASE, message.term))
+            share = self._processor.prepare(message.rows, message.at_ms)
+        except Exception:
+            log.exception("schedule batch could not be planned", schedules=len(message.rows))
+        batch = message.group.arrive(share)
+        if batch is None:
+            message.reply_to.tell(BatchDone(progressed=False, lease_lost=False))
+            return
+        lost, progressed, postponed = False, False, None
+        try:
+            fence = Fence(SCHEDULER_LEASE, message.term)
+            report = self._processor.commit(batch, fence, message.at_ms)
             progressed = report.progressed
+            if report.postponed:
+                postponed = message.at_ms
+            self._processor.finish(report)
         except LeaseLost:
             lost = True
             log.warning("lease lost; batch discarded, nothing written", term=message.term)
         except ProjectionsRebuilding as paused:
             log.info("scheduler paused while projections are rebuilt", detail=str(paused))
         except Exception:
-            log.exception("schedule batch failed", schedules=len(message.rows))
+            log.exception("schedule batch failed", schedules=len(batch.plans))
         finally:
-            message.reply_to.tell(BatchDone(progressed, lost))
+            message.reply_to.tell(BatchDone(progressed, lost, postponed))
 
 
 class SchedulerActor(pykka.ThreadingActor):
@@ -113,15 +154,19 @@ class SchedulerActor(pykka.ThreadingActor):
         self._progressed = False
         self._waiters: list[RunPending] = []
         self._last_compaction_ms: int | None = None
+        self._not_ahead_of_ms = 0
+        """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
 
     def on_start(self) -> None:
+        self._processor.resume()
         self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
         self._ticker.start()
         self._cycle()
 
     def on_stop(self) -> None:
         self._ticker.stop()
+        self._processor.cancel()
         for shard in self._shards:
             shard.stop(block=True)
         if self._lease is not None:
@@ -140,6 +185,8 @@ class SchedulerActor(pykka.ThreadingActor):
             self._progressed = self._progressed or message.progressed
             if message.lease_lost:
                 self._lease = None
+            if message.postponed_at_ms is not None:
+                self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
             if self._in_flight == 0:
                 self._cycle(after_batch=True)
         elif isinstance(message, RunPending):
@@ -161,14 +208,18 @@ class SchedulerActor(pykka.ThreadingActor):
                 return
             if after_batch and not self._progressed:
                 # Nothing could be recorded (the store is failing, a rebuild is
-                # running, the lease was lost): do not spin; look again later.
-                self._ticker.wake_at(now + self._config.renew_every_ms)
+                # running, the lease was lost, the instant was not reached): do
+                # not spin; look again later, or when the abandoned instant comes.
+                look_again = now + self._config.renew_every_ms
+                if self._not_ahead_of_ms > now:
+                    look_again = min(look_again, self._not_ahead_of_ms)
+                self._ticker.wake_at(look_again)
                 return
             self._maybe_compact(now)
             if self._dispatch(now):
                 return
             self._notify_waiters(fired=True)
-            self._sleep_until_next(now)
+            self._prepare_or_sleep(now)
         except StoreError:
             log.warning("store unavailable; the scheduler will retry", exc_info=True)
             self._ticker.wake_at(now + self._config.renew_every_ms)
@@ -195,10 +246,13 @@ class SchedulerActor(pykka.ThreadingActor):
         ):
             self._lease = None
 
-    def _dispatch(self, now: int) -> bool:
-        """Send due schedules to their shards; False when nothing is due."""
+    def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
+        """Send the schedules due by `due_by_ms` to their shards; False when there are none.
+
+        `at_ms` marks a sweep sent ahead of its instant.
+        """
         assert self._lease is not None
-        rows = self._reads.due_schedules(now, self._config.sweep_batch)
+        rows = self._reads.due_schedules(due_by_ms, self._config.sweep_batch)
         if not rows:
             return False
         by_shard: dict[int, list[ScheduleRow]] = defaultdict(list)
@@ -206,14 +260,27 @@ class SchedulerActor(pykka.ThreadingActor):
             by_shard[shard_of(row.schedule_id, self._config.shards)].append(row)
         self._progressed = False
         self._in_flight = len(by_shard)
+        group = GroupCommit(len(by_shard))
         for index, share in by_shard.items():
-            self._shards[index].tell(TickDue(tuple(share), self._lease.term, self.actor_ref))
+            self._shards[index].tell(
+                TickDue(tuple(share), self._lease.term, self.actor_ref, group, at_ms)
+            )
         return True
 
-    def _sleep_until_next(self, now: int) -> None:
+    def _prepare_or_sleep(self, now: int) -> None:
+        """Send the next instant's schedules ahead of it when it is close; else sleep."""
         renew_at = now + self._config.renew_every_ms
         earliest = self._reads.earliest_due_at()
-        self._ticker.wake_at(renew_at if earliest is None else min(earliest, renew_at))
+        if earliest is None:
+            self._ticker.wake_at(renew_at)
+            return
+        ahead = self._config.prepare_ahead_ms
+        if earliest > self._not_ahead_of_ms:
+            if earliest - now <= ahead and self._dispatch(earliest, at_ms=earliest):
+                return
+            self._ticker.wake_at(min(earliest - ahead, renew_at))
+            return
+        self._ticker.wake_at(min(earliest, renew_at))
 
     def _maybe_compact(self, now: int) -> None:
         if self._last_compaction_ms is None:

@@ -14,16 +14,20 @@ SCHEDULER_LEASE: Final = "scheduler"
 class RuntimeConfig:
     lease_ttl_ms: int = 1_500
     """How long a holder's claim lasts without renewal; bounds failover time."""
-    sweep_batch: int = 500
-    """Due schedules read per sweep; larger backlogs drain over successive sweeps."""
+    sweep_batch: int = 1_000
+    """Due schedules read per sweep (one transaction); larger backlogs drain over
+    successive sweeps."""
     shards: int = 2
     """Schedule actors; the thread count never grows with the number of schedules.
 
-    Two lets one shard plan its batch while the other waits on the database;
-    more only add contention for the interpreter lock and the store's write lock.
+    Planning is Python and the store takes one writer at a time, so more shards
+    only add contention for the interpreter lock.
     """
     max_ticks_per_batch: int = 1_000
-    """Ticks one schedule actor fires in one transaction; the rest wait for the next sweep."""
+    """Ticks one schedule actor plans per sweep; the rest wait for the next sweep."""
+    prepare_ahead_ms: int = 500
+    """How long before an instant its schedules are planned (hooks included) and
+    written; the commit itself waits for the instant. 0 fires everything when due."""
     compaction_interval_ms: int = 60_000
     limits: AdmissionLimits = field(default_factory=AdmissionLimits)
 
@@ -44,5 +48,7 @@ class RuntimeConfig:
             raise ValueError("sweep_batch must be between 1 and 10000")
         if self.max_ticks_per_batch < 1:
             raise ValueError("max_ticks_per_batch must be at least 1")
+        if not 0 <= self.prepare_ahead_ms <= self.lease_ttl_ms // 2:
+            raise ValueError("prepare_ahead_ms must be between 0 and half of lease_ttl_ms")
         if not 1 <= self.shards <= 64:
             raise ValueError("shards must be between 1 and 64")

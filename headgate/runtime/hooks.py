@@ -28,6 +28,8 @@ class AttemptResult:
     reason: str
     job_id: str
     """The job the tick resolved to (the winner's id for a unique-key duplicate)."""
+    committed_at_ms: int | None = None
+    """When the record's transaction committed (clock ms): minus the tick, the lateness."""
 
 
 class EnqueueHook:

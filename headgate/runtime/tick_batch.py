@@ -1,17 +1,20 @@
 """Firing a batch of due schedules: plan, hooks, one fenced transaction, report.
 
-This is the work a schedule actor does with a TickDue message. It is plain
+This is the work the schedule actors do with a TickDue message. It is plain
 code (no actor machinery) so it can be driven and tested directly:
 
-1. plan each schedule's ticks from its policy (pure);
-2. run the before-enqueue hooks outside any transaction;
-3. in one write transaction fenced by the scheduler lease's term, read the
-   facts the admission gate needs in bulk, decide every tick, and append each
-   tick as its own unit: the job, its enqueue-attempt record and the advance
-   of next_run_ms, at the schedule stream's expected version (the
+1. `prepare`: plan each schedule's ticks from its policy (pure) and run the
+   before-enqueue hooks, outside any transaction;
+2. `commit`: in one write transaction fenced by the scheduler lease's term,
+   read the facts the admission gate needs in bulk, decide every tick, and
+   append each tick as its own unit: the job, its enqueue-attempt record and
+   the advance of next_run_ms, at the schedule stream's expected version (the
    compare-and-set). A crash anywhere before commit leaves nothing; after
-   commit, everything;
-4. log each tick and run the after-enqueue hooks.
+   commit, everything. Given the instant the ticks are due (`at_ms`), the
+   batch is written just ahead of it and committed once the clock reaches it,
+   so a thousand schedules sharing one instant are enqueued at that instant,
+   not one batch-write later;
+3. `finish`: log each tick and run the after-enqueue hooks.
 
 If the batch's transaction fails, each schedule is retried alone, so one
 broken schedule never fails its neighbours; a schedule that still fails gets
@@ -21,8 +24,12 @@ a `failed` record with a stable reason and a backoff.
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import structlog
 
@@ -39,6 +46,7 @@ from headgate.domain.decisions import (
 from headgate.domain.events import (
     EnqueueAttempted,
     JobEnqueued,
+    JsonValue,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
@@ -57,7 +65,15 @@ from headgate.errors import (
 from headgate.model import Schedule
 from headgate.runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate.store import read_model
-from headgate.store.event_store import NO_STREAM, EventStore, Fence, StreamAppend, WriteTransaction
+from headgate.store.event_store import (
+    NO_STREAM,
+    EventStore,
+    Fence,
+    InstantNotReached,
+    StreamAppend,
+    WriteTransaction,
+    wait_for_instant,
+)
 from projections import ScheduleRow
 
 log = structlog.get_logger("headgate.scheduler")
@@ -92,8 +108,21 @@ class TickRecord:
     decision: Decision
 
 
+INITIAL_WRITE_MS_PER_TICK: Final = 0.2
+WRITE_ESTIMATE_SAFETY: Final = 2.0
+WRITE_SLACK_MS: Final = 10
+
 REALIGNED = None
 """A unit that only moves next_run_ms (a due schedule with no tick to fire)."""
+
+
+@dataclass
+class PreparedBatch:
+    """Planned ticks, hooks run, nothing written yet."""
+
+    plans: list[SchedulePlan] = field(default_factory=list)
+    deferred: int = 0
+    """Schedules left for the next sweep because the tick budget ran out."""
 
 
 @dataclass
@@ -105,6 +134,16 @@ class BatchReport:
     realigned: int = 0
     deferred: int = 0
     """Schedules left for the next sweep because the batch's tick budget ran out."""
+    committed_at_ms: int | None = None
+    postponed: int = 0
+    """Schedules not written because their instant was not reached (stop, or a
+    clock that did not get there); they stay due."""
+
+    def absorb(self, written: BatchReport) -> None:
+        """Add what one committed transaction recorded."""
+        self.recorded.extend(written.recorded)
+        self.changed_concurrently.extend(written.changed_concurrently)
+        self.realigned += written.realigned
 
     @property
     def progressed(self) -> bool:
@@ -126,29 +165,90 @@ class TickProcessor:
         self._hooks = tuple(hooks)
         self._limits = limits or AdmissionLimits()
         self._max_ticks = max_ticks
+        self._cancel = threading.Event()
+        self._write_ms_per_tick = INITIAL_WRITE_MS_PER_TICK
 
-    def fire(self, rows: Sequence[ScheduleRow], fence: Fence | None) -> BatchReport:
-        """Fire the due ticks of `rows`, at most `max_ticks` of them.
+    def fire(
+        self, rows: Sequence[ScheduleRow], fence: Fence | None, at_ms: int | None = None
+    ) -> BatchReport:
+        """Prepare, commit and finish the due ticks of `rows` in one go."""
+        prepared = self.prepare(rows, at_ms)
+        report = self.commit(prepared, fence, at_ms)
+        self.finish(report)
+        return report
 
-        Raises LeaseLost if the fence fails and ProjectionsRebuilding while a
-        rebuild runs. Ticks beyond the budget stay due for the next sweep:
-        a schedule advances only past the ticks it fired.
+    def prepare(self, rows: Sequence[ScheduleRow], at_ms: int | None = None) -> PreparedBatch:
+        """Plan the ticks due at `at_ms` (default now), at most `max_ticks` of them.
+
+        Ticks beyond the budget stay due for the next sweep: a schedule
+        advances only past the ticks it fired.
         """
-        now = self._clock.now_ms()
-        report = BatchReport()
-        plans: list[SchedulePlan] = []
+        now = self._clock.now_ms() if at_ms is None else at_ms
+        prepared = PreparedBatch()
         budget = self._max_ticks
         for row in rows:
             if budget <= 0:
-                report.deferred += 1
+                prepared.deferred += 1
                 continue
             plan = self._plan_safely(row, now, budget)
             budget -= max(len(plan.ticks), 1)
-            plans.append(plan)
-        self._commit_isolating_failures(plans, fence, report)
-        for record in report.recorded:
-            self._after(record)
+            prepared.plans.append(plan)
+        return prepared
+
+    def commit(
+        self, prepared: PreparedBatch, fence: Fence | None, at_ms: int | None = None
+    ) -> BatchReport:
+        """Write the prepared batch in one transaction; raises LeaseLost if the fence
+        fails and ProjectionsRebuilding while a rebuild runs.
+
+        With `at_ms`, nothing commits before the clock reaches it: the
+        transaction opens just early enough to be written by then (from the
+        write speed measured so far), keeping the write lock as briefly as
+        possible.
+        """
+        report = BatchReport(deferred=prepared.deferred)
+        if not prepared.plans:
+            return report
+        ticks = sum(max(len(plan.ticks), 1) for plan in prepared.plans)
+        try:
+            if at_ms is not None:
+                open_at = at_ms - self._write_estimate_ms(ticks)
+                if not wait_for_instant(self._clock, open_at, self._cancel):
+                    raise InstantNotReached
+            self._commit_isolating_failures(prepared.plans, fence, report, at_ms)
+        except InstantNotReached:
+            report.postponed = len(prepared.plans)
+            return report
+        report.committed_at_ms = self._clock.now_ms()
+        if at_ms is not None:
+            self._checkpoint()
         return report
+
+    def _checkpoint(self) -> None:
+        try:
+            self._store.checkpoint()
+        except StoreError:
+            log.warning("could not checkpoint the store; SQLite will at a later commit")
+
+    def finish(self, report: BatchReport) -> None:
+        """Log every recorded attempt and run the after-enqueue hooks."""
+        for record in report.recorded:
+            self._after(record, report.committed_at_ms)
+
+    def cancel(self) -> None:
+        """Abandon any batch waiting for its instant (the runtime is stopping)."""
+        self._cancel.set()
+
+    def resume(self) -> None:
+        self._cancel.clear()
+
+    def _write_estimate_ms(self, ticks: int) -> int:
+        """How long before its instant a batch of `ticks` should start writing."""
+        return math.ceil(self._write_ms_per_tick * ticks * WRITE_ESTIMATE_SAFETY) + WRITE_SLACK_MS
+
+    def _learn_write_speed(self, ticks: int, seconds: float) -> None:
+        observed = seconds * 1000 / max(ticks, 1)
+        self._write_ms_per_tick += (observed - self._write_ms_per_tick) * 0.3
 
     def _plan_safely(self, row: ScheduleRow, now_ms: int, budget: int) -> SchedulePlan:
         """A plan for one schedule; a definition that cannot be planned becomes a failed
@@ -162,7 +262,16 @@ class TickProcessor:
             log.exception("schedule could not be planned", schedule_id=row.schedule_id)
             reason = Reason.INVALID_REQUEST
         plan = SchedulePlan(row, None, planned_at_ms=now_ms)
-        plan.ticks.append(self._tick(row, snapshot, row.next_run_ms, row.failures + 1, reason))
+        plan.ticks.append(
+            self._tick(
+                row,
+                snapshot,
+                payload=None,
+                tick_ms=row.next_run_ms,
+                attempt=row.failures + 1,
+                failure=reason,
+            )
+        )
         return plan
 
     def _plan(self, row: ScheduleRow, snapshot: Schedule, now_ms: int, budget: int) -> SchedulePlan:
@@ -171,9 +280,14 @@ class TickProcessor:
         policy = MissedRunPolicy(row.on_missed)
         ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)[:budget]
         invalid = self._invalid_request(row)
+        # Parsed apart from the hooks' snapshot: a hook mutating its copy must not
+        # reach the stored job.
+        payload = json.loads(row.payload)
         for index, tick_ms in enumerate(ticks):
             attempt = row.failures + 1 if index == 0 else 1
-            planned = self._tick(row, snapshot, tick_ms, attempt, invalid)
+            planned = self._tick(
+                row, snapshot, payload=payload, tick_ms=tick_ms, attempt=attempt, failure=invalid
+            )
             if planned.failure is None:
                 planned = self._run_before_hooks(planned)
             plan.ticks.append(planned)
@@ -185,6 +299,8 @@ class TickProcessor:
     def _tick(
         row: ScheduleRow,
         snapshot: Schedule,
+        *,
+        payload: JsonValue,
         tick_ms: int,
         attempt: int,
         failure: Reason | None,
@@ -194,7 +310,7 @@ class TickProcessor:
             job_id,
             row.kind,
             row.queue,
-            json.loads(row.payload),
+            payload,
             tick_unique_key(row.schedule_id, tick_ms),
             row.schedule_id,
             tick_ms,
@@ -230,12 +346,22 @@ class TickProcessor:
         return planned
 
     def _commit_isolating_failures(
-        self, plans: list[SchedulePlan], fence: Fence | None, report: BatchReport
+        self,
+        plans: list[SchedulePlan],
+        fence: Fence | None,
+        report: BatchReport,
+        at_ms: int | None = None,
     ) -> None:
+        written = BatchReport()
         try:
-            with self._store.write(fence) as transaction:
-                self._decide_and_append(transaction, plans, report)
-        except (LeaseLost, ProjectionsRebuilding):
+            with self._store.write(fence, not_before_ms=at_ms, cancel=self._cancel) as transaction:
+                began = time.perf_counter()
+                self._decide_and_append(transaction, plans, written)
+                ticks = sum(max(len(plan.ticks), 1) for plan in plans)
+                self._learn_write_speed(ticks, time.perf_counter() - began)
+            # Only now, after the commit: a failed commit recorded nothing.
+            report.absorb(written)
+        except (LeaseLost, ProjectionsRebuilding, InstantNotReached):
             raise
         except StoreError as error:
             if len(plans) > 1:
@@ -243,9 +369,9 @@ class TickProcessor:
                     "batch failed; retrying schedule by schedule", error=type(error).__name__
                 )
                 for plan in plans:
-                    self._commit_isolating_failures([plan], fence, report)
+                    self._commit_isolating_failures([plan], fence, report, at_ms)
                 return
-            self._record_store_failure(plans[0], error, fence, report)
+            self._record_store_failure(plans[0], error, fence, report, at_ms)
 
     def _decide_and_append(
         self, transaction: WriteTransaction, plans: list[SchedulePlan], report: BatchReport
@@ -325,7 +451,12 @@ class TickProcessor:
         return units
 
     def _record_store_failure(
-        self, plan: SchedulePlan, error: StoreError, fence: Fence | None, report: BatchReport
+        self,
+        plan: SchedulePlan,
+        error: StoreError,
+        fence: Fence | None,
+        report: BatchReport,
+        at_ms: int | None,
     ) -> None:
         reason = (
             Reason.STORE_UNAVAILABLE if isinstance(error, StoreUnavailable) else Reason.STORE_ERROR
@@ -336,7 +467,7 @@ class TickProcessor:
         tick = plan.ticks[0]
         decision = Decision(Outcome.FAILED, reason, tick.job.job_id)
         try:
-            with self._store.write(fence) as transaction:
+            with self._store.write(fence, not_before_ms=at_ms, cancel=self._cancel) as transaction:
                 attempt = _attempt_event(tick, decision, transaction.now_ms)
                 stream = schedule_stream(plan.schedule_id)
                 (result,) = transaction.append_units(
@@ -346,7 +477,7 @@ class TickProcessor:
                 report.changed_concurrently.append(plan.schedule_id)
             else:
                 report.recorded.append(TickRecord(tick.context, decision))
-        except LeaseLost:
+        except (LeaseLost, InstantNotReached):
             raise
         except StoreError:
             log.warning(
@@ -357,7 +488,7 @@ class TickProcessor:
             )
             report.unrecorded.append(plan.schedule_id)
 
-    def _after(self, record: TickRecord) -> None:
+    def _after(self, record: TickRecord, committed_at_ms: int | None) -> None:
         context, decision = record.context, record.decision
         log.info(
             "enqueue attempt",
@@ -368,7 +499,9 @@ class TickProcessor:
             reason=decision.reason.value,
             attempt=context.attempt,
         )
-        result = AttemptResult(decision.outcome.value, decision.reason.value, decision.job_id)
+        result = AttemptResult(
+            decision.outcome.value, decision.reason.value, decision.job_id, committed_at_ms
+        )
         for hook in self._hooks:
             try:
                 hook.after_enqueue(context, result)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -64,6 +65,37 @@ Unit = Sequence[StreamAppend]
 UnitResult = list[RecordedEvent] | ConcurrencyConflict
 
 
+class InstantNotReached(Exception):
+    """A write held for an instant was abandoned before it: nothing was committed.
+
+    Raised when the runtime stops while the write waits, or when the clock
+    does not reach the instant within the real time it should take (a fake
+    clock that a test is not advancing, a clock stepped backwards).
+    """
+
+
+INSTANT_GRACE_S: Final = 0.1
+"""Real time a hold may overrun the clock's own distance to its instant."""
+
+
+def wait_for_instant(clock: Clock, instant_ms: int, cancel: threading.Event) -> bool:
+    """Wait until `clock` reaches `instant_ms`; False if cancelled or it does not get there.
+
+    The wait is capped in real time at the distance the clock showed plus a
+    grace, so a clock that stops moving cannot hold a caller (or a write lock)
+    forever.
+    """
+    remaining_ms = instant_ms - clock.now_ms()
+    give_up = time.monotonic() + max(remaining_ms, 0) / 1000 + INSTANT_GRACE_S
+    while remaining_ms > 0:
+        left_s = give_up - time.monotonic()
+        if cancel.is_set() or left_s <= 0:
+            return False
+        cancel.wait(min(remaining_ms / 1000, left_s))
+        remaining_ms = instant_ms - clock.now_ms()
+    return not cancel.is_set()
+
+
 @dataclass(frozen=True)
 class Fence:
     """A write made under a lease: valid only while the lease is at this term."""
@@ -80,6 +112,8 @@ class WriteTransaction:
         self.now_ms = now_ms
         self._projector = projector
         self._head = head
+        self._versions: dict[str, int] = {}
+        """Stream versions already learned in this transaction (stable: we hold the lock)."""
 
     @property
     def head(self) -> int:
@@ -87,8 +121,15 @@ class WriteTransaction:
 
     def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
         """Current version of each stream; 0 for a stream that does not exist."""
-        wanted = list(dict.fromkeys(stream_ids))
-        versions = dict.fromkeys(wanted, 0)
+        known = self._versions
+        versions: dict[str, int] = {}
+        wanted: list[str] = []
+        for stream_id in dict.fromkeys(stream_ids):
+            if stream_id in known:
+                versions[stream_id] = known[stream_id]
+            else:
+                versions[stream_id] = 0
+                wanted.append(stream_id)
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
             query = (
@@ -111,6 +152,8 @@ class WriteTransaction:
             )
             for row in self.connection.execute(query):
                 found[row.stream_id] = decode_row(row).event
+        # A stream without a first event does not exist: its version is known.
+        self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
         return found
 
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
@@ -144,6 +187,7 @@ class WriteTransaction:
                     rows.append(_row(entry))
             recorded.extend(unit_recorded)
             results.append(unit_recorded)
+        self._versions.update(versions)
         if rows:
             bulk_insert(self.connection, events, rows)
             self.connection.execute(
@@ -225,13 +269,23 @@ class EventStore:
 
     @contextlib.contextmanager
     def write(
-        self, fence: Fence | None = None, *, while_rebuilding: bool = False
+        self,
+        fence: Fence | None = None,
+        *,
+        while_rebuilding: bool = False,
+        not_before_ms: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> Iterator[WriteTransaction]:
         """A serialised write transaction; commits when the block exits cleanly.
 
         Raises ProjectionsRebuilding while any projection lags the log: decisions
         read projections, and a half-rebuilt table would mislead them. Only the
         maintenance commands pass `while_rebuilding`.
+
+        With `not_before_ms`, the events are recorded at that instant (or now,
+        if later) and the commit waits for the clock to reach it; if the wait
+        is abandoned (`cancel`, or a clock that does not get there), the
+        transaction rolls back with InstantNotReached.
         """
         with self.operational_write("writing to the store") as connection:
             head_query = select(log_head.c.position).where(log_head.c.id == 1)
@@ -248,10 +302,31 @@ class EventStore:
                         f"projections are being rebuilt ({names}); writes resume when "
                         "`headgate projections rebuild` finishes"
                     )
+            if not self.is_postgresql:
+                # SQLite checkpoints the WAL inside the commit that grows it past
+                # 1,000 pages; a commit held for an instant must not pay for
+                # that (its caller runs checkpoint() afterwards instead).
+                connection.exec_driver_sql(
+                    f"PRAGMA wal_autocheckpoint={0 if not_before_ms is not None else 1000}"
+                )
             now = self.clock.now_ms()
+            if not_before_ms is not None:
+                now = max(now, not_before_ms)
             if fence is not None:
                 self._check_fence(connection, fence, now)
             yield WriteTransaction(connection, self.projector, now, head)
+            if not_before_ms is not None and not wait_for_instant(
+                self.clock, not_before_ms, cancel or threading.Event()
+            ):
+                raise InstantNotReached
+
+    def checkpoint(self) -> None:
+        """Copy SQLite's write-ahead log into the database without blocking anyone
+        (PASSIVE); a no-op on PostgreSQL."""
+        if self.is_postgresql:
+            return
+        with translated_errors("checkpointing the log"), self.engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
         query = select(leases.c.term, leases.c.expires_at_ms).where(leases.c.name == fence.lease)

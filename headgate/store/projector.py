@@ -9,6 +9,7 @@ executemany. That keeps the cost per batch, not per event, in round trips.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -81,7 +82,8 @@ def fold_into_table(
             relevant.append((key, event))
     if not relevant:
         return 0
-    deltas, folded = _split_by_need(projection, relevant)
+    created, rest = _split_created(projection, relevant)
+    deltas, folded = _split_by_need(projection, rest)
     if deltas:
         rows = [{**changes, projection.key_column: key} for key, changes in deltas.items()]
         bulk_update(connection, table, projection.key_column, rows)
@@ -95,8 +97,29 @@ def fold_into_table(
         current: dict[Hashable, Any] = dict(existing)
         for key, event in folded:
             current[key] = projection.apply(current.get(key), event)
-        _write_changes(connection, projection, table, existing, current)
+        _write_changes(connection, projection, table, existing, current, created=created)
+    elif created:
+        _write_changes(connection, projection, table, {}, {}, created=created)
     return len(relevant)
+
+
+def _split_created(
+    projection: AnyProjection, relevant: list[tuple[Hashable, RecordedEvent]]
+) -> tuple[list[dict[str, Any]], list[tuple[Hashable, RecordedEvent]]]:
+    """New rows that need no folding (the only event for their key in this batch
+    creates them), and every other event."""
+    if projection.creates is None:
+        return [], relevant
+    events_per_key = Counter(key for key, _ in relevant)
+    created: list[dict[str, Any]] = []
+    rest: list[tuple[Hashable, RecordedEvent]] = []
+    for key, event in relevant:
+        values = projection.creates(event) if events_per_key[key] == 1 else None
+        if values is None:
+            rest.append((key, event))
+        else:
+            created.append(values)
+    return created, rest
 
 
 def _split_by_need(
@@ -141,8 +164,10 @@ def _write_changes(
     table: Table,
     existing: dict[Hashable, Any],
     current: dict[Hashable, Any],
+    *,
+    created: list[dict[str, Any]],
 ) -> None:
-    inserts, updates, deletes = [], [], []
+    inserts, updates, deletes = list(created), [], []
     for key, row in current.items():
         before = existing.get(key)
         if row is None:

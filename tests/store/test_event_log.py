@@ -17,7 +17,13 @@ from headgate.domain.events import (
     UnknownEventType,
 )
 from headgate.errors import ConcurrencyConflict
-from headgate.store.event_store import ANY_VERSION, NO_STREAM, EventStore, StreamAppend
+from headgate.store.event_store import (
+    ANY_VERSION,
+    NO_STREAM,
+    EventStore,
+    InstantNotReached,
+    StreamAppend,
+)
 from headgate.store.schema import events
 from tests.store.builders import defined
 
@@ -222,3 +228,36 @@ def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
     finally:
         store.close()
+
+
+def test_a_write_held_for_an_instant_commits_when_the_clock_gets_there(
+    store: EventStore, clock: FakeClock
+) -> None:
+    instant = clock.now_ms() + 100
+    mover = threading.Timer(0.05, clock.set, args=(instant,))
+    mover.start()
+    with store.write(not_before_ms=instant) as transaction:
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+    mover.join()
+    (recorded,) = store.read_stream("schedule-a")
+    assert recorded.recorded_at_ms == instant
+    assert clock.now_ms() >= instant
+
+
+def test_an_abandoned_hold_commits_nothing(store: EventStore, clock: FakeClock) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with (
+        pytest.raises(InstantNotReached),
+        store.write(not_before_ms=clock.now_ms() + 100, cancel=cancel) as transaction,
+    ):
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+    assert store.stream_version("schedule-a") == 0
+    assert store.head() == 0
+    # A clock that never reaches the instant gives up too, after a bounded wait.
+    with (
+        pytest.raises(InstantNotReached),
+        store.write(not_before_ms=clock.now_ms() + 50) as transaction,
+    ):
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+    assert store.head() == 0

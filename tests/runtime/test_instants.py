@@ -1,0 +1,88 @@
+"""Ticks are prepared ahead of their instant and committed at it, never before.
+
+The scheduler sends the schedules due at the next instant `prepare_ahead_ms`
+early; the batch is planned and written in advance and its transaction
+commits once the clock reaches the instant. These tests drive a fake clock by
+hand around that window.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from headgate import AttemptResult, EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
+from tests.runtime.conftest import START_MS, fire, jobs_for
+
+MINUTE = 60_000
+INSTANT = START_MS + MINUTE
+
+
+class Commits(EnqueueHook):
+    def __init__(self) -> None:
+        self.results: list[tuple[int, AttemptResult]] = []
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        self.results.append((context.tick_ms, result))
+
+
+def _eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def _runtime(make_headgate: Callable[..., Headgate], hook: EnqueueHook | None = None) -> Headgate:
+    config = RuntimeConfig(lease_ttl_ms=60_000, prepare_ahead_ms=500)
+    hg = make_headgate(config, hooks=[hook] if hook else [])
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.put_schedule("t", spec="@every:60000", kind="k")
+    return hg
+
+
+def test_a_prepared_batch_commits_at_its_instant_not_before(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    commits = Commits()
+    hg = _runtime(make_headgate, commits)
+    clock.set(INSTANT - 300)
+    hg.start()
+    time.sleep(0.1)
+    assert jobs_for(hg, "s") == [] and hg.get_schedule("s").next_run_ms == INSTANT
+    clock.set(INSTANT)
+    _eventually(lambda: len(commits.results) == 2)
+    assert jobs_for(hg, "s") == [INSTANT] and jobs_for(hg, "t") == [INSTANT]
+    assert hg.get_job(hg.enqueue_events("s", limit=1).events[0].job_id).created_at_ms == INSTANT
+    assert all(result.committed_at_ms is not None for _, result in commits.results)
+    assert all(result.committed_at_ms >= tick for tick, result in commits.results)  # type: ignore[operator]
+
+
+def test_stopping_abandons_a_held_batch_and_writes_nothing(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = _runtime(make_headgate)
+    clock.set(INSTANT - 300)
+    hg.start()
+    time.sleep(0.05)
+    began = time.monotonic()
+    hg.stop()
+    assert time.monotonic() - began < 2
+    assert jobs_for(hg, "s") == [] and hg.get_schedule("s").next_run_ms == INSTANT
+    clock.set(INSTANT)
+    fire(hg)
+    assert jobs_for(hg, "s") == [INSTANT] and jobs_for(hg, "t") == [INSTANT]
+
+
+def test_a_clock_that_stalls_short_of_the_instant_delays_the_ticks_only(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = _runtime(make_headgate)
+    clock.set(INSTANT - 300)
+    hg.start()
+    time.sleep(0.8)  # longer than a hold may wait for a clock that does not move
+    assert jobs_for(hg, "s") == []
+    clock.set(INSTANT)
+    _eventually(lambda: jobs_for(hg, "t") == [INSTANT])
+    assert jobs_for(hg, "s") == [INSTANT]
+    assert hg.get_schedule("s").next_run_ms == INSTANT + MINUTE
