@@ -90,7 +90,7 @@ class Headgate:
                 return self
             if os.getpid() != self._pid:
                 # Started after a fork: never share the parent's connections.
-                self.store.engine.dispose(close=False)
+                self.store.forget_connections()
                 self._pid = os.getpid()
             claimant = Claimant(
                 holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",

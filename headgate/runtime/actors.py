@@ -148,7 +148,6 @@ class SchedulerActor(pykka.ThreadingActor):
         self._processor = processor
         self._claimant = claimant
         self._lease: Lease | None = None
-        self._renew_due_ms = 0
         self._shards: list[Any] = []
         self._in_flight = 0
         self._progressed = False
@@ -200,7 +199,7 @@ class SchedulerActor(pykka.ThreadingActor):
             # let the lease lapse under it.
             self._keep_lease(now)
             if self._in_flight:
-                self._ticker.wake_at(self._renew_due_ms)
+                self._ticker.wake_at(self._renewal_due_ms(now))
                 return
             if self._lease is None:
                 self._notify_waiters(fired=False)
@@ -224,13 +223,17 @@ class SchedulerActor(pykka.ThreadingActor):
             log.warning("store unavailable; the scheduler will retry", exc_info=True)
             self._ticker.wake_at(now + self._config.renew_every_ms)
 
+    def _renewal_due_ms(self, now: int) -> int:
+        """When the lease is next renewed (or, without one, claimed again)."""
+        if self._lease is None:
+            return now + self._config.renew_every_ms
+        config = self._config
+        return self._lease.expires_at_ms - config.lease_ttl_ms + config.renew_every_ms
+
     def _keep_lease(self, now: int) -> None:
-        lease = self._lease
-        if (
-            lease is not None
-            and now < lease.expires_at_ms - self._config.lease_ttl_ms + self._config.renew_every_ms
-        ):
+        if self._lease is not None and now < self._renewal_due_ms(now):
             return
+        lease = self._lease
         current_term = lease.term if lease is not None else None
         acquired = self._leases.acquire(
             SCHEDULER_LEASE, self._claimant, self._config.lease_ttl_ms, current_term

@@ -402,6 +402,7 @@ class TickProcessor:
             event.job_id: event for event in first.values() if isinstance(event, JobEnqueued)
         }
         keys = [t.job.unique_key for t in ticks if t.job.unique_key is not None]
+        limited = {t.job.queue for t in ticks if self._limits.limit_for(t.job.queue) is not None}
         return GateFacts(
             existing_jobs=existing,
             unique_key_holders=read_model.live_jobs_by_unique_key(connection, keys) if keys else {},
@@ -410,9 +411,8 @@ class TickProcessor:
             )
             if ticks
             else frozenset(),
-            pending=read_model.pending_counts(connection, {t.job.queue for t in ticks})
-            if ticks
-            else {},
+            # Only queues with a limit are counted: counting is O(pending jobs).
+            pending=read_model.pending_counts(connection, limited) if limited else {},
         )
 
     def _units_for(

@@ -18,6 +18,7 @@ from typing import Any, Final
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.pool import StaticPool
 
 from headgate.errors import (
     ConcurrencyConflict,
@@ -53,10 +54,14 @@ def parse_store_url(url: str) -> URL:
     raise ValueError(f"--db: {backend!r} is not supported; use sqlite:///path.db or postgresql://")
 
 
-def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Engine:
+def create_store_engine(
+    url: str, busy_timeout_s: float = BUSY_TIMEOUT_S, *, single_connection: bool = False
+) -> Engine:
+    """An engine for `url`. `single_connection` (SQLite): one connection, reused
+    by every caller, for a process's serialised writes (see EventStore)."""
     parsed = parse_store_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed, busy_timeout_s)
+        return _sqlite_engine(parsed, busy_timeout_s, single_connection=single_connection)
     engine = create_engine(
         parsed,
         pool_pre_ping=True,
@@ -84,9 +89,11 @@ def create_store_engine(url: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Eng
     return engine
 
 
-def _sqlite_engine(url: URL, busy_timeout_s: float) -> Engine:
+def _sqlite_engine(url: URL, busy_timeout_s: float, *, single_connection: bool) -> Engine:
     engine = create_engine(
-        url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False}
+        url,
+        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        **({"poolclass": StaticPool} if single_connection else {}),
     )
 
     @event.listens_for(engine, "connect")

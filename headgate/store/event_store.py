@@ -36,6 +36,7 @@ from headgate.store.engine import (
 from headgate.store.migrations import migrate
 from headgate.store.projector import CHUNK, Projector
 from headgate.store.schema import LIVE, events, leases, log_head
+from headgate.store.sql import is_one_of
 from projections import ALL_PROJECTIONS
 
 NO_STREAM: Final = 0
@@ -134,7 +135,7 @@ class WriteTransaction:
             chunk = wanted[start : start + CHUNK]
             query = (
                 select(events.c.stream_id, func.max(events.c.version))
-                .where(events.c.stream_id.in_(chunk))
+                .where(is_one_of(self.connection, events.c.stream_id, chunk))
                 .group_by(events.c.stream_id)
             )
             versions.update(
@@ -147,8 +148,9 @@ class WriteTransaction:
         wanted = list(dict.fromkeys(stream_ids))
         found: dict[str, DomainEvent] = {}
         for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
             query = select(events).where(
-                events.c.stream_id.in_(wanted[start : start + CHUNK]), events.c.version == 1
+                is_one_of(self.connection, events.c.stream_id, chunk), events.c.version == 1
             )
             for row in self.connection.execute(query):
                 found[row.stream_id] = decode_row(row).event
@@ -246,6 +248,15 @@ class EventStore:
         self.url = url
         self.clock = clock
         self.engine = create_store_engine(url, busy_timeout_s)
+        # SQLite keeps a page cache per connection and drops it whenever another
+        # connection has written. Every write of this process goes through one
+        # connection (writes are serialised below anyway), so its cache stays
+        # warm; reads use the pool. PostgreSQL caches in the server.
+        self._write_engine = (
+            self.engine
+            if is_postgresql(self.engine)
+            else create_store_engine(url, busy_timeout_s, single_connection=True)
+        )
         self.projector = Projector(LIVE, ALL_PROJECTIONS)
         # Writers in this process queue here rather than in the database: only
         # one can write at a time anyway, and SQLite's busy handler would make
@@ -255,6 +266,12 @@ class EventStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        self._write_engine.dispose()
+
+    def forget_connections(self) -> None:
+        """After a fork: never use the parent's connections (they stay open for it)."""
+        self.engine.dispose(close=False)
+        self._write_engine.dispose(close=False)
 
     @property
     def is_postgresql(self) -> bool:
@@ -264,7 +281,7 @@ class EventStore:
     def operational_write(self, where: str) -> Iterator[Connection]:
         """A write transaction on operational state (leases), queued behind this
         process's other writers like every write."""
-        with self._write_lock, write_transaction(self.engine, where) as connection:
+        with self._write_lock, write_transaction(self._write_engine, where) as connection:
             yield connection
 
     @contextlib.contextmanager

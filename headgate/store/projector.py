@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from headgate.domain.events import RecordedEvent
 from headgate.store.bulk import bulk_insert, bulk_update
 from headgate.store.schema import ProjectionTables, projection_checkpoints
+from headgate.store.sql import is_one_of
 from projections import AnyProjection, Retention
 
 CHUNK: Final = 500
@@ -152,7 +153,7 @@ def load_rows(
     wanted = list(dict.fromkeys(keys))
     rows: dict[Any, Row] = {}
     for start in range(0, len(wanted), CHUNK):
-        query = select(table).where(column.in_(wanted[start : start + CHUNK]))
+        query = select(table).where(is_one_of(connection, column, wanted[start : start + CHUNK]))
         for row in connection.execute(query).mappings():
             rows[row[key_column]] = row_type(**row)
     return rows

@@ -18,6 +18,7 @@ from headgate.errors import ValidationError
 from headgate.store.engine import translated_errors
 from headgate.store.projector import CHUNK
 from headgate.store.schema import LIVE
+from headgate.store.sql import is_one_of
 from projections import EnqueueHistoryRow, JobRow, ScheduleRow
 from projections.enqueue_history import KEEP_PER_SCHEDULE
 
@@ -114,7 +115,8 @@ def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict
     wanted = list(dict.fromkeys(keys))
     for start in range(0, len(wanted), CHUNK):
         query = select(_jobs.c.unique_key, _jobs.c.job_id).where(
-            _jobs.c.state == "pending", _jobs.c.unique_key.in_(wanted[start : start + CHUNK])
+            _jobs.c.state == "pending",
+            is_one_of(connection, _jobs.c.unique_key, wanted[start : start + CHUNK]),
         )
         found.update({str(key): str(job_id) for key, job_id in connection.execute(query)})
     return found
@@ -124,7 +126,7 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
     wanted = list(dict.fromkeys(queues))
     query = (
         select(_jobs.c.queue, func.count())
-        .where(_jobs.c.state == "pending", _jobs.c.queue.in_(wanted))
+        .where(_jobs.c.state == "pending", is_one_of(connection, _jobs.c.queue, wanted))
         .group_by(_jobs.c.queue)
     )
     counts = dict.fromkeys(wanted, 0)
@@ -134,7 +136,9 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
 
 def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
     wanted = list(dict.fromkeys(fingerprints))
-    query = select(_quarantine.c.fingerprint).where(_quarantine.c.fingerprint.in_(wanted))
+    query = select(_quarantine.c.fingerprint).where(
+        is_one_of(connection, _quarantine.c.fingerprint, wanted)
+    )
     return {str(value) for value in connection.execute(query).scalars()}
 
 

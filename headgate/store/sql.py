@@ -1,0 +1,24 @@
+"""Small SQL building blocks shared by the store's queries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, any_, literal
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import Connection
+
+
+def is_one_of(
+    connection: Connection, column: ColumnElement[Any], values: Sequence[Any]
+) -> ColumnElement[bool]:
+    """`column IN (values)`.
+
+    On PostgreSQL, `column = ANY(array)`: one parameter however many values,
+    so the statement text (and the driver's prepared statement) is the same
+    for every batch and nothing is rendered per value in Python.
+    """
+    if connection.dialect.name == "postgresql":
+        return column == any_(literal(list(values), ARRAY(column.type)))
+    return column.in_(values)
