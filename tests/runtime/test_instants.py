@@ -86,3 +86,22 @@ def test_a_clock_that_stalls_short_of_the_instant_delays_the_ticks_only(
     _eventually(lambda: jobs_for(hg, "t") == [INSTANT])
     assert jobs_for(hg, "s") == [INSTANT]
     assert hg.get_schedule("s").next_run_ms == INSTANT + MINUTE
+
+
+class SlowHook(EnqueueHook):
+    def before_enqueue(self, context: TickContext) -> None:
+        time.sleep(0.5)
+
+
+def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000), hooks=[SlowHook()])
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.start()
+    assert hg.run_pending()
+    clock.set(INSTANT)
+    cpu_before = time.process_time()
+    fire(hg)  # half a second of batch, nearly all of it asleep in the hook
+    assert time.process_time() - cpu_before < 0.25
+    assert jobs_for(hg, "s") == [INSTANT]
