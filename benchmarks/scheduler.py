@@ -9,6 +9,9 @@
    hook is told it) p50/p99/max, CPU share.
 3. Failover: SIGKILL the holder; time until another process enqueues a tick.
 4. Memory: resident memory and threads of a runtime firing 100,000 schedules.
+5. SQL alone (SQLite): every statement a catch-up burst issued, replayed by
+   itself on a copy of the starting database. What our rows cost with no
+   Python around them: the ceiling for the catch-up ratio with this schema.
 
 Per-tick log lines are rendered as JSON to /dev/null, so their cost counts.
 Run: python -m benchmarks.scheduler [--backend sqlite|postgresql] [--quick]
@@ -19,7 +22,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -32,12 +37,14 @@ import structlog
 from sqlalchemy import (
     BigInteger,
     Column,
+    Engine,
     Integer,
     MetaData,
     String,
     Table,
     Text,
     bindparam,
+    event,
     insert,
     text,
     update,
@@ -204,6 +211,55 @@ def catch_up(backend: str, count: int) -> list[object]:
     return [backend, f"{count:,}", f"{ours:,.0f}", f"{raw:,.0f}", f"{ours / raw:.2f}"]
 
 
+def sql_alone(count: int) -> list[object]:
+    with fresh_database("sqlite") as url:
+        path = url.removeprefix("sqlite:///")
+        clock = FakeClock(START_MS - 1)
+        hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
+        define_many(hg, count, "@every:60000", START_MS)
+        hg.store.checkpoint()
+        shutil.copy(path, f"{path}.start")
+        issued: list[tuple[str, Any, bool]] = []
+
+        def capture(*args: Any) -> None:
+            _connection, _cursor, statement, parameters, _context, many = args
+            issued.append((statement, parameters, many))
+
+        event.listen(Engine, "before_cursor_execute", capture)
+        clock.set(START_MS + 1)
+        hg.start()
+        began = time.perf_counter()
+        assert hg.run_pending(timeout=600)
+        ours = count / (time.perf_counter() - began)
+        event.remove(Engine, "before_cursor_execute", capture)
+        hg.close()
+        replay = sqlite3.connect(f"{path}.start", isolation_level=None)
+        replay.execute("PRAGMA journal_mode=WAL")
+        replay.execute("PRAGMA synchronous=FULL")
+        began = time.perf_counter()
+        for statement, parameters, many in issued:
+            if statement.startswith("BEGIN") and replay.in_transaction:
+                replay.execute("COMMIT")  # commits are not statements; each BEGIN ends one
+            if many:
+                replay.executemany(statement, parameters)
+            else:
+                replay.execute(statement, parameters).fetchall()
+        if replay.in_transaction:
+            replay.execute("COMMIT")
+        alone = count / (time.perf_counter() - began)
+        replay.close()
+    with fresh_database("sqlite") as url:
+        raw = raw_loop(url, count)
+    return [
+        f"{count:,}",
+        f"{ours:,.0f}",
+        f"{alone:,.0f}",
+        f"{raw:,.0f}",
+        f"{ours / raw:.2f}",
+        f"{alone / raw:.2f}",
+    ]
+
+
 class Lateness(EnqueueHook):
     def __init__(self, clock: Any) -> None:
         self.clock = clock
@@ -352,11 +408,13 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], action="append")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument(
-        "--only", choices=["catchup", "steady", "failover", "memory"], action="append"
+        "--only",
+        choices=["catchup", "steady", "failover", "memory", "sql"],
+        action="append",
     )
     args = parser.parse_args()
     backends = args.backend or ["sqlite", "postgresql"]
-    only = set(args.only or ["catchup", "steady", "failover", "memory"])
+    only = set(args.only or ["catchup", "steady", "failover", "memory", "sql"])
     quiet_json_logs()
     if "catchup" in only:
         sizes = [1000] if args.quick else [1000, 10_000]
@@ -388,6 +446,14 @@ def main() -> None:
             "Memory of a runtime firing every schedule once",
             ["backend", "schedules", "max RSS MB", "threads"],
             rows,
+        )
+
+    if "sql" in only and "sqlite" in backends:
+        count = 1000 if args.quick else 10_000
+        print_table(
+            "SQLite catch-up: our statements replayed alone (no Python) vs the raw loop",
+            ["schedules", "ours/s", "SQL alone/s", "raw/s", "ours/raw", "SQL alone/raw"],
+            [sql_alone(count)],
         )
 
 

@@ -7,7 +7,7 @@ transaction (seeing that transaction's own appends) or on its own.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Final, Generic, TypeVar
 
 from sqlalchemy import Engine, func, select
@@ -32,6 +32,7 @@ _schedules, _jobs, _history, _quarantine = (
     LIVE.enqueue_history,
     LIVE.quarantine,
 )
+_SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,10 @@ def schedules_page(
 
 
 def due_schedules(connection: Connection, now_ms: int, limit: int) -> list[ScheduleRow]:
-    """The bounded due read, oldest due first (served by the partial due index)."""
+    """The bounded due read, oldest due first (served by the partial due index,
+    which is in this order, so the read stops after `limit` rows)."""
     query = (
-        select(_schedules)
+        select(*_SCHEDULE_ROW_COLUMNS)
         .where(
             _schedules.c.paused.is_(False),
             _schedules.c.deleted.is_(False),
@@ -91,7 +93,9 @@ def due_schedules(connection: Connection, now_ms: int, limit: int) -> list[Sched
         .order_by(_schedules.c.due_at_ms, _schedules.c.schedule_id)
         .limit(limit)
     )
-    return [ScheduleRow(**row) for row in connection.execute(query).mappings()]
+    # Positional: the columns are selected in ScheduleRow's field order, and
+    # building rows from plain tuples is what this hot read spends its time on.
+    return [ScheduleRow(*row) for row in connection.execute(query)]
 
 
 def earliest_due_at(connection: Connection) -> int | None:

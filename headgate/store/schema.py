@@ -10,6 +10,7 @@ alters a database to match them, and a test checks the two agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from sqlalchemy import (
     BigInteger,
@@ -29,6 +30,9 @@ from sqlalchemy import (
 )
 
 LOG = MetaData()
+
+DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
+"""The due read's partial index covers live, unpaused schedules only."""
 
 events = Table(
     "events",
@@ -126,10 +130,11 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("updated_at_ms", BigInteger, nullable=False),
     )
     Index(
-        f"ix_{prefix}schedules_due",
+        f"ix_{prefix}schedules_due_order",
         schedules.c.due_at_ms,
-        sqlite_where=text("NOT paused AND NOT deleted"),
-        postgresql_where=text("NOT paused AND NOT deleted"),
+        schedules.c.schedule_id,
+        sqlite_where=text(DUE_INDEX_WHERE),
+        postgresql_where=text(DUE_INDEX_WHERE),
     )
     jobs = Table(
         f"{prefix}jobs",

@@ -181,3 +181,25 @@ def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
     ):
         bulk_insert(connection, LIVE.jobs, [job])
         bulk_update(connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}])
+
+
+def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
+    from sqlalchemy import inspect
+
+    from headgate.store.engine import create_store_engine
+
+    engine = create_store_engine(store_url)
+    assert migrate(engine, 0, target=3) == [1, 2, 3]
+    with engine.begin() as connection:  # the index as version 3 created it
+        connection.execute(text("DROP INDEX ix_schedules_due_order"))
+        connection.execute(
+            text(
+                "CREATE INDEX ix_schedules_due ON schedules (due_at_ms) "
+                "WHERE NOT paused AND NOT deleted"
+            )
+        )
+    assert migrate(engine, 0) == [4]
+    indexes = {ix["name"]: ix["column_names"] for ix in inspect(engine).get_indexes("schedules")}
+    engine.dispose()
+    assert "ix_schedules_due" not in indexes
+    assert indexes["ix_schedules_due_order"] == ["due_at_ms", "schedule_id"]
