@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert, text
+from sqlalchemy import Engine, insert, inspect, text
 
 from headgate.clock import FakeClock
 from headgate.errors import (
@@ -16,10 +16,11 @@ from headgate.errors import (
     StoreError,
     StoreUnavailable,
 )
-from headgate.store.engine import parse_store_url, translated_errors
+from headgate.store.engine import create_store_engine, parse_store_url, translated_errors
 from headgate.store.event_store import NO_STREAM, EventStore
 from headgate.store.migrations import LATEST_VERSION, migrate, schema_version
-from headgate.store.schema import LIVE, events, schema_migrations
+from headgate.store.schema import LIVE, LOG, events, schema_migrations
+from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import defined
 
 
@@ -102,7 +103,6 @@ def test_migrations_are_idempotent_and_versioned(store: EventStore) -> None:
 
 
 def test_upgrade_keeps_existing_events(store_url: str) -> None:
-    from headgate.store.engine import create_store_engine
 
     engine = create_store_engine(store_url)
     assert migrate(engine, 0, target=1) == [1]
@@ -184,10 +184,6 @@ def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
 
 
 def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
-    from sqlalchemy import inspect
-
-    from headgate.store.engine import create_store_engine
-
     engine = create_store_engine(store_url)
     assert migrate(engine, 0, target=3) == [1, 2, 3]
     with engine.begin() as connection:  # the index as version 3 created it
@@ -203,3 +199,40 @@ def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
     engine.dispose()
     assert "ix_schedules_due" not in indexes
     assert indexes["ix_schedules_due_order"] == ["due_at_ms", "schedule_id"]
+
+
+def _shape(engine: Engine) -> dict[str, object]:
+    inspector = inspect(engine)
+    return {
+        table: (
+            [(c["name"], c["nullable"]) for c in inspector.get_columns(table)],
+            sorted(
+                (i["name"], tuple(i["column_names"]), i["unique"])
+                for i in inspector.get_indexes(table)
+            ),
+            sorted(tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)),
+        )
+        for table in sorted(inspector.get_table_names())
+    }
+
+
+def test_migrating_step_by_step_gives_the_schema_the_code_describes(
+    store_url: str, tmp_path: Path
+) -> None:
+    migrated = create_store_engine(store_url)
+    for version in range(1, LATEST_VERSION + 1):
+        assert migrate(migrated, 0, target=version) == [version]
+    schema = None
+    if store_url.startswith("sqlite"):
+        described_url = f"sqlite:///{tmp_path / 'described.db'}"
+    else:
+        described_url, schema = fresh_postgres_url(POSTGRES_URL)
+    described = create_store_engine(described_url)
+    try:
+        LOG.create_all(described)
+        assert _shape(migrated) == _shape(described)
+    finally:
+        migrated.dispose()
+        described.dispose()
+        if schema is not None:
+            drop_postgres_schema(POSTGRES_URL, schema)
