@@ -17,6 +17,7 @@ at the instant the ticks are due.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections import defaultdict
@@ -109,7 +110,7 @@ class ScheduleShard(pykka.ThreadingActor):
             log.exception("schedule batch could not be planned", schedules=len(message.rows))
         batch = message.group.arrive(share)
         if batch is None:
-            message.reply_to.tell(BatchDone(progressed=False, lease_lost=False))
+            _reply(message, BatchDone(progressed=False, lease_lost=False))
             return
         lost, progressed, postponed = False, False, None
         try:
@@ -127,7 +128,13 @@ class ScheduleShard(pykka.ThreadingActor):
         except Exception:
             log.exception("schedule batch failed", schedules=len(batch.plans))
         finally:
-            message.reply_to.tell(BatchDone(progressed, lost, postponed))
+            _reply(message, BatchDone(progressed, lost, postponed))
+
+
+def _reply(message: TickDue, done: BatchDone) -> None:
+    # The scheduler may have stopped while the batch ran; then nobody is waiting.
+    with contextlib.suppress(pykka.ActorDeadError):
+        message.reply_to.tell(done)
 
 
 class SchedulerActor(pykka.ThreadingActor):
@@ -155,10 +162,11 @@ class SchedulerActor(pykka.ThreadingActor):
         self._last_compaction_ms: int | None = None
         self._not_ahead_of_ms = 0
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
+        self._postponed = False
+        """The last batch was only postponed: nothing failed, its instant is still to come."""
         self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
 
     def on_start(self) -> None:
-        self._processor.resume()
         self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
         self._ticker.start()
         self._cycle()
@@ -186,6 +194,7 @@ class SchedulerActor(pykka.ThreadingActor):
                 self._lease = None
             if message.postponed_at_ms is not None:
                 self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
+                self._postponed = True
             if self._in_flight == 0:
                 self._cycle(after_batch=True)
         elif isinstance(message, RunPending):
@@ -205,14 +214,11 @@ class SchedulerActor(pykka.ThreadingActor):
                 self._notify_waiters(fired=False)
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
-            if after_batch and not self._progressed:
+            postponed, self._postponed = self._postponed, False
+            if after_batch and not self._progressed and not postponed:
                 # Nothing could be recorded (the store is failing, a rebuild is
-                # running, the lease was lost, the instant was not reached): do
-                # not spin; look again later, or when the abandoned instant comes.
-                look_again = now + self._config.renew_every_ms
-                if self._not_ahead_of_ms > now:
-                    look_again = min(look_again, self._not_ahead_of_ms)
-                self._ticker.wake_at(look_again)
+                # running, the lease was lost): do not spin; look again later.
+                self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
             self._maybe_compact(now)
             if self._dispatch(now):
@@ -262,6 +268,7 @@ class SchedulerActor(pykka.ThreadingActor):
         for row in rows:
             by_shard[shard_of(row.schedule_id, self._config.shards)].append(row)
         self._progressed = False
+        self._postponed = False
         self._in_flight = len(by_shard)
         group = GroupCommit(len(by_shard))
         for index, share in by_shard.items():

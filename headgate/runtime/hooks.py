@@ -1,9 +1,13 @@
 """Enqueue hooks: user code told about every automatic tick attempt.
 
 `before_enqueue` runs before the attempt is decided; raising fails the
-attempt (`failed`/`hook_error`) and the tick is retried later. `after_enqueue`
-runs once the attempt's record is durable; what it raises is logged and
-ignored. Hooks get read-only snapshots: nothing they do changes what is stored.
+attempt (`failed`/`hook_error`) and the tick is retried later. The runtime
+prepares a tick up to `RuntimeConfig.prepare_ahead_ms` before its instant, so
+this hook may run that much early; if the batch is then abandoned before the
+instant (the runtime stops), it runs again for the next attempt.
+`after_enqueue` runs once the attempt's record is durable; what it raises is
+logged and ignored. Hooks get read-only snapshots: nothing they do changes
+what is stored.
 """
 
 from __future__ import annotations

@@ -109,8 +109,16 @@ class TickRecord:
 
 
 INITIAL_WRITE_MS_PER_TICK: Final = 0.2
+"""Until measured: a generous guess at the write cost of one tick."""
+MAX_WRITE_MS_PER_TICK: Final = 1.0
+"""A stalled write is not a speed: the estimate never learns beyond this."""
+LEARN_FROM_TICKS: Final = 100
+"""Only batches this big teach the per-tick write cost; in smaller ones (single
+ticks, schedule-by-schedule retries) the transaction's fixed cost dominates."""
+LEARNING_RATE: Final = 0.3
 WRITE_ESTIMATE_SAFETY: Final = 2.0
 WRITE_SLACK_MS: Final = 10
+"""Covers a transaction's fixed cost (begin, fence, head, checkpoints)."""
 
 REALIGNED = None
 """A unit that only moves next_run_ms (a due schedule with no tick to fire)."""
@@ -217,6 +225,8 @@ class TickProcessor:
                     raise InstantNotReached
             self._commit_isolating_failures(prepared.plans, fence, report, at_ms)
         except InstantNotReached:
+            # Only the first transaction waits for the instant; any retry comes
+            # after it has passed. So nothing of this batch was written.
             report.postponed = len(prepared.plans)
             return report
         report.committed_at_ms = self._clock.now_ms()
@@ -239,16 +249,15 @@ class TickProcessor:
         """Abandon any batch waiting for its instant (the runtime is stopping)."""
         self._cancel.set()
 
-    def resume(self) -> None:
-        self._cancel.clear()
-
     def _write_estimate_ms(self, ticks: int) -> int:
         """How long before its instant a batch of `ticks` should start writing."""
         return math.ceil(self._write_ms_per_tick * ticks * WRITE_ESTIMATE_SAFETY) + WRITE_SLACK_MS
 
     def _learn_write_speed(self, ticks: int, seconds: float) -> None:
-        observed = seconds * 1000 / max(ticks, 1)
-        self._write_ms_per_tick += (observed - self._write_ms_per_tick) * 0.3
+        if ticks < LEARN_FROM_TICKS:
+            return
+        observed = min(seconds * 1000 / ticks, MAX_WRITE_MS_PER_TICK)
+        self._write_ms_per_tick += (observed - self._write_ms_per_tick) * LEARNING_RATE
 
     def _plan_safely(self, row: ScheduleRow, now_ms: int, budget: int) -> SchedulePlan:
         """A plan for one schedule; a definition that cannot be planned becomes a failed

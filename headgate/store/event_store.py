@@ -80,7 +80,8 @@ INSTANT_GRACE_S: Final = 0.1
 
 
 def wait_for_instant(clock: Clock, instant_ms: int, cancel: threading.Event) -> bool:
-    """Wait until `clock` reaches `instant_ms`; False if cancelled or it does not get there.
+    """Wait until `clock` reaches `instant_ms`; False if cancelled before it, or if
+    the clock does not get there.
 
     The wait is capped in real time at the distance the clock showed plus a
     grace, so a clock that stops moving cannot hold a caller (or a write lock)
@@ -94,7 +95,7 @@ def wait_for_instant(clock: Clock, instant_ms: int, cancel: threading.Event) -> 
             return False
         cancel.wait(min(remaining_ms / 1000, left_s))
         remaining_ms = instant_ms - clock.now_ms()
-    return not cancel.is_set()
+    return True
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,12 @@ class WriteTransaction:
         return versions
 
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
-        """The first event of each stream that exists."""
+        """The first event of each stream that exists.
+
+        Only for streams compaction never trims from the front (jobs, manual
+        runs): their missing version 1 means a missing stream, which is
+        remembered as version 0 for the appends that follow in this transaction.
+        """
         wanted = list(dict.fromkeys(stream_ids))
         found: dict[str, DomainEvent] = {}
         for start in range(0, len(wanted), CHUNK):

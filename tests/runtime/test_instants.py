@@ -8,8 +8,11 @@ hand around that window.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+
+import pytest
 
 from headgate import AttemptResult, EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
 from tests.runtime.conftest import START_MS, fire, jobs_for
@@ -59,7 +62,10 @@ def test_a_prepared_batch_commits_at_its_instant_not_before(
 
 
 def test_stopping_abandons_a_held_batch_and_writes_nothing(
-    make_headgate: Callable[..., Headgate], clock: FakeClock
+    make_headgate: Callable[..., Headgate],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     hg = _runtime(make_headgate)
     clock.set(INSTANT - 300)
@@ -69,9 +75,23 @@ def test_stopping_abandons_a_held_batch_and_writes_nothing(
     hg.stop()
     assert time.monotonic() - began < 2
     assert jobs_for(hg, "s") == [] and hg.get_schedule("s").next_run_ms == INSTANT
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "Error" not in capfd.readouterr().err  # a clean stop, no traceback
     clock.set(INSTANT)
     fire(hg)
     assert jobs_for(hg, "s") == [INSTANT] and jobs_for(hg, "t") == [INSTANT]
+
+
+def test_run_pending_answers_while_the_next_instant_is_still_to_come(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = _runtime(make_headgate)
+    clock.set(INSTANT - 300)
+    hg.start()
+    began = time.monotonic()
+    assert hg.run_pending(timeout=5)
+    assert time.monotonic() - began < 2
+    assert jobs_for(hg, "s") == []
 
 
 def test_a_clock_that_stalls_short_of_the_instant_delays_the_ticks_only(

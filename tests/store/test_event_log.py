@@ -255,9 +255,20 @@ def test_an_abandoned_hold_commits_nothing(store: EventStore, clock: FakeClock) 
     assert store.stream_version("schedule-a") == 0
     assert store.head() == 0
     # A clock that never reaches the instant gives up too, after a bounded wait.
+    # (Cancelling once the instant has passed changes nothing: see below.)
     with (
         pytest.raises(InstantNotReached),
         store.write(not_before_ms=clock.now_ms() + 50) as transaction,
     ):
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
     assert store.head() == 0
+
+
+def test_cancelling_after_the_instant_has_passed_still_commits(
+    store: EventStore, clock: FakeClock
+) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with store.write(not_before_ms=clock.now_ms(), cancel=cancel) as transaction:
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+    assert store.stream_version("schedule-a") == 1
