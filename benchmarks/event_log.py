@@ -7,7 +7,7 @@
 3. Storage: one schedule ticked 100,000 times with compaction every 1,000
    ticks; database size at 10k, 50k and 100k ticks.
 
-Run: python benchmarks/event_log.py [--events N] [--ticks N] [--backend sqlite|postgresql]
+Run: python -m benchmarks.event_log [--events N] [--ticks N] [--backend sqlite|postgresql]
 """
 
 from __future__ import annotations
