@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, Select, func, select, text
 from sqlalchemy.engine import Connection
 
 from headgate.domain.cursors import decode_cursor, encode_cursor, is_clean_text
 from headgate.errors import ValidationError
 from headgate.store.engine import translated_errors
 from headgate.store.projector import CHUNK
-from headgate.store.schema import LIVE
+from headgate.store.schema import DUE_INDEX_WHERE, LIVE
 from headgate.store.sql import is_one_of
 from projections import EnqueueHistoryRow, JobRow, ScheduleRow
 from projections.enqueue_history import KEEP_PER_SCHEDULE
@@ -32,6 +32,10 @@ _schedules, _jobs, _history, _quarantine = (
     LIVE.enqueue_history,
     LIVE.quarantine,
 )
+_LIVE_AND_UNPAUSED: Final = text(DUE_INDEX_WHERE)
+"""Written exactly as the due index's predicate: the databases use a partial
+index only for a query whose condition matches it (SQLite textually), and
+SQLAlchemy's own rendering of `paused IS false` does not."""
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 
 
@@ -80,29 +84,29 @@ def schedules_page(
     return Page(items, next_cursor)
 
 
-def due_schedules(connection: Connection, now_ms: int, limit: int) -> list[ScheduleRow]:
-    """The bounded due read, oldest due first (served by the partial due index,
-    which is in this order, so the read stops after `limit` rows)."""
-    query = (
+def due_query(now_ms: int, limit: int) -> Select[Any]:
+    """The bounded due read, oldest due first. The partial due index is in this
+    order, so the read stops after `limit` rows however many schedules exist."""
+    return (
         select(*_SCHEDULE_ROW_COLUMNS)
-        .where(
-            _schedules.c.paused.is_(False),
-            _schedules.c.deleted.is_(False),
-            _schedules.c.due_at_ms <= now_ms,
-        )
+        .where(_LIVE_AND_UNPAUSED, _schedules.c.due_at_ms <= now_ms)
         .order_by(_schedules.c.due_at_ms, _schedules.c.schedule_id)
         .limit(limit)
     )
+
+
+def due_schedules(connection: Connection, now_ms: int, limit: int) -> list[ScheduleRow]:
     # Positional: the columns are selected in ScheduleRow's field order, and
     # building rows from plain tuples is what this hot read spends its time on.
-    return [ScheduleRow(*row) for row in connection.execute(query)]
+    return [ScheduleRow(*row) for row in connection.execute(due_query(now_ms, limit))]
+
+
+def earliest_due_query() -> Select[Any]:
+    return select(func.min(_schedules.c.due_at_ms)).where(_LIVE_AND_UNPAUSED)
 
 
 def earliest_due_at(connection: Connection) -> int | None:
-    query = select(func.min(_schedules.c.due_at_ms)).where(
-        _schedules.c.paused.is_(False), _schedules.c.deleted.is_(False)
-    )
-    value = connection.execute(query).scalar()
+    value = connection.execute(earliest_due_query()).scalar()
     return None if value is None else int(value)
 
 
