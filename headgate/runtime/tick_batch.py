@@ -217,10 +217,9 @@ class TickProcessor:
         report = BatchReport(deferred=prepared.deferred)
         if not prepared.plans:
             return report
-        ticks = sum(max(len(plan.ticks), 1) for plan in prepared.plans)
         try:
             if at_ms is not None:
-                open_at = at_ms - self._write_estimate_ms(ticks)
+                open_at = at_ms - self._write_estimate_ms(_units_in(prepared.plans))
                 if not wait_for_instant(self._clock, open_at, self._cancel):
                     raise InstantNotReached
             self._commit_isolating_failures(prepared.plans, fence, report, at_ms)
@@ -366,8 +365,7 @@ class TickProcessor:
             with self._store.write(fence, not_before_ms=at_ms, cancel=self._cancel) as transaction:
                 began = time.perf_counter()
                 self._decide_and_append(transaction, plans, written)
-                ticks = sum(max(len(plan.ticks), 1) for plan in plans)
-                self._learn_write_speed(ticks, time.perf_counter() - began)
+                self._learn_write_speed(_units_in(plans), time.perf_counter() - began)
             # Only now, after the commit: a failed commit recorded nothing.
             report.absorb(written)
         except (LeaseLost, ProjectionsRebuilding, InstantNotReached):
@@ -522,6 +520,11 @@ class TickProcessor:
                     hook=type(hook).__name__,
                     exc_info=True,
                 )
+
+
+def _units_in(plans: Sequence[SchedulePlan]) -> int:
+    """Units a batch writes: one per tick, and one for a schedule that only realigns."""
+    return sum(max(len(plan.ticks), 1) for plan in plans)
 
 
 def _attempt_event(tick: PlannedTick, decision: Decision, now_ms: int) -> EnqueueAttempted:
