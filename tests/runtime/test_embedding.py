@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from headgate import FakeClock, Headgate, NotFound, RuntimeConfig, ValidationError
 from headgate.domain.ids import tick_job_id
 from headgate.errors import AdmissionRejected, DuplicateJob
+from headgate.store.event_store import NO_STREAM, StreamAppend
 from headgate.store.schema import events
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
@@ -224,8 +225,12 @@ class TestLease:
         assert few.run_pending()
         with_one = threading.active_count() - baseline
         few.stop()
-        for n in range(3000):
-            few.store.append(f"schedule-bulk{n}", 0, [_definition(f"bulk{n}")])
+        few.store.append_units(
+            [
+                [StreamAppend(f"schedule-bulk{n}", NO_STREAM, (_definition(f"bulk{n}"),))]
+                for n in range(3000)
+            ]
+        )
         few.start()
         clock.advance(MINUTE)
         assert few.run_pending()
