@@ -2,9 +2,10 @@
 
 Firing a tick writes the job, its enqueue-attempt record and the advance of
 next_run_ms in one transaction. The kill points cover every boundary inside
-it and the moment right after commit. After a restart the invariant must
-hold: one job per (schedule, tick), its audit record present once, and the
-schedule advanced exactly once per tick.
+it, the moment right after commit, and a batch written ahead of its instant
+and held open for it. After a restart the invariant must hold: one job per
+(schedule, tick), its audit record present once, and the schedule advanced
+exactly once per tick.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 from sqlalchemy import text
@@ -52,27 +54,35 @@ CHILD = textwrap.dedent(
         event_store.WriteTransaction.append_units = append_then_die
     elif point == "after_commit":          # durable, before the runtime hears back
         tick_batch.TickProcessor._after = die
-    hg = Headgate(url, clock=FakeClock(now), config=RuntimeConfig(lease_ttl_ms=60_000))
+    elif point == "held_for_instant":      # next instant's batch written, waiting to commit
+        event_store.wait_for_instant = die
+    clock = FakeClock(now)
+    hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
     hg.start()
     hg.run_pending(timeout=60)
+    if point == "held_for_instant":
+        import time
+        time.sleep(0.1)
+        clock.set(int(sys.argv[4]) - 5)  # past the time the batch opens, short of its instant
+        time.sleep(10)
     print("survived", flush=True)
     """
 )
 POINTS = ["events_written", "advance_projected", "before_commit", "after_commit"]
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
-    clock = FakeClock(START_MS)
-    setup = Headgate(store_url, clock=clock)
+def _define_schedules(store_url: str) -> None:
+    setup = Headgate(store_url, clock=FakeClock(START_MS))
     setup.put_schedule("every-hour", spec="@every:3600000", kind="k")
     setup.put_schedule(
         "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_limit=3
     )
     setup.close()
-    now = START_MS + 3 * HOUR + 5_000  # three ticks missed
+
+
+def _run_child_until_killed(store_url: str, point: str, *args: int) -> None:
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, store_url, point, str(now)],
+        [sys.executable, "-c", CHILD, store_url, point, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -81,15 +91,16 @@ def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
     assert child.returncode == -9, child.stdout + child.stderr
     assert "survived" not in child.stdout
 
+
+def _assert_each_tick_once(
+    store_url: str, now: int, every_hour: Sequence[int], backfill: Sequence[int], next_run: int
+) -> None:
     clock = FakeClock(now + 61_000)  # the dead holder's lease has expired
     hg = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
     try:
         hg.start()
         assert hg.run_pending(timeout=60)
-        expected = {
-            "every-hour": [START_MS + 3 * HOUR],
-            "backfill": [START_MS + n * HOUR for n in (1, 2, 3)],
-        }
+        expected = {"every-hour": every_hour, "backfill": backfill}
         for schedule_id, ticks in expected.items():
             records = hg.enqueue_events(schedule_id, limit=100).events
             assert Counter(e.tick_ms for e in records) == Counter(ticks), (
@@ -102,7 +113,7 @@ def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
             stream = hg.store.read_stream(schedule_stream(schedule_id))
             advances = [e.event for e in stream if type(e.event).__name__ == "NextRunAdvanced"]
             assert len(advances) == len(ticks), "advanced exactly once per tick"
-            assert hg.get_schedule(schedule_id).next_run_ms == START_MS + 4 * HOUR
+            assert hg.get_schedule(schedule_id).next_run_ms == next_run
         with hg.store.engine.connect() as connection:
             duplicates = connection.execute(
                 text(
@@ -113,3 +124,31 @@ def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
         assert duplicates == []
     finally:
         hg.close()
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
+    _define_schedules(store_url)
+    now = START_MS + 3 * HOUR + 5_000  # three ticks missed
+    _run_child_until_killed(store_url, point, now)
+    _assert_each_tick_once(
+        store_url,
+        now,
+        every_hour=[START_MS + 3 * HOUR],
+        backfill=[START_MS + n * HOUR for n in (1, 2, 3)],
+        next_run=START_MS + 4 * HOUR,
+    )
+
+
+def test_killed_while_holding_a_batch_for_its_instant_then_restarted(store_url: str) -> None:
+    _define_schedules(store_url)
+    instant = START_MS + 4 * HOUR
+    now = instant - 300  # three ticks missed, the fourth 300 ms away: prepared ahead
+    _run_child_until_killed(store_url, "held_for_instant", now, instant)
+    _assert_each_tick_once(
+        store_url,
+        now,
+        every_hour=[START_MS + 3 * HOUR, instant],
+        backfill=[START_MS + n * HOUR for n in (1, 2, 3, 4)],
+        next_run=instant + HOUR,
+    )
