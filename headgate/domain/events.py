@@ -182,14 +182,14 @@ Upcaster: TypeAlias = Callable[[dict[str, JsonValue]], dict[str, JsonValue]]
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {}
 """(type name, stored schema version) -> function returning the next version's body."""
 
-_FIELD_NAMES: Final = {
-    name: tuple(field.name for field in dataclasses.fields(cls))
+_SORTED_FIELDS: Final = {
+    name: tuple(
+        (field, json.dumps(field) + ":")
+        for field in sorted(field.name for field in dataclasses.fields(cls))
+    )
     for name, cls in EVENT_TYPES.items()
 }
-_SORTED_FIELDS: Final = {
-    name: tuple((field, json.dumps(field) + ":") for field in sorted(fields))
-    for name, fields in _FIELD_NAMES.items()
-}
+"""Per event type: (field, its JSON key prefix), in canonical (sorted) order."""
 _encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
 
 

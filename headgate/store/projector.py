@@ -88,19 +88,15 @@ def fold_into_table(
     if deltas:
         rows = [{**changes, projection.key_column: key} for key, changes in deltas.items()]
         bulk_update(connection, table, projection.key_column, rows)
-    if folded:
+    existing: dict[Hashable, Any] = {}
+    if folded and not projection.append_only:
         keys = list(dict.fromkeys(key for key, _ in folded))
-        existing: dict[Hashable, Any] = {}
-        if not projection.append_only:
-            existing = load_rows(
-                connection, table, projection.key_column, projection.row_type, keys
-            )
-        current: dict[Hashable, Any] = dict(existing)
-        for key, event in folded:
-            current[key] = projection.apply(current.get(key), event)
+        existing = load_rows(connection, table, projection.key_column, projection.row_type, keys)
+    current: dict[Hashable, Any] = dict(existing)
+    for key, event in folded:
+        current[key] = projection.apply(current.get(key), event)
+    if current or created:
         _write_changes(connection, projection, table, existing, current, created=created)
-    elif created:
-        _write_changes(connection, projection, table, {}, {}, created=created)
     return len(relevant)
 
 

@@ -23,6 +23,28 @@ from headgate.store.schema import LIVE, LOG, events, schema_migrations
 from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import defined
 
+EVENT_ROW = {
+    "stream_id": "s",
+    "version": 1,
+    "type": "ScheduleDeleted",
+    "schema_version": 1,
+    "body": "{}",
+    "recorded_at_ms": 1,
+}
+"""An events row without its position."""
+JOB_ROW = {
+    "job_id": "j",
+    "kind": "k",
+    "queue": "q",
+    "payload": "{}",
+    "state": "pending",
+    "unique_key": None,
+    "created_at_ms": 1,
+    "updated_at_ms": 1,
+    "periodic_schedule_id": None,
+    "periodic_tick_ms": None,
+}
+
 
 def test_unreachable_postgresql_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable, match="store unavailable"):
@@ -45,36 +67,17 @@ def test_locked_sqlite_past_busy_timeout_is_store_unavailable(tmp_path: Path) ->
 
 
 def test_duplicate_stream_version_is_a_concurrency_conflict(store: EventStore) -> None:
-    row = {
-        "stream_id": "s",
-        "version": 1,
-        "type": "ScheduleDeleted",
-        "schema_version": 1,
-        "body": "{}",
-        "recorded_at_ms": 1,
-    }
     with (
         pytest.raises(ConcurrencyConflict),
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        connection.execute(insert(events).values(position=1, **row))
-        connection.execute(insert(events).values(position=2, **row))
+        connection.execute(insert(events).values(position=1, **EVENT_ROW))
+        connection.execute(insert(events).values(position=2, **EVENT_ROW))
 
 
 def test_check_constraint_is_a_constraint_violation(store: EventStore) -> None:
-    half_origin = {
-        "job_id": "j",
-        "kind": "k",
-        "queue": "q",
-        "payload": "{}",
-        "state": "pending",
-        "unique_key": None,
-        "created_at_ms": 1,
-        "updated_at_ms": 1,
-        "periodic_schedule_id": "s",
-        "periodic_tick_ms": None,
-    }
+    half_origin = {**JOB_ROW, "periodic_schedule_id": "s"}
     with (
         pytest.raises(ConstraintViolation, match="constraint"),
         translated_errors("test"),
@@ -147,39 +150,20 @@ def test_plain_postgresql_urls_use_psycopg() -> None:
 def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
     from headgate.store.bulk import bulk_insert, bulk_update
 
-    row = {
-        "position": 1,
-        "stream_id": "s",
-        "version": 1,
-        "type": "ScheduleDeleted",
-        "schema_version": 1,
-        "body": "{}",
-        "recorded_at_ms": 1,
-    }
     with (
         pytest.raises(ConcurrencyConflict),
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        bulk_insert(connection, events, [row, {**row, "position": 2}])
-    job = {
-        "job_id": "j",
-        "kind": "k",
-        "queue": "q",
-        "payload": "{}",
-        "state": "pending",
-        "unique_key": None,
-        "created_at_ms": 1,
-        "updated_at_ms": 1,
-        "periodic_schedule_id": None,
-        "periodic_tick_ms": None,
-    }
+        bulk_insert(
+            connection, events, [{**EVENT_ROW, "position": 1}, {**EVENT_ROW, "position": 2}]
+        )
     with (
         pytest.raises(ConstraintViolation),
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        bulk_insert(connection, LIVE.jobs, [job])
+        bulk_insert(connection, LIVE.jobs, [JOB_ROW])
         bulk_update(connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}])
 
 
