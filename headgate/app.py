@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Sequence
@@ -23,8 +24,9 @@ import structlog
 
 from headgate.clock import Clock, SystemClock
 from headgate.commands import Commands, validate_definition
+from headgate.domain.admission import require_kind, require_payload
 from headgate.domain.events import JsonValue
-from headgate.domain.ids import fingerprint
+from headgate.domain.ids import fingerprint_of_text
 from headgate.errors import NotFound
 from headgate.logs import default_to_stderr
 from headgate.model import (
@@ -230,7 +232,7 @@ class Headgate:
     @staticmethod
     def fingerprint(kind: str, payload: JsonValue = None) -> str:
         """The quarantine fingerprint of a job's kind and payload."""
-        return fingerprint(kind, payload)
+        return fingerprint_of_text(require_kind(kind), require_payload(payload, sys.maxsize))
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
         self._commands.quarantine(fingerprint_value, note)

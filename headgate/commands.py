@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 from headgate.domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_NOTE_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_UNIQUE_KEY_LENGTH,
     AdmissionLimits,
     require_bool,
     require_kind,
     require_name,
+    require_note,
     require_optional_key,
     require_payload,
     require_policy,
@@ -36,7 +38,7 @@ from headgate.domain.events import (
     canonical_json,
 )
 from headgate.domain.ids import fingerprint, manual_job_id, new_job_id
-from headgate.domain.spec import InvalidSpec, parse_spec
+from headgate.domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate.domain.streams import (
     job_stream,
     manual_run_stream,
@@ -199,6 +201,7 @@ class Commands:
             origin.schedule_id if origin else None,
             origin.tick_ms if origin else None,
         )
+        # Checked before the write lock too: a bad request must not queue behind writers.
         require_payload(payload, self._limits.max_payload_bytes)
         with self._store.write() as transaction:
             self._admit(transaction, job)
@@ -227,9 +230,10 @@ class Commands:
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
         stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
+        checked_note = require_note(note, MAX_NOTE_LENGTH)
         with self._store.write() as transaction:
             version = transaction.stream_versions([stream])[stream]
-            event = FingerprintQuarantined(fingerprint_value, note[:255])
+            event = FingerprintQuarantined(fingerprint_value, checked_note)
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
 
     def release(self, fingerprint_value: str) -> None:
@@ -244,7 +248,14 @@ class Commands:
             )
 
     def _admit(self, transaction: WriteTransaction, job: JobEnqueued) -> None:
-        """The admission gate for jobs created outside the scheduler."""
+        """The admission gate for jobs created outside the scheduler.
+
+        Validation comes first, for every job: an Enqueue now of a schedule
+        stored before the limits were lowered must meet today's limits, as its
+        automatic ticks do.
+        """
+        require_kind(job.kind)
+        require_payload(job.payload, self._limits.max_payload_bytes)
         connection = transaction.connection
         if job.unique_key is not None:
             holder = read_model.live_jobs_by_unique_key(connection, [job.unique_key]).get(
@@ -302,9 +313,10 @@ def _origin(value: object) -> PeriodicOrigin | None:
         raise ValidationError("periodic_origin", "must be {schedule_id, tick_ms} or null")
     if schedule_id is None or tick_ms is None:
         raise ValidationError("periodic_origin", "needs both schedule_id and tick_ms, or neither")
-    if isinstance(tick_ms, bool) or not isinstance(tick_ms, int) or tick_ms < 0:
+    in_range = isinstance(tick_ms, int) and 0 <= tick_ms <= MAX_INSTANT_MS
+    if isinstance(tick_ms, bool) or not in_range:
         raise ValidationError(
-            "periodic_origin.tick_ms", "must be a non-negative integer of epoch ms"
+            "periodic_origin.tick_ms", f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}"
         )
     return PeriodicOrigin(require_name("periodic_origin.schedule_id", schedule_id), tick_ms)
 

@@ -16,11 +16,23 @@ def default_to_stderr() -> None:
     """If the host has not configured structlog, send its lines to stderr, not stdout.
 
     structlog's out-of-the-box default prints to stdout, which would mix
-    Headgate's log lines into a host program's output. A host that configures
-    structlog itself (before or after) is not affected.
+    Headgate's log lines into a host program's output. Its tracebacks also
+    show every frame's local variables when `rich` is installed, and those
+    hold job payloads: ours are plain. A host that configures structlog
+    itself (before or after) is not affected.
     """
     if not structlog.is_configured():
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+        structlog.configure(
+            processors=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.StackInfoRenderer(),
+                structlog.dev.set_exc_info,
+                structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+                structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback),
+            ],
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
 
 
 def configure_logging(level: int = logging.INFO, json_lines: bool | None = None) -> None:

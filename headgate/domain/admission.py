@@ -20,6 +20,7 @@ MAX_ID_LENGTH: Final = 128
 MAX_UNIQUE_KEY_LENGTH: Final = 200
 MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_BACKFILL_LIMIT: Final = 1000
+MAX_NOTE_LENGTH: Final = 255
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 64 * 1024
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
 
@@ -69,6 +70,9 @@ def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
             f"must be plain JSON (objects, arrays, strings, finite numbers, booleans, null): "
             f"{error}",
         ) from None
+    except RecursionError:
+        raise ValidationError("payload", "is nested too deeply to store as JSON") from None
+    _require_string_keys(value)
     try:
         size = len(text.encode())
     except UnicodeEncodeError:
@@ -76,6 +80,34 @@ def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     if size > max_bytes:
         raise ValidationError("payload", f"is {size} bytes as JSON; the limit is {max_bytes}")
     return text
+
+
+def _require_string_keys(value: JsonValue) -> None:
+    """JSON object keys are strings; json.dumps would quietly turn 1 into "1"
+    (and None into "null"), storing a payload the caller never sent."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    raise ValidationError(
+                        "payload", f"object keys must be strings, got {type(key).__name__} {key!r}"
+                    )
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+
+
+def require_note(value: object, max_length: int) -> str:
+    """Free text for operators (a quarantine note): printable, possibly empty."""
+    if not isinstance(value, str):
+        raise ValidationError("note", f"must be a string, got {type(value).__name__}")
+    if len(value) > max_length:
+        raise ValidationError("note", f"must be at most {max_length} characters, got {len(value)}")
+    if not value.isprintable():  # also rejects lone surrogates, which no store can hold
+        raise ValidationError("note", "must not contain control characters")
+    return value
 
 
 def require_policy(on_missed: object, backfill_limit: object) -> tuple[MissedRunPolicy, int]:

@@ -14,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 
 from headgate.app import Headgate
 from headgate.domain.describe import describe, missed_run_label
-from headgate.domain.spec import InvalidSpec, parse_spec
+from headgate.domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate.errors import NotFound
 from headgate.model import Schedule
 from headgate.web.auth import COOKIE, token_matches
@@ -31,6 +31,8 @@ def _hg(request: Request) -> Headgate:
 def format_ms(ms: int | None, zone: str = "UTC") -> str:
     if ms is None:
         return "—"
+    if not 0 <= ms <= MAX_INSTANT_MS:  # only a job stored before the API enforced the range
+        return f"{ms} (epoch ms, beyond the calendar)"
     moment = datetime.fromtimestamp(ms / 1000, UTC).astimezone(ZoneInfo(zone))
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
@@ -117,7 +119,7 @@ async def login(request: Request) -> Response:
     expected = request.app.state.api_token
     try:
         offered = (await request.json()).get("token")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         offered = None
     if expected is None or not token_matches(
         expected, offered if isinstance(offered, str) else None

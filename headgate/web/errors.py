@@ -36,7 +36,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 def error(
     status: int, message: str, headers: dict[str, str] | None = None, **extra: object
 ) -> JSONResponse:
-    return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+    return JSONResponse({"error": printable(message), **extra}, status_code=status, headers=headers)
+
+
+def printable(message: str) -> str:
+    """`message` as valid UTF-8: a rejected value quoted in it may hold lone
+    surrogates (JSON allows escaping them), which no response can encode."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from headgate import FakeClock, Headgate, NotFound, RuntimeConfig, ValidationError
+from headgate.domain.admission import AdmissionLimits
 from headgate.domain.ids import tick_job_id
 from headgate.errors import AdmissionRejected, DuplicateJob
 from headgate.store.event_store import NO_STREAM, StreamAppend
@@ -18,6 +19,13 @@ from headgate.store.schema import events
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
+
+
+def _nested(depth: int) -> list[object]:
+    payload: list[object] = []
+    for _ in range(depth):
+        payload = [payload]
+    return payload
 
 
 def _event_count(hg: Headgate) -> int:
@@ -58,6 +66,8 @@ class TestPutSchedule:
             ({"backfill_limit": 0}, "backfill_limit: must be between 1 and 1000, got 0"),
             ({"queue": "has space"}, "queue: may contain only letters"),
             ({"payload": {"x": float("nan")}}, "payload: must be plain JSON"),
+            ({"payload": {1: "one"}}, "payload: object keys must be strings, got int 1"),
+            ({"payload": _nested(100_000)}, "payload: is nested too deeply"),
             ({"paused": "yes"}, "paused: must be true or false, got 'yes'"),
         ],
     )
@@ -165,6 +175,22 @@ class TestRunNow:
         with pytest.raises(ValidationError, match="Idempotency-Key"):
             hg.run_now("s", "")
 
+    def test_it_meets_todays_payload_limit(
+        self, make_headgate: Callable[..., Headgate], clock: FakeClock
+    ) -> None:
+        """A schedule stored under a larger limit: its automatic ticks fail
+        invalid_request, and Enqueue now is refused the same way."""
+        make_headgate().put_schedule("s", spec="@every:60000", kind="k", payload="x" * 2000)
+        strict = make_headgate(RuntimeConfig(limits=AdmissionLimits(max_payload_bytes=1024)))
+        before = _event_count(strict)
+        with pytest.raises(ValidationError, match="payload: is 2002 bytes as JSON; the limit is"):
+            strict.run_now("s", "k1")
+        assert _event_count(strict) == before
+        clock.advance(MINUTE)
+        fire(strict)
+        (attempt,) = strict.enqueue_events("s").events
+        assert (attempt.outcome, attempt.reason) == ("failed", "invalid_request")
+
 
 class TestOrdinaryJobs:
     def test_an_ordinary_job_has_no_origin(self, hg: Headgate) -> None:
@@ -178,6 +204,12 @@ class TestOrdinaryJobs:
             hg.enqueue("k", periodic_origin={"schedule_id": "s"})
         job = hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 5})
         assert job.periodic_origin == ("s", 5)
+
+    def test_origin_tick_must_be_a_calendar_instant(self, hg: Headgate) -> None:
+        with pytest.raises(ValidationError, match=r"periodic_origin\.tick_ms: must be an integer"):
+            hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 2**62})
+        with pytest.raises(ValidationError, match=r"periodic_origin\.tick_ms"):
+            hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 10**30})
 
     def test_a_held_unique_key_is_a_duplicate(self, hg: Headgate) -> None:
         first = hg.enqueue("k", unique_key="u")

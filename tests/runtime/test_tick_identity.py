@@ -12,7 +12,7 @@ from headgate.domain.admission import AdmissionLimits
 from headgate.domain.events import JobEnqueued, JobState, ScheduleDefined
 from headgate.domain.ids import tick_job_id, tick_unique_key
 from headgate.domain.streams import job_stream, schedule_stream
-from headgate.errors import LeaseLost, NotFound, StoreError
+from headgate.errors import LeaseLost, NotFound, StoreError, ValidationError
 from headgate.runtime.tick_batch import TickProcessor
 from headgate.store import event_store as event_store_module
 from headgate.store.event_store import NO_STREAM, Fence
@@ -98,6 +98,32 @@ def test_quarantine_skips_and_advances(hg: Headgate, clock: FakeClock) -> None:
     clock.advance(MINUTE)
     fire(hg)
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
+
+
+@pytest.mark.parametrize(
+    ("note", "message"),
+    [
+        (None, "note: must be a string, got NoneType"),
+        ("n" * 256, "note: must be at most 255 characters, got 256"),
+        ("a\x00b", "note: must not contain control characters"),
+        ("\ud800", "note: must not contain control characters"),
+    ],
+)
+def test_a_bad_quarantine_note_is_refused_and_nothing_quarantined(
+    hg: Headgate, note: object, message: str
+) -> None:
+    fingerprint = hg.fingerprint("poison", None)
+    with pytest.raises(ValidationError, match=message):
+        hg.quarantine(fingerprint, note)  # type: ignore[arg-type]
+    with pytest.raises(NotFound, match="never quarantined"):
+        hg.release(fingerprint)
+
+
+def test_fingerprints_take_only_what_a_job_could_hold(hg: Headgate) -> None:
+    with pytest.raises(ValidationError, match="payload: must be plain JSON"):
+        hg.fingerprint("k", float("nan"))
+    with pytest.raises(ValidationError, match="kind: must be 1-128 characters"):
+        hg.fingerprint("", None)
 
 
 def test_backpressure_fails_and_retries_with_capped_backoff(

@@ -10,6 +10,7 @@ from headgate.web import create_app
 from tests.web.conftest import START_MS
 
 MINUTE = 60_000
+JSON = {"Content-Type": "application/json"}
 NIGHTLY = {
     "kind": "report.build",
     "spec": "CRON_TZ=America/New_York 0 9 * * *",
@@ -261,6 +262,20 @@ class TestBadInput:
             {"error": "body: is not valid JSON"},
         )
 
+    @pytest.mark.parametrize("spec", ["@\\ud800", "CRON_TZ=\\ud800 0 9 * * *"])
+    def test_a_lone_surrogate_in_the_spec_is_422(self, client: TestClient, spec: str) -> None:
+        """JSON may escape a lone surrogate; quoting it back must not break the reply."""
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        before = _snapshot(client)
+        response = client.put(
+            "/api/v1/periodic/nightly",
+            content=f'{{"kind": "k", "spec": "{spec}"}}'.encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 422
+        assert response.json()["error"].startswith("spec: ")
+        assert _snapshot(client) == before
+
     def test_non_json_content_type_is_415(self, client: TestClient) -> None:
         response = client.put(
             "/api/v1/periodic/nightly", content=b"kind=k", headers={"Content-Type": "text/plain"}
@@ -302,6 +317,8 @@ class TestAuth:
                 == 200
             )
             assert client.post("/login", json={"token": "wrong"}).status_code == 401
+            nested = b"[" * 100_000
+            assert client.post("/login", content=nested, headers=JSON).status_code == 401
             assert client.post("/login", json={"token": "s3cret"}).status_code == 200
             assert client.get("/").status_code == 200  # the cookie now carries the token
 
