@@ -19,11 +19,17 @@ function newKey() {
 
 const enqueueButton = document.getElementById("enqueue-now");
 if (enqueueButton) {
-  // One idempotency key per intended click; the button stays disabled while a
-  // request is in flight, so a double-click sends one request and makes one job.
+  // Clicks less than REPEAT_MS apart are one intent and share an idempotency
+  // key, so a double-click makes one job however fast the first request
+  // returns; the button is also disabled while a request is in flight.
+  const REPEAT_MS = 2000;
   let key = newKey();
+  let lastClick = -Infinity;
   enqueueButton.addEventListener("click", async () => {
     if (enqueueButton.disabled) return;
+    const now = performance.now();
+    if (now - lastClick > REPEAT_MS) key = newKey();
+    lastClick = now;
     enqueueButton.disabled = true;
     const result = document.getElementById("action-result");
     const id = enqueueButton.dataset.schedule;
@@ -32,7 +38,6 @@ if (enqueueButton) {
       if (response.ok) {
         const verb = response.data.replayed ? "Already enqueued" : "Enqueued";
         result.innerHTML = `${verb} job <a id="manual-job" href="${base}/jobs/${response.data.id}">${response.data.id}</a>.`;
-        key = newKey();
       } else {
         result.textContent = "Not enqueued: " + (response.data ? response.data.error : response.status);
       }
