@@ -340,7 +340,7 @@ class TickProcessor:
         for hook in self._hooks:
             try:
                 hook.before_enqueue(planned.context)
-            except Exception:
+            except BaseException:  # the host's code: even SystemExit only fails this attempt
                 log.warning(
                     "enqueue hook failed",
                     schedule_id=planned.context.schedule.id,
@@ -512,7 +512,7 @@ class TickProcessor:
         for hook in self._hooks:
             try:
                 hook.after_enqueue(context, result)
-            except Exception:
+            except BaseException:  # the host's code: even SystemExit must not stop the actors
                 log.warning(
                     "after-enqueue hook failed; ignored",
                     schedule_id=context.schedule.id,

@@ -256,6 +256,29 @@ def test_a_raising_hook_fails_the_attempt_and_a_retry_succeeds(
     assert hook.before[1].attempt == 2
 
 
+def test_a_hook_raising_system_exit_only_fails_its_attempt(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    """Hooks are the host's code: not even SystemExit from one may stop the actors."""
+
+    class Exiting(EnqueueHook):
+        def before_enqueue(self, context: TickContext) -> None:
+            raise SystemExit(3)
+
+        def after_enqueue(self, context, result) -> None:  # type: ignore[no-untyped-def]
+            raise SystemExit(4)
+
+    hg = make_headgate(hooks=[Exiting()])
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    clock.advance(MINUTE)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("failed", "hook_error")
+    clock.advance(1_000)
+    fire(hg)  # the runtime still runs, and retries
+    assert hg.running
+    assert [e.outcome for e in hg.enqueue_events("s").events] == ["failed", "failed"]
+
+
 def test_a_hook_cannot_change_what_is_stored(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
