@@ -6,6 +6,8 @@
 
 Every process of a service may do this against the same store (forked web
 workers included): the `scheduler` lease makes exactly one of them fire ticks.
+A child forked from a process holding a Headgate, started or not, gets it
+stopped and with fresh connections (a fork waits for a write in flight).
 After stop() the object still reads and writes the store and can start again;
 close() releases the database connections.
 """
@@ -28,6 +30,7 @@ from headgate.domain.admission import require_kind, require_payload
 from headgate.domain.events import JsonValue
 from headgate.domain.ids import fingerprint_of_text
 from headgate.errors import NotFound
+from headgate.forksafe import renew_in_forked_children
 from headgate.logs import default_to_stderr
 from headgate.model import (
     EnqueueEvent,
@@ -70,7 +73,7 @@ class Headgate:
         self._hooks = list(hooks)
         self._scheduler: Any = None
         self._lifecycle = threading.Lock()
-        self._pid = os.getpid()
+        renew_in_forked_children(self)
 
     # lifecycle -----------------------------------------------------------
 
@@ -90,10 +93,6 @@ class Headgate:
         with self._lifecycle:
             if self._scheduler is not None:
                 return self
-            if os.getpid() != self._pid:
-                # Started after a fork: never share the parent's connections.
-                self.store.forget_connections()
-                self._pid = os.getpid()
             claimant = Claimant(
                 holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
                 host=socket.gethostname(),
@@ -111,6 +110,12 @@ class Headgate:
             )
             log.info("runtime started", holder=claimant.holder)
         return self
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has none of the parent's actor threads: it is not running
+        (start() starts its own actors, which then compete for the lease)."""
+        self._scheduler = None
+        self._lifecycle = threading.Lock()
 
     def stop(self) -> None:
         """Stop the actors and release the lease; the store stays usable."""

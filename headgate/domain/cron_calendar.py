@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from croniter import croniter
 
 from headgate.domain.cron_fields import ParsedField
+from headgate.forksafe import renew_in_forked_children
 
 # A restricted day-of-month AND a weekday can be rare: 29 February on a Monday
 # recurs only every 28 years, and across a skipped leap year (2100) more rarely.
@@ -23,7 +24,7 @@ class CronCalendar:
     """next/previous matching wall second for six parsed fields
     (second, minute, hour, day-of-month, month, day-of-week)."""
 
-    __slots__ = ("_iterator", "_lock")
+    __slots__ = ("__weakref__", "_iterator", "_lock")
 
     def __init__(self, fields: Sequence[ParsedField]) -> None:
         expression = " ".join(_croniter_fields(fields))
@@ -33,6 +34,10 @@ class CronCalendar:
             second_at_beginning=True,
             max_years_between_matches=_MAX_YEARS_BETWEEN_MATCHES,
         )
+        self._lock = threading.Lock()
+        renew_in_forked_children(self)
+
+    def after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
 
     def next_after(self, wall_s: int) -> int:

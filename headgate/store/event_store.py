@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from headgate.clock import Clock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
 from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
+from headgate.forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate.store.bulk import bulk_insert
 from headgate.store.engine import (
     BUSY_TIMEOUT_S,
@@ -268,16 +269,26 @@ class EventStore:
         # one can write at a time anyway, and SQLite's busy handler would make
         # the losers sleep in coarse steps.
         self._write_lock = threading.Lock()
+        renew_in_forked_children(self)
+        quiesce_for_forks(self)
         migrate(self.engine, clock.now_ms())
 
     def close(self) -> None:
         self.engine.dispose()
         self._write_engine.dispose()
 
-    def forget_connections(self) -> None:
-        """After a fork: never use the parent's connections (they stay open for it)."""
+    def before_fork(self) -> None:
+        self._write_lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self._write_lock.release()
+
+    def after_fork_in_child(self) -> None:
+        """Never use the parent's connections (they stay open for it); the write
+        lock, held for the fork, is the child's own and free."""
         self.engine.dispose(close=False)
         self._write_engine.dispose(close=False)
+        self._write_lock = threading.Lock()
 
     @property
     def is_postgresql(self) -> bool:
