@@ -21,13 +21,13 @@ import uvicorn
 from headgate.app import Headgate
 from headgate.clock import SystemClock
 from headgate.domain.events import encode
-from headgate.domain.spec import InvalidSpec, parse_spec
+from headgate.domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate.errors import HeadgateError
 from headgate.logs import configure_logging
 from headgate.progress import Progress
 from headgate.store.engine import parse_store_url
 from headgate.store.event_store import EventStore
-from headgate.store.maintenance import rebuild, replay, verify
+from headgate.store.maintenance import DEFAULT_BATCH, MAX_BATCH, rebuild, replay, verify
 from headgate.web import create_app
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -38,6 +38,10 @@ DEMO_SPECS = (
     "CRON_TZ=Australia/Lord_Howe 15 2 * * *",
     "*/20 30 9 * * MON-FRI",
 )
+MAX_TICKS = 1000
+MAX_SHOWN = 10_000
+MAX_POSITION = 2**63 - 1
+"""Log positions are BIGINT."""
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -76,13 +80,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_db(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=8080, help="listen port (8080)")
+    serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
     serve.set_defaults(handler=_serve)
 
     ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
     ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
-    ticks.add_argument("--count", type=_positive_int, default=3, help="ticks per spec (default 3)")
-    ticks.add_argument("--after-ms", type=_non_negative_int, default=None, help="start, epoch ms")
+    ticks.add_argument(
+        "--count", type=_int_in(1, MAX_TICKS), default=3, help="ticks per spec (default 3)"
+    )
+    ticks.add_argument(
+        "--after-ms", type=_int_in(0, MAX_INSTANT_MS), default=None, help="start, epoch ms"
+    )
     ticks.set_defaults(handler=_print_ticks)
 
     projections = commands.add_parser("projections", help="projection maintenance")
@@ -99,7 +107,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild into scratch tables and report rows that differ from the live ones",
     )
-    rebuild_parser.add_argument("--batch-size", type=_positive_int, default=5000)
+    rebuild_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
     rebuild_parser.set_defaults(handler=_rebuild)
 
     events = commands.add_parser("events", help="inspect and replay the event log")
@@ -109,14 +117,16 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_db(replay_parser)
     replay_parser.add_argument("--to", metavar="URL", help="a fresh database to replay into")
-    replay_parser.add_argument("--until", type=_non_negative_int, metavar="POSITION")
-    replay_parser.add_argument("--batch-size", type=_positive_int, default=5000)
+    replay_parser.add_argument("--until", type=_int_in(0, MAX_POSITION), metavar="POSITION")
+    replay_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
     replay_parser.set_defaults(handler=_replay)
     show = event_commands.add_parser("show", help="print events")
     _add_db(show)
     show.add_argument("--stream", metavar="ID", help="only this stream")
-    show.add_argument("--limit", type=_positive_int, default=50, help="at most N events (50)")
-    show.add_argument("--after", type=_non_negative_int, default=0, metavar="POSITION")
+    show.add_argument(
+        "--limit", type=_int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
+    )
+    show.add_argument("--after", type=_int_in(0, MAX_POSITION), default=0, metavar="POSITION")
     show.set_defaults(handler=_show)
     return parser
 
@@ -130,25 +140,16 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _port(text: str) -> int:
-    value = _integer(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
-    return value
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`."""
 
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}-{high}, got {value}")
+        return value
 
-def _positive_int(text: str) -> int:
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return parse
 
 
 def _integer(text: str) -> int:
@@ -196,7 +197,12 @@ def _print_ticks(args: argparse.Namespace) -> int:
         zone = ZoneInfo(spec.zone_name)
         tick = after
         for _ in range(args.count):
-            tick = spec.next_tick_ms(tick)
+            try:
+                tick = spec.next_tick_ms(tick)
+            except InvalidSpec as error:
+                print(f"error: {error}", file=sys.stderr)
+                status = EXIT_ERROR
+                break
             moment = datetime.fromtimestamp(tick / 1000, UTC)
             local = moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
             print(f"  {tick}  {moment:%Y-%m-%d %H:%M:%S} UTC  ({local})")

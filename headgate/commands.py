@@ -120,7 +120,7 @@ class Commands:
             if live and current is not None and current.spec == definition.spec:
                 next_run = current.next_run_ms
             else:
-                next_run = parse_spec(definition.spec).next_tick_ms(transaction.now_ms)
+                next_run = _first_tick_after(definition.spec, transaction.now_ms)
             event = ScheduleDefined(
                 schedule_id=definition.schedule_id,
                 spec=definition.spec,
@@ -287,6 +287,13 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
         and row.backfill_limit == definition.backfill_limit
         and row.paused == definition.paused
     )
+
+
+def _first_tick_after(spec: str, now_ms: int) -> int:
+    try:
+        return parse_spec(spec).next_tick_ms(now_ms)
+    except InvalidSpec as error:  # no tick left before the calendar ends
+        raise ValidationError("spec", str(error)) from None
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:

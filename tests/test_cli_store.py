@@ -69,10 +69,33 @@ def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[s
             ["events", "show", "--db", "postgresql://postgres@127.0.0.1:1/x"],
             "error: migrating the schema: store unavailable: connection failed",
         ),
-        (["events", "show", "--db", "redis://localhost"], "error: --db: 'redis' is not supported"),
+        (
+            ["events", "show", "--db", "redis://localhost"],
+            "error: store URL: 'redis' is not supported",
+        ),
+        (
+            ["events", "show", "--db", "postgresql+asyncpg://postgres@127.0.0.1/x"],
+            "error: store URL: driver 'asyncpg' is not supported; use postgresql:// (psycopg 3)",
+        ),
+        (
+            ["events", "show", "--db", "postgresql://u@[::1/db"],
+            "error: store URL: 'postgresql://u@[::1/db' is not a database URL",
+        ),
+        (
+            ["events", "show", "--db", "{db}?timeout=abc"],
+            "error: store URL: SQLite takes no options here (timeout)",
+        ),
         (
             ["events", "show", "--limit", "0"],
-            "error: headgate events show: argument --limit: must be at least 1, got 0",
+            "error: headgate events show: argument --limit: must be 1-10000, got 0",
+        ),
+        (
+            ["projections", "rebuild", "--batch-size", "99999999999999999999999", "--db", "{db}"],
+            "error: headgate projections rebuild: argument --batch-size: must be 1-100000, got",
+        ),
+        (
+            ["ticks", "0 0 29 2 *", "--after-ms", "253402300799999", "--count", "2"],
+            "error: no tick of '0 0 29 2 *' after",
         ),
         (
             ["events", "replay", "--until", "x"],

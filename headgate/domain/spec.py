@@ -81,7 +81,9 @@ class EverySpec(ScheduleSpec):
 
     def next_tick_ms(self, after_ms: int) -> int:
         _check_instant("after_ms", after_ms)
-        return (after_ms // self.interval_ms + 1) * self.interval_ms
+        return _within_calendar(
+            self, after_ms, (after_ms // self.interval_ms + 1) * self.interval_ms
+        )
 
     def due_ticks(self, next_run_ms: int, now_ms: int, limit: int) -> list[int]:
         _check_window(next_run_ms, now_ms, limit)
@@ -118,7 +120,13 @@ class CronSpec(ScheduleSpec):
 
     def next_tick_ms(self, after_ms: int) -> int:
         _check_instant("after_ms", after_ms)
-        after_s = after_ms // 1000
+        try:
+            tick_ms: int | None = self._next_tick_s(after_ms // 1000) * 1000
+        except (OverflowError, ValueError):  # croniter, past the year 9999
+            tick_ms = None
+        return _within_calendar(self, after_ms, tick_ms)
+
+    def _next_tick_s(self, after_s: int) -> int:
         wall = self._clock.repeated_window_end(after_s)
         wall = self._clock.to_wall(after_s) if wall is None else wall - 1
         while True:
@@ -127,7 +135,7 @@ class CronSpec(ScheduleSpec):
             if instant is None:
                 wall = self._clock.gap_bounds(wall)[1] - 1
             elif instant > after_s:
-                return instant * 1000
+                return instant
 
     def due_ticks(self, next_run_ms: int, now_ms: int, limit: int) -> list[int]:
         _check_window(next_run_ms, now_ms, limit)
@@ -146,6 +154,12 @@ class CronSpec(ScheduleSpec):
             ticks.append(instant * 1000)
         ticks.reverse()
         return ticks
+
+
+def _within_calendar(spec: ScheduleSpec, after_ms: int, tick_ms: int | None) -> int:
+    if tick_ms is None or tick_ms > MAX_INSTANT_MS:
+        raise InvalidSpec(f"no tick of {spec.text!r} after {after_ms} before the year 10000")
+    return tick_ms
 
 
 def _check_instant(name: str, value: int) -> None:

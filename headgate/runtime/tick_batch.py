@@ -23,6 +23,7 @@ a `failed` record with a stable reason and a backoff.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import threading
@@ -86,6 +87,8 @@ class PlannedTick:
     context: TickContext
     failure: Reason | None = None
     """Set when the tick already failed before the gate (hook or validation)."""
+    next_run_ms: int | None = None
+    """The schedule's next tick once this one is done (None if it failed planning)."""
 
 
 @dataclass
@@ -287,14 +290,22 @@ class TickProcessor:
         plan = SchedulePlan(row, spec, planned_at_ms=now_ms)
         policy = MissedRunPolicy(row.on_missed)
         ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)[:budget]
+        # Computed before any hook runs: a tick past the calendar's end fails the plan.
+        following = [spec.next_tick_ms(tick_ms) for tick_ms in ticks]
         invalid = self._invalid_request(row)
         # Parsed apart from the hooks' snapshot: a hook mutating its copy must not
         # reach the stored job.
         payload = json.loads(row.payload)
-        for index, tick_ms in enumerate(ticks):
+        for index, (tick_ms, next_run_ms) in enumerate(zip(ticks, following, strict=True)):
             attempt = row.failures + 1 if index == 0 else 1
             planned = self._tick(
-                row, snapshot, payload=payload, tick_ms=tick_ms, attempt=attempt, failure=invalid
+                row,
+                snapshot,
+                payload=payload,
+                tick_ms=tick_ms,
+                attempt=attempt,
+                failure=invalid,
+                next_run_ms=next_run_ms,
             )
             if planned.failure is None:
                 planned = self._run_before_hooks(planned)
@@ -312,6 +323,7 @@ class TickProcessor:
         tick_ms: int,
         attempt: int,
         failure: Reason | None,
+        next_run_ms: int | None = None,
     ) -> PlannedTick:
         job_id = tick_job_id(row.schedule_id, tick_ms)
         job = JobEnqueued(
@@ -324,7 +336,9 @@ class TickProcessor:
             tick_ms,
         )
         context = TickContext(snapshot, tick_ms, job_id, attempt)
-        return PlannedTick(job, fingerprint_of_text(row.kind, row.payload), context, failure)
+        return PlannedTick(
+            job, fingerprint_of_text(row.kind, row.payload), context, failure, next_run_ms
+        )
 
     def _invalid_request(self, row: ScheduleRow) -> Reason | None:
         """The gate's validation, re-checked at fire time: limits may have changed."""
@@ -348,9 +362,7 @@ class TickProcessor:
                     hook=type(hook).__name__,
                     exc_info=True,
                 )
-                return PlannedTick(
-                    planned.job, planned.fingerprint, planned.context, Reason.HOOK_ERROR
-                )
+                return dataclasses.replace(planned, failure=Reason.HOOK_ERROR)
         return planned
 
     def _commit_isolating_failures(
@@ -444,12 +456,10 @@ class TickProcessor:
             if not decision.advances:
                 units.append(([StreamAppend(stream, version, (attempt,))], record))
                 break
-            assert plan.spec is not None
+            assert tick.next_run_ms is not None
             if decision.outcome is Outcome.ENQUEUED:
                 last_enqueued = tick.context.tick_ms
-            advance = NextRunAdvanced(
-                plan.schedule_id, plan.spec.next_tick_ms(tick.context.tick_ms), last_enqueued
-            )
+            advance = NextRunAdvanced(plan.schedule_id, tick.next_run_ms, last_enqueued)
             appends = [StreamAppend(stream, version, (attempt, advance))]
             if decision.append_job:
                 appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))

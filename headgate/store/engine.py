@@ -38,20 +38,35 @@ def parse_store_url(url: str) -> URL:
     """Validate a store URL; plain `postgresql://` means the psycopg 3 driver."""
     try:
         parsed = make_url(url)
-    except sa_exc.ArgumentError:
-        raise ValueError(f"--db: {url!r} is not a database URL") from None
+    except (sa_exc.ArgumentError, ValueError):
+        raise ValueError(f"store URL: {url!r} is not a database URL") from None
     backend = parsed.get_backend_name()
     if backend == "postgresql":
-        if "+" not in parsed.drivername:
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        return parsed
+        if parsed.drivername not in ("postgresql", "postgresql+psycopg"):
+            raise ValueError(
+                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
+                "use postgresql:// (psycopg 3)"
+            )
+        return parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
+        if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
+            raise ValueError(
+                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
+                "use sqlite:///path.db"
+            )
         if not parsed.database or parsed.database == ":memory:":
             raise ValueError(
-                "--db: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+                "store URL: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+            )
+        if parsed.query:
+            raise ValueError(
+                f"store URL: SQLite takes no options here ({', '.join(parsed.query)}); "
+                "Headgate sets its own"
             )
         return parsed
-    raise ValueError(f"--db: {backend!r} is not supported; use sqlite:///path.db or postgresql://")
+    raise ValueError(
+        f"store URL: {backend!r} is not supported; use sqlite:///path.db or postgresql://"
+    )
 
 
 def create_store_engine(

@@ -35,6 +35,8 @@ from headgate.store.schema import (
 from projections import ALL_PROJECTIONS, AnyProjection
 
 DEFAULT_BATCH: Final = 5000
+MAX_BATCH: Final = 100_000
+"""A batch is read into memory and written in one transaction."""
 VERIFY_PREFIX: Final = "verify_"
 REPLAY_PREFIX: Final = "replay_"
 ProgressCallback = Callable[[str, int, int], None]
@@ -67,6 +69,7 @@ def rebuild(
     on_progress: ProgressCallback | None = None,
 ) -> RebuildReport:
     chosen = select_projections(names)
+    require_batch_size(batch_size)  # before the live tables are emptied
     report = RebuildReport()
     with store.write(while_rebuilding=True) as transaction:
         states = _checkpoints(transaction.connection)
@@ -102,6 +105,13 @@ def rebuild(
         if on_progress is not None:
             on_progress("rebuild", reached, head)
     return report
+
+
+def require_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise ValueError(f"--batch-size: must be a whole number, got {batch_size!r}")
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise ValueError(f"--batch-size: must be 1-{MAX_BATCH}, got {batch_size}")
 
 
 def _checkpoints(connection: Connection) -> dict[str, tuple[int, bool]]:
@@ -211,6 +221,7 @@ def verify(
     on_progress: ProgressCallback | None = None,
 ) -> VerifyReport:
     chosen = select_projections(names)
+    require_batch_size(batch_size)
     report = VerifyReport()
     with scratch_tables(store.engine, VERIFY_PREFIX) as scratch:
         counts: Counter[str] = Counter()
@@ -280,6 +291,7 @@ def replay(
     on_progress: ProgressCallback | None = None,
 ) -> ReplayReport:
     """Fold the log (up to `until`) into fresh projections elsewhere; they are kept."""
+    require_batch_size(batch_size)
     if until is not None and until < 0:
         raise ValueError(f"--until: must be a position >= 0, got {until}")
     head = store.head()

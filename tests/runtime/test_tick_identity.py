@@ -11,6 +11,7 @@ from headgate import EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContex
 from headgate.domain.admission import AdmissionLimits
 from headgate.domain.events import JobEnqueued, JobState, ScheduleDefined
 from headgate.domain.ids import tick_job_id, tick_unique_key
+from headgate.domain.spec import MAX_INSTANT_MS
 from headgate.domain.streams import job_stream, schedule_stream
 from headgate.errors import LeaseLost, NotFound, StoreError, ValidationError
 from headgate.runtime.tick_batch import TickProcessor
@@ -369,3 +370,19 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
     rebuild(hg.store)
     assert hg.run_pending()
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
+
+
+def test_the_end_of_the_calendar_is_a_clear_failure(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    """Year 9999: a schedule with no tick left records invalid_spec; a new one is refused."""
+    last_minute = MAX_INSTANT_MS // MINUTE * MINUTE
+    clock.set(last_minute - MINUTE)
+    hg = make_headgate()
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    assert hg.get_schedule("s").next_run_ms == last_minute
+    clock.set(last_minute)
+    fire(hg)
+    assert _latest(hg, "s")[:2] == ("failed", "invalid_spec")
+    with pytest.raises(ValidationError, match="spec: no tick of '@every:60000' after"):
+        hg.put_schedule("t", spec="@every:60000", kind="k")

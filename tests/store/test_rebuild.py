@@ -172,6 +172,20 @@ def test_rebuild_of_one_projection_leaves_the_others(store: EventStore) -> None:
         rebuild(store, ["nope"])
 
 
+@pytest.mark.parametrize("batch_size", [0, 10**23])
+def test_a_bad_batch_size_is_refused_before_anything_is_emptied(
+    store: EventStore, batch_size: int
+) -> None:
+    _busy_store(store, schedules=2, ticks=2)
+    live = snapshot(store.engine)
+    for command in (rebuild, verify, replay):
+        with pytest.raises(ValueError, match=f"--batch-size: must be 1-100000, got {batch_size}"):
+            command(store, batch_size=batch_size)  # type: ignore[operator]
+    assert snapshot(store.engine) == live
+    with store.write():  # nothing left half rebuilt: writes go on
+        pass
+
+
 def test_replay_until_a_position_shows_the_past(
     store: EventStore, store_url: str, tmp_path: Any, request: Any
 ) -> None:

@@ -63,5 +63,5 @@ def test_serve_rejects_a_bad_port_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == "error: headgate serve: argument --port: must be a port number 0-65535, got 99999"
+        == "error: headgate serve: argument --port: must be 0-65535, got 99999"
     )
