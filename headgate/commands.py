@@ -117,8 +117,8 @@ class Commands:
             live = current is not None and not current.deleted
             if live and current is not None and _same(current, definition):
                 return current, False
-            if live and current is not None and current.spec == definition.spec:
-                next_run = current.next_run_ms
+            if live and current is not None and _fires_like(current.spec, definition.spec):
+                next_run = current.next_run_ms  # the same ticks, perhaps respelled: same phase
             else:
                 next_run = _first_tick_after(definition.spec, transaction.now_ms)
             event = ScheduleDefined(
@@ -287,6 +287,13 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
         and row.backfill_limit == definition.backfill_limit
         and row.paused == definition.paused
     )
+
+
+def _fires_like(stored: str, requested: str) -> bool:
+    try:
+        return parse_spec(stored).fires_like(parse_spec(requested))
+    except InvalidSpec:  # a stored spec this version rejects: the new one replaces it
+        return False
 
 
 def _first_tick_after(spec: str, now_ms: int) -> int:

@@ -61,6 +61,11 @@ class ScheduleSpec(ABC):
     def due_ticks(self, next_run_ms: int, now_ms: int, limit: int) -> list[int]:
         """The newest `limit` ticks in [next_run_ms, now_ms], oldest first."""
 
+    def fires_like(self, other: ScheduleSpec) -> bool:
+        """Whether `other` ticks at exactly the same instants, however it is spelled
+        (`1-5` and `MON-FRI`, `00` and `0`, `UTC` and `Etc/UTC`). False when in doubt."""
+        return self == other
+
     def __str__(self) -> str:
         return self.text
 
@@ -114,6 +119,15 @@ class CronSpec(ScheduleSpec):
 
     def __hash__(self) -> int:
         return hash(self.text)
+
+    def fires_like(self, other: ScheduleSpec) -> bool:
+        return isinstance(other, CronSpec) and self._meaning == other._meaning
+
+    @property
+    def _meaning(self) -> tuple[object, ...]:
+        # `restricted` is part of it: it decides the day-of-month/day-of-week rule.
+        fields = tuple((field.values, field.restricted) for field in self.fields)
+        return (self.zone_name, fields)
 
     def __repr__(self) -> str:
         return f"CronSpec({self.text!r})"
@@ -201,6 +215,12 @@ def _parse_text(spec: str) -> ScheduleSpec:
     return _parse_cron(spec, zone, body)
 
 
+_UTC_NAMES: Final = frozenset(
+    ("UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu")
+)
+"""The tz database's names for UTC itself (links to Etc/UTC), all read as plain UTC."""
+
+
 def _split_zone(spec: str) -> tuple[ZoneInfo | None, str]:
     match = _TZ_PREFIX.match(spec)
     if match is None:
@@ -216,7 +236,7 @@ def _split_zone(spec: str) -> tuple[ZoneInfo | None, str]:
 
 
 def _load_zone(name: str, spec: str) -> ZoneInfo | None:
-    if name == "UTC":
+    if name in _UTC_NAMES:
         return None
     try:
         return ZoneInfo(name)

@@ -47,6 +47,29 @@ class TestPutSchedule:
         changed = hg.put_schedule("s", spec="*/15 * * * *", kind="k")
         assert changed.next_run_ms == START_MS + 30 * MINUTE
 
+    @pytest.mark.parametrize(
+        "respelled",
+        ["0 9 * * MON-FRI", "00 09 * * 1-5", "0 0 9 * * 1-5", "CRON_TZ=Etc/UTC 0 9 * * 1-5"],
+    )
+    def test_a_respelled_spec_keeps_its_phase(
+        self, hg: Headgate, clock: FakeClock, respelled: str
+    ) -> None:
+        """A deploy re-putting the same schedule, spelled differently, must not lose the
+        run missed while the scheduler was down (2024-01-01 is a Monday)."""
+        first = hg.put_schedule("s", spec="0 9 * * 1-5", kind="k", on_missed="run_once")
+        clock.set(first.next_run_ms + 5 * MINUTE)
+        again = hg.put_schedule("s", spec=respelled, kind="k", on_missed="run_once")
+        assert again.next_run_ms == first.next_run_ms
+        fire(hg)
+        assert jobs_for(hg, "s") == [first.next_run_ms]
+
+    def test_a_different_day_rule_is_a_change(self, hg: Headgate, clock: FakeClock) -> None:
+        """`* * 1 * 1-5` ORs the day fields; `* * 1 * *` does not: not the same ticks."""
+        first = hg.put_schedule("s", spec="0 9 1 * *", kind="k")
+        clock.set(first.next_run_ms + 5 * MINUTE)
+        again = hg.put_schedule("s", spec="0 9 1 * 0-6", kind="k")
+        assert again.next_run_ms > clock.now_ms()
+
     def test_an_identical_put_writes_nothing(self, hg: Headgate) -> None:
         hg.put_schedule("s", spec="0 9 * * *", kind="k", payload={"a": [1]})
         before = _event_count(hg)
