@@ -1,7 +1,7 @@
 """Headgate: durable periodic jobs for Python services."""
 
 from headgate.app import Headgate
-from headgate.clock import Clock, FakeClock, SystemClock
+from headgate.clock import Clock, FakeClock, StoreClock, SystemClock
 from headgate.domain.spec import (
     CronSpec,
     EverySpec,
@@ -60,6 +60,7 @@ __all__ = [
     "Schedule",
     "ScheduleSpec",
     "SchedulesPage",
+    "StoreClock",
     "StoreError",
     "StoreUnavailable",
     "SystemClock",

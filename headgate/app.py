@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from headgate.clock import Clock, SystemClock
+from headgate.clock import Clock, StoreClock
 from headgate.commands import Commands, validate_definition
 from headgate.domain.admission import require_kind, require_payload
 from headgate.domain.events import JsonValue
@@ -64,7 +64,8 @@ class Headgate:
         hooks: Sequence[EnqueueHook] = (),
     ) -> None:
         default_to_stderr()
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        # By default, time is the store's: hosts sharing PostgreSQL agree on it.
+        self.clock: Clock = clock if clock is not None else StoreClock()
         self.config = config if config is not None else RuntimeConfig()
         self.store = EventStore(url, self.clock)
         self._reads = ReadModel(self.store.engine)

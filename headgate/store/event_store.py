@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.engine import Connection
 
-from headgate.clock import Clock
+from headgate.clock import Clock, StoreClock
 from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
 from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
 from headgate.forksafe import quiesce_for_forks, renew_in_forked_children
@@ -248,6 +248,9 @@ def decode_row(row: object) -> RecordedEvent:
     )
 
 
+_SERVER_NOW_MS: Final = text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+
+
 class EventStore:
     """The event log and its live projections in one SQL database."""
 
@@ -272,6 +275,8 @@ class EventStore:
         renew_in_forked_children(self)
         quiesce_for_forks(self)
         migrate(self.engine, clock.now_ms())
+        with translated_errors("reading the store's clock"), self.engine.connect() as connection:
+            self.synchronise_clock(connection)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -293,6 +298,11 @@ class EventStore:
     @property
     def is_postgresql(self) -> bool:
         return is_postgresql(self.engine)
+
+    def synchronise_clock(self, connection: Connection) -> None:
+        """Measure a StoreClock against PostgreSQL's clock (any other clock is left alone)."""
+        if isinstance(self.clock, StoreClock) and self.is_postgresql:
+            self.clock.measure(lambda: int(connection.execute(_SERVER_NOW_MS).scalar_one()))
 
     @contextlib.contextmanager
     def operational_write(self, where: str) -> Iterator[Connection]:

@@ -55,6 +55,7 @@ class LeaseStore:
         Returns the lease when `claimant` holds it afterwards, else None.
         """
         with self._store.operational_write(f"claiming lease {name!r}") as connection:
+            self._store.synchronise_clock(connection)
             now = self._clock.now_ms()
             row = self._locked_row(connection, name)
             if row is None:

@@ -1,0 +1,67 @@
+"""Store time: hosts sharing PostgreSQL agree on one clock, the database server's."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from headgate import Headgate, RuntimeConfig, StoreClock, SystemClock
+
+SKEW_MS = 3_000
+CONFIG = RuntimeConfig(lease_ttl_ms=1_500)
+
+
+class SkewedClock(SystemClock):
+    """A host whose clock runs `skew_ms` ahead of true time."""
+
+    def __init__(self, skew_ms: int) -> None:
+        self.skew_ms = skew_ms
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self.skew_ms
+
+    def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
+        remaining = deadline_ms - self.now_ms()
+        if remaining > 0:
+            interrupt.wait(remaining / 1000)
+
+
+@pytest.fixture
+def postgres_url(store_url: str) -> str:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("one SQLite store is one host: its clock is the store's")
+    return store_url
+
+
+def test_a_skewed_host_reads_the_servers_time(postgres_url: str) -> None:
+    clock = StoreClock(SkewedClock(SKEW_MS))
+    hg = Headgate(postgres_url, clock=clock, config=CONFIG)
+    try:
+        assert abs(clock.offset_ms + SKEW_MS) < 500
+        assert abs(clock.now_ms() - SystemClock().now_ms()) < 500
+    finally:
+        hg.close()
+
+
+def test_a_host_whose_clock_runs_ahead_cannot_take_a_live_lease(postgres_url: str) -> None:
+    holder = Headgate(postgres_url, config=CONFIG)
+    ahead = Headgate(postgres_url, clock=StoreClock(SkewedClock(SKEW_MS)), config=CONFIG)
+    try:
+        holder.start()
+        deadline = time.monotonic() + 10
+        while holder.lease_status() is None:
+            assert time.monotonic() < deadline, "the first runtime never took the lease"
+            time.sleep(0.02)
+        first = holder.lease_status()
+        assert first is not None
+        ahead.start()
+        time.sleep(2 * CONFIG.lease_ttl_ms / 1000)
+        now = holder.lease_status()
+        assert now is not None and (now.holder, now.term) == (first.holder, first.term), (
+            "the host with a fast clock took the lease from a live holder"
+        )
+    finally:
+        ahead.close()
+        holder.close()
