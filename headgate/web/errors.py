@@ -25,6 +25,8 @@ from headgate.errors import (
 )
 
 MAX_BODY_BYTES: Final = 1024 * 1024
+_FASTAPI_UNPARSABLE_BODY: Final = "There was an error parsing the body"
+"""FastAPI's 400 when its JSON decoder fails with something other than a syntax error."""
 log = structlog.get_logger("headgate.web")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -76,7 +78,10 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(sorted(_allowed_methods(request)))
-        return error(exc.status_code, str(exc.detail), headers=headers)
+        detail = str(exc.detail)
+        if detail == _FASTAPI_UNPARSABLE_BODY:
+            detail = "body: could not be read as JSON (nested too deeply, or a number too long)"
+        return error(exc.status_code, detail, headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:

@@ -276,6 +276,14 @@ class TestBadInput:
         assert response.json()["error"].startswith("spec: ")
         assert _snapshot(client) == before
 
+    @pytest.mark.parametrize("body", [b"[" * 5_000 + b"]" * 5_000, b'{"n": ' + b"9" * 5_000 + b"}"])
+    def test_json_too_deep_or_too_long_is_400_naming_the_body(
+        self, client: TestClient, body: bytes
+    ) -> None:
+        response = client.put("/api/v1/periodic/nightly", content=body, headers=JSON)
+        assert response.status_code == 400
+        assert response.json()["error"].startswith("body: could not be read as JSON")
+
     def test_non_json_content_type_is_415(self, client: TestClient) -> None:
         response = client.put(
             "/api/v1/periodic/nightly", content=b"kind=k", headers={"Content-Type": "text/plain"}
