@@ -15,7 +15,7 @@ from fastapi.templating import Jinja2Templates
 from headgate.app import Headgate
 from headgate.domain.describe import describe, missed_run_label
 from headgate.domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
-from headgate.errors import NotFound
+from headgate.errors import NotFound, ValidationError
 from headgate.model import Schedule
 from headgate.web.auth import COOKIE, token_matches
 
@@ -63,7 +63,10 @@ def _page(request: Request, template: str, status: int = 200, **context: Any) ->
 @router.get("/")
 def index(request: Request, cursor: Annotated[str | None, Query()] = None) -> HTMLResponse:
     hg = _hg(request)
-    page = hg.list_schedules(50, cursor)
+    try:
+        page = hg.list_schedules(50, cursor)
+    except ValidationError as error:
+        return _page(request, "problem.html", 422, message=str(error))
     return _page(
         request,
         "index.html",
@@ -87,7 +90,10 @@ def schedule_page(
         schedule = hg.get_schedule(schedule_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
-    events = hg.enqueue_events(schedule_id, 30, cursor)
+    try:
+        events = hg.enqueue_events(schedule_id, 30, cursor)
+    except ValidationError as error:
+        return _page(request, "problem.html", 422, message=str(error))
     return _page(request, "schedule.html", row=_row(schedule), events=events)
 
 

@@ -376,3 +376,12 @@ def test_writes_during_a_rebuild_are_503(client: TestClient, hg: Headgate) -> No
         connection.execute(update(projection_checkpoints).values(rebuilding=True))
     response = client.put("/api/v1/periodic/nightly", json=NIGHTLY)
     assert response.status_code == 503
+
+
+@pytest.mark.parametrize("path", ["/", "/schedules/nightly"])
+def test_console_pages_explain_a_bad_cursor_in_html(client: TestClient, path: str) -> None:
+    client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+    response = client.get(path, params={"cursor": "garbage"})
+    assert response.status_code == 422
+    assert response.headers["content-type"].startswith("text/html")
+    assert "cursor" in response.text and "Bad request" in response.text
