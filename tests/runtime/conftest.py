@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from sqlalchemy import select
 
 from headgate import FakeClock, Headgate, RuntimeConfig
+from headgate.store.schema import LIVE
 
 START_MS = 1_704_067_200_000  # 2024-01-01T00:00Z
 
@@ -45,6 +47,13 @@ def fire(hg: Headgate) -> None:
 
 
 def jobs_for(hg: Headgate, schedule_id: str) -> list[int]:
-    """Tick of every job created for the schedule, from its automatic history (oldest first)."""
-    events = hg.enqueue_events(schedule_id, limit=100).events
-    return sorted(e.tick_ms for e in events if e.outcome == "enqueued")
+    """Tick of every job the scheduler created for the schedule (oldest first), from the
+    jobs themselves: an audit record saying `enqueued` is not proof of a job."""
+    jobs = LIVE.jobs
+    query = (
+        select(jobs.c.periodic_tick_ms)
+        .where(jobs.c.periodic_schedule_id == schedule_id)
+        .order_by(jobs.c.periodic_tick_ms)
+    )
+    with hg.store.engine.connect() as connection:
+        return [int(tick) for (tick,) in connection.execute(query)]

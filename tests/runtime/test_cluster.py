@@ -3,14 +3,18 @@ failover after SIGKILL, a SIGSTOPped holder fenced out, and every tick fired onc
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
@@ -19,12 +23,14 @@ from headgate.store.engine import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
 CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS)
-TAKEOVER_LIMIT_S = (TTL_MS + CONFIG.renew_every_ms) / 1000 + 1.5  # TTL + one renewal + slack
+TAKEOVER_LIMIT_S = (TTL_MS + CONFIG.renew_every_ms) / 1000 + 0.5  # TTL + one renewal + slack
 INTERVAL_MS = 200
 CHILD = textwrap.dedent(
     """
     import signal, sys, time
     from headgate import Headgate, RuntimeConfig
+    from headgate.logs import configure_logging
+    configure_logging(json_lines=True)
     hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2])))
     def stop(*_):
         hg.close()
@@ -36,6 +42,15 @@ CHILD = textwrap.dedent(
         time.sleep(0.5)
     """
 )
+
+
+def _log(output: Path) -> list[dict[str, Any]]:
+    lines = output.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def _at(entry: dict[str, Any]) -> float:
+    return datetime.fromisoformat(entry["timestamp"]).timestamp()
 
 
 def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
@@ -98,6 +113,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
             )
             assert third != first
             time.sleep(1.0)
+            resumed_at = time.time()
             os.kill(second, signal.SIGCONT)  # wakes believing it still leads
             time.sleep(2.0)
             assert holder_pid() == third, "the resumed process did not take the lease back"
@@ -122,9 +138,28 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
         assert len(ticks) >= 20
         expected = list(range(ticks[0], ticks[-1] + INTERVAL_MS, INTERVAL_MS))
         assert ticks == expected, "every tick from first to last has exactly one job"
+        records = Counter(
+            e.event.tick_ms  # type: ignore[attr-defined]
+            for e in observer.store.read_all(0, 1_000_000)
+            if e.type == "EnqueueAttempted" and e.event.outcome == "enqueued"  # type: ignore[attr-defined]
+        )
+        assert sorted(records) == ticks and set(records.values()) == {1}, (
+            "each tick has exactly one audit record"
+        )
+        logs = {pid: _log(output) for pid, (_, output) in children.items()}
+        fired = [e for entries in logs.values() for e in entries if e["event"] == "enqueue attempt"]
+        assert len(fired) >= 20, "the runtimes' JSON logs show their ticks"
+        for pid, entries in logs.items():
+            if not any(e["event"].startswith("lease acquired") for e in entries):
+                assert not [e for e in entries if e["event"] == "enqueue attempt"], (
+                    f"process {pid} never held the lease, yet fired ticks"
+                )
         if observer.store.is_postgresql:
-            stale_log = children[stale][1].read_text()
-            assert "lease lost" in stale_log or "no longer held" in stale_log
+            after_resume = [
+                e for e in logs[stale] if e["event"] == "enqueue attempt" and _at(e) > resumed_at
+            ]
+            assert not after_resume, "the resumed holder wrote under its stale term"
+            assert any(e["event"].startswith(("lease lost", "no longer held")) for e in logs[stale])
     finally:
         for child, _ in children.values():
             if child.poll() is None:

@@ -17,6 +17,7 @@ from headgate.errors import LeaseLost, NotFound, StoreError, ValidationError
 from headgate.runtime.tick_batch import TickProcessor
 from headgate.store import event_store as event_store_module
 from headgate.store.event_store import NO_STREAM, Fence
+from headgate.store.leases import Claimant, LeaseStore
 from headgate.store.read_model import ReadModel
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
@@ -314,17 +315,27 @@ def test_finished_jobs_free_the_unique_key(hg: Headgate) -> None:
     assert again.id != job.id
 
 
-def test_fenced_writes_under_a_stale_term_are_refused(hg: Headgate, clock: FakeClock) -> None:
+@pytest.mark.parametrize("taken_over", [True, False])
+def test_fenced_writes_under_a_stale_term_are_refused(
+    hg: Headgate, clock: FakeClock, taken_over: bool
+) -> None:
+    """A holder paused past its expiry wakes and tries to write a batch it had read:
+    refused whether another process took the lease over or nobody did yet."""
+    leases = LeaseStore(hg.store)
+    paused = leases.acquire("scheduler", Claimant("paused", "host-a", 1), ttl_ms=MINUTE)
+    assert paused is not None
     hg.put_schedule("s", spec="@every:60000", kind="k")
-    row = ReadModel(hg.store.engine).schedule("s")
-    assert row is not None
     clock.advance(MINUTE)
-    fire(hg)  # takes the lease at term 1
-    status = hg.lease_status()
-    assert status is not None
+    row = ReadModel(hg.store.engine).schedule("s")  # current: only the fence can refuse it
+    assert row is not None
+    clock.advance(1)  # past the paused holder's expiry
+    if taken_over:
+        other = leases.acquire("scheduler", Claimant("other", "host-b", 2), ttl_ms=MINUTE)
+        assert other is not None and other.term == paused.term + 1
     with pytest.raises(LeaseLost):
-        TickProcessor(hg.store, clock).fire([row], Fence("scheduler", status.term + 1))
-    assert jobs_for(hg, "s") == [TICK]
+        TickProcessor(hg.store, clock).fire([row], Fence("scheduler", paused.term))
+    assert jobs_for(hg, "s") == []
+    assert hg.enqueue_events("s").events == []
 
 
 def test_a_schedule_that_cannot_be_planned_fails_alone(hg: Headgate, clock: FakeClock) -> None:
