@@ -26,9 +26,8 @@ from tests.runtime.conftest import START_MS
 HOUR = 3_600_000
 CHILD = textwrap.dedent(
     """
-    import os, signal, sys
+    import contextlib, os, signal, sys
     from headgate import FakeClock, Headgate, RuntimeConfig
-    from headgate.runtime import tick_batch
     from headgate.store import event_store, projector
 
     url, point, now = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -52,8 +51,24 @@ CHILD = textwrap.dedent(
             original_append(self, units)
             die()
         event_store.WriteTransaction.append_units = append_then_die
-    elif point == "after_commit":          # durable, before the runtime hears back
-        tick_batch.TickProcessor._after = die
+    elif point == "after_commit":          # the first transaction recording ticks committed
+        recorded_ticks = []
+        original_append = event_store.WriteTransaction.append_units
+        def append_noting_ticks(self, units):
+            recorded_ticks.extend(
+                e for unit in units for a in unit for e in a.events
+                if type(e).__name__ == "EnqueueAttempted"
+            )
+            return original_append(self, units)
+        event_store.WriteTransaction.append_units = append_noting_ticks
+        original_write = event_store.EventStore.write
+        @contextlib.contextmanager
+        def write_then_die(self, *args, **kwargs):
+            with original_write(self, *args, **kwargs) as transaction:
+                yield transaction
+            if recorded_ticks:
+                die()
+        event_store.EventStore.write = write_then_die
     elif point == "held_for_instant":      # next instant's batch written, waiting to commit
         event_store.wait_for_instant = die
     clock = FakeClock(now)
@@ -90,6 +105,28 @@ def _run_child_until_killed(store_url: str, point: str, *args: int) -> None:
     )
     assert child.returncode == -9, child.stdout + child.stderr
     assert "survived" not in child.stdout
+
+
+def _durable(store_url: str) -> dict[str, object]:
+    """What the store holds, read without starting a runtime."""
+    hg = Headgate(store_url, clock=FakeClock(START_MS))
+    try:
+        types = Counter(e.type for e in hg.store.read_all(0, 100_000))
+        with hg.store.engine.connect() as connection:
+            jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+        return {
+            "jobs": jobs,
+            "records": types["EnqueueAttempted"],
+            "advances": types["NextRunAdvanced"],
+            "next_run": [hg.get_schedule(s).next_run_ms for s in ("every-hour", "backfill")],
+        }
+    finally:
+        hg.close()
+
+
+NOTHING_FIRED = {"jobs": 0, "records": 0, "advances": 0, "next_run": [START_MS + HOUR] * 2}
+CATCH_UP_DONE = {"jobs": 4, "records": 4, "advances": 4, "next_run": [START_MS + 4 * HOUR] * 2}
+"""The first batch, all or nothing: every-hour's latest tick and backfill's three."""
 
 
 def _assert_each_tick_once(
@@ -131,6 +168,7 @@ def test_killed_while_firing_then_restarted(store_url: str, point: str) -> None:
     _define_schedules(store_url)
     now = START_MS + 3 * HOUR + 5_000  # three ticks missed
     _run_child_until_killed(store_url, point, now)
+    assert _durable(store_url) == (CATCH_UP_DONE if point == "after_commit" else NOTHING_FIRED)
     _assert_each_tick_once(
         store_url,
         now,
@@ -145,6 +183,7 @@ def test_killed_while_holding_a_batch_for_its_instant_then_restarted(store_url: 
     instant = START_MS + 4 * HOUR
     now = instant - 300  # three ticks missed, the fourth 300 ms away: prepared ahead
     _run_child_until_killed(store_url, "held_for_instant", now, instant)
+    assert _durable(store_url) == CATCH_UP_DONE, "the held batch left nothing"
     _assert_each_tick_once(
         store_url,
         now,
