@@ -13,6 +13,9 @@ commit: the last to finish planning writes every shard's ticks in one
 transaction fenced by the term (the store serialises writers anyway, so one
 transaction per sweep loses nothing and saves a commit per shard), committing
 at the instant the ticks are due.
+
+A Compactor actor compacts the log once per interval, when the holder asks,
+on its own thread and in small transactions, so ticks and renewals go on.
 """
 
 from __future__ import annotations
@@ -131,6 +134,39 @@ class ScheduleShard(pykka.ThreadingActor):
             _reply(message, BatchDone(progressed, lost, postponed))
 
 
+@dataclass(frozen=True)
+class Compact:
+    """Compact the log now (the lease holder asks, once per compaction interval)."""
+
+
+class Compactor(pykka.ThreadingActor):
+    """Compaction on its own thread: a run takes seconds on a busy log, and the
+    scheduler must keep renewing its lease and firing ticks meanwhile (each
+    compaction transaction is small, so ticks interleave with it)."""
+
+    def __init__(self, store: EventStore, busy: threading.Event, cancel: threading.Event) -> None:
+        super().__init__()
+        self._store = store
+        self._busy = busy
+        self._cancel = cancel
+
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, Compact):
+            return
+        try:
+            report = compact(self._store, cancel=self._cancel)
+            log.info(
+                "log compacted",
+                streams=report.streams_examined,
+                events_deleted=report.events_deleted,
+                jobs_removed=report.jobs_removed,
+            )
+        except Exception:
+            log.warning("compaction failed; it runs again at the next interval", exc_info=True)
+        finally:
+            self._busy.clear()
+
+
 def _reply(message: TickDue, done: BatchDone) -> None:
     # The scheduler may have stopped while the batch ran; then nobody is waiting.
     with contextlib.suppress(pykka.ActorDeadError):
@@ -160,6 +196,9 @@ class SchedulerActor(pykka.ThreadingActor):
         self._progressed = False
         self._waiters: list[RunPending] = []
         self._last_compaction_ms: int | None = None
+        self._compactor: Any = None
+        self._compacting = threading.Event()
+        self._stop_compacting = threading.Event()
         self._not_ahead_of_ms = 0
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._postponed = False
@@ -168,14 +207,16 @@ class SchedulerActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
+        self._compactor = Compactor.start(self._store, self._compacting, self._stop_compacting)
         self._ticker.start()
         self._cycle()
 
     def on_stop(self) -> None:
         self._ticker.stop()
         self._processor.cancel()
-        for shard in self._shards:
-            shard.stop(block=True)
+        self._stop_compacting.set()
+        for actor in [*self._shards, self._compactor]:
+            actor.stop(block=True)
         if self._lease is not None:
             try:
                 self._leases.release(SCHEDULER_LEASE, self._claimant.holder, self._lease.term)
@@ -298,13 +339,9 @@ class SchedulerActor(pykka.ThreadingActor):
         if now - self._last_compaction_ms < self._config.compaction_interval_ms:
             return
         self._last_compaction_ms = now
-        report = compact(self._store)
-        log.info(
-            "log compacted",
-            streams=report.streams_examined,
-            events_deleted=report.events_deleted,
-            jobs_removed=report.jobs_removed,
-        )
+        if not self._compacting.is_set():  # a run still going is not queued twice
+            self._compacting.set()
+            self._compactor.tell(Compact())
 
     def _notify_waiters(self, *, fired: bool) -> None:
         waiters, self._waiters = self._waiters, []

@@ -1,4 +1,4 @@
-"""Compaction: keep what each stream needs, delete the rest, in one transaction.
+"""Compaction: keep what each stream needs, delete the rest.
 
 What survives, per stream family:
 * schedules: the latest event of each type (the latest ScheduleDefined is a
@@ -12,21 +12,27 @@ Because compaction deletes projection rows in the same transaction as the
 events they came from, a rebuild from the compacted log reproduces the live
 projections exactly. Only streams written since the last compaction are
 examined, so a run costs what was written since, not the size of the log.
+
+The work is split into small transactions (a few dozen streams, a few
+hundred jobs), so other writers, the scheduler's ticks above all, never wait
+for more than one of them. The examined position moves only when a run
+completes; a run cut short (a crash, a stop) is simply done again.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import and_, delete, func, or_, select, text, update
+from sqlalchemy import Select, and_, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
 from headgate.domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
 from headgate.store.engine import translated_errors
 from headgate.store.event_store import EventStore
 from headgate.store.projector import CHUNK
-from headgate.store.schema import LIVE, compaction_state, events, log_head
+from headgate.store.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
 
 DAY_MS: Final = 86_400_000
 ATTEMPT_TYPE: Final = "EnqueueAttempted"
@@ -54,16 +60,43 @@ class CompactionReport:
     jobs_removed: int
 
 
-def compact(store: EventStore, policy: CompactionPolicy | None = None) -> CompactionReport:
+STREAMS_PER_TRANSACTION: Final = 50
+JOBS_PER_TRANSACTION: Final = 500
+
+
+def compact(
+    store: EventStore,
+    policy: CompactionPolicy | None = None,
+    cancel: threading.Event | None = None,
+) -> CompactionReport:
+    """One compaction run; with `cancel` set it stops between transactions."""
     policy = policy or CompactionPolicy()
+    stopped = cancel or threading.Event()
     with store.write() as transaction:
-        connection, now = transaction.connection, transaction.now_ms
+        connection = transaction.connection
         since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
-        touched = _streams_written_since(connection, since)
-        deleted = _trim_streams(connection, touched, policy)
-        jobs_removed, job_events = _remove_finished_jobs(connection, now, policy)
-        deleted += job_events + _expire_manual_keys(connection, now, policy)
-        connection.execute(update(compaction_state).values(position=transaction.head))
+        until = transaction.head
+        touched = _streams_written_between(connection, since, until)
+    deleted = jobs_removed = 0
+    for start in range(0, len(touched), STREAMS_PER_TRANSACTION):
+        if stopped.is_set():
+            return CompactionReport(len(touched), deleted, jobs_removed)
+        with store.write() as transaction:
+            chunk = touched[start : start + STREAMS_PER_TRANSACTION]
+            deleted += _trim_streams(transaction.connection, chunk, policy)
+    while not stopped.is_set():
+        with store.write() as transaction:
+            removed, job_events = _remove_finished_jobs(
+                transaction.connection, transaction.now_ms, policy, JOBS_PER_TRANSACTION
+            )
+        jobs_removed, deleted = jobs_removed + removed, deleted + job_events
+        if removed < JOBS_PER_TRANSACTION:
+            break
+    if stopped.is_set():
+        return CompactionReport(len(touched), deleted, jobs_removed)
+    with store.write() as transaction:
+        deleted += _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
+        transaction.connection.execute(update(compaction_state).values(position=until))
     if store.is_postgresql:
         _vacuum(store)
     return CompactionReport(len(touched), deleted, jobs_removed)
@@ -85,11 +118,16 @@ def _vacuum(store: EventStore) -> None:
         connection.execute(text(f"VACUUM {names}"))
 
 
-def _streams_written_since(connection: Connection, position: int) -> list[str]:
+def _streams_written_between(connection: Connection, after: int, until: int) -> list[str]:
     query = (
         select(events.c.stream_id)
-        .where(events.c.position > position, ~events.c.type.in_((*JOB_TYPES, MANUAL_TYPE)))
+        .where(
+            events.c.position > after,
+            events.c.position <= until,
+            ~events.c.type.in_((*JOB_TYPES, MANUAL_TYPE)),
+        )
         .distinct()
+        .order_by(events.c.stream_id)
     )
     return [str(stream) for stream in connection.execute(query).scalars()]
 
@@ -127,26 +165,30 @@ def _trim_streams(connection: Connection, streams: list[str], policy: Compaction
 
 
 def _remove_finished_jobs(
-    connection: Connection, now_ms: int, policy: CompactionPolicy
+    connection: Connection, now_ms: int, policy: CompactionPolicy, limit: int
 ) -> tuple[int, int]:
+    """Remove up to `limit` jobs finished longer ago than the retention, with their streams."""
     jobs = LIVE.jobs
-    finished = list(
-        connection.execute(
-            select(jobs.c.job_id).where(
-                jobs.c.state != "pending",
-                jobs.c.updated_at_ms < now_ms - policy.finished_job_retention_ms,
-            )
-        ).scalars()
+    cutoff = now_ms - policy.finished_job_retention_ms
+    finished = list(connection.execute(finished_jobs_query(cutoff, limit)).scalars())
+    if not finished:
+        return 0, 0
+    streams = [job_stream(job_id) for job_id in finished]
+    event_count = connection.execute(delete(events).where(events.c.stream_id.in_(streams))).rowcount
+    connection.execute(delete(jobs).where(jobs.c.job_id.in_(finished)))
+    return len(finished), int(event_count)
+
+
+def finished_jobs_query(finished_before_ms: int, limit: int) -> Select[Any]:
+    jobs = LIVE.jobs
+    return (
+        select(jobs.c.job_id)
+        .where(
+            text(FINISHED_JOBS_WHERE),  # as the partial index is written, so it is used
+            jobs.c.updated_at_ms < finished_before_ms,
+        )
+        .limit(limit)
     )
-    event_count = 0
-    for start in range(0, len(finished), CHUNK):
-        chunk = finished[start : start + CHUNK]
-        streams = [job_stream(job_id) for job_id in chunk]
-        event_count += connection.execute(
-            delete(events).where(events.c.stream_id.in_(streams))
-        ).rowcount
-        connection.execute(delete(jobs).where(jobs.c.job_id.in_(chunk)))
-    return len(finished), event_count
 
 
 def _expire_manual_keys(connection: Connection, now_ms: int, policy: CompactionPolicy) -> int:

@@ -32,6 +32,8 @@ from sqlalchemy import (
 LOG = MetaData()
 
 DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
+FINISHED_JOBS_WHERE: Final = "state <> 'pending'"
+"""The partial index compaction finds expired jobs by: queries must say it in these words."""
 """The due read's partial index covers live, unpaused schedules only."""
 
 events = Table(
@@ -162,6 +164,12 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         postgresql_where=text("state = 'pending' AND unique_key IS NOT NULL"),
     )
     Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
+    Index(
+        f"ix_{prefix}jobs_finished",
+        jobs.c.updated_at_ms,
+        sqlite_where=text(FINISHED_JOBS_WHERE),
+        postgresql_where=text(FINISHED_JOBS_WHERE),
+    )
     enqueue_history = Table(
         f"{prefix}enqueue_history",
         metadata,

@@ -1,8 +1,9 @@
-"""The scheduler's reads stay bounded however many schedules there are.
+"""The scheduler's reads stay bounded however many schedules and jobs there are.
 
 The due read and the earliest-due read must be served by the partial due
-index, on both backends; a condition that does not match the index's predicate
-makes the database scan and sort every schedule on every sweep.
+index, and compaction's search for expired jobs by the finished-jobs index, on
+both backends; a condition that does not match an index's predicate makes the
+database scan every row on every sweep (or every compaction).
 """
 
 from __future__ import annotations
@@ -10,14 +11,23 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Select
 
+from headgate.store.compaction import finished_jobs_query
 from headgate.store.event_store import EventStore
 from headgate.store.read_model import due_query, earliest_due_query
 
 
 @pytest.mark.parametrize(
-    "query", [due_query(1_704_067_200_000, 500), earliest_due_query()], ids=["due", "earliest"]
+    ("query", "index"),
+    [
+        (due_query(1_704_067_200_000, 500), "ix_schedules_due_order"),
+        (earliest_due_query(), "ix_schedules_due_order"),
+        (finished_jobs_query(1_704_067_200_000, 500), "ix_jobs_finished"),
+    ],
+    ids=["due", "earliest", "finished-jobs"],
 )
-def test_the_due_reads_use_the_due_index(store: EventStore, query: Select[object]) -> None:
+def test_the_bounded_reads_use_their_index(
+    store: EventStore, query: Select[object], index: str
+) -> None:
     with store.engine.connect() as connection:
         compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
         if store.is_postgresql:
@@ -29,5 +39,5 @@ def test_the_due_reads_use_the_due_index(store: EventStore, query: Select[object
         else:
             plan = [row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}")]
     text = " ".join(plan)
-    assert "ix_schedules_due_order" in text, text
+    assert index in text, text
     assert "TEMP B-TREE" not in text and "Sort" not in text, text

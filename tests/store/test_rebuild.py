@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import pytest
@@ -21,10 +22,11 @@ from headgate.domain.events import (
     ScheduleDeleted,
 )
 from headgate.errors import ProjectionsRebuilding
+from headgate.store import compaction
 from headgate.store.compaction import CompactionPolicy, compact
 from headgate.store.event_store import ANY_VERSION, EventStore
 from headgate.store.maintenance import rebuild, replay, verify
-from headgate.store.schema import LIVE, events, projection_checkpoints
+from headgate.store.schema import LIVE, compaction_state, events, projection_checkpoints
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 from tests.store.snapshots import snapshot
@@ -250,6 +252,42 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
     assert verify(store).ok
     rebuild(store)
     assert snapshot(store.engine) == after
+
+
+def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each transaction takes a few streams or jobs, so ticks can interleave; a run
+    stopped part-way keeps what it did and leaves the rest to the next run."""
+    monkeypatch.setattr(compaction, "STREAMS_PER_TRANSACTION", 2)
+    monkeypatch.setattr(compaction, "JOBS_PER_TRANSACTION", 3)
+    _busy_store(store, schedules=5, ticks=3)
+    for n in range(5):
+        job_id = f"job-for-s{n}-60000"
+        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+    store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+    stop = threading.Event()
+    trim = compaction._trim_streams
+
+    def trim_then_stop(*args: Any) -> int:
+        stop.set()  # as if the runtime stopped during the first transaction
+        return int(trim(*args))
+
+    monkeypatch.setattr(compaction, "_trim_streams", trim_then_stop)
+    partial = compact(store, cancel=stop)
+    assert partial.events_deleted == 4  # two streams' older advances, one transaction
+    assert _compacted_up_to(store) == 0 and verify(store).ok
+    monkeypatch.setattr(compaction, "_trim_streams", trim)
+    report = compact(store)
+    assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
+    assert _compacted_up_to(store) == store.head() and verify(store).ok
+    advances = [e for e in store.read_all(0, 10_000) if e.type == "NextRunAdvanced"]
+    assert len(advances) == 5
+
+
+def _compacted_up_to(store: EventStore) -> int:
+    with store.engine.connect() as connection:
+        return int(connection.execute(select(compaction_state.c.position)).scalar_one())
 
 
 def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: EventStore) -> None:

@@ -178,11 +178,22 @@ def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
                 "WHERE NOT paused AND NOT deleted"
             )
         )
-    assert migrate(engine, 0) == [4]
+    assert migrate(engine, 0, target=4) == [4]
     indexes = {ix["name"]: ix["column_names"] for ix in inspect(engine).get_indexes("schedules")}
     engine.dispose()
     assert "ix_schedules_due" not in indexes
     assert indexes["ix_schedules_due_order"] == ["due_at_ms", "schedule_id"]
+
+
+def test_upgrade_indexes_finished_jobs_for_compaction(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    assert migrate(engine, 0, target=4) == [1, 2, 3, 4]
+    with engine.begin() as connection:  # the jobs table as version 4 left it
+        connection.execute(text("DROP INDEX ix_jobs_finished"))
+    assert migrate(engine, 0) == [5]
+    indexes = {ix["name"]: ix["column_names"] for ix in inspect(engine).get_indexes("jobs")}
+    engine.dispose()
+    assert indexes["ix_jobs_finished"] == ["updated_at_ms"]
 
 
 def _shape(engine: Engine) -> dict[str, object]:
