@@ -29,41 +29,54 @@ class SystemClock:
 
 
 class StoreClock:
-    """Time as the store sees it: a local clock corrected by its measured offset
-    from the database server's clock.
+    """Time as the store sees it: the store's clock as last read, carried forward
+    on this host's monotonic clock.
 
     Hosts sharing a PostgreSQL store agree on one time this way, so a host
     whose own clock runs ahead cannot take a live holder's lease, nor fire
-    ticks early. The store measures the offset (`measure`) when it claims or
-    renews a lease; with SQLite, one host's store, it stays 0.
+    ticks early; and a step of this host's clock (an operator, NTP, a resumed
+    VM) changes nothing, since between readings only the monotonic clock
+    counts. The store reads its clock (`measure`) when it opens and at every
+    lease claim or renewal. A SQLite store is on this host: its clock is the
+    local one, read the same way, so a step there takes effect at the next
+    renewal rather than at once.
     """
 
     TOLERANCE_MS = 20
-    """Offsets closer than this to the current one are jitter, not drift: ignored,
+    """Readings within this of the running time are jitter, not drift: ignored,
     so store time does not wobble with every round trip."""
 
     def __init__(self, local: Clock | None = None) -> None:
         self._local = local if local is not None else SystemClock()
-        self._offset_ms = 0
+        self._anchor = (self._local.now_ms(), time.monotonic_ns())
+        """(store ms, monotonic ns) at the last reading, replaced as one value."""
 
     @property
     def offset_ms(self) -> int:
-        return self._offset_ms
+        """How far store time is from this host's own clock."""
+        return self.now_ms() - self._local.now_ms()
 
     def now_ms(self) -> int:
-        return self._local.now_ms() + self._offset_ms
+        anchor_ms, anchor_ns = self._anchor
+        return anchor_ms + (time.monotonic_ns() - anchor_ns) // 1_000_000
 
     def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
-        self._local.sleep_until(deadline_ms - self._offset_ms, interrupt)
+        remaining = deadline_ms - self.now_ms()
+        if remaining > 0:
+            interrupt.wait(remaining / 1000)
 
-    def measure(self, read_store_ms: Callable[[], int]) -> None:
-        """Read the store's clock and take the offset from the round trip's midpoint."""
-        before = self._local.now_ms()
-        store_ms = read_store_ms()
-        after = self._local.now_ms()
-        offset = store_ms - (before + after) // 2
-        if abs(offset - self._offset_ms) > self.TOLERANCE_MS:
-            self._offset_ms = offset
+    def measure(self, read_store_ms: Callable[[], int] | None = None) -> None:
+        """Read the store's clock (None: the store is this host, its clock the local
+        one) and carry time on from the round trip's midpoint."""
+        read = read_store_ms if read_store_ms is not None else self._local.now_ms
+        before = time.monotonic_ns()
+        store_ms = read()
+        after = time.monotonic_ns()
+        midpoint = (before + after) // 2
+        anchor_ms, anchor_ns = self._anchor
+        running_ms = anchor_ms + (midpoint - anchor_ns) // 1_000_000
+        if abs(store_ms - running_ms) > self.TOLERANCE_MS:
+            self._anchor = (store_ms, midpoint)
 
 
 class FakeClock:

@@ -30,6 +30,18 @@ from headgate.errors import (
 BUSY_TIMEOUT_S: Final = 30.0
 IDLE_IN_TRANSACTION_MS: Final = 5_000
 """PostgreSQL ends a session idle this long inside a transaction (ours take milliseconds)."""
+POSTGRES_CONNECT_ARGS: Final = {
+    "connect_timeout": 5,
+    # A server or network that vanishes without closing the connection (a
+    # crashed host, a dropped route) must fail our calls within seconds, not
+    # after the kernel's ~15 minutes of retransmissions: keepalives probe an
+    # idle connection, tcp_user_timeout bounds unacknowledged sends.
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
 WRITE: Final = {"headgate_write": True}
 """Execution options marking a connection's transaction as a write."""
 
@@ -83,7 +95,7 @@ def create_store_engine(
         pool_size=10,
         max_overflow=10,
         pool_timeout=busy_timeout_s,
-        connect_args={"connect_timeout": 5},
+        connect_args=POSTGRES_CONNECT_ARGS,
     )
 
     @event.listens_for(engine, "connect")

@@ -300,9 +300,14 @@ class EventStore:
         return is_postgresql(self.engine)
 
     def synchronise_clock(self, connection: Connection) -> None:
-        """Measure a StoreClock against PostgreSQL's clock (any other clock is left alone)."""
-        if isinstance(self.clock, StoreClock) and self.is_postgresql:
+        """Read the store's clock into a StoreClock (any other clock is left alone):
+        PostgreSQL's server clock, or for SQLite this host's own."""
+        if not isinstance(self.clock, StoreClock):
+            return
+        if self.is_postgresql:
             self.clock.measure(lambda: int(connection.execute(_SERVER_NOW_MS).scalar_one()))
+        else:
+            self.clock.measure()
 
     @contextlib.contextmanager
     def operational_write(self, where: str) -> Iterator[Connection]:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from headgate import Headgate, RuntimeConfig, StoreClock, SystemClock
+from tests.runtime.conftest import jobs_for
 
 SKEW_MS = 3_000
 CONFIG = RuntimeConfig(lease_ttl_ms=1_500)
@@ -65,3 +66,31 @@ def test_a_host_whose_clock_runs_ahead_cannot_take_a_live_lease(postgres_url: st
     finally:
         ahead.close()
         holder.close()
+
+
+class SteppableClock(SystemClock):
+    """This host's clock, which an operator or NTP may step at any moment."""
+
+    def __init__(self) -> None:
+        self.step_ms = 0
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self.step_ms
+
+
+def test_a_step_of_the_hosts_clock_does_not_stop_the_scheduler(postgres_url: str) -> None:
+    local = SteppableClock()
+    hg = Headgate(postgres_url, clock=StoreClock(local), config=CONFIG)
+    try:
+        hg.put_schedule("pulse", spec="@every:200", kind="k")
+        hg.start()
+        time.sleep(1.0)
+        for step_ms in (20_000, -60_000):
+            local.step_ms += step_ms
+            fired_before = len(jobs_for(hg, "pulse"))
+            time.sleep(1.0)
+            fired = jobs_for(hg, "pulse")
+            assert len(fired) >= fired_before + 3, f"ticks stopped after a {step_ms} ms step"
+            assert abs(fired[-1] - SystemClock().now_ms()) < 1_000, "ticks follow the store's time"
+    finally:
+        hg.close()
