@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pykka
 import structlog
 
 from headgate.clock import Clock, StoreClock
@@ -29,7 +30,7 @@ from headgate.commands import Commands, validate_definition
 from headgate.domain.admission import require_kind, require_payload
 from headgate.domain.events import JsonValue
 from headgate.domain.ids import fingerprint_of_text
-from headgate.errors import NotFound
+from headgate.errors import NotFound, StoreUnavailable
 from headgate.forksafe import renew_in_forked_children
 from headgate.logs import default_to_stderr
 from headgate.model import (
@@ -51,6 +52,7 @@ from headgate.store.leases import Claimant, LeaseStore
 from headgate.store.read_model import ReadModel
 
 DEFAULT_URL = "sqlite:///headgate.db"
+STOP_TIMEOUT_S = 30.0
 log = structlog.get_logger("headgate")
 
 
@@ -73,6 +75,7 @@ class Headgate:
         self._leases = LeaseStore(self.store)
         self._hooks = list(hooks)
         self._scheduler: Any = None
+        self._processor: TickProcessor | None = None
         self._lifecycle = threading.Lock()
         renew_in_forked_children(self)
 
@@ -109,6 +112,7 @@ class Headgate:
             self._scheduler = SchedulerActor.start(
                 self.store, self.clock, self.config, processor, claimant
             )
+            self._processor = processor
             log.info("runtime started", holder=claimant.holder)
         return self
 
@@ -116,19 +120,39 @@ class Headgate:
         """A forked child has none of the parent's actor threads: it is not running
         (start() starts its own actors, which then compete for the lease)."""
         self._scheduler = None
+        self._processor = None
         self._lifecycle = threading.Lock()
 
-    def stop(self) -> None:
-        """Stop the actors and release the lease; the store stays usable."""
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the actors and release the lease; the store stays usable.
+
+        A batch waiting for its instant is abandoned at once (it stays due).
+        Raises StoreUnavailable if a write still blocks the actors after
+        `timeout` (another process holding SQLite's lock, say); they stop as
+        soon as it returns.
+        """
         with self._lifecycle:
             scheduler, self._scheduler = self._scheduler, None
-            if scheduler is not None:
-                scheduler.stop(block=True, timeout=30)
-                log.info("runtime stopped")
+            processor, self._processor = self._processor, None
+            if scheduler is None:
+                return
+            if processor is not None:
+                processor.cancel()  # now, not when the actor gets to its stop message
+            try:
+                scheduler.stop(block=True, timeout=timeout)
+            except pykka.Timeout:
+                raise StoreUnavailable(
+                    f"the runtime did not stop within {timeout:g} s: a store write is still "
+                    "blocked (is the database locked by another process?); its actors stop "
+                    "as soon as that write returns"
+                ) from None
+            log.info("runtime stopped")
 
     def close(self) -> None:
-        self.stop()
-        self.store.close()
+        try:
+            self.stop()
+        finally:
+            self.store.close()
 
     def add_hook(self, hook: EnqueueHook) -> None:
         """Hooks apply from the next start()."""

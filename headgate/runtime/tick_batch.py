@@ -371,6 +371,8 @@ class TickProcessor:
         fence: Fence | None,
         report: BatchReport,
         at_ms: int | None = None,
+        *,
+        retried: bool = False,
     ) -> None:
         written = BatchReport()
         try:
@@ -382,6 +384,20 @@ class TickProcessor:
             report.absorb(written)
         except (LeaseLost, ProjectionsRebuilding, InstantNotReached):
             raise
+        except StoreUnavailable as error:
+            # The whole store is out (locked, unreachable), not one schedule:
+            # writing schedule by schedule would wait out the same timeout for
+            # each. One retry of the batch rides out a dropped connection; after
+            # that the schedules stay due and the scheduler tries again later.
+            if len(plans) > 1 and not retried and not self._cancel.is_set():
+                log.warning(
+                    "store unavailable; retrying the batch once", error=type(error).__name__
+                )
+                self._commit_isolating_failures(plans, fence, report, at_ms, retried=True)
+            elif len(plans) > 1 or self._cancel.is_set():
+                report.unrecorded.extend(plan.schedule_id for plan in plans)
+            else:
+                self._record_store_failure(plans[0], error, fence, report, at_ms)
         except StoreError as error:
             if len(plans) > 1:
                 log.warning(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -13,7 +16,8 @@ from sqlalchemy import func, select
 from headgate import FakeClock, Headgate, NotFound, RuntimeConfig, ValidationError
 from headgate.domain.admission import AdmissionLimits
 from headgate.domain.ids import tick_job_id
-from headgate.errors import AdmissionRejected, DuplicateJob
+from headgate.errors import AdmissionRejected, DuplicateJob, StoreUnavailable
+from headgate.store.engine import create_store_engine
 from headgate.store.event_store import NO_STREAM, StreamAppend
 from headgate.store.schema import events
 from tests.runtime.conftest import START_MS, fire, jobs_for
@@ -354,3 +358,43 @@ def test_ids_that_cannot_exist_are_simply_not_found(hg: Headgate, identifier: st
     with pytest.raises(NotFound):
         hg.run_now(identifier, "k")
     assert hg.enqueue_events(identifier).events == []
+
+
+@contextlib.contextmanager
+def _store_locked_elsewhere(store_url: str) -> Iterator[None]:
+    """Another process holding the store's lock (SQLite's write lock, or the lease
+    table on PostgreSQL) until the block ends."""
+    if store_url.startswith("sqlite"):
+        other = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        return
+    engine = create_store_engine(store_url)
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql("LOCK TABLE leases IN ACCESS EXCLUSIVE MODE")
+            yield
+    finally:
+        engine.dispose()
+
+
+def test_stop_while_another_process_locks_the_store(store_url: str, clock: FakeClock) -> None:
+    """stop() cannot interrupt a write the database is blocking: it says so in a
+    clear error after its timeout, and the actors end once the lock goes."""
+    hg = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
+    baseline = threading.active_count()
+    with _store_locked_elsewhere(store_url):
+        hg.start()  # its first act, claiming the lease, now waits for the lock
+        time.sleep(0.2)
+        with pytest.raises(StoreUnavailable, match="did not stop within 1 s: a store write"):
+            hg.stop(timeout=1)
+        assert not hg.running
+    deadline = time.monotonic() + 20
+    while threading.active_count() > baseline:
+        assert time.monotonic() < deadline, "the actors did not end once the lock was gone"
+        time.sleep(0.05)
+    hg.close()

@@ -13,7 +13,7 @@ from headgate.domain.events import JobEnqueued, JobState, ScheduleDefined
 from headgate.domain.ids import tick_job_id, tick_unique_key
 from headgate.domain.spec import MAX_INSTANT_MS
 from headgate.domain.streams import job_stream, schedule_stream
-from headgate.errors import LeaseLost, NotFound, StoreError, ValidationError
+from headgate.errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
 from headgate.runtime.tick_batch import TickProcessor
 from headgate.store import event_store as event_store_module
 from headgate.store.event_store import NO_STREAM, Fence
@@ -199,6 +199,36 @@ def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
     assert _latest(hg, "c")[:2] == ("enqueued", "accepted")
     assert _latest(hg, "bad")[:2] == ("failed", "store_error")
     assert hg.get_schedule("bad").next_run_ms == TICK
+
+
+@pytest.mark.parametrize("outage", ["dropped_connection", "store_down"])
+def test_an_unavailable_store_is_not_retried_schedule_by_schedule(
+    hg: Headgate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, outage: str
+) -> None:
+    """A locked or unreachable store fails every schedule alike: the batch is retried
+    once (a dropped connection), then left due; never one wait per schedule."""
+    for name in ("a", "b", "c"):
+        hg.put_schedule(name, spec="@every:60000", kind="k")
+    original = event_store_module.WriteTransaction.append_units
+    attempts: list[int] = []
+
+    def unavailable(self: event_store_module.WriteTransaction, units: list) -> list:  # type: ignore[type-arg]
+        attempts.append(len(units))
+        if outage == "store_down" or len(attempts) == 1:
+            raise StoreUnavailable("writing to the store: store unavailable: database is locked")
+        return original(self, units)
+
+    monkeypatch.setattr(event_store_module.WriteTransaction, "append_units", unavailable)
+    clock.advance(MINUTE)
+    rows = ReadModel(hg.store.engine).due_schedules(clock.now_ms(), 100)
+    report = TickProcessor(hg.store, clock).fire(rows, fence=None)
+    assert attempts == [3, 3], "the whole batch, twice"
+    if outage == "store_down":
+        assert sorted(report.unrecorded) == ["a", "b", "c"] and not report.recorded
+        assert [hg.get_schedule(n).next_run_ms for n in "abc"] == [TICK] * 3  # still due
+    else:
+        assert len(report.recorded) == 3
+        assert [_latest(hg, n)[:2] for n in "abc"] == [("enqueued", "accepted")] * 3
 
 
 class RecordingHook(EnqueueHook):
