@@ -248,6 +248,9 @@ class SchedulerActor(pykka.ThreadingActor):
             # Renewal never waits for batches in flight: a long batch must not
             # let the lease lapse under it.
             self._keep_lease(now)
+            # A claim re-reads the store's clock, which may have stepped: go on
+            # from the corrected time, not the one read before.
+            now = self._clock.now_ms()
             if self._in_flight:
                 self._ticker.wake_at(self._renewal_due_ms(now))
                 return
@@ -292,7 +295,7 @@ class SchedulerActor(pykka.ThreadingActor):
         self._lease = acquired
         if (
             self._lease is not None
-            and now >= self._lease.expires_at_ms - self._config.trust_margin_ms
+            and self._clock.now_ms() >= self._lease.expires_at_ms - self._config.trust_margin_ms
         ):
             self._lease = None
 

@@ -72,10 +72,11 @@ def compact(
     """One compaction run; with `cancel` set it stops between transactions."""
     policy = policy or CompactionPolicy()
     stopped = cancel or threading.Event()
-    with store.write() as transaction:
-        connection = transaction.connection
+    # What to examine is read outside any write: the scan may be long, and
+    # streams written meanwhile are examined by the next run.
+    until = store.head()
+    with translated_errors("reading what to compact"), store.engine.connect() as connection:
         since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
-        until = transaction.head
         touched = _streams_written_between(connection, since, until)
     deleted = jobs_removed = 0
     for start in range(0, len(touched), STREAMS_PER_TRANSACTION):

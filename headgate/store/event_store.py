@@ -272,6 +272,8 @@ class EventStore:
         # one can write at a time anyway, and SQLite's busy handler would make
         # the losers sleep in coarse steps.
         self._write_lock = threading.Lock()
+        self._writing_thread: int | None = None
+        self._held_for_fork = False
         renew_in_forked_children(self)
         quiesce_for_forks(self)
         migrate(self.engine, clock.now_ms())
@@ -283,10 +285,15 @@ class EventStore:
         self._write_engine.dispose()
 
     def before_fork(self) -> None:
-        self._write_lock.acquire()
+        # A thread forking from inside its own write cannot wait for itself; its
+        # child, like any child, gets fresh connections and a free lock anyway.
+        self._held_for_fork = self._writing_thread != threading.get_ident()
+        if self._held_for_fork:
+            self._write_lock.acquire()
 
     def after_fork_in_parent(self) -> None:
-        self._write_lock.release()
+        if self._held_for_fork:
+            self._write_lock.release()
 
     def after_fork_in_child(self) -> None:
         """Never use the parent's connections (they stay open for it); the write
@@ -294,6 +301,7 @@ class EventStore:
         self.engine.dispose(close=False)
         self._write_engine.dispose(close=False)
         self._write_lock = threading.Lock()
+        self._writing_thread = None
 
     @property
     def is_postgresql(self) -> bool:
@@ -313,8 +321,13 @@ class EventStore:
     def operational_write(self, where: str) -> Iterator[Connection]:
         """A write transaction on operational state (leases), queued behind this
         process's other writers like every write."""
-        with self._write_lock, write_transaction(self._write_engine, where) as connection:
-            yield connection
+        with self._write_lock:
+            self._writing_thread = threading.get_ident()
+            try:
+                with write_transaction(self._write_engine, where) as connection:
+                    yield connection
+            finally:
+                self._writing_thread = None
 
     @contextlib.contextmanager
     def write(

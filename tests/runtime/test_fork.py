@@ -4,9 +4,13 @@ fork must work in every child, whatever the parent's threads were doing."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+
+import pytest
 
 from headgate import FakeClock, Headgate
 from tests.runtime.conftest import fire
@@ -75,3 +79,58 @@ def test_workers_forked_from_a_busy_running_runtime_work(
     jobs = [e.event for e in hg.store.read_all(0, 100_000) if e.type == "JobEnqueued"]
     assert sum(1 for job in jobs if job.kind == "worker.job") == CHILDREN  # type: ignore[attr-defined]
     assert writes > 0
+
+
+FORK_SCRIPT = """
+import os, sys, threading, time
+import structlog
+from headgate import Headgate
+
+hg = Headgate(sys.argv[1])  # Headgate's own default logging: structlog to stderr
+scenario = sys.argv[2]
+log = structlog.get_logger("parent")
+stop = threading.Event()
+
+def chatter():  # a parent thread always in the middle of a log line
+    while not stop.is_set():
+        log.info("parent busy", detail="x" * 200)
+
+def fork_child(work):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            work()
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return True
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    return False
+
+if scenario == "logging":
+    thread = threading.Thread(target=chatter)
+    thread.start()
+    ok = all(fork_child(lambda: log.info("child up")) for _ in range(20))
+    stop.set()
+    thread.join()
+else:  # forking from inside this thread's own write must not wait for itself
+    with hg.store.write():
+        ok = fork_child(lambda: None)
+hg.close()
+print("ok" if ok else "a child hung", file=sys.__stdout__)
+"""
+
+
+@pytest.mark.parametrize("scenario", ["logging", "inside_a_write"])
+def test_forks_never_wait_forever(store_url: str, scenario: str) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, store_url, scenario],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.stdout.strip() == "ok", finished.stdout + finished.stderr[-2000:]

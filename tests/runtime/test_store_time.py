@@ -94,3 +94,24 @@ def test_a_step_of_the_hosts_clock_does_not_stop_the_scheduler(postgres_url: str
             assert abs(fired[-1] - SystemClock().now_ms()) < 1_000, "ticks follow the store's time"
     finally:
         hg.close()
+
+
+def test_a_clock_stepped_back_keeps_the_holder_and_its_term(store_url: str) -> None:
+    """On SQLite the step reaches store time at the next renewal; the holder must
+    carry on with the corrected time, not drop the lease it just renewed."""
+    local = SteppableClock()
+    hg = Headgate(store_url, clock=StoreClock(local), config=CONFIG)
+    try:
+        hg.start()
+        deadline = time.monotonic() + 10
+        while hg.lease_status() is None:
+            assert time.monotonic() < deadline, "the runtime never took the lease"
+            time.sleep(0.02)
+        first = hg.lease_status()
+        assert first is not None
+        local.step_ms -= 10_000
+        time.sleep(2 * CONFIG.lease_ttl_ms / 1000)  # past the expiry of the renewal before
+        now = hg.lease_status()
+        assert now is not None and now.term == first.term, "the holder lost its own lease"
+    finally:
+        hg.close()
