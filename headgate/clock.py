@@ -28,6 +28,15 @@ class SystemClock:
             interrupt.wait(remaining / 1000)
 
 
+_BOOT_CLOCK: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def _elapsed_ns() -> int:
+    """A clock no one can step that, unlike the plain monotonic clock, keeps
+    counting while the machine is suspended (Linux's CLOCK_BOOTTIME)."""
+    return time.clock_gettime_ns(_BOOT_CLOCK) if _BOOT_CLOCK is not None else time.monotonic_ns()
+
+
 class StoreClock:
     """Time as the store sees it: the store's clock as last read, carried forward
     on this host's monotonic clock.
@@ -35,11 +44,11 @@ class StoreClock:
     Hosts sharing a PostgreSQL store agree on one time this way, so a host
     whose own clock runs ahead cannot take a live holder's lease, nor fire
     ticks early; and a step of this host's clock (an operator, NTP, a resumed
-    VM) changes nothing, since between readings only the monotonic clock
-    counts. The store reads its clock (`measure`) when it opens and at every
-    lease claim or renewal. A SQLite store is on this host: its clock is the
-    local one, read the same way, so a step there takes effect at the next
-    renewal rather than at once.
+    VM) changes nothing, since between readings only a monotonic clock that
+    also counts suspended time is used. The store reads its clock (`measure`)
+    when it opens and at every lease claim or renewal. A SQLite store is on
+    this host: its clock is the local one, read the same way, so a step there
+    takes effect at the next renewal rather than at once.
     """
 
     TOLERANCE_MS = 20
@@ -48,7 +57,7 @@ class StoreClock:
 
     def __init__(self, local: Clock | None = None) -> None:
         self._local = local if local is not None else SystemClock()
-        self._anchor = (self._local.now_ms(), time.monotonic_ns())
+        self._anchor = (self._local.now_ms(), _elapsed_ns())
         """(store ms, monotonic ns) at the last reading, replaced as one value."""
 
     @property
@@ -58,7 +67,7 @@ class StoreClock:
 
     def now_ms(self) -> int:
         anchor_ms, anchor_ns = self._anchor
-        return anchor_ms + (time.monotonic_ns() - anchor_ns) // 1_000_000
+        return anchor_ms + (_elapsed_ns() - anchor_ns) // 1_000_000
 
     def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
         remaining = deadline_ms - self.now_ms()
@@ -69,9 +78,9 @@ class StoreClock:
         """Read the store's clock (None: the store is this host, its clock the local
         one) and carry time on from the round trip's midpoint."""
         read = read_store_ms if read_store_ms is not None else self._local.now_ms
-        before = time.monotonic_ns()
+        before = _elapsed_ns()
         store_ms = read()
-        after = time.monotonic_ns()
+        after = _elapsed_ns()
         midpoint = (before + after) // 2
         anchor_ms, anchor_ns = self._anchor
         running_ms = anchor_ms + (midpoint - anchor_ns) // 1_000_000
