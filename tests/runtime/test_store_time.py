@@ -7,26 +7,35 @@ import time
 
 import pytest
 
-from headgate import Headgate, RuntimeConfig, StoreClock, SystemClock
+from headgate import Headgate, LeaseStatus, RuntimeConfig, StoreClock, SystemClock
 from tests.runtime.conftest import jobs_for
 
 SKEW_MS = 3_000
 CONFIG = RuntimeConfig(lease_ttl_ms=1_500)
 
 
-class SkewedClock(SystemClock):
-    """A host whose clock runs `skew_ms` ahead of true time."""
+class HostClock(SystemClock):
+    """This host's clock: `shift_ms` off true time, and steppable at any moment
+    (an operator, NTP)."""
 
-    def __init__(self, skew_ms: int) -> None:
-        self.skew_ms = skew_ms
+    def __init__(self, shift_ms: int = 0) -> None:
+        self.shift_ms = shift_ms
 
     def now_ms(self) -> int:
-        return super().now_ms() + self.skew_ms
+        return super().now_ms() + self.shift_ms
 
     def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
         remaining = deadline_ms - self.now_ms()
         if remaining > 0:
             interrupt.wait(remaining / 1000)
+
+
+def _lease_taken_by(hg: Headgate) -> LeaseStatus:
+    deadline = time.monotonic() + 10
+    while (status := hg.lease_status()) is None:
+        assert time.monotonic() < deadline, "the runtime never took the lease"
+        time.sleep(0.02)
+    return status
 
 
 @pytest.fixture
@@ -37,7 +46,7 @@ def postgres_url(store_url: str) -> str:
 
 
 def test_a_skewed_host_reads_the_servers_time(postgres_url: str) -> None:
-    clock = StoreClock(SkewedClock(SKEW_MS))
+    clock = StoreClock(HostClock(SKEW_MS))
     hg = Headgate(postgres_url, clock=clock, config=CONFIG)
     try:
         assert abs(clock.offset_ms + SKEW_MS) < 500
@@ -48,15 +57,10 @@ def test_a_skewed_host_reads_the_servers_time(postgres_url: str) -> None:
 
 def test_a_host_whose_clock_runs_ahead_cannot_take_a_live_lease(postgres_url: str) -> None:
     holder = Headgate(postgres_url, config=CONFIG)
-    ahead = Headgate(postgres_url, clock=StoreClock(SkewedClock(SKEW_MS)), config=CONFIG)
+    ahead = Headgate(postgres_url, clock=StoreClock(HostClock(SKEW_MS)), config=CONFIG)
     try:
         holder.start()
-        deadline = time.monotonic() + 10
-        while holder.lease_status() is None:
-            assert time.monotonic() < deadline, "the first runtime never took the lease"
-            time.sleep(0.02)
-        first = holder.lease_status()
-        assert first is not None
+        first = _lease_taken_by(holder)
         ahead.start()
         time.sleep(2 * CONFIG.lease_ttl_ms / 1000)
         now = holder.lease_status()
@@ -68,25 +72,15 @@ def test_a_host_whose_clock_runs_ahead_cannot_take_a_live_lease(postgres_url: st
         holder.close()
 
 
-class SteppableClock(SystemClock):
-    """This host's clock, which an operator or NTP may step at any moment."""
-
-    def __init__(self) -> None:
-        self.step_ms = 0
-
-    def now_ms(self) -> int:
-        return super().now_ms() + self.step_ms
-
-
 def test_a_step_of_the_hosts_clock_does_not_stop_the_scheduler(postgres_url: str) -> None:
-    local = SteppableClock()
+    local = HostClock()
     hg = Headgate(postgres_url, clock=StoreClock(local), config=CONFIG)
     try:
         hg.put_schedule("pulse", spec="@every:200", kind="k")
         hg.start()
         time.sleep(1.0)
         for step_ms in (20_000, -60_000):
-            local.step_ms += step_ms
+            local.shift_ms += step_ms
             fired_before = len(jobs_for(hg, "pulse"))
             time.sleep(1.0)
             fired = jobs_for(hg, "pulse")
@@ -99,17 +93,12 @@ def test_a_step_of_the_hosts_clock_does_not_stop_the_scheduler(postgres_url: str
 def test_a_clock_stepped_back_keeps_the_holder_and_its_term(store_url: str) -> None:
     """On SQLite the step reaches store time at the next renewal; the holder must
     carry on with the corrected time, not drop the lease it just renewed."""
-    local = SteppableClock()
+    local = HostClock()
     hg = Headgate(store_url, clock=StoreClock(local), config=CONFIG)
     try:
         hg.start()
-        deadline = time.monotonic() + 10
-        while hg.lease_status() is None:
-            assert time.monotonic() < deadline, "the runtime never took the lease"
-            time.sleep(0.02)
-        first = hg.lease_status()
-        assert first is not None
-        local.step_ms -= 10_000
+        first = _lease_taken_by(hg)
+        local.shift_ms -= 10_000
         time.sleep(2 * CONFIG.lease_ttl_ms / 1000)  # past the expiry of the renewal before
         now = hg.lease_status()
         assert now is not None and now.term == first.term, "the holder lost its own lease"
