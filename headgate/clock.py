@@ -46,11 +46,13 @@ class StoreClock:
     ticks early; and a step of this host's clock (an operator, NTP, a resumed
     VM) changes nothing, since between readings only a monotonic clock that
     also counts suspended time is used. The store reads its clock (`measure`)
-    when it opens and at every lease claim or renewal. A SQLite store is on
-    this host: its clock is the local one, read the same way, so a step there
-    takes effect at the next renewal rather than at once.
+    when it opens, at every lease claim or renewal, and in a write once a
+    reading is `READ_EVERY_S` old (a process that never runs the scheduler).
+    A SQLite store is on this host: its clock is the local one, read the same
+    way, so a step there takes effect at the next reading rather than at once.
     """
 
+    READ_EVERY_S = 60.0
     TOLERANCE_MS = 20
     """Readings within this of the running time are jitter, not drift: ignored,
     so store time does not wobble with every round trip."""
@@ -59,6 +61,11 @@ class StoreClock:
         self._local = local if local is not None else SystemClock()
         self._anchor = (self._local.now_ms(), _elapsed_ns())
         """(store ms, monotonic ns) at the last reading, replaced as one value."""
+        self._read_at_ns = self._anchor[1]
+
+    @property
+    def reading_due(self) -> bool:
+        return _elapsed_ns() - self._read_at_ns >= self.READ_EVERY_S * 1e9
 
     @property
     def offset_ms(self) -> int:
@@ -82,6 +89,7 @@ class StoreClock:
         store_ms = read()
         after = _elapsed_ns()
         midpoint = (before + after) // 2
+        self._read_at_ns = midpoint
         anchor_ms, anchor_ns = self._anchor
         running_ms = anchor_ms + (midpoint - anchor_ns) // 1_000_000
         if abs(store_ms - running_ms) > self.TOLERANCE_MS:

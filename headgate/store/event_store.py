@@ -354,6 +354,8 @@ class EventStore:
             if self.is_postgresql:
                 head_query = head_query.with_for_update()
             head = int(connection.execute(head_query).scalar_one())
+            if isinstance(self.clock, StoreClock) and self.clock.reading_due:
+                self.synchronise_clock(connection)
             if not while_rebuilding:
                 lagging = self.projector.lagging(connection, head)
                 if lagging:
