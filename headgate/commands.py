@@ -37,7 +37,7 @@ from headgate.domain.events import (
     ScheduleDeleted,
     canonical_json,
 )
-from headgate.domain.ids import fingerprint, manual_job_id, new_job_id
+from headgate.domain.ids import fingerprint_of_text, manual_job_id, new_job_id
 from headgate.domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate.domain.streams import (
     job_stream,
@@ -255,7 +255,7 @@ class Commands:
         automatic ticks do.
         """
         require_kind(job.kind)
-        require_payload(job.payload, self._limits.max_payload_bytes)
+        payload_text = require_payload(job.payload, self._limits.max_payload_bytes)
         connection = transaction.connection
         if job.unique_key is not None:
             holder = read_model.live_jobs_by_unique_key(connection, [job.unique_key]).get(
@@ -263,7 +263,7 @@ class Commands:
             )
             if holder is not None:
                 raise DuplicateJob(job.unique_key, holder)
-        if read_model.quarantined(connection, [fingerprint(job.kind, job.payload)]):
+        if read_model.quarantined(connection, [fingerprint_of_text(job.kind, payload_text)]):
             raise AdmissionRejected(
                 "quarantined", f"jobs of kind {job.kind!r} with this payload are quarantined"
             )

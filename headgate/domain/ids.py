@@ -6,8 +6,6 @@ import hashlib
 import uuid
 from typing import Final
 
-from headgate.domain.events import JsonValue, canonical_json
-
 _NAMESPACE: Final = uuid.UUID("5d0c5f0e-7a53-4f5e-9a0e-68656164676a")
 _NAMESPACE_SHA1: Final = hashlib.sha1(_NAMESPACE.bytes, usedforsecurity=False)
 
@@ -45,12 +43,8 @@ def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
-def fingerprint(kind: str, payload: JsonValue) -> str:
-    """What quarantine matches on: the job's kind and exact payload."""
-    return fingerprint_of_text(kind, canonical_json(payload))
-
-
 def fingerprint_of_text(kind: str, canonical_payload: str) -> str:
-    """fingerprint() for a payload already in canonical JSON text."""
+    """What quarantine matches on: the job's kind and exact payload, given as its
+    canonical JSON text (what `require_payload` returns and the store holds)."""
     digest = hashlib.sha256(f"{kind}\x00{canonical_payload}".encode())
     return digest.hexdigest()[:32]
