@@ -5,7 +5,8 @@ next_run_ms in one transaction. The kill points cover every boundary inside
 it, the moment right after commit, and a batch written ahead of its instant
 and held open for it. After a restart the invariant must hold: one job per
 (schedule, tick), its audit record present once, and the schedule advanced
-exactly once per tick.
+exactly once per tick. A compaction killed between its small transactions
+keeps what committed, loses nothing, and the next run completes it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlalchemy import text
 
 from headgate import FakeClock, Headgate, RuntimeConfig
 from headgate.domain.streams import schedule_stream
+from headgate.store.maintenance import verify
 from tests.runtime.conftest import START_MS
 
 HOUR = 3_600_000
@@ -191,3 +193,71 @@ def test_killed_while_holding_a_batch_for_its_instant_then_restarted(store_url: 
         backfill=[START_MS + n * HOUR for n in (1, 2, 3, 4)],
         next_run=instant + HOUR,
     )
+
+
+COMPACTION_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from headgate import FakeClock, Headgate
+    from headgate.store import compaction
+
+    compaction.STREAMS_PER_TRANSACTION = 1
+    trim = compaction._trim_streams
+    calls = []
+
+    def trim_then_die_in_the_second(*args):
+        deleted = trim(*args)
+        calls.append(deleted)
+        if len(calls) == 2:  # the first transaction committed, the second is open
+            os.kill(os.getpid(), signal.SIGKILL)
+        return deleted
+
+    compaction._trim_streams = trim_then_die_in_the_second
+    hg = Headgate(sys.argv[1], clock=FakeClock(int(sys.argv[2])))
+    hg.compact()
+    print("survived", flush=True)
+    """
+)
+
+
+def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
+    """Compaction runs in many small transactions: a kill between them keeps what
+    committed, loses nothing a tick needs, and the next run finishes the job."""
+    clock = FakeClock(START_MS)
+    quiet = RuntimeConfig(lease_ttl_ms=3_600_000, compaction_interval_ms=100 * HOUR)
+    hg = Headgate(store_url, clock=clock, config=quiet)  # the runtime itself does not compact
+    for name in ("a", "b", "c"):
+        hg.put_schedule(name, spec="@every:3600000", kind="k")
+    for _ in range(4):
+        clock.advance(HOUR)
+        hg.start()
+        assert hg.run_pending(timeout=60)
+    hg.close()
+    child = subprocess.run(
+        [sys.executable, "-c", COMPACTION_CHILD, store_url, str(clock.now_ms())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == -9, child.stdout + child.stderr
+    hg = Headgate(store_url, clock=clock)
+    try:
+        advances = Counter(
+            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "NextRunAdvanced"
+        )
+        assert sorted(advances.values()) == [1, 4, 4], "one stream compacted, one rolled back"
+        assert verify(hg.store).ok
+        hg.compact()
+        advances = Counter(
+            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "NextRunAdvanced"
+        )
+        assert sorted(advances.values()) == [1, 1, 1]
+        assert verify(hg.store).ok
+        for name in ("a", "b", "c"):
+            ticks = [e.tick_ms for e in hg.enqueue_events(name).events]
+            assert sorted(ticks) == [START_MS + n * HOUR for n in (1, 2, 3, 4)]
+            assert [hg.get_job(e.job_id).periodic_origin for e in hg.enqueue_events(name).events]
+            assert hg.get_schedule(name).next_run_ms == START_MS + 5 * HOUR
+    finally:
+        hg.close()
