@@ -12,18 +12,31 @@ what is stored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from headgate.model import Schedule
+from projections import ScheduleRow
 
 
 @dataclass(frozen=True)
 class TickContext:
-    schedule: Schedule
     tick_ms: int
     job_id: str
     attempt: int
     """1 for the first attempt at this tick, 2 for its first retry, ..."""
+    planned_from: ScheduleRow = field(repr=False)
+    """The schedule's row as the tick was planned from it."""
+
+    @property
+    def schedule_id(self) -> str:
+        return self.planned_from.schedule_id
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        """A read-only snapshot of the schedule, made when a hook first asks:
+        most ticks have no hook that looks, and a catch-up fires thousands."""
+        return Schedule.from_row(self.planned_from)
 
 
 @dataclass(frozen=True)

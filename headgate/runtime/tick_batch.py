@@ -63,7 +63,6 @@ from headgate.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from headgate.model import Schedule
 from headgate.runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate.store import read_model
 from headgate.store.event_store import (
@@ -264,9 +263,8 @@ class TickProcessor:
     def _plan_safely(self, row: ScheduleRow, now_ms: int, budget: int) -> SchedulePlan:
         """A plan for one schedule; a definition that cannot be planned becomes a failed
         attempt (with backoff) instead of failing its neighbours."""
-        snapshot = Schedule.from_row(row)
         try:
-            return self._plan(row, snapshot, now_ms, budget)
+            return self._plan(row, now_ms, budget)
         except InvalidSpec:
             reason = Reason.INVALID_SPEC
         except Exception:
@@ -276,7 +274,6 @@ class TickProcessor:
         plan.ticks.append(
             self._tick(
                 row,
-                snapshot,
                 payload=None,
                 tick_ms=row.next_run_ms,
                 attempt=row.failures + 1,
@@ -285,7 +282,7 @@ class TickProcessor:
         )
         return plan
 
-    def _plan(self, row: ScheduleRow, snapshot: Schedule, now_ms: int, budget: int) -> SchedulePlan:
+    def _plan(self, row: ScheduleRow, now_ms: int, budget: int) -> SchedulePlan:
         spec = parse_spec(row.spec)
         plan = SchedulePlan(row, spec, planned_at_ms=now_ms)
         policy = MissedRunPolicy(row.on_missed)
@@ -300,7 +297,6 @@ class TickProcessor:
             attempt = row.failures + 1 if index == 0 else 1
             planned = self._tick(
                 row,
-                snapshot,
                 payload=payload,
                 tick_ms=tick_ms,
                 attempt=attempt,
@@ -317,7 +313,6 @@ class TickProcessor:
     @staticmethod
     def _tick(
         row: ScheduleRow,
-        snapshot: Schedule,
         *,
         payload: JsonValue,
         tick_ms: int,
@@ -335,7 +330,7 @@ class TickProcessor:
             row.schedule_id,
             tick_ms,
         )
-        context = TickContext(snapshot, tick_ms, job_id, attempt)
+        context = TickContext(tick_ms, job_id, attempt, planned_from=row)
         return PlannedTick(
             job, fingerprint_of_text(row.kind, row.payload), context, failure, next_run_ms
         )
@@ -357,7 +352,7 @@ class TickProcessor:
             except BaseException:  # the host's code: even SystemExit only fails this attempt
                 log.warning(
                     "enqueue hook failed",
-                    schedule_id=planned.context.schedule.id,
+                    schedule_id=planned.context.schedule_id,
                     tick_ms=planned.context.tick_ms,
                     hook=type(hook).__name__,
                     exc_info=True,
@@ -525,7 +520,7 @@ class TickProcessor:
         context, decision = record.context, record.decision
         log.info(
             "enqueue attempt",
-            schedule_id=context.schedule.id,
+            schedule_id=context.schedule_id,
             tick_ms=context.tick_ms,
             job_id=decision.job_id,
             outcome=decision.outcome.value,
@@ -541,7 +536,7 @@ class TickProcessor:
             except BaseException:  # the host's code: even SystemExit must not stop the actors
                 log.warning(
                     "after-enqueue hook failed; ignored",
-                    schedule_id=context.schedule.id,
+                    schedule_id=context.schedule_id,
                     tick_ms=context.tick_ms,
                     hook=type(hook).__name__,
                     exc_info=True,
@@ -559,7 +554,7 @@ def _attempt_event(tick: PlannedTick, decision: Decision, now_ms: int) -> Enqueu
     if decision.outcome is Outcome.FAILED:
         retry_at = now_ms + backoff_ms(context.attempt)
     return EnqueueAttempted(
-        schedule_id=context.schedule.id,
+        schedule_id=context.schedule_id,
         tick_ms=context.tick_ms,
         job_id=decision.job_id,
         outcome=decision.outcome,
