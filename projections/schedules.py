@@ -75,14 +75,32 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             **_touched(recorded),
         }
     if isinstance(event, EnqueueAttempted):
+        progress = _progress(event)
         if event.outcome is not Outcome.FAILED:
-            return _touched(recorded)
+            return {**progress, "failures": 0, **_touched(recorded)}
         if event.retry_at_ms is None:
             return None
-        return {"failures": event.attempt, "due_at_ms": event.retry_at_ms, **_touched(recorded)}
+        return {
+            **progress,
+            "failures": event.attempt,
+            "due_at_ms": event.retry_at_ms,
+            **_touched(recorded),
+        }
     if isinstance(event, ScheduleDeleted):
         return {"deleted": True, **_touched(recorded)}
     return None
+
+
+def _progress(event: EnqueueAttempted) -> dict[str, Any]:
+    """Where the attempt left the schedule (nothing for a v1 attempt: a
+    NextRunAdvanced of its own said that)."""
+    if event.next_run_ms is None:
+        return {}
+    return {
+        "next_run_ms": event.next_run_ms,
+        "due_at_ms": event.next_run_ms,
+        "last_enqueued_ms": event.last_enqueued_ms,
+    }
 
 
 def _touched(recorded: RecordedEvent) -> dict[str, Any]:

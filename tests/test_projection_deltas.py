@@ -47,6 +47,8 @@ later_events = st.one_of(
         reason=st.sampled_from(["accepted", "backpressure", "hook_error"]),
         attempt=st.integers(1, 50),
         retry_at_ms=st.none() | ms,
+        next_run_ms=st.none() | ms,
+        last_enqueued_ms=st.none() | ms,
     ),
     st.just(ScheduleDeleted("s")),
 )

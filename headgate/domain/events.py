@@ -76,12 +76,22 @@ class ScheduleDeleted(DomainEvent):
 
 @dataclass(frozen=True)
 class EnqueueAttempted(DomainEvent):
-    """The operator-facing audit record of one automatic tick attempt.
+    """The operator-facing audit record of one automatic tick attempt, and where
+    it left the schedule.
 
     `attempt` counts consecutive attempts at this tick (1 for the first);
     `retry_at_ms` is set on a failure and says when the tick is retried.
+    `next_run_ms` and `last_enqueued_ms` are the schedule's values once the
+    attempt is recorded: an attempt that settled its tick (enqueued,
+    deduplicated, skipped) advances next_run_ms; a failed one restates it. The
+    record and the advance are one event, so they commit (or not) together,
+    and the newest attempt alone says where the schedule stands, whatever
+    compaction dropped before it. Both are None only in events written before
+    schema version 2, where a NextRunAdvanced followed.
     Never carries a payload or raw backend error text.
     """
+
+    schema_version: ClassVar[int] = 2
 
     schedule_id: str
     tick_ms: int
@@ -90,6 +100,8 @@ class EnqueueAttempted(DomainEvent):
     reason: str
     attempt: int = 1
     retry_at_ms: int | None = None
+    next_run_ms: int | None = None
+    last_enqueued_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", Outcome(self.outcome))
@@ -97,6 +109,9 @@ class EnqueueAttempted(DomainEvent):
 
 @dataclass(frozen=True)
 class NextRunAdvanced(DomainEvent):
+    """next_run_ms moved without an attempt: a due schedule with no tick to fire
+    was realigned (and, before EnqueueAttempted v2, each settled attempt)."""
+
     schedule_id: str
     next_run_ms: int
     last_enqueued_ms: int | None
@@ -179,7 +194,14 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
 }
 
 Upcaster: TypeAlias = Callable[[dict[str, JsonValue]], dict[str, JsonValue]]
-UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {}
+
+
+def _attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """v1 attempts did not say where they left the schedule (a NextRunAdvanced did)."""
+    return {**body, "next_run_ms": None, "last_enqueued_ms": None}
+
+
+UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {("EnqueueAttempted", 1): _attempt_v1_to_v2}
 """(type name, stored schema version) -> function returning the next version's body."""
 
 _SORTED_FIELDS: Final = {
@@ -201,7 +223,7 @@ def encode(event: DomainEvent) -> tuple[str, int, str]:
     """(type name, schema version, canonical JSON body).
 
     The body is exactly `canonical_json` of the event's fields, assembled field
-    by field: every tick writes three events, and the scalar fields that make
+    by field: every tick writes two events, and the scalar fields that make
     up most of them need no general-purpose encoder.
     """
     name = type(event).__name__

@@ -7,9 +7,9 @@ code (no actor machinery) so it can be driven and tested directly:
    before-enqueue hooks, outside any transaction;
 2. `commit`: in one write transaction fenced by the scheduler lease's term,
    read the facts the admission gate needs in bulk, decide every tick, and
-   append each tick as its own unit: the job, its enqueue-attempt record and
-   the advance of next_run_ms, at the schedule stream's expected version (the
-   compare-and-set). A crash anywhere before commit leaves nothing; after
+   append each tick as its own unit: the job and its enqueue-attempt record,
+   which also carries the advance of next_run_ms, at the schedule stream's
+   expected version (the compare-and-set). A crash anywhere before commit leaves nothing; after
    commit, everything. Given the instant the ticks are due (`at_ms`), the
    batch is written just ahead of it and committed once the clock reaches it,
    so a thousand schedules sharing one instant are enqueued at that instant,
@@ -456,26 +456,27 @@ class TickProcessor:
             )
             return [([StreamAppend(stream, version, (realign,))], REALIGNED)]
         units: list[tuple[list[StreamAppend], TickRecord | None]] = []
+        next_run = row.next_run_ms
         for tick in plan.ticks:
             if tick.failure is not None:
                 decision = Decision(Outcome.FAILED, tick.failure, tick.job.job_id)
             else:
                 limit = self._limits.limit_for(tick.job.queue)
                 decision = decide(tick.job, tick.fingerprint, facts, limit)
-            attempt = _attempt_event(tick, decision, now_ms)
+            if decision.advances:
+                assert tick.next_run_ms is not None
+                next_run = tick.next_run_ms
+                if decision.outcome is Outcome.ENQUEUED:
+                    last_enqueued = tick.context.tick_ms
+            attempt = _attempt_event(tick, decision, now_ms, next_run, last_enqueued)
             record = TickRecord(tick.context, decision)
-            if not decision.advances:
-                units.append(([StreamAppend(stream, version, (attempt,))], record))
-                break
-            assert tick.next_run_ms is not None
-            if decision.outcome is Outcome.ENQUEUED:
-                last_enqueued = tick.context.tick_ms
-            advance = NextRunAdvanced(plan.schedule_id, tick.next_run_ms, last_enqueued)
-            appends = [StreamAppend(stream, version, (attempt, advance))]
+            appends = [StreamAppend(stream, version, (attempt,))]
             if decision.append_job:
                 appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))
             units.append((appends, record))
-            version += 2
+            if not decision.advances:
+                break
+            version += 1
         return units
 
     def _record_store_failure(
@@ -496,7 +497,10 @@ class TickProcessor:
         decision = Decision(Outcome.FAILED, reason, tick.job.job_id)
         try:
             with self._store.write(fence, not_before_ms=at_ms, cancel=self._cancel) as transaction:
-                attempt = _attempt_event(tick, decision, transaction.now_ms)
+                row = plan.row
+                attempt = _attempt_event(
+                    tick, decision, transaction.now_ms, row.next_run_ms, row.last_enqueued_ms
+                )
                 stream = schedule_stream(plan.schedule_id)
                 (result,) = transaction.append_units(
                     [[StreamAppend(stream, plan.row.version, (attempt,))]]
@@ -548,7 +552,15 @@ def _units_in(plans: Sequence[SchedulePlan]) -> int:
     return sum(max(len(plan.ticks), 1) for plan in plans)
 
 
-def _attempt_event(tick: PlannedTick, decision: Decision, now_ms: int) -> EnqueueAttempted:
+def _attempt_event(
+    tick: PlannedTick,
+    decision: Decision,
+    now_ms: int,
+    next_run_ms: int,
+    last_enqueued_ms: int | None,
+) -> EnqueueAttempted:
+    """The attempt's record; `next_run_ms` and `last_enqueued_ms` are the
+    schedule's values once it is recorded."""
     context = tick.context
     retry_at = None
     if decision.outcome is Outcome.FAILED:
@@ -561,4 +573,6 @@ def _attempt_event(tick: PlannedTick, decision: Decision, now_ms: int) -> Enqueu
         reason=decision.reason.value,
         attempt=context.attempt,
         retry_at_ms=retry_at,
+        next_run_ms=next_run_ms,
+        last_enqueued_ms=last_enqueued_ms,
     )

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate import FakeClock, Headgate, RuntimeConfig
+from headgate import EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
 from headgate.runtime import actors
 from headgate.store.compaction import CompactionReport
+from headgate.store.maintenance import rebuild, verify
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
@@ -42,3 +43,44 @@ def test_ticks_fire_while_a_compaction_runs_and_stop_cuts_it_short(
     began = time.monotonic()
     hg.stop()
     assert time.monotonic() - began < 10
+
+
+class _Switchable(EnqueueHook):
+    def __init__(self) -> None:
+        self.failing = False
+
+    def before_enqueue(self, context: TickContext) -> None:
+        if self.failing:
+            raise RuntimeError("the host's hook is down")
+
+
+def test_a_failure_streak_longer_than_the_kept_history_still_rebuilds_where_the_schedule_stands(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    """Compaction keeps a schedule's newest 100 attempts. After more failures than
+    that, the record of its last settled tick is gone; every failed attempt
+    restates next_run_ms and last_enqueued_ms, so a rebuild still agrees."""
+    hook = _Switchable()
+    quiet = RuntimeConfig(lease_ttl_ms=10_000 * MINUTE, compaction_interval_ms=10_000 * MINUTE)
+    hg = make_headgate(quiet, hooks=[hook])
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    clock.advance(MINUTE)
+    fire(hg)
+    hook.failing = True
+    for _ in range(110):
+        schedule = hg.get_schedule("s")
+        clock.set(max(schedule.next_run_ms, schedule.retry_at_ms or 0))
+        fire(hg)
+    hg.stop()
+    assert len(hg.enqueue_events("s", limit=100).events) == 100
+    report = hg.compact()
+    assert report.events_deleted > 0
+    rebuild(hg.store)
+    assert verify(hg.store).ok
+    schedule = hg.get_schedule("s")
+    assert (schedule.next_run_ms, schedule.last_enqueued_ms) == (
+        START_MS + 2 * MINUTE,
+        START_MS + MINUTE,
+    )
+    assert schedule.retry_at_ms is not None
+    assert jobs_for(hg, "s") == [START_MS + MINUTE]

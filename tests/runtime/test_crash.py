@@ -1,7 +1,7 @@
 """A scheduler process killed (SIGKILL) at each step of firing a tick.
 
-Firing a tick writes the job, its enqueue-attempt record and the advance of
-next_run_ms in one transaction. The kill points cover every boundary inside
+Firing a tick writes the job and its enqueue-attempt record, which carries the
+advance of next_run_ms, in one transaction. The kill points cover every boundary inside
 it, the moment right after commit, and a batch written ahead of its instant
 and held open for it. After a restart the invariant must hold: one job per
 (schedule, tick), its audit record present once, and the schedule advanced
@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     def die(*_args, **_kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
 
-    if point == "events_written":          # job, record and advance rows inserted; nothing projected
+    if point == "events_written":          # job and record rows inserted; nothing projected
         projector.Projector.apply_live = die
     elif point == "advance_projected":      # next_run_ms updated in the schedules table; jobs not yet
         original_fold = projector.fold_into_table
@@ -119,7 +119,11 @@ def _durable(store_url: str) -> dict[str, object]:
         return {
             "jobs": jobs,
             "records": types["EnqueueAttempted"],
-            "advances": types["NextRunAdvanced"],
+            "advances": sum(
+                e.event.next_run_ms > e.event.tick_ms
+                for e in hg.store.read_all(0, 100_000)
+                if e.type == "EnqueueAttempted"
+            ),
             "next_run": [hg.get_schedule(s).next_run_ms for s in ("every-hour", "backfill")],
         }
     finally:
@@ -150,8 +154,14 @@ def _assert_each_tick_once(
                 job = hg.get_job(event.job_id)
                 assert job.periodic_origin == (schedule_id, event.tick_ms)
             stream = hg.store.read_stream(schedule_stream(schedule_id))
-            advances = [e.event for e in stream if type(e.event).__name__ == "NextRunAdvanced"]
-            assert len(advances) == len(ticks), "advanced exactly once per tick"
+            advances = [
+                (e.event.tick_ms, e.event.next_run_ms)
+                for e in stream
+                if type(e.event).__name__ == "EnqueueAttempted"
+            ]
+            assert advances == [(tick, tick + HOUR) for tick in ticks], (
+                "advanced exactly once per tick, each to the tick after it"
+            )
             assert hg.get_schedule(schedule_id).next_run_ms == next_run
         with hg.store.engine.connect() as connection:
             duplicates = connection.execute(
@@ -228,8 +238,10 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     hg = Headgate(store_url, clock=clock, config=quiet)  # the runtime itself does not compact
     for name in ("a", "b", "c"):
         hg.put_schedule(name, spec="@every:3600000", kind="k")
-    for _ in range(4):
+    for round_ in range(4):
         clock.advance(HOUR)
+        for name in ("a", "b", "c"):  # a changed payload: a definition compaction trims
+            hg.put_schedule(name, spec="@every:3600000", kind="k", payload={"round": round_})
         hg.start()
         assert hg.run_pending(timeout=60)
     hg.close()
@@ -243,16 +255,16 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     assert child.returncode == -9, child.stdout + child.stderr
     hg = Headgate(store_url, clock=clock)
     try:
-        advances = Counter(
-            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "NextRunAdvanced"
+        definitions = Counter(
+            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "ScheduleDefined"
         )
-        assert sorted(advances.values()) == [1, 4, 4], "one stream compacted, one rolled back"
+        assert sorted(definitions.values()) == [1, 5, 5], "one stream compacted, one rolled back"
         assert verify(hg.store).ok
         hg.compact()
-        advances = Counter(
-            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "NextRunAdvanced"
+        definitions = Counter(
+            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "ScheduleDefined"
         )
-        assert sorted(advances.values()) == [1, 1, 1]
+        assert sorted(definitions.values()) == [1, 1, 1]
         assert verify(hg.store).ok
         for name in ("a", "b", "c"):
             ticks = [e.tick_ms for e in hg.enqueue_events(name).events]

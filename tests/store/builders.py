@@ -5,7 +5,6 @@ from __future__ import annotations
 from headgate.domain.events import (
     EnqueueAttempted,
     JobEnqueued,
-    NextRunAdvanced,
     Outcome,
     ScheduleDefined,
 )
@@ -50,7 +49,8 @@ def create_schedule(
 
 
 def fire_tick(store: EventStore, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
-    """What the scheduler writes for one successful tick: the job, the record, the advance."""
+    """What the scheduler writes for one successful tick: the job, and the record
+    carrying the advance."""
     version = store.stream_version(schedule_stream(schedule_id))
     job_id = f"job-for-{schedule_id}-{tick_ms}"
     store.append_unit(
@@ -68,8 +68,12 @@ def fire_tick(store: EventStore, schedule_id: str, tick_ms: int, interval_ms: in
                 schedule_stream(schedule_id),
                 version,
                 (
-                    attempted(schedule_id, tick_ms),
-                    NextRunAdvanced(schedule_id, tick_ms + interval_ms, tick_ms),
+                    attempted(
+                        schedule_id,
+                        tick_ms,
+                        next_run_ms=tick_ms + interval_ms,
+                        last_enqueued_ms=tick_ms,
+                    ),
                 ),
             ),
         ]

@@ -59,7 +59,7 @@ class TestSchedules:
             120_000,
             120_000,
             60_000,
-            3,
+            2,
         )
 
     def test_a_failed_attempt_keeps_the_tick_and_delays_the_retry(self, store: EventStore) -> None:
@@ -81,7 +81,7 @@ class TestSchedules:
         fire_tick(store, "nightly", 60_000)
         store.append(
             "schedule-nightly",
-            3,
+            2,
             [defined("nightly", 300_000, paused=True, last_enqueued_ms=60_000)],
         )
         row = _reads(store).schedule("nightly")
@@ -90,7 +90,7 @@ class TestSchedules:
             True,
             300_000,
             60_000,
-            4,
+            3,
         )
 
     def test_due_read_is_bounded_ordered_and_skips_paused_and_deleted(

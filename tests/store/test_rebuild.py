@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 
 from headgate.clock import FakeClock
 from headgate.domain.events import (
@@ -21,12 +21,13 @@ from headgate.domain.events import (
     Outcome,
     ScheduleDeleted,
 )
+from headgate.domain.streams import schedule_stream
 from headgate.errors import ProjectionsRebuilding
-from headgate.store import compaction
+from headgate.store import compaction, read_model
 from headgate.store.compaction import CompactionPolicy, compact
 from headgate.store.event_store import ANY_VERSION, EventStore
 from headgate.store.maintenance import rebuild, replay, verify
-from headgate.store.schema import LIVE, compaction_state, events, projection_checkpoints
+from headgate.store.schema import LIVE, compaction_state, events, log_head, projection_checkpoints
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 from tests.store.snapshots import snapshot
@@ -204,7 +205,7 @@ def test_replay_until_a_position_shows_the_past(
     try:
         report = replay(store, target_url, until=position)
         assert report.until == position
-        assert report.applied["NextRunAdvanced"] == 15
+        assert report.applied["EnqueueAttempted"] == 15
         target = EventStore(target_url, FakeClock())
         assert snapshot(target.engine) == past
         target.close()
@@ -244,11 +245,7 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
             .where(events.c.stream_id == "schedule-busy")
             .group_by(events.c.type)
         ).all()
-    assert dict(schedule_events) == {
-        "ScheduleDefined": 1,
-        "EnqueueAttempted": 100,
-        "NextRunAdvanced": 1,
-    }
+    assert dict(schedule_events) == {"ScheduleDefined": 1, "EnqueueAttempted": 100}
     assert verify(store).ok
     rebuild(store)
     assert snapshot(store.engine) == after
@@ -263,6 +260,8 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
     monkeypatch.setattr(compaction, "JOBS_PER_TRANSACTION", 3)
     _busy_store(store, schedules=5, ticks=3)
     for n in range(5):
+        for _ in range(2):  # two redefinitions: older definitions compaction trims
+            store.append(schedule_stream(f"s{n}"), ANY_VERSION, [defined(f"s{n}", 240_000)])
         job_id = f"job-for-s{n}-60000"
         store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
@@ -275,14 +274,14 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
 
     monkeypatch.setattr(compaction, "_trim_streams", trim_then_stop)
     partial = compact(store, cancel=stop)
-    assert partial.events_deleted == 4  # two streams' older advances, one transaction
+    assert partial.events_deleted == 4  # two streams' older definitions, one transaction
     assert _compacted_up_to(store) == 0 and verify(store).ok
     monkeypatch.setattr(compaction, "_trim_streams", trim)
     report = compact(store)
     assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
     assert _compacted_up_to(store) == store.head() and verify(store).ok
-    advances = [e for e in store.read_all(0, 10_000) if e.type == "NextRunAdvanced"]
-    assert len(advances) == 5
+    definitions = [e for e in store.read_all(0, 10_000) if e.type == "ScheduleDefined"]
+    assert len(definitions) == 5
 
 
 def _compacted_up_to(store: EventStore) -> int:
@@ -298,3 +297,50 @@ def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: EventS
     live = snapshot(store.engine)
     rebuild(store, batch_size=2)  # batches: [a enqueued, unrelated], [a finished, b enqueued]
     assert snapshot(store.engine) == live
+
+
+def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: EventStore) -> None:
+    """Before EnqueueAttempted v2 a settled attempt was followed by its own
+    NextRunAdvanced; such a log must still rebuild to the schedule it describes."""
+    create_schedule(store, "old")
+    head = store.head()
+    v1_attempt = (
+        '{"attempt":1,"job_id":"job-for-old-60000","outcome":"enqueued","reason":"accepted",'
+        '"retry_at_ms":null,"schedule_id":"old","tick_ms":60000}'
+    )
+    advance = '{"last_enqueued_ms":60000,"next_run_ms":120000,"schedule_id":"old"}'
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events),
+            [
+                {
+                    "position": head + offset,
+                    "stream_id": "schedule-old",
+                    "version": 1 + offset,
+                    "type": type_name,
+                    "schema_version": 1,
+                    "body": body,
+                    "recorded_at_ms": 60_000,
+                }
+                for offset, type_name, body in (
+                    (1, "EnqueueAttempted", v1_attempt),
+                    (2, "NextRunAdvanced", advance),
+                )
+            ],
+        )
+        connection.execute(update(log_head).values(position=head + 2))
+    assert store.read_stream("schedule-old")[1].event == attempted("old", 60_000)
+    rebuild(store)
+    assert verify(store).ok
+    with store.engine.connect() as connection:
+        row = read_model.schedule(connection, "old")
+        history = read_model.enqueue_history_page(connection, "old", 10, None).items
+    assert row is not None
+    assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms, row.version) == (
+        120_000,
+        120_000,
+        0,
+        60_000,
+        3,
+    )
+    assert [(h.tick_ms, h.outcome) for h in history] == [(60_000, "enqueued")]
