@@ -18,7 +18,8 @@ Row = TypeVar("Row")
 
 @dataclass(frozen=True)
 class Retention:
-    """Keep only the newest `keep` rows per `group_by` value, by `order_by`."""
+    """Keep only the newest `keep` rows per `group_by` value, by `order_by` (whose
+    values are unique within a group)."""
 
     group_by: str
     order_by: str
