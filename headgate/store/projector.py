@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar
 from sqlalchemy import String, Table, Text, bindparam, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import BindParameter
 
 from headgate.domain.events import RecordedEvent
 from headgate.store.bulk import bulk_insert, bulk_update
@@ -249,7 +250,7 @@ def _trim(connection: Connection, table: Table, retention: Retention, groups: li
                 delete(table).where(group == cutoffs.c.value, order < cutoffs.c.cutoff)
             )
         return
-    which = bindparam("trimmed_group")
+    which: BindParameter[Any] = bindparam("trimmed_group")
     statement = delete(table).where(group == which, order < oldest_kept(which))
     connection.execute(statement, [{"trimmed_group": value} for value in groups])
 
