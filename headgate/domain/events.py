@@ -104,7 +104,8 @@ class EnqueueAttempted(DomainEvent):
     last_enqueued_ms: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if type(self.outcome) is not Outcome:  # decoded text; the hot path passes the member
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ _SORTED_FIELDS: Final = {
 }
 """Per event type: (field, its JSON key prefix), in canonical (sorted) order."""
 _encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
+_int_text: Final[Callable[[int], str]] = int.__repr__
 
 
 class UnknownEventType(ValueError):
@@ -227,10 +229,17 @@ def encode(event: DomainEvent) -> tuple[str, int, str]:
     up most of them need no general-purpose encoder.
     """
     name = type(event).__name__
-    members = ",".join(
-        key + _field_json(getattr(event, field)) for field, key in _SORTED_FIELDS[name]
-    )
-    return name, event.schema_version, "{" + members + "}"
+    parts: list[str] = []
+    for field, key in _SORTED_FIELDS[name]:
+        value = getattr(event, field)
+        kind = type(value)
+        if kind is str:
+            parts.append(key + _encode_string(value))
+        elif kind is int:
+            parts.append(key + _int_text(value))
+        else:
+            parts.append(key + _field_json(value))
+    return name, event.schema_version, "{" + ",".join(parts) + "}"
 
 
 def _field_json(value: JsonValue) -> str:
@@ -243,7 +252,7 @@ def _field_json(value: JsonValue) -> str:
     if value is False:
         return "false"
     if type(value) is int:
-        return int.__repr__(value)
+        return _int_text(value)
     return canonical_json(value)
 
 

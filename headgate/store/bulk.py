@@ -86,14 +86,20 @@ def bulk_update(
                 .where(table.c[key_column] == bindparam(f"v_{key_column}"))
                 .values(values)
             )
-            compiled = _COMPILED[cache_key] = _compile(connection, statement)
-        renamed = [{f"v_{name}": value for name, value in row.items()} for row in group]
-        connection.exec_driver_sql(compiled.sql, compiled.parameters(renamed))
+            compiled = _COMPILED[cache_key] = _compile(connection, statement, strip="v_")
+        connection.exec_driver_sql(compiled.sql, compiled.parameters(group))
 
 
-def _compile(connection: Connection, statement: Any) -> _Compiled:
+def _compile(connection: Connection, statement: Any, strip: str = "") -> _Compiled:
+    """The statement's SQL, and for positional paramstyles the row keys in
+    placeholder order (bind names less the `strip` prefix that kept them apart
+    from column names)."""
     compiled = statement.compile(dialect=connection.dialect)
-    order = tuple(compiled.positiontup) if compiled.positional else None
+    if not compiled.positional:
+        if strip:
+            raise NotImplementedError("renamed binds need a positional paramstyle")
+        return _Compiled(str(compiled), None)
+    order = tuple(name.removeprefix(strip) for name in compiled.positiontup)
     return _Compiled(str(compiled), order)
 
 

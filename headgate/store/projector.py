@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Final, TypeVar
 
 from sqlalchemy import String, Table, Text, bindparam, delete, func, literal, select, update
@@ -109,11 +110,13 @@ def _split_created(
     creates them), and every other event."""
     if projection.creates is None:
         return [], relevant
-    events_per_key = Counter(key for key, _ in relevant)
+    # An append-only projection's keys are unique: each event is its own row.
+    events_per_key = None if projection.append_only else Counter(map(itemgetter(0), relevant))
     created: list[dict[str, Any]] = []
     rest: list[tuple[Hashable, RecordedEvent]] = []
     for key, event in relevant:
-        values = projection.creates(event) if events_per_key[key] == 1 else None
+        alone = events_per_key is None or events_per_key[key] == 1
+        values = projection.creates(event) if alone else None
         if values is None:
             rest.append((key, event))
         else:
@@ -199,11 +202,14 @@ def _write_changes(
 
 def _newest_per_group(rows: list[dict[str, Any]], retention: Retention) -> list[dict[str, Any]]:
     """Drop rows that would be trimmed at once: a group never needs more than `keep` new rows."""
+    if (
+        max(Counter(map(itemgetter(retention.group_by), rows)).values(), default=0)
+        <= retention.keep
+    ):
+        return rows
     by_group: dict[Any, list[dict[str, Any]]] = {}
     for row in rows:
         by_group.setdefault(row[retention.group_by], []).append(row)
-    if all(len(group) <= retention.keep for group in by_group.values()):
-        return rows
     kept: list[dict[str, Any]] = []
     for group in by_group.values():
         group.sort(key=lambda row: row[retention.order_by])
