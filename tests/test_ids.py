@@ -1,4 +1,4 @@
-"""Job ids are stored forever: the fast derivation must match the UUIDv5 it replaced."""
+"""Job ids: deterministic, so a repeated attempt finds the same job; tick ids sort by tick."""
 
 from __future__ import annotations
 
@@ -8,15 +8,33 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from headgate.domain.ids import _NAMESPACE, manual_job_id, tick_job_id
+from headgate.domain.spec import MAX_INSTANT_MS
+
+instants = st.integers(min_value=0, max_value=MAX_INSTANT_MS)
 
 
-@given(st.text(), st.integers(min_value=-(2**63), max_value=2**63))
-def test_tick_job_id_is_the_uuid5_of_schedule_and_tick(schedule_id: str, tick_ms: int) -> None:
-    expected = uuid.uuid5(_NAMESPACE, f"tick\x00{schedule_id}\x00{tick_ms}")
-    assert tick_job_id(schedule_id, tick_ms) == str(expected)
+@given(st.text(), instants)
+def test_a_tick_id_is_a_version_8_uuid_led_by_the_tick(schedule_id: str, tick_ms: int) -> None:
+    job_id = tick_job_id(schedule_id, tick_ms)
+    parsed = uuid.UUID(job_id)
+    assert str(parsed) == job_id
+    assert (parsed.version, parsed.variant) == (8, uuid.RFC_4122)
+    assert parsed.int >> 80 == tick_ms
+    assert tick_job_id(schedule_id, tick_ms) == job_id
+
+
+@given(st.text(), st.text(), instants, instants)
+def test_tick_ids_sort_by_tick_and_differ_by_schedule(
+    first: str, second: str, tick: int, other_tick: int
+) -> None:
+    if tick < other_tick:
+        assert tick_job_id(first, tick) < tick_job_id(second, other_tick)
+    if first != second:
+        assert tick_job_id(first, tick) != tick_job_id(second, tick)
 
 
 @given(st.text(), st.text())
 def test_manual_job_id_is_the_uuid5_of_schedule_and_key(schedule_id: str, key: str) -> None:
+    """Idempotency keys are kept across upgrades: this derivation must never change."""
     expected = uuid.uuid5(_NAMESPACE, f"manual\x00{schedule_id}\x00{key}")
     assert manual_job_id(schedule_id, key) == str(expected)

@@ -11,12 +11,27 @@ _NAMESPACE_SHA1: Final = hashlib.sha1(_NAMESPACE.bytes, usedforsecurity=False)
 
 
 def tick_job_id(schedule_id: str, tick_ms: int) -> str:
-    """The one job id a (schedule, tick) can ever produce.
+    """The one job id a (schedule, tick) can produce.
 
-    A UUID, not a readable composite: operators find the origin through the
-    job's typed periodic_origin, never by parsing the id.
+    A UUID (version 8: a layout of our own) whose first 48 bits are the tick's
+    epoch milliseconds and whose other bits are a SHA-1 of the schedule and the
+    tick. Ids sort by tick, so the jobs of one instant sit side by side in every
+    index that holds them (the jobs key, the job streams) instead of each
+    landing on a random page: on a store with a long history that halved what
+    SQLite writes per tick. Operators find a job's origin through its typed
+    periodic_origin, never by parsing the id.
+
+    Earlier builds derived a UUIDv5 of the same name. Mixing the two is safe:
+    a tick is attempted again only if its earlier attempt committed nothing
+    (the job, its record and the advance commit together), and a pending job
+    still holds the tick's unique key whatever its id.
     """
-    return _uuid5(f"tick\x00{schedule_id}\x00{tick_ms}")
+    sha1 = _NAMESPACE_SHA1.copy()
+    sha1.update(f"tick\x00{schedule_id}\x00{tick_ms}".encode())
+    layout = bytearray(tick_ms.to_bytes(6, "big") + sha1.digest()[:10])
+    layout[6] = (layout[6] & 0x0F) | 0x80  # version 8
+    layout[8] = (layout[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return _as_uuid_text(layout)
 
 
 def _uuid5(name: str) -> str:
@@ -27,7 +42,11 @@ def _uuid5(name: str) -> str:
     digest = bytearray(sha1.digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50
     digest[8] = (digest[8] & 0x3F) | 0x80
-    text = digest.hex()
+    return _as_uuid_text(digest)
+
+
+def _as_uuid_text(layout: bytearray) -> str:
+    text = layout.hex()
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from headgate.domain.events import (
     UnknownEventType,
 )
 from headgate.errors import ConcurrencyConflict
+from headgate.store.engine import SQLITE_PAGE_SIZE
 from headgate.store.event_store import (
     ANY_VERSION,
     NO_STREAM,
@@ -226,6 +228,24 @@ def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
             assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
             assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
+            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE_PAGE_SIZE
+    finally:
+        store.close()
+
+
+def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)  # as an earlier build created it
+    old.execute("PRAGMA page_size=4096")
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute("CREATE TABLE keep_me (x INTEGER)")
+    old.close()
+    store = EventStore(f"sqlite:///{path}", FakeClock())
+    try:
+        store.append("schedule-a", NO_STREAM, [defined("a")])
+        with store.engine.connect() as connection:
+            assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
+        assert [e.event for e in store.read_stream("schedule-a")] == [defined("a")]
     finally:
         store.close()
 
