@@ -531,6 +531,8 @@ class TickProcessor:
             reason=decision.reason.value,
             attempt=context.attempt,
         )
+        if not self._hooks:
+            return
         result = AttemptResult(
             decision.outcome.value, decision.reason.value, decision.job_id, committed_at_ms
         )
