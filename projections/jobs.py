@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from headgate.domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent, canonical_json
 from projections.base import Projection
@@ -24,9 +24,12 @@ class JobRow:
     periodic_tick_ms: int | None
 
 
+_KEYED: Final = (JobEnqueued, JobFinished)
+
+
 def key(recorded: RecordedEvent) -> str | None:
     event = recorded.event
-    if isinstance(event, JobEnqueued | JobFinished):
+    if isinstance(event, _KEYED):
         return event.job_id
     return None
 

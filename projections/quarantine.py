@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from headgate.domain.events import FingerprintQuarantined, FingerprintReleased, RecordedEvent
 from projections.base import Projection
@@ -15,9 +16,12 @@ class QuarantineRow:
     quarantined_at_ms: int
 
 
+_KEYED: Final = (FingerprintQuarantined, FingerprintReleased)
+
+
 def key(recorded: RecordedEvent) -> str | None:
     event = recorded.event
-    if isinstance(event, FingerprintQuarantined | FingerprintReleased):
+    if isinstance(event, _KEYED):
         return event.fingerprint
     return None
 

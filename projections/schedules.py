@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from headgate.domain.events import (
     EnqueueAttempted,
@@ -41,9 +41,14 @@ class ScheduleRow:
     updated_at_ms: int
 
 
+_KEYED: Final = (ScheduleDefined, ScheduleDeleted, EnqueueAttempted, NextRunAdvanced)
+"""The events a schedule row folds (a tuple: isinstance with a `A | B` union
+would build the union on every call, and this runs for every event)."""
+
+
 def key(recorded: RecordedEvent) -> str | None:
     event: Any = recorded.event
-    if isinstance(event, ScheduleDefined | ScheduleDeleted | EnqueueAttempted | NextRunAdvanced):
+    if isinstance(event, _KEYED):
         return str(event.schedule_id)
     return None
 
@@ -75,32 +80,30 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             **_touched(recorded),
         }
     if isinstance(event, EnqueueAttempted):
-        progress = _progress(event)
-        if event.outcome is not Outcome.FAILED:
-            return {**progress, "failures": 0, **_touched(recorded)}
-        if event.retry_at_ms is None:
-            return None
-        return {
-            **progress,
-            "failures": event.attempt,
-            "due_at_ms": event.retry_at_ms,
-            **_touched(recorded),
-        }
+        return _attempted(event, recorded)
     if isinstance(event, ScheduleDeleted):
         return {"deleted": True, **_touched(recorded)}
     return None
 
 
-def _progress(event: EnqueueAttempted) -> dict[str, Any]:
-    """Where the attempt left the schedule (nothing for a v1 attempt: a
-    NextRunAdvanced of its own said that)."""
-    if event.next_run_ms is None:
-        return {}
-    return {
-        "next_run_ms": event.next_run_ms,
-        "due_at_ms": event.next_run_ms,
-        "last_enqueued_ms": event.last_enqueued_ms,
+def _attempted(event: EnqueueAttempted, recorded: RecordedEvent) -> dict[str, Any] | None:
+    """Where the attempt left the schedule (a v1 attempt says nothing of
+    next_run_ms: a NextRunAdvanced of its own did), its failure count and
+    retry time. Built as one dict: this runs for every tick."""
+    failed = event.outcome is Outcome.FAILED
+    if failed and event.retry_at_ms is None:
+        return None
+    delta: dict[str, Any] = {
+        "failures": event.attempt if failed else 0,
+        "version": recorded.version,
+        "updated_at_ms": recorded.recorded_at_ms,
     }
+    if event.next_run_ms is not None:
+        delta["next_run_ms"] = delta["due_at_ms"] = event.next_run_ms
+        delta["last_enqueued_ms"] = event.last_enqueued_ms
+    if failed:
+        delta["due_at_ms"] = event.retry_at_ms
+    return delta
 
 
 def _touched(recorded: RecordedEvent) -> dict[str, Any]:

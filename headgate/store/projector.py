@@ -14,15 +14,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import String, Table, Text, bindparam, delete, func, literal, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Table, bindparam, delete, func, literal, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
 from headgate.domain.events import RecordedEvent
 from headgate.store.bulk import bulk_insert, bulk_update
 from headgate.store.schema import ProjectionTables, projection_checkpoints
-from headgate.store.sql import is_one_of
+from headgate.store.sql import array_of, is_one_of
 from projections import AnyProjection, Retention
 
 CHUNK: Final = 500
@@ -241,11 +240,10 @@ def _trim(connection: Connection, table: Table, retention: Retention, groups: li
         )
 
     if connection.dialect.name == "postgresql":
-        element = Text() if isinstance(group.type, String) else group.type
         for start in range(0, len(groups), CHUNK):
             chunk = groups[start : start + CHUNK]
             touched = (
-                func.unnest(literal(chunk, ARRAY(element)))
+                func.unnest(literal(chunk, array_of(group.type)))
                 .table_valued("value")
                 .render_derived(name="touched")
             )

@@ -9,6 +9,21 @@ from typing import Any
 from sqlalchemy import ColumnElement, String, Text, any_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
+from sqlalchemy.types import TypeEngine
+
+_ARRAY_TYPES: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
+
+
+def array_of(element: TypeEngine[Any]) -> ARRAY[Any]:
+    """The PostgreSQL array type for a column's values: text[] for any string
+    (a cast to varchar(n)[] would silently truncate a longer value into a false
+    match). Made once per element type: building a type costs more than the
+    hot path's whole query."""
+    kind = String if isinstance(element, String) else type(element)
+    cached = _ARRAY_TYPES.get(kind)
+    if cached is None:
+        cached = _ARRAY_TYPES[kind] = ARRAY(Text() if kind is String else kind())
+    return cached
 
 
 def is_one_of(
@@ -18,13 +33,11 @@ def is_one_of(
     many values: the statement text is the same for every batch and nothing is
     rendered per value in Python.
 
-    On PostgreSQL, `column = ANY(array)`. Strings go as text[]: a cast to
-    varchar(n)[] would silently truncate a longer value into a false match.
+    On PostgreSQL, `column = ANY(array)` (see `array_of`).
     On SQLite, the values as one JSON array, unpacked by json_each (an IN
     list is rendered anew, placeholder by placeholder, for every length).
     """
     if connection.dialect.name == "postgresql":
-        element = Text() if isinstance(column.type, String) else column.type
-        return column == any_(literal(list(values), ARRAY(element)))
+        return column == any_(literal(list(values), array_of(column.type)))
     each = func.json_each(literal(json.dumps(list(values)))).table_valued("value")
     return column.in_(select(each.c.value))
