@@ -24,7 +24,6 @@ from headgate.domain.events import (
     JobEnqueued,
     JobFinished,
     JobState,
-    NextRunAdvanced,
     Outcome,
     ScheduleDefined,
     encode,
@@ -123,6 +122,13 @@ def append_rates(backend: str, singles: int, batches: int) -> list[list[object]]
     ]
 
 
+def _settled(schedule_id: str, tick: int, job_id: str, next_run_ms: int) -> EnqueueAttempted:
+    """An enqueued tick's record, carrying the advance, as the scheduler writes it."""
+    return EnqueueAttempted(
+        schedule_id, tick, job_id, Outcome.ENQUEUED, "accepted", 1, None, next_run_ms, tick
+    )
+
+
 def _tick_units(
     schedule_id: str, first_tick: int, count: int, version: int
 ) -> list[list[StreamAppend]]:
@@ -131,12 +137,11 @@ def _tick_units(
         tick = (first_tick + n) * 1000
         job_id = f"{schedule_id}-{tick}"
         job = JobEnqueued(job_id, "report.build", "default", {"team": 7}, None, schedule_id, tick)
-        attempt = EnqueueAttempted(schedule_id, tick, job_id, Outcome.ENQUEUED, "accepted")
-        advance = NextRunAdvanced(schedule_id, tick + 1000, tick)
+        attempt = _settled(schedule_id, tick, job_id, tick + 1000)
         units.append(
             [
                 StreamAppend(job_stream(job_id), NO_STREAM, (job,)),
-                StreamAppend(schedule_stream(schedule_id), version + 2 * n, (attempt, advance)),
+                StreamAppend(schedule_stream(schedule_id), version + n, (attempt,)),
             ]
         )
     return units
@@ -187,13 +192,8 @@ def rebuild_rate(backend: str, total_events: int) -> list[object]:
                     1,
                     JobEnqueued(job_id, "k", "default", {"s": s}, None, sid, t),
                 )
-                add(
-                    schedule_stream(sid),
-                    versions[s] + 1,
-                    EnqueueAttempted(sid, t, job_id, Outcome.ENQUEUED, "accepted"),
-                )
-                add(schedule_stream(sid), versions[s] + 2, NextRunAdvanced(sid, t + 60_000, t))
-                versions[s] += 2
+                add(schedule_stream(sid), versions[s] + 1, _settled(sid, t, job_id, t + 60_000))
+                versions[s] += 1
                 if len(rows) >= 20_000:
                     flush()
         flush()
@@ -250,7 +250,7 @@ def storage(backend: str, ticks: int) -> list[list[object]]:
             clock.set(first * 1000)
             count = min(per_txn, ticks - first + 1)
             store.append_units(_tick_units("busy", first, count, version))
-            version += 2 * count
+            version += count
             store.append_units(
                 [
                     [

@@ -18,8 +18,8 @@ Row = TypeVar("Row")
 
 @dataclass(frozen=True)
 class Retention:
-    """Keep only the newest `keep` rows per `group_by` value, by `order_by` (whose
-    values are unique within a group)."""
+    """Keep only the newest `keep` rows per `group_by` value, by `order_by` (the
+    projection's key column: unique)."""
 
     group_by: str
     order_by: str
@@ -54,6 +54,12 @@ class Projection(Generic[Row]):
     `apply`: for any existing row, `apply(row, e) == replace(row, **changes(e))`
     whenever `changes(e)` is not None (a test checks this).
     """
+
+    def __post_init__(self) -> None:
+        if self.retention is not None and self.retention.order_by != self.key_column:
+            # The trim keeps every row tied with the `keep`-th newest: only a
+            # unique order keeps exactly `keep`.
+            raise ValueError(f"{self.name}: retention must order by the key column")
 
 
 AnyProjection = Projection[Any]

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from headgate.domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent, canonical_json
+from headgate.domain.events import (
+    JobEnqueued,
+    JobFinished,
+    JobState,
+    RecordedEvent,
+    canonical_json_of_plain,
+)
 from projections.base import Projection
 
 
@@ -43,7 +49,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "job_id": event.job_id,
         "kind": event.kind,
         "queue": event.queue,
-        "payload": canonical_json(event.payload),
+        "payload": canonical_json_of_plain(event.payload),
         "state": JobState.PENDING.value,
         "unique_key": event.unique_key,
         "created_at_ms": recorded.recorded_at_ms,

@@ -12,7 +12,7 @@ from headgate.domain.events import (
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
-    canonical_json,
+    canonical_json_of_plain,
 )
 from projections.base import Projection
 
@@ -64,7 +64,8 @@ def apply(row: ScheduleRow | None, recorded: RecordedEvent) -> ScheduleRow | Non
     delta = changes(recorded)
     if delta is None:  # a failure without a retry time keeps the row's due time
         assert isinstance(event, EnqueueAttempted)
-        delta = {"failures": event.attempt, **_touched(recorded)}
+        delta = {**_stated_progress(event), "failures": event.attempt, **_touched(recorded)}
+        delta.pop("due_at_ms", None)
     return replace(row, **delta)
 
 
@@ -93,17 +94,24 @@ def _attempted(event: EnqueueAttempted, recorded: RecordedEvent) -> dict[str, An
     failed = event.outcome is Outcome.FAILED
     if failed and event.retry_at_ms is None:
         return None
-    delta: dict[str, Any] = {
-        "failures": event.attempt if failed else 0,
-        "version": recorded.version,
-        "updated_at_ms": recorded.recorded_at_ms,
-    }
-    if event.next_run_ms is not None:
-        delta["next_run_ms"] = delta["due_at_ms"] = event.next_run_ms
-        delta["last_enqueued_ms"] = event.last_enqueued_ms
+    delta = _stated_progress(event)
+    delta["failures"] = event.attempt if failed else 0
+    delta["version"] = recorded.version
+    delta["updated_at_ms"] = recorded.recorded_at_ms
     if failed:
         delta["due_at_ms"] = event.retry_at_ms
     return delta
+
+
+def _stated_progress(event: EnqueueAttempted) -> dict[str, Any]:
+    """The next run (and due time) and last enqueue an attempt states; none for a v1 one."""
+    if event.next_run_ms is None:
+        return {}
+    return {
+        "next_run_ms": event.next_run_ms,
+        "due_at_ms": event.next_run_ms,
+        "last_enqueued_ms": event.last_enqueued_ms,
+    }
 
 
 def _touched(recorded: RecordedEvent) -> dict[str, Any]:
@@ -116,7 +124,7 @@ def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
         spec=event.spec,
         kind=event.kind,
         queue=event.queue,
-        payload=canonical_json(event.payload),
+        payload=canonical_json_of_plain(event.payload),
         on_missed=event.on_missed.value,
         backfill_limit=event.backfill_limit,
         paused=event.paused,

@@ -68,6 +68,40 @@ def test_changes_agree_with_apply(definition: ScheduleDefined, events: list[obje
         assert row is not None
 
 
+def _where_it_stands(definition: ScheduleDefined, events: list[object]) -> tuple[object, ...]:
+    """The schedule row's progress, as the event model says, folded by hand."""
+    next_run = due = definition.next_run_ms
+    failures, last, deleted = 0, definition.last_enqueued_ms, False
+    for event in events:
+        if isinstance(event, NextRunAdvanced):
+            next_run = due = event.next_run_ms
+            failures, last = 0, event.last_enqueued_ms
+        elif isinstance(event, EnqueueAttempted):
+            failed = event.outcome is Outcome.FAILED
+            if event.next_run_ms is not None:  # v2: the attempt says where it left the schedule
+                next_run, last = event.next_run_ms, event.last_enqueued_ms
+                if not failed or event.retry_at_ms is not None:
+                    due = next_run
+            failures = event.attempt if failed else 0
+            if failed and event.retry_at_ms is not None:
+                due = event.retry_at_ms
+        elif isinstance(event, ScheduleDeleted):
+            deleted = True
+    return next_run, due, failures, last, deleted
+
+
+@given(definition=definitions, events=st.lists(later_events, min_size=1, max_size=8))
+def test_the_schedule_row_is_where_the_events_left_it(
+    definition: ScheduleDefined, events: list[object]
+) -> None:
+    row = SCHEDULES.apply(None, RecordedEvent(1, "schedule-s", 1, 10, definition))
+    for offset, event in enumerate(events, start=2):
+        row = SCHEDULES.apply(row, RecordedEvent(offset, "schedule-s", offset, 10, event))  # type: ignore[arg-type]
+    assert row is not None
+    stands = (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms, row.deleted)
+    assert stands == _where_it_stands(definition, events)
+
+
 job_events = st.builds(
     JobEnqueued,
     job_id=st.text(min_size=1),

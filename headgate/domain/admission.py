@@ -71,9 +71,7 @@ def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
             f"{error}",
         ) from None
     except RecursionError:
-        raise ValidationError(
-            "payload", "is nested too deeply (or contains itself) to store as JSON"
-        ) from None
+        raise ValidationError("payload", "is nested too deeply to store as JSON") from None
     _require_string_keys(value)
     try:
         size = len(text.encode())

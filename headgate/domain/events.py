@@ -86,8 +86,9 @@ class EnqueueAttempted(DomainEvent):
     deduplicated, skipped) advances next_run_ms; a failed one restates it. The
     record and the advance are one event, so they commit (or not) together,
     and the newest attempt alone says where the schedule stands, whatever
-    compaction dropped before it. Both are None only in events written before
-    schema version 2, where a NextRunAdvanced followed.
+    compaction dropped before it. `next_run_ms` None means the attempt does not
+    say: so read every event written before schema version 2, where a
+    NextRunAdvanced followed.
     Never carries a payload or raw backend error text.
     """
 
@@ -253,7 +254,7 @@ def _field_json(value: JsonValue) -> str:
         return "false"
     if type(value) is int:
         return _int_text(value)
-    return canonical_json(value)
+    return canonical_json_of_plain(value)
 
 
 def decode(type_name: str, schema_version: int, body_text: str) -> DomainEvent:
@@ -282,7 +283,7 @@ _canonical_parts: Final = (
     None
     if _make_c_encoder is None
     else _make_c_encoder(
-        None,  # no cycle bookkeeping: a value that contains itself ends in RecursionError
+        None,  # no cycle bookkeeping (see canonical_json_of_plain)
         _CANONICAL.default,
         json.encoder.encode_basestring,
         None,
@@ -300,11 +301,17 @@ call, which cost more than encoding a typical payload."""
 def canonical_json(value: JsonValue) -> str:
     """One text per value: sorted keys, no spaces, so equal values store equal bytes.
 
-    Raises TypeError or ValueError for what is not plain JSON, and RecursionError
-    for a value nested too deeply or containing itself.
+    Raises TypeError or ValueError (a value that contains itself among them)
+    for what is not plain JSON. For any value from outside Headgate.
     """
-    if _canonical_parts is None:
-        return _CANONICAL.encode(value)
-    if isinstance(value, str):
-        return _encode_string(value)
+    return _CANONICAL.encode(value)
+
+
+def canonical_json_of_plain(value: JsonValue) -> str:
+    """`canonical_json` of a value known to be plain JSON: decoded from JSON, or
+    already through the admission gate. The hot path's encoder: it skips the
+    bookkeeping that detects a value containing itself, which only input from
+    outside can do."""
+    if _canonical_parts is None or isinstance(value, str):
+        return canonical_json(value)
     return "".join(_canonical_parts(value, 0))

@@ -22,9 +22,11 @@ def tick_job_id(schedule_id: str, tick_ms: int) -> str:
     periodic_origin, never by parsing the id.
 
     Earlier builds derived a UUIDv5 of the same name. Mixing the two is safe:
-    a tick is attempted again only if its earlier attempt committed nothing
-    (the job, its record and the advance commit together), and a pending job
-    still holds the tick's unique key whatever its id.
+    only a failed attempt leaves its tick to be attempted again, and a failed
+    attempt never made a job (the job, its record and the advance commit
+    together). A failed tick retried across the upgrade shows the old id in
+    its failed records and the new one once it succeeds; and a pending job
+    holds the tick's unique key whatever its id.
     """
     sha1 = _NAMESPACE_SHA1.copy()
     sha1.update(f"tick\x00{schedule_id}\x00{tick_ms}".encode())

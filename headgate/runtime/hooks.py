@@ -21,22 +21,24 @@ from projections import ScheduleRow
 
 @dataclass(frozen=True)
 class TickContext:
+    """What a hook is told about one attempt. Made by Headgate only."""
+
     tick_ms: int
     job_id: str
     attempt: int
     """1 for the first attempt at this tick, 2 for its first retry, ..."""
-    planned_from: ScheduleRow = field(repr=False)
-    """The schedule's row as the tick was planned from it."""
+    _planned_from: ScheduleRow = field(repr=False, compare=False)
 
     @property
     def schedule_id(self) -> str:
-        return self.planned_from.schedule_id
+        return self._planned_from.schedule_id
 
     @cached_property
     def schedule(self) -> Schedule:
-        """A read-only snapshot of the schedule, made when a hook first asks:
-        most ticks have no hook that looks, and a catch-up fires thousands."""
-        return Schedule.from_row(self.planned_from)
+        """A read-only snapshot of the schedule as the tick was planned, made
+        when first read: most ticks have no hook that looks, and a catch-up
+        fires thousands."""
+        return Schedule.from_row(self._planned_from)
 
 
 @dataclass(frozen=True)

@@ -330,7 +330,7 @@ class TickProcessor:
             row.schedule_id,
             tick_ms,
         )
-        context = TickContext(tick_ms, job_id, attempt, planned_from=row)
+        context = TickContext(tick_ms, job_id, attempt, row)
         return PlannedTick(
             job, fingerprint_of_text(row.kind, row.payload), context, failure, next_run_ms
         )

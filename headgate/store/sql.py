@@ -36,6 +36,8 @@ def is_one_of(
     On PostgreSQL, `column = ANY(array)` (see `array_of`).
     On SQLite, the values as one JSON array, unpacked by json_each (an IN
     list is rendered anew, placeholder by placeholder, for every length).
+    json_each cuts a string at a NUL: fine for what is looked up this way
+    (ids, keys, fingerprints), which the store never holds with one.
     """
     if connection.dialect.name == "postgresql":
         return column == any_(literal(list(values), array_of(column.type)))

@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
 
     if point == "events_written":          # job and record rows inserted; nothing projected
         projector.Projector.apply_live = die
-    elif point == "advance_projected":      # next_run_ms updated in the schedules table; jobs not yet
+    elif point == "advance_projected":      # next_run_ms in the schedules table; jobs not yet
         original_fold = projector.fold_into_table
         def fold_then_die(connection, projection, table, recorded):
             used = original_fold(connection, projection, table, recorded)

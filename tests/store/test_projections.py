@@ -76,6 +76,40 @@ class TestSchedules:
         assert row is not None
         assert (row.due_at_ms, row.failures) == (120_000, 0)
 
+    def test_an_attempt_says_where_it_left_the_schedule(self, store: EventStore) -> None:
+        create_schedule(store, "nightly")
+        fire_tick(store, "nightly", 60_000)
+        failed = attempted(
+            "nightly",
+            120_000,
+            Outcome.FAILED,
+            "hook_error",
+            retry_at_ms=121_000,
+            next_run_ms=120_000,
+            last_enqueued_ms=60_000,
+        )
+        store.append("schedule-nightly", 2, [failed])
+        row = _reads(store).schedule("nightly")
+        assert row is not None
+        assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms) == (
+            120_000,
+            121_000,
+            1,
+            60_000,
+        )
+        enqueued = attempted(
+            "nightly", 120_000, attempt=2, next_run_ms=180_000, last_enqueued_ms=120_000
+        )
+        store.append("schedule-nightly", 3, [enqueued])
+        row = _reads(store).schedule("nightly")
+        assert row is not None
+        assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms) == (
+            180_000,
+            180_000,
+            0,
+            120_000,
+        )
+
     def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: EventStore) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
