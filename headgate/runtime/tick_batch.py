@@ -9,11 +9,11 @@ code (no actor machinery) so it can be driven and tested directly:
    read the facts the admission gate needs in bulk, decide every tick, and
    append each tick as its own unit: the job and its enqueue-attempt record,
    which also carries the advance of next_run_ms, at the schedule stream's
-   expected version (the compare-and-set). A crash anywhere before commit leaves nothing; after
-   commit, everything. Given the instant the ticks are due (`at_ms`), the
-   batch is written just ahead of it and committed once the clock reaches it,
-   so a thousand schedules sharing one instant are enqueued at that instant,
-   not one batch-write later;
+   expected version (the compare-and-set). A crash anywhere before commit
+   leaves nothing; after commit, everything. Given the instant the ticks are
+   due (`at_ms`), the batch is written just ahead of it and committed once the
+   clock reaches it, so a thousand schedules sharing one instant are enqueued
+   at that instant, not one batch-write later;
 3. `finish`: log each tick and run the after-enqueue hooks.
 
 If the batch's transaction fails, each schedule is retried alone, so one
