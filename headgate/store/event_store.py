@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Select, func, select, text, update
+from sqlalchemy import Select, func, select, text, true, update
 from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock, StoreClock
@@ -37,7 +37,7 @@ from headgate.store.engine import (
 from headgate.store.migrations import migrate
 from headgate.store.projector import CHUNK, Projector
 from headgate.store.schema import LIVE, events, leases, log_head
-from headgate.store.sql import is_one_of
+from headgate.store.sql import each_of, is_one_of
 from projections import ALL_PROJECTIONS
 
 NO_STREAM: Final = 0
@@ -135,15 +135,25 @@ class WriteTransaction:
                 wanted.append(stream_id)
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            query = (
-                select(events.c.stream_id, func.max(events.c.version))
-                .where(is_one_of(self.connection, events.c.stream_id, chunk))
-                .group_by(events.c.stream_id)
-            )
             versions.update(
-                {stream: int(version) for stream, version in self.connection.execute(query)}
+                {
+                    stream: int(version)
+                    for stream, version in self.connection.execute(self._latest_versions(chunk))
+                    if version is not None
+                }
             )
         return versions
+
+    def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
+        if not is_postgresql(self.connection.engine):
+            return (
+                select(events.c.stream_id, func.max(events.c.version))
+                .where(is_one_of(self.connection, events.c.stream_id, stream_ids))
+                .group_by(events.c.stream_id)
+            )
+        wanted = each_of(stream_ids, events.c.stream_id)
+        latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
+        return select(wanted.c.value, latest.scalar_subquery())
 
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
         """The first event of each stream that exists.
@@ -156,14 +166,24 @@ class WriteTransaction:
         found: dict[str, DomainEvent] = {}
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            query = select(events).where(
-                is_one_of(self.connection, events.c.stream_id, chunk), events.c.version == 1
-            )
-            for row in self.connection.execute(query):
+            for row in self.connection.execute(self._first_of(chunk)):
                 found[row.stream_id] = decode_row(row).event
         # A stream without a first event does not exist: its version is known.
         self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
         return found
+
+    def _first_of(self, stream_ids: list[str]) -> Select[Any]:
+        if not is_postgresql(self.connection.engine):
+            return select(events).where(
+                is_one_of(self.connection, events.c.stream_id, stream_ids), events.c.version == 1
+            )
+        wanted = each_of(stream_ids, events.c.stream_id)
+        first = (
+            select(events)
+            .where(events.c.stream_id == wanted.c.value, events.c.version == 1)
+            .lateral("first")
+        )
+        return select(first).select_from(wanted.join(first, true()))
 
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
         """Append each unit whose expected versions hold; report a conflict for the rest.

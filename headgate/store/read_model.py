@@ -10,15 +10,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Final, Generic, TypeVar
 
-from sqlalchemy import Engine, Select, func, select, text
+from sqlalchemy import Engine, Select, func, select, text, true
 from sqlalchemy.engine import Connection
 
 from headgate.domain.cursors import decode_cursor, encode_cursor, is_clean_text
 from headgate.errors import ValidationError
 from headgate.store.engine import translated_errors
 from headgate.store.projector import CHUNK
-from headgate.store.schema import DUE_INDEX_WHERE, LIVE
-from headgate.store.sql import is_one_of
+from headgate.store.schema import DUE_INDEX_WHERE, LIVE, LIVE_UNIQUE_KEY_WHERE
+from headgate.store.sql import each_of, is_one_of
 from projections import EnqueueHistoryRow, JobRow, ScheduleRow
 from projections.enqueue_history import KEEP_PER_SCHEDULE
 
@@ -36,6 +36,7 @@ _LIVE_AND_UNPAUSED: Final = text(DUE_INDEX_WHERE)
 """Written exactly as the due index's predicate: the databases use a partial
 index only for a query whose condition matches it (SQLite textually), and
 SQLAlchemy's own rendering of `paused IS false` does not."""
+_LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 
 
@@ -122,12 +123,24 @@ def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict
     found: dict[str, str] = {}
     wanted = list(dict.fromkeys(keys))
     for start in range(0, len(wanted), CHUNK):
-        query = select(_jobs.c.unique_key, _jobs.c.job_id).where(
-            _jobs.c.state == "pending",
-            is_one_of(connection, _jobs.c.unique_key, wanted[start : start + CHUNK]),
-        )
+        query = _live_holders(connection, wanted[start : start + CHUNK])
         found.update({str(key): str(job_id) for key, job_id in connection.execute(query)})
     return found
+
+
+def _live_holders(connection: Connection, keys: list[str]) -> Select[Any]:
+    if connection.dialect.name != "postgresql":
+        return select(_jobs.c.unique_key, _jobs.c.job_id).where(
+            _jobs.c.state == "pending", is_one_of(connection, _jobs.c.unique_key, keys)
+        )
+    wanted = each_of(keys, _jobs.c.unique_key)
+    holder = (
+        select(_jobs.c.unique_key, _jobs.c.job_id)
+        .where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
+        .limit(1)
+        .lateral("holder")
+    )
+    return select(holder.c.unique_key, holder.c.job_id).select_from(wanted.join(holder, true()))
 
 
 def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, int]:

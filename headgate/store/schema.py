@@ -32,9 +32,11 @@ from sqlalchemy import (
 LOG = MetaData()
 
 DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
+"""The due read's partial index covers live, unpaused schedules only."""
 FINISHED_JOBS_WHERE: Final = "state <> 'pending'"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
-"""The due read's partial index covers live, unpaused schedules only."""
+LIVE_UNIQUE_KEY_WHERE: Final = "state = 'pending' AND unique_key IS NOT NULL"
+"""The partial unique index on live jobs' unique keys: lookups say it in these words."""
 
 events = Table(
     "events",
@@ -160,8 +162,8 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         f"ux_{prefix}jobs_live_unique_key",
         jobs.c.unique_key,
         unique=True,
-        sqlite_where=text("state = 'pending' AND unique_key IS NOT NULL"),
-        postgresql_where=text("state = 'pending' AND unique_key IS NOT NULL"),
+        sqlite_where=text(LIVE_UNIQUE_KEY_WHERE),
+        postgresql_where=text(LIVE_UNIQUE_KEY_WHERE),
     )
     Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
     Index(
