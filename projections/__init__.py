@@ -1,6 +1,6 @@
 """Projections: plain functions of (row state, event) that materialise read models."""
 
-from projections.base import AnyProjection, Projection, Retention
+from projections.base import AnyProjection, Projection
 from projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
 from projections.jobs import JOBS, JobRow
 from projections.quarantine import QUARANTINE, QuarantineRow
@@ -19,6 +19,5 @@ __all__ = [
     "JobRow",
     "Projection",
     "QuarantineRow",
-    "Retention",
     "ScheduleRow",
 ]

@@ -17,16 +17,6 @@ Row = TypeVar("Row")
 
 
 @dataclass(frozen=True)
-class Retention:
-    """Keep only the newest `keep` rows per `group_by` value, by `order_by` (the
-    projection's key column: unique)."""
-
-    group_by: str
-    order_by: str
-    keep: int
-
-
-@dataclass(frozen=True)
 class Projection(Generic[Row]):
     name: str
     table: str
@@ -38,7 +28,6 @@ class Projection(Generic[Row]):
     """The row after the event; None deletes the row."""
     append_only: bool = False
     """Every event makes a new row, so no existing row needs loading."""
-    retention: Retention | None = None
     creates: Callable[[RecordedEvent], dict[str, Any] | None] | None = None
     """For an event that always starts a new row (its key cannot exist yet): the
     row's columns.
@@ -54,12 +43,6 @@ class Projection(Generic[Row]):
     `apply`: for any existing row, `apply(row, e) == replace(row, **changes(e))`
     whenever `changes(e)` is not None (a test checks this).
     """
-
-    def __post_init__(self) -> None:
-        if self.retention is not None and self.retention.order_by != self.key_column:
-            # The trim keeps every row tied with the `keep`-th newest: only a
-            # unique order keeps exactly `keep`.
-            raise ValueError(f"{self.name}: retention must order by the key column")
 
 
 AnyProjection = Projection[Any]

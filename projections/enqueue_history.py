@@ -1,7 +1,13 @@
-"""The enqueue history: one row per automatic attempt, newest 100 per schedule.
+"""The enqueue history: one row per automatic attempt still in the log.
 
 Rows are keyed by the event's log position, which is monotonic, survives a
 rebuild unchanged, and doubles as the paging cursor.
+
+The history shows the newest 100 attempts per schedule. Compaction keeps
+those in the log and removes older attempts, with their rows, in the same
+transaction; reads show only the newest 100 meanwhile. Trimming on every
+write instead walked a hundred index entries per schedule per batch: on
+PostgreSQL, with full histories, a third of each tick's cost.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from headgate.domain.events import EnqueueAttempted, RecordedEvent
-from projections.base import Projection, Retention
+from projections.base import Projection
 
 KEEP_PER_SCHEDULE: Final = 100
 
@@ -61,5 +67,4 @@ ENQUEUE_HISTORY: Projection[EnqueueHistoryRow] = Projection(
     apply=apply,
     creates=creates,
     append_only=True,
-    retention=Retention(group_by="schedule_id", order_by="event_id", keep=KEEP_PER_SCHEDULE),
 )

@@ -2,7 +2,8 @@
 
 What survives, per stream family:
 * schedules: the latest event of each type (the latest ScheduleDefined is a
-  full snapshot), plus the newest `attempts_per_schedule` EnqueueAttempted;
+  full snapshot), plus the newest `attempts_per_schedule` EnqueueAttempted
+  (the enqueue history's rows of the others go too);
 * jobs: every event of a pending job; a finished job's stream and its row go
   once it finished more than `finished_job_retention_ms` ago;
 * manual-run keys: kept for `manual_key_retention_ms` (at least 24 hours);
@@ -25,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sqlalchemy import Select, and_, delete, func, or_, select, text, update
+from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
 from headgate.domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
@@ -134,7 +135,8 @@ def _streams_written_between(connection: Connection, after: int, until: int) -> 
 
 
 def _trim_streams(connection: Connection, streams: list[str], policy: CompactionPolicy) -> int:
-    """Keep the latest event of each type, and the newest attempts on schedule streams."""
+    """Keep the latest event of each type, and the newest attempts on schedule streams;
+    the history rows of the attempts removed go with them."""
     deleted = 0
     for start in range(0, len(streams), CHUNK):
         chunk = streams[start : start + CHUNK]
@@ -161,8 +163,25 @@ def _trim_streams(connection: Connection, streams: list[str], policy: Compaction
                 and_(~is_attempt, ranked.c.rank > 1),
             )
         )
-        deleted += connection.execute(delete(events).where(events.c.position.in_(doomed))).rowcount
+        gone = connection.execute(
+            delete(events)
+            .where(events.c.position.in_(doomed))
+            .returning(events.c.position, events.c.type)
+        ).all()
+        _forget_history(connection, [position for position, type_ in gone if type_ == ATTEMPT_TYPE])
+        deleted += len(gone)
     return deleted
+
+
+def _forget_history(connection: Connection, attempt_positions: list[int]) -> None:
+    """Delete the history rows of these attempts (a row is keyed by its event's position)."""
+    if not attempt_positions:
+        return
+    history = LIVE.enqueue_history
+    connection.execute(
+        delete(history).where(history.c.event_id == bindparam("position")),
+        [{"position": position} for position in attempt_positions],
+    )
 
 
 def _remove_finished_jobs(

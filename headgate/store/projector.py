@@ -14,15 +14,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Table, bindparam, delete, func, literal, select, update
+from sqlalchemy import Table, delete, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.elements import BindParameter
 
 from headgate.domain.events import RecordedEvent
 from headgate.store.bulk import bulk_insert, bulk_update
 from headgate.store.schema import ProjectionTables, projection_checkpoints
-from headgate.store.sql import array_of, is_one_of
-from projections import AnyProjection, Retention
+from headgate.store.sql import is_one_of
+from projections import AnyProjection
 
 CHUNK: Final = 500
 Row = TypeVar("Row")
@@ -181,8 +180,6 @@ def _write_changes(
             changed = {n: v for n, v in after_values.items() if before_values[n] != v}
             changed[projection.key_column] = key
             updates.append(changed)
-    if projection.retention is not None:
-        inserts = _newest_per_group(inserts, projection.retention)
     # Deletes, then updates, then inserts: a row that gives up a unique value
     # (a job leaving `pending` frees its unique key) must do so before a new row
     # in the same batch takes it.
@@ -194,69 +191,6 @@ def _write_changes(
         bulk_update(connection, table, projection.key_column, updates)
     if inserts:
         bulk_insert(connection, table, inserts)
-    if projection.retention is not None and inserts:
-        groups = list(dict.fromkeys(row[projection.retention.group_by] for row in inserts))
-        _trim(connection, table, projection.retention, groups)
-
-
-def _newest_per_group(rows: list[dict[str, Any]], retention: Retention) -> list[dict[str, Any]]:
-    """Drop rows that would be trimmed at once: a group never needs more than `keep` new rows."""
-    if (
-        max(Counter(map(itemgetter(retention.group_by), rows)).values(), default=0)
-        <= retention.keep
-    ):
-        return rows
-    by_group: dict[Any, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_group.setdefault(row[retention.group_by], []).append(row)
-    kept: list[dict[str, Any]] = []
-    for group in by_group.values():
-        group.sort(key=lambda row: row[retention.order_by])
-        kept.extend(group[-retention.keep :])
-    return kept
-
-
-def _trim(connection: Connection, table: Table, retention: Retention, groups: list[Any]) -> None:
-    """Delete all but the newest `keep` rows of each group.
-
-    Per group, an index walk finds its `keep`-th newest row and the rows below
-    it go: the cost is `keep` index steps per touched group. (Ranking every row
-    of the touched groups with a window function cost ten times as much once
-    histories were full.) SQLite runs it as one executemany; PostgreSQL as one
-    statement over an array of the groups, since each executemany statement
-    there is a round trip.
-    """
-    group, order = table.c[retention.group_by], table.c[retention.order_by]
-    kept = table.alias("kept")
-
-    def oldest_kept(of_group: Any) -> Any:
-        return (
-            select(kept.c[retention.order_by])
-            .where(kept.c[retention.group_by] == of_group)
-            .order_by(kept.c[retention.order_by].desc())
-            .offset(retention.keep - 1)
-            .limit(1)
-            .scalar_subquery()
-        )
-
-    if connection.dialect.name == "postgresql":
-        for start in range(0, len(groups), CHUNK):
-            chunk = groups[start : start + CHUNK]
-            touched = (
-                func.unnest(literal(chunk, array_of(group.type)))
-                .table_valued("value")
-                .render_derived(name="touched")
-            )
-            cutoffs = select(
-                touched.c.value, oldest_kept(touched.c.value).label("cutoff")
-            ).subquery("cutoffs")
-            connection.execute(
-                delete(table).where(group == cutoffs.c.value, order < cutoffs.c.cutoff)
-            )
-        return
-    which: BindParameter[Any] = bindparam("trimmed_group")
-    statement = delete(table).where(group == which, order < oldest_kept(which))
-    connection.execute(statement, [{"trimmed_group": value} for value in groups])
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

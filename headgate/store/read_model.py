@@ -166,11 +166,26 @@ def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]
 def enqueue_history_page(
     connection: Connection, schedule_id: str, limit: int, cursor: str | None
 ) -> Page[EnqueueHistoryRow]:
-    """Newest first; the history outlives its schedule."""
+    """Newest first, the newest 100 attempts only; the history outlives its schedule.
+
+    Older attempts stay in the table until the next compaction removes them
+    (see projections.enqueue_history): the page stops at the 100th newest.
+    """
     check_limit(limit, KEEP_PER_SCHEDULE)
     if not could_be_stored(schedule_id):
         return Page([], None)
-    query = select(_history).where(_history.c.schedule_id == schedule_id)
+    hundredth_newest = (
+        select(_history.c.event_id)
+        .where(_history.c.schedule_id == schedule_id)
+        .order_by(_history.c.event_id.desc())
+        .offset(KEEP_PER_SCHEDULE - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    query = select(_history).where(
+        _history.c.schedule_id == schedule_id,
+        _history.c.event_id >= func.coalesce(hundredth_newest, 0),
+    )
     if cursor is not None:
         before = decode_cursor(HISTORY_CURSOR, cursor, int)
         query = query.where(_history.c.event_id < before)

@@ -231,14 +231,19 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
         job_id = f"job-for-busy-{tick * 1000}"
         store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+    shown = _history_shown(store, "busy")
+    assert [tick for tick, _ in shown] == [tick * 1000 for tick in range(250, 150, -1)]
     before = snapshot(store.engine)
     report = compact(store)
     after = snapshot(store.engine)
     assert report.jobs_removed == 200
-    assert {k: v for k, v in after.items() if k != "jobs"} == {
-        k: v for k, v in before.items() if k != "jobs"
-    }
+    unchanged = ("schedules", "quarantine")
+    assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
     assert len(after["jobs"]) == 50
+    assert len(before["enqueue_history"]) == 250, "the table keeps rows until compaction"
+    kept = sorted(row[0] for row in after["enqueue_history"])
+    assert kept == sorted(position for _, position in shown), "compaction keeps the rows shown"
+    assert _history_shown(store, "busy") == shown
     with store.engine.connect() as connection:
         schedule_events = connection.execute(
             select(events.c.type, func.count())
@@ -249,6 +254,19 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
     assert verify(store).ok
     rebuild(store)
     assert snapshot(store.engine) == after
+
+
+def _history_shown(store: EventStore, schedule_id: str) -> list[tuple[int, int]]:
+    """(tick, event id) of every attempt the history shows, newest first, page by page."""
+    shown: list[tuple[int, int]] = []
+    cursor = None
+    with store.engine.connect() as connection:
+        while True:
+            page = read_model.enqueue_history_page(connection, schedule_id, 30, cursor)
+            shown.extend((row.tick_ms, row.event_id) for row in page.items)
+            if page.next_cursor is None:
+                return shown
+            cursor = page.next_cursor
 
 
 def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
