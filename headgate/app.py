@@ -226,7 +226,7 @@ class Headgate:
     def enqueue_events(
         self, schedule_id: str, limit: int = 30, cursor: str | None = None
     ) -> EnqueueEventsPage:
-        """The schedule's automatic enqueue attempts, newest first (at most 100 kept)."""
+        """The schedule's automatic enqueue attempts, newest first (the newest 100)."""
         page = self._reads.enqueue_history(schedule_id, limit, cursor)
         return EnqueueEventsPage(
             [EnqueueEvent.from_row(row) for row in page.items], page.next_cursor

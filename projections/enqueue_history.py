@@ -4,8 +4,9 @@ Rows are keyed by the event's log position, which is monotonic, survives a
 rebuild unchanged, and doubles as the paging cursor.
 
 The history shows the newest 100 attempts per schedule. Compaction keeps
-those in the log and removes older attempts, with their rows, in the same
-transaction; reads show only the newest 100 meanwhile. Trimming on every
+those in the log (or more: `attempts_per_schedule`) and removes older
+attempts, with their rows, in the same transaction; reads show only the
+newest 100 whatever the table holds. Trimming on every
 write instead walked a hundred index entries per schedule per batch: on
 PostgreSQL, with full histories, a third of each tick's cost.
 """

@@ -19,8 +19,10 @@ from typing import Final
 from sqlalchemy import Engine, func, insert, select, text
 from sqlalchemy.engine import Connection
 
+from headgate.domain.events import RecordedEvent, decode
 from headgate.errors import SchemaTooNew
 from headgate.store.engine import is_postgresql, translated_errors, write_transaction
+from headgate.store.projector import fold_into_table
 from headgate.store.schema import (
     DUE_INDEX_WHERE,
     FINISHED_JOBS_WHERE,
@@ -32,7 +34,7 @@ from headgate.store.schema import (
     projection_checkpoints,
     schema_migrations,
 )
-from projections import ALL_PROJECTIONS
+from projections import ALL_PROJECTIONS, ENQUEUE_HISTORY
 
 _MIGRATION_LOCK_KEY: Final = 0x48474D49  # "HGMI"
 
@@ -89,12 +91,58 @@ def _index_finished_jobs(connection: Connection) -> None:
     )
 
 
+BACKFILL_BATCH: Final = 5_000
+
+
+def _history_for_every_attempt(connection: Connection) -> None:
+    """The enqueue history now has a row for every attempt still in the log
+    (compaction removes both together). Before, each write trimmed the table to
+    the newest 100 per schedule while the log could hold more: fold those back
+    in, up to where the history projection has got (a rebuild under way folds
+    the rest itself)."""
+    history = LIVE.enqueue_history
+    reached = connection.execute(
+        select(projection_checkpoints.c.position).where(
+            projection_checkpoints.c.name == ENQUEUE_HISTORY.name
+        )
+    ).scalar_one()
+    after = 0
+    while True:
+        missing = connection.execute(
+            select(events)
+            .outerjoin(history, history.c.event_id == events.c.position)
+            .where(
+                events.c.type == "EnqueueAttempted",
+                events.c.position > after,
+                events.c.position <= reached,
+                history.c.event_id.is_(None),
+            )
+            .order_by(events.c.position)
+            .limit(BACKFILL_BATCH)
+        ).all()
+        if not missing:
+            return
+        recorded = [
+            RecordedEvent(
+                row.position,
+                row.stream_id,
+                row.version,
+                row.recorded_at_ms,
+                decode(row.type, row.schema_version, row.body),
+            )
+            for row in missing
+        ]
+        fold_into_table(connection, ENQUEUE_HISTORY, history, recorded)
+        after = recorded[-1].position
+
+
 MIGRATIONS: Final = (
     Migration(1, "event log and log head", _create_event_log),
     Migration(2, "projection tables and checkpoints", _create_projections),
     Migration(3, "leases and compaction state", _create_leases_and_compaction),
     Migration(4, "due index ordered by (due_at_ms, schedule_id)", _index_due_order),
     Migration(5, "index of finished jobs for compaction", _index_finished_jobs),
+    Migration(6, "enqueue history rows for every attempt in the log", _history_for_every_attempt),
 )
 LATEST_VERSION: Final = MIGRATIONS[-1].version
 

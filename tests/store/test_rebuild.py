@@ -23,7 +23,7 @@ from headgate.domain.events import (
 )
 from headgate.domain.streams import schedule_stream
 from headgate.errors import ProjectionsRebuilding
-from headgate.store import compaction, read_model
+from headgate.store import compaction, maintenance, read_model
 from headgate.store.compaction import CompactionPolicy, compact
 from headgate.store.event_store import ANY_VERSION, EventStore
 from headgate.store.maintenance import rebuild, replay, verify
@@ -362,3 +362,30 @@ def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: Ev
         3,
     )
     assert [(h.tick_ms, h.outcome) for h in history] == [(60_000, "enqueued")]
+
+
+def test_verify_agrees_when_compaction_runs_while_it_folds(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify folds most of the log without a lock; a compaction in between removes
+    old attempts and finished jobs, and their live rows, which the scratch fold
+    had already made."""
+    create_schedule(store, "busy")
+    for tick in range(1, 151):
+        fire_tick(store, "busy", tick * 1000, interval_ms=1000)
+    for tick in range(1, 11):
+        job_id = f"job-for-busy-{tick * 1000}"
+        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+    store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+    fold = maintenance._fold_range
+    compacted: list[int] = []
+
+    def fold_then_compact(*args: Any, **kwargs: Any) -> int:
+        reached = int(fold(*args, **kwargs))
+        compacted.append(compact(store).events_deleted)
+        return reached
+
+    monkeypatch.setattr(maintenance, "_fold_range", fold_then_compact)
+    report = verify(store)
+    assert compacted and compacted[0] > 0
+    assert report.ok, report.differences

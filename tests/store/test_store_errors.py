@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, insert, inspect, text
+from sqlalchemy import Engine, delete, func, insert, inspect, select, text
 
 from headgate.clock import FakeClock
 from headgate.errors import (
@@ -18,10 +18,11 @@ from headgate.errors import (
 )
 from headgate.store.engine import create_store_engine, parse_store_url, translated_errors
 from headgate.store.event_store import NO_STREAM, EventStore
+from headgate.store.maintenance import verify
 from headgate.store.migrations import LATEST_VERSION, migrate, schema_version
 from headgate.store.schema import LIVE, LOG, events, schema_migrations
 from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
-from tests.store.builders import defined
+from tests.store.builders import create_schedule, defined, fire_tick
 
 EVENT_ROW = {
     "stream_id": "s",
@@ -190,10 +191,31 @@ def test_upgrade_indexes_finished_jobs_for_compaction(store_url: str) -> None:
     assert migrate(engine, 0, target=4) == [1, 2, 3, 4]
     with engine.begin() as connection:  # the jobs table as version 4 left it
         connection.execute(text("DROP INDEX ix_jobs_finished"))
-    assert migrate(engine, 0) == [5]
+    assert migrate(engine, 0, target=5) == [5]
     indexes = {ix["name"]: ix["column_names"] for ix in inspect(engine).get_indexes("jobs")}
     engine.dispose()
     assert indexes["ix_jobs_finished"] == ["updated_at_ms"]
+
+
+def test_upgrade_gives_every_attempt_in_the_log_its_history_row(store_url: str) -> None:
+    """Until version 6 each write trimmed the history to the newest 100 rows per
+    schedule, though the log could hold more; now a rebuild makes a row for
+    every attempt in the log, and so must the live table, or verify fails."""
+    store = EventStore(store_url, FakeClock())
+    create_schedule(store, "busy")
+    for tick in range(1, 131):
+        fire_tick(store, "busy", tick * 1000, interval_ms=1000)
+    history = LIVE.enqueue_history
+    with store.engine.begin() as connection:  # as the trim on every write left it
+        oldest = select(history.c.event_id).order_by(history.c.event_id).limit(30)
+        connection.execute(delete(history).where(history.c.event_id.in_(oldest.scalar_subquery())))
+        connection.execute(delete(schema_migrations).where(schema_migrations.c.version == 6))
+    assert not verify(store).ok
+    assert migrate(store.engine, 0) == [6]
+    with store.engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(history)).scalar_one() == 130
+    assert verify(store).ok
+    store.close()
 
 
 def _shape(engine: Engine) -> dict[str, object]:
