@@ -239,12 +239,12 @@ def verify(
         )
         with store.write(while_rebuilding=True) as transaction:
             connection = transaction.connection
+            _drop_what_compaction_removed(connection, scratch, reached)
             for recorded in _read_batch(connection, reached, transaction.head, None):
                 for projection in ALL_PROJECTIONS:
                     fold_into_table(
                         connection, projection, scratch.by_name(projection.table), [recorded]
                     )
-            _drop_what_compaction_removed(connection, scratch)
             report.head = transaction.head
             states = _checkpoints(connection)
             for projection in chosen:
@@ -255,10 +255,14 @@ def verify(
     return report
 
 
-def _drop_what_compaction_removed(connection: Connection, scratch: ProjectionTables) -> None:
-    """Compaction may have run since the unlocked part of the fold. It removed old
-    attempts and finished jobs from the log, and their live rows with them: the
-    scratch rows folded from those events go too."""
+def _drop_what_compaction_removed(
+    connection: Connection, scratch: ProjectionTables, folded_up_to: int
+) -> None:
+    """Compaction may have run since the unlocked part of the fold (up to
+    `folded_up_to`). It removed old attempts and finished jobs from the log,
+    and their live rows with them: the scratch rows folded from those events go
+    too. A job counts as gone even if its id has come back since (an Enqueue
+    now key reused after both expired): the rest of the fold makes it anew."""
     history, jobs = scratch.enqueue_history, scratch.jobs
     connection.execute(
         delete(history).where(~exists().where(events.c.position == history.c.event_id))
@@ -266,7 +270,9 @@ def _drop_what_compaction_removed(connection: Connection, scratch: ProjectionTab
     connection.execute(
         delete(jobs).where(
             ~exists().where(
-                events.c.stream_id == literal(JOB_PREFIX) + jobs.c.job_id, events.c.version == 1
+                events.c.stream_id == literal(JOB_PREFIX) + jobs.c.job_id,
+                events.c.version == 1,
+                events.c.position <= folded_up_to,
             )
         )
     )

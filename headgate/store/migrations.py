@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from sqlalchemy import Engine, func, insert, select, text
+from sqlalchemy import Engine, and_, func, insert, select, text
 from sqlalchemy.engine import Connection
 
 from headgate.domain.events import RecordedEvent, decode
@@ -110,7 +110,12 @@ def _history_for_every_attempt(connection: Connection) -> None:
     while True:
         missing = connection.execute(
             select(events)
-            .outerjoin(history, history.c.event_id == events.c.position)
+            .outerjoin(
+                history,
+                # Bounded in the join too: a merge anti-join would otherwise read
+                # the history from its first row for every batch.
+                and_(history.c.event_id == events.c.position, history.c.event_id > after),
+            )
             .where(
                 events.c.type == "EnqueueAttempted",
                 events.c.position > after,

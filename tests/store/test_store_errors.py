@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, delete, func, insert, inspect, select, text
+from sqlalchemy import Engine, delete, func, insert, inspect, select, text, update
 
 from headgate.clock import FakeClock
 from headgate.errors import (
@@ -18,9 +18,9 @@ from headgate.errors import (
 )
 from headgate.store.engine import create_store_engine, parse_store_url, translated_errors
 from headgate.store.event_store import NO_STREAM, EventStore
-from headgate.store.maintenance import verify
+from headgate.store.maintenance import rebuild, verify
 from headgate.store.migrations import LATEST_VERSION, migrate, schema_version
-from headgate.store.schema import LIVE, LOG, events, schema_migrations
+from headgate.store.schema import LIVE, LOG, events, projection_checkpoints, schema_migrations
 from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import create_schedule, defined, fire_tick
 
@@ -214,6 +214,34 @@ def test_upgrade_gives_every_attempt_in_the_log_its_history_row(store_url: str) 
     assert migrate(store.engine, 0) == [6]
     with store.engine.connect() as connection:
         assert connection.execute(select(func.count()).select_from(history)).scalar_one() == 130
+    assert verify(store).ok
+    store.close()
+
+
+def test_upgrade_during_a_history_rebuild_leaves_the_rest_to_it(store_url: str) -> None:
+    """A rebuild under way has folded the history up to its checkpoint: the
+    migration fills in only below that, and the resumed rebuild does the rest."""
+    store = EventStore(store_url, FakeClock())
+    create_schedule(store, "busy")
+    for tick in range(1, 131):
+        fire_tick(store, "busy", tick * 1000, interval_ms=1000)
+    history, checkpoints = LIVE.enqueue_history, projection_checkpoints
+    midway = store.head() // 2
+    with store.engine.begin() as connection:  # an interrupted rebuild, trimmed as before
+        oldest = select(history.c.event_id).order_by(history.c.event_id).limit(10)
+        connection.execute(delete(history).where(history.c.event_id.in_(oldest.scalar_subquery())))
+        connection.execute(delete(history).where(history.c.event_id > midway))
+        connection.execute(
+            update(checkpoints)
+            .where(checkpoints.c.name == "enqueue_history")
+            .values(position=midway, rebuilding=True)
+        )
+        connection.execute(delete(schema_migrations).where(schema_migrations.c.version == 6))
+    assert migrate(store.engine, 0) == [6]
+    with store.engine.connect() as connection:
+        rows = connection.execute(select(history.c.event_id)).scalars().all()
+    assert rows and max(rows) <= midway
+    assert rebuild(store, ["enqueue_history"]).resumed == ["enqueue_history"]
     assert verify(store).ok
     store.close()
 
