@@ -89,26 +89,18 @@ class TestSchedules:
             last_enqueued_ms=60_000,
         )
         store.append("schedule-nightly", 2, [failed])
-        row = _reads(store).schedule("nightly")
-        assert row is not None
-        assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms) == (
-            120_000,
-            121_000,
-            1,
-            60_000,
-        )
+        assert self._progress(store) == (120_000, 121_000, 1, 60_000)
         enqueued = attempted(
             "nightly", 120_000, attempt=2, next_run_ms=180_000, last_enqueued_ms=120_000
         )
         store.append("schedule-nightly", 3, [enqueued])
+        assert self._progress(store) == (180_000, 180_000, 0, 120_000)
+
+    @staticmethod
+    def _progress(store: EventStore) -> tuple[object, ...]:
         row = _reads(store).schedule("nightly")
         assert row is not None
-        assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms) == (
-            180_000,
-            180_000,
-            0,
-            120_000,
-        )
+        return (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms)
 
     def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: EventStore) -> None:
         create_schedule(store, "nightly")

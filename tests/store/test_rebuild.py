@@ -223,14 +223,19 @@ def test_replay_into_scratch_tables(store: EventStore) -> None:
     assert report.rows["replay_jobs"] == 1
 
 
-def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) -> None:
+def _busy_for_two_days(store: EventStore, ticks: int, finished: int) -> None:
+    """One schedule fired `ticks` times, its first `finished` jobs done, two days ago."""
     create_schedule(store, "busy")
-    for tick in range(1, 251):
+    for tick in range(1, ticks + 1):
         fire_tick(store, "busy", tick * 1000, interval_ms=1000)
-    for tick in range(1, 201):
+    for tick in range(1, finished + 1):
         job_id = f"job-for-busy-{tick * 1000}"
         store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+
+
+def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) -> None:
+    _busy_for_two_days(store, ticks=250, finished=200)
     shown = _history_shown(store, "busy")
     assert [tick for tick, _ in shown] == [tick * 1000 for tick in range(250, 150, -1)]
     before = snapshot(store.engine)
@@ -370,13 +375,7 @@ def test_verify_agrees_when_compaction_runs_while_it_folds(
     """verify folds most of the log without a lock; a compaction in between removes
     old attempts and finished jobs, and their live rows, which the scratch fold
     had already made."""
-    create_schedule(store, "busy")
-    for tick in range(1, 151):
-        fire_tick(store, "busy", tick * 1000, interval_ms=1000)
-    for tick in range(1, 11):
-        job_id = f"job-for-busy-{tick * 1000}"
-        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
-    store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
+    _busy_for_two_days(store, ticks=150, finished=10)
     fold = maintenance._fold_range
     compacted: list[int] = []
 
