@@ -169,7 +169,9 @@ class Commands:
                 return RunNowResult(job_id, replayed=True)
             row = _require_live_schedule(transaction, schedule_id)
             job = JobEnqueued(job_id, row.kind, row.queue, _payload(row), None)
-            self._admit(transaction, job)
+            # A schedule stored before the limits were lowered must meet today's
+            # limits, as its automatic ticks do.
+            self._admit(transaction, job, self._validated_payload(job))
             _append_one(
                 transaction,
                 [
@@ -201,10 +203,10 @@ class Commands:
             origin.schedule_id if origin else None,
             origin.tick_ms if origin else None,
         )
-        # Checked before the write lock too: a bad request must not queue behind writers.
-        require_payload(payload, self._limits.max_payload_bytes)
+        # Checked before the write lock: a bad request must not queue behind writers.
+        payload_text = self._validated_payload(job)
         with self._store.write() as transaction:
-            self._admit(transaction, job)
+            self._admit(transaction, job, payload_text)
             _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
             row = read_model.job(transaction.connection, job.job_id)
         assert row is not None
@@ -247,15 +249,15 @@ class Commands:
                 [StreamAppend(stream, version, (FingerprintReleased(fingerprint_value),))],
             )
 
-    def _admit(self, transaction: WriteTransaction, job: JobEnqueued) -> None:
-        """The admission gate for jobs created outside the scheduler.
-
-        Validation comes first, for every job: an Enqueue now of a schedule
-        stored before the limits were lowered must meet today's limits, as its
-        automatic ticks do.
-        """
+    def _validated_payload(self, job: JobEnqueued) -> str:
+        """The gate's validation, for every job: its kind, and its payload within
+        today's limits. Returns the payload's canonical text."""
         require_kind(job.kind)
-        payload_text = require_payload(job.payload, self._limits.max_payload_bytes)
+        return require_payload(job.payload, self._limits.max_payload_bytes)
+
+    def _admit(self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str) -> None:
+        """The rest of the admission gate for jobs created outside the scheduler
+        (`payload_text`: what `_validated_payload` returned for this job)."""
         connection = transaction.connection
         if job.unique_key is not None:
             holder = read_model.live_jobs_by_unique_key(connection, [job.unique_key]).get(

@@ -62,15 +62,12 @@ def apply(row: ScheduleRow | None, recorded: RecordedEvent) -> ScheduleRow | Non
         # snapshot) comes later and sets every field.
         return None
     delta = changes(recorded)
-    if delta is None:  # a failure without a retry time keeps the row's due time
-        assert isinstance(event, EnqueueAttempted)
-        delta = {**_stated_progress(event), "failures": event.attempt, **_touched(recorded)}
-        delta.pop("due_at_ms", None)
-    return replace(row, **delta)
+    return row if delta is None else replace(row, **delta)
 
 
 def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
-    """The columns an event sets regardless of the row, or None if it needs the row."""
+    """The columns an event sets (every later event sets them regardless of the
+    row), or None for an event that does not touch a schedule's row."""
     event = recorded.event
     if isinstance(event, NextRunAdvanced):
         return {
@@ -87,31 +84,26 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
     return None
 
 
-def _attempted(event: EnqueueAttempted, recorded: RecordedEvent) -> dict[str, Any] | None:
+def _attempted(event: EnqueueAttempted, recorded: RecordedEvent) -> dict[str, Any]:
     """Where the attempt left the schedule (a v1 attempt says nothing of
-    next_run_ms: a NextRunAdvanced of its own did), its failure count and
-    retry time. Built as one dict: this runs for every tick."""
+    next_run_ms: a NextRunAdvanced of its own did), its failure count, and its
+    retry time (a failure without one keeps the row's due time). Built as one
+    dict: this runs for every tick."""
     failed = event.outcome is Outcome.FAILED
-    if failed and event.retry_at_ms is None:
-        return None
-    delta = _stated_progress(event)
-    delta["failures"] = event.attempt if failed else 0
-    delta["version"] = recorded.version
-    delta["updated_at_ms"] = recorded.recorded_at_ms
-    if failed:
-        delta["due_at_ms"] = event.retry_at_ms
-    return delta
-
-
-def _stated_progress(event: EnqueueAttempted) -> dict[str, Any]:
-    """The next run (and due time) and last enqueue an attempt states; none for a v1 one."""
-    if event.next_run_ms is None:
-        return {}
-    return {
-        "next_run_ms": event.next_run_ms,
-        "due_at_ms": event.next_run_ms,
-        "last_enqueued_ms": event.last_enqueued_ms,
+    delta: dict[str, Any] = {
+        "failures": event.attempt if failed else 0,
+        "version": recorded.version,
+        "updated_at_ms": recorded.recorded_at_ms,
     }
+    if event.next_run_ms is not None:
+        delta["next_run_ms"] = delta["due_at_ms"] = event.next_run_ms
+        delta["last_enqueued_ms"] = event.last_enqueued_ms
+    if failed:
+        if event.retry_at_ms is None:
+            delta.pop("due_at_ms", None)
+        else:
+            delta["due_at_ms"] = event.retry_at_ms
+    return delta
 
 
 def _touched(recorded: RecordedEvent) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from sqlalchemy import Select, func, select, text, true, update
 from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock, StoreClock
-from headgate.domain.events import DomainEvent, RecordedEvent, decode, encode
+from headgate.domain.events import DomainEvent, RecordedEvent
 from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
 from headgate.forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate.store.bulk import bulk_insert
@@ -34,6 +34,7 @@ from headgate.store.engine import (
     translated_errors,
     write_transaction,
 )
+from headgate.store.event_rows import decode_row, event_row, events_between
 from headgate.store.migrations import migrate
 from headgate.store.projector import CHUNK, Projector
 from headgate.store.schema import LIVE, events, leases, log_head
@@ -145,13 +146,8 @@ class WriteTransaction:
         return versions
 
     def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
-        if not is_postgresql(self.connection.engine):
-            return (
-                select(events.c.stream_id, func.max(events.c.version))
-                .where(is_one_of(self.connection, events.c.stream_id, stream_ids))
-                .group_by(events.c.stream_id)
-            )
-        wanted = each_of(stream_ids, events.c.stream_id)
+        """(stream id, its latest version or None), per id."""
+        wanted = each_of(self.connection, stream_ids, events.c.stream_id)
         latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
         return select(wanted.c.value, latest.scalar_subquery())
 
@@ -177,7 +173,7 @@ class WriteTransaction:
             return select(events).where(
                 is_one_of(self.connection, events.c.stream_id, stream_ids), events.c.version == 1
             )
-        wanted = each_of(stream_ids, events.c.stream_id)
+        wanted = each_of(self.connection, stream_ids, events.c.stream_id)
         first = (
             select(events)
             .where(events.c.stream_id == wanted.c.value, events.c.version == 1)
@@ -213,7 +209,7 @@ class WriteTransaction:
                         event,
                     )
                     unit_recorded.append(entry)
-                    rows.append(_row(entry))
+                    rows.append(event_row(entry))
             recorded.extend(unit_recorded)
             results.append(unit_recorded)
         self._versions.update(versions)
@@ -233,39 +229,6 @@ def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict
         if expected not in (ANY_VERSION, actual):
             return ConcurrencyConflict(stream_append.stream_id, expected, actual)
     return None
-
-
-def _row(entry: RecordedEvent) -> dict[str, object]:
-    type_name, schema_version, body = encode(entry.event)
-    return {
-        "position": entry.position,
-        "stream_id": entry.stream_id,
-        "version": entry.version,
-        "type": type_name,
-        "schema_version": schema_version,
-        "body": body,
-        "recorded_at_ms": entry.recorded_at_ms,
-    }
-
-
-def events_between(after: int, until: int | None = None, limit: int | None = None) -> Select[Any]:
-    """Events with after < position <= until, in log order."""
-    query = select(events).where(events.c.position > after)
-    if until is not None:
-        query = query.where(events.c.position <= until)
-    query = query.order_by(events.c.position)
-    return query if limit is None else query.limit(limit)
-
-
-def decode_row(row: object) -> RecordedEvent:
-    mapping = row._mapping  # type: ignore[attr-defined]
-    return RecordedEvent(
-        position=mapping["position"],
-        stream_id=mapping["stream_id"],
-        version=mapping["version"],
-        recorded_at_ms=mapping["recorded_at_ms"],
-        event=decode(mapping["type"], mapping["schema_version"], mapping["body"]),
-    )
 
 
 _SERVER_NOW_MS: Final = text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")

@@ -24,7 +24,8 @@ from sqlalchemy.engine import Connection
 
 from headgate.domain.streams import JOB_PREFIX
 from headgate.store.engine import create_store_engine, translated_errors, write_transaction
-from headgate.store.event_store import EventStore, decode_row, events_between
+from headgate.store.event_rows import decode_row, events_between
+from headgate.store.event_store import EventStore
 from headgate.store.migrations import migrate
 from headgate.store.projector import fold_into_table
 from headgate.store.schema import (

@@ -19,9 +19,9 @@ from typing import Final
 from sqlalchemy import Engine, and_, func, insert, select, text
 from sqlalchemy.engine import Connection
 
-from headgate.domain.events import RecordedEvent, decode
 from headgate.errors import SchemaTooNew
 from headgate.store.engine import is_postgresql, translated_errors, write_transaction
+from headgate.store.event_rows import decode_row
 from headgate.store.projector import fold_into_table
 from headgate.store.schema import (
     DUE_INDEX_WHERE,
@@ -127,16 +127,7 @@ def _history_for_every_attempt(connection: Connection) -> None:
         ).all()
         if not missing:
             return
-        recorded = [
-            RecordedEvent(
-                row.position,
-                row.stream_id,
-                row.version,
-                row.recorded_at_ms,
-                decode(row.type, row.schema_version, row.body),
-            )
-            for row in missing
-        ]
+        recorded = [decode_row(row) for row in missing]
         fold_into_table(connection, ENQUEUE_HISTORY, history, recorded)
         after = recorded[-1].position
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Final, Generic, TypeVar
 
-from sqlalchemy import Engine, Select, func, select, text, true
+from sqlalchemy import Engine, Select, func, select, text
 from sqlalchemy.engine import Connection
 
 from headgate.domain.cursors import decode_cursor, encode_cursor, is_clean_text
@@ -124,23 +124,16 @@ def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict
     wanted = list(dict.fromkeys(keys))
     for start in range(0, len(wanted), CHUNK):
         query = _live_holders(connection, wanted[start : start + CHUNK])
-        found.update({str(key): str(job_id) for key, job_id in connection.execute(query)})
+        found.update({str(key): str(job_id) for key, job_id in connection.execute(query) if job_id})
     return found
 
 
 def _live_holders(connection: Connection, keys: list[str]) -> Select[Any]:
-    if connection.dialect.name != "postgresql":
-        return select(_jobs.c.unique_key, _jobs.c.job_id).where(
-            _jobs.c.state == "pending", is_one_of(connection, _jobs.c.unique_key, keys)
-        )
-    wanted = each_of(keys, _jobs.c.unique_key)
-    holder = (
-        select(_jobs.c.unique_key, _jobs.c.job_id)
-        .where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
-        .limit(1)
-        .lateral("holder")
-    )
-    return select(holder.c.unique_key, holder.c.job_id).select_from(wanted.join(holder, true()))
+    """(key, the pending job holding it or None), per key: one probe of the
+    partial unique index each."""
+    wanted = each_of(connection, keys, _jobs.c.unique_key)
+    holder = select(_jobs.c.job_id).where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
+    return select(wanted.c.value, holder.scalar_subquery())
 
 
 def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, int]:

@@ -46,18 +46,23 @@ def is_one_of(
     return column.in_(select(each.c.value))
 
 
-def each_of(values: Sequence[Any], like: ColumnElement[Any]) -> TableValuedAlias:
-    """PostgreSQL: the values as the rows of a one-column table, `wanted(value)`,
-    for looking each value up on its own (in a correlated or LATERAL subquery).
+def each_of(
+    connection: Connection, values: Sequence[Any], like: ColumnElement[Any]
+) -> TableValuedAlias:
+    """The values as the rows of a one-column table, `wanted.value`, for looking
+    each value up on its own (in a correlated or LATERAL subquery).
 
     A lookup per value is planned as an index probe whatever the table's
-    statistics say. With `= ANY(array)` the planner weighs the whole set
-    against its statistics, and while those lag a young or fast-growing table
-    (until autovacuum next analyses it) it chose to scan every pending job or
-    every event instead: 10 to 20 times slower a few minutes into a busy store.
+    statistics say. With `= ANY(array)` PostgreSQL's planner weighs the whole
+    set against its statistics, and while those lag a young or fast-growing
+    table (until autovacuum next analyses it) it chose to scan every pending
+    job or every event instead: 10 to 20 times slower a few minutes into a
+    busy store. One parameter either way, as in `is_one_of`.
     """
-    return (
-        func.unnest(literal(list(values), array_of(like.type)))
-        .table_valued("value")
-        .render_derived(name="wanted")
-    )
+    if connection.dialect.name == "postgresql":
+        return (
+            func.unnest(literal(list(values), array_of(like.type)))
+            .table_valued("value")
+            .render_derived(name="wanted")
+        )
+    return func.json_each(literal(json.dumps(list(values)))).table_valued("value").alias("wanted")

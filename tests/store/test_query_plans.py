@@ -5,11 +5,11 @@ index, and compaction's search for expired jobs by the finished-jobs index, on
 both backends; a condition that does not match an index's predicate makes the
 database scan every row on every sweep (or every compaction).
 
-The write path's lookups by key must stay index probes while PostgreSQL's
-statistics lag a young or fast-growing table: asked for a thousand keys at
-once (`= ANY(array)`), a planner that believes the table small scanned every
-event or every pending job, making each tick ten times dearer a few minutes
-into a burst. Each key is looked up on its own instead.
+The write path's lookups by key must stay index probes on both backends, on
+PostgreSQL even while its statistics lag a young or fast-growing table: asked
+for a thousand keys at once (`= ANY(array)`), a planner that believes the
+table small scanned every event or every pending job, making each tick ten
+times dearer a few minutes into a burst. Each key is looked up on its own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Select, event
+from sqlalchemy.engine import Connection
 
 from headgate.domain.events import JobEnqueued
 from headgate.domain.streams import job_stream, schedule_stream
@@ -82,8 +83,6 @@ def _unanalysed_store(store: EventStore) -> None:
 
 
 def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: EventStore) -> None:
-    if not store.is_postgresql:
-        pytest.skip("SQLite plans these as index lookups without statistics")
     _unanalysed_store(store)
     statements: list[tuple[str, Any]] = []
 
@@ -97,11 +96,16 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: EventStor
         transaction.stream_versions(schedule_stream(f"s{n}") for n in wanted)
         read_model.live_jobs_by_unique_key(transaction.connection, (f"key-{n}" for n in wanted))
         event.remove(transaction.connection, "before_cursor_execute", capture)
-        lookups = [s for s in statements if "ANY" in s[0] or "unnest" in s[0]]
+        lookups = [s for s in statements if any(w in s[0] for w in ("unnest", "json_each"))]
         assert len(lookups) >= 3
         for statement, parameters in lookups:
-            plan = "\n".join(
-                transaction.connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars()
-            )
-            assert "Seq Scan" not in plan, plan
-            assert "ix_jobs_queue_state" not in plan, plan
+            plan = _plan(transaction.connection, statement, parameters)
+            assert "Seq Scan" not in plan and "SCAN events" not in plan, plan
+            assert "SCAN jobs" not in plan and "ix_jobs_queue_state" not in plan, plan
+
+
+def _plan(connection: Connection, statement: str, parameters: Any) -> str:
+    if connection.dialect.name == "postgresql":
+        return "\n".join(connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars())
+    rows = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
+    return "\n".join(row[3] for row in rows)
