@@ -232,18 +232,26 @@ COMPACTION_CHILD = textwrap.dedent(
 
 def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     """Compaction runs in many small transactions: a kill between them keeps what
-    committed, loses nothing a tick needs, and the next run finishes the job."""
+    committed (old definitions and attempts gone, with the attempts' history
+    rows), loses nothing a tick needs, and the next run finishes the job."""
     clock = FakeClock(START_MS)
-    quiet = RuntimeConfig(lease_ttl_ms=3_600_000, compaction_interval_ms=100 * HOUR)
+    quiet = RuntimeConfig(lease_ttl_ms=3_600_000, compaction_interval_ms=1_000 * HOUR)
     hg = Headgate(store_url, clock=clock, config=quiet)  # the runtime itself does not compact
-    for name in ("a", "b", "c"):
-        hg.put_schedule(name, spec="@every:3600000", kind="k")
-    for round_ in range(4):
-        clock.advance(HOUR)
+    rounds = (107, 1, 1, 1)  # 110 ticks each: 10 more than compaction keeps
+    for round_, hours in enumerate((0, *rounds)):
+        clock.advance(hours * HOUR)
         for name in ("a", "b", "c"):  # a changed payload: a definition compaction trims
-            hg.put_schedule(name, spec="@every:3600000", kind="k", payload={"round": round_})
+            hg.put_schedule(
+                name,
+                spec="@every:3600000",
+                kind="k",
+                payload={"round": round_},
+                on_missed="backfill",
+                backfill_limit=200,
+            )
         hg.start()
         assert hg.run_pending(timeout=60)
+        hg.stop()  # the next round's definitions land before anything fires
     hg.close()
     child = subprocess.run(
         [sys.executable, "-c", COMPACTION_CHILD, store_url, str(clock.now_ms())],
@@ -255,21 +263,44 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     assert child.returncode == -9, child.stdout + child.stderr
     hg = Headgate(store_url, clock=clock)
     try:
-        definitions = Counter(
-            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "ScheduleDefined"
-        )
-        assert sorted(definitions.values()) == [1, 5, 5], "one stream compacted, one rolled back"
+        assert _per_schedule(hg) == {
+            "definitions": [1, 5, 5],
+            "attempts": [100, 110, 110],
+            "history rows": [100, 110, 110],
+        }, "one stream compacted, one rolled back"
         assert verify(hg.store).ok
         hg.compact()
-        definitions = Counter(
-            e.stream_id for e in hg.store.read_all(0, 100_000) if e.type == "ScheduleDefined"
-        )
-        assert sorted(definitions.values()) == [1, 1, 1]
+        assert _per_schedule(hg) == {
+            "definitions": [1, 1, 1],
+            "attempts": [100, 100, 100],
+            "history rows": [100, 100, 100],
+        }
         assert verify(hg.store).ok
         for name in ("a", "b", "c"):
-            ticks = [e.tick_ms for e in hg.enqueue_events(name).events]
-            assert sorted(ticks) == [START_MS + n * HOUR for n in (1, 2, 3, 4)]
-            assert [hg.get_job(e.job_id).periodic_origin for e in hg.enqueue_events(name).events]
-            assert hg.get_schedule(name).next_run_ms == START_MS + 5 * HOUR
+            events = hg.enqueue_events(name, limit=100).events
+            assert sorted(e.tick_ms for e in events) == [
+                START_MS + n * HOUR for n in range(11, 111)
+            ]
+            assert all(hg.get_job(e.job_id).periodic_origin for e in events)
+            assert hg.get_schedule(name).next_run_ms == START_MS + 111 * HOUR
     finally:
         hg.close()
+
+
+def _per_schedule(hg: Headgate) -> dict[str, list[int]]:
+    """Definitions and attempts in the log, and rows in the history table, per
+    schedule (sorted counts)."""
+    logged = hg.store.read_all(0, 100_000)
+    with hg.store.engine.connect() as connection:
+        history = connection.execute(
+            text("SELECT schedule_id, COUNT(*) FROM enqueue_history GROUP BY schedule_id")
+        ).all()
+    return {
+        "definitions": sorted(
+            Counter(e.stream_id for e in logged if e.type == "ScheduleDefined").values()
+        ),
+        "attempts": sorted(
+            Counter(e.stream_id for e in logged if e.type == "EnqueueAttempted").values()
+        ),
+        "history rows": sorted(count for _, count in history),
+    }
