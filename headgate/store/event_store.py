@@ -174,9 +174,13 @@ class WriteTransaction:
                 is_one_of(self.connection, events.c.stream_id, stream_ids), events.c.version == 1
             )
         wanted = each_of(self.connection, stream_ids, events.c.stream_id)
+        # LIMIT 1 (there is at most one row anyway) keeps the planner from
+        # flattening the LATERAL into a join, which it then ran as a hash join
+        # over every stream's first event while its statistics lagged the log.
         first = (
             select(events)
             .where(events.c.stream_id == wanted.c.value, events.c.version == 1)
+            .limit(1)
             .lateral("first")
         )
         return select(first).select_from(wanted.join(first, true()))
