@@ -34,6 +34,7 @@ from headgate.store.engine import translated_errors
 from headgate.store.event_store import EventStore
 from headgate.store.projector import CHUNK
 from headgate.store.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
+from headgate.store.sql import probing_indexes
 
 DAY_MS: Final = 86_400_000
 ATTEMPT_TYPE: Final = "EnqueueAttempted"
@@ -194,8 +195,11 @@ def _remove_finished_jobs(
     if not finished:
         return 0, 0
     streams = [job_stream(job_id) for job_id in finished]
-    event_count = connection.execute(delete(events).where(events.c.stream_id.in_(streams))).rowcount
-    connection.execute(delete(jobs).where(jobs.c.job_id.in_(finished)))
+    with probing_indexes(connection):
+        event_count = connection.execute(
+            delete(events).where(events.c.stream_id.in_(streams))
+        ).rowcount
+        connection.execute(delete(jobs).where(jobs.c.job_id.in_(finished)))
     return len(finished), int(event_count)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
 
 from sqlalchemy import ColumnElement, String, Text, any_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -66,3 +67,30 @@ def each_of(
             .render_derived(name="wanted")
         )
     return func.json_each(literal(json.dumps(list(values)))).table_valued("value").alias("wanted")
+
+
+_PLAN_BY_INDEX: Final = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
+
+
+@contextlib.contextmanager
+def probing_indexes(connection: Connection) -> Iterator[None]:
+    """Statements inside find their rows by index probes on PostgreSQL.
+
+    For statements that touch a batch of keys in a growing table (the log,
+    the jobs, the schedules). While the table's statistics lag its growth
+    (until autovacuum next analyses it), the planner believes it small and
+    reads all of it: a scan, or a hash join with the whole table, on every
+    batch. Only for these statements; a write transaction may also run whole-
+    table work (a rebuild, a verify) that needs those plans. SQLite plans by
+    index whenever one serves, so there this does nothing.
+    """
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    off = ", ".join(f"set_config('{name}', 'off', true)" for name in _PLAN_BY_INDEX)
+    connection.exec_driver_sql(f"SELECT {off}")
+    yield
+    names = ", ".join(f"'{name}'" for name in _PLAN_BY_INDEX)
+    connection.exec_driver_sql(
+        f"SELECT set_config(name, reset_val, true) FROM pg_settings WHERE name IN ({names})"
+    )
