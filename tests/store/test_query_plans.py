@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import Select, event
 from sqlalchemy.engine import Connection
 
+from headgate import Headgate
 from headgate.clock import FakeClock
 from headgate.domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
 from headgate.domain.streams import job_stream, manual_run_stream, schedule_stream
@@ -199,6 +200,42 @@ def test_compaction_probes_indexes_on_postgresql(store: EventStore, clock: FakeC
     policy = CompactionPolicy(finished_job_retention_ms=DAY_MS)
     plans = _plans_of(store, lambda: compact(store, policy))
     assert any("Delete on enqueue_history" in plan for plan in plans), plans
+    for plan in plans:
+        scanned = [
+            t
+            for t in ("events", "schedules", "jobs", "enqueue_history")
+            if f"Seq Scan on {t}" in plan
+        ]
+        assert not scanned and "Hash Join" not in plan, plan
+
+
+def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
+    store_url: str, clock: FakeClock
+) -> None:
+    """Each operation of the Python API (the control API and console call the
+    same), on tables grown long after they were analysed."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite has no statistics to lag")
+    hg = Headgate(store_url, clock=clock)
+    try:
+        _store_outgrowing_its_statistics(hg.store)
+
+        def every_operation() -> None:
+            hg.put_schedule("s1", spec="@every:1000", kind="report.build")
+            hg.put_schedule("new", spec="@every:1000", kind="report.build")
+            hg.get_schedule("s2")
+            hg.list_schedules(limit=50)
+            hg.enqueue_events("s3", limit=30)
+            job_id, _ = hg.run_now("s4", idempotency_key="k-1")
+            hg.get_job(job_id)
+            hg.finish_job(hg.enqueue(kind="email.send", payload={"to": "x"}).id)
+            hg.finish_job("j5", "failed")
+            hg.delete_schedule("s6")
+
+        plans = _plans_of(hg.store, every_operation)
+    finally:
+        hg.close()
+    assert any("Update on jobs" in plan for plan in plans), plans
     for plan in plans:
         scanned = [
             t
