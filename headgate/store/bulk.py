@@ -73,10 +73,14 @@ def bulk_update(
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row), []).append(row)
+    if connection.dialect.name == "postgresql":
+        # Left to itself, the planner hashed the whole table to join it with the
+        # batch: 73 ms for 1,000 rows among 100,000 schedules, against 17 ms probing.
+        with probing_indexes(connection):
+            for names, group in groups.items():
+                _update_from_arrays(connection, table, key_column, names, group)
+        return
     for names, group in groups.items():
-        if connection.dialect.name == "postgresql":
-            _update_from_arrays(connection, table, key_column, names, group)
-            continue
         cache_key = (connection.dialect.name, "update", table.name, names)
         compiled = _COMPILED.get(cache_key)
         if compiled is None:
@@ -132,8 +136,7 @@ def _update_from_arrays(
     names: tuple[str, ...],
     rows: Sequence[dict[str, Any]],
 ) -> None:
-    """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per row,
-    joined to the table by index probes."""
+    """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per row."""
     quote = connection.dialect.identifier_preparer.quote
     casts = [
         _PG_ARRAY_TYPES.get(str(table.c[name].type.compile(dialect=connection.dialect)), "text[]")
@@ -152,13 +155,7 @@ def _update_from_arrays(
     arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
     driver = connection.connection.driver_connection
     assert driver is not None
-    # Left to itself, the planner hashed the whole table to join it with the
-    # batch: 73 ms for 1,000 rows among 100,000 schedules, against 17 ms probing.
-    with (
-        probing_indexes(connection),
-        _as_sqlalchemy_errors(connection, sql),
-        driver.cursor() as cursor,
-    ):
+    with _as_sqlalchemy_errors(connection, sql), driver.cursor() as cursor:
         cursor.execute(sql, arrays)
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from headgate.domain.events import RecordedEvent
 from headgate.store.bulk import bulk_insert, bulk_update
 from headgate.store.schema import ProjectionTables, projection_checkpoints
-from headgate.store.sql import is_one_of
+from headgate.store.sql import is_one_of, probing_indexes
 from projections import AnyProjection
 
 CHUNK: Final = 500
@@ -151,10 +151,12 @@ def load_rows(
     column = table.c[key_column]
     wanted = list(dict.fromkeys(keys))
     rows: dict[Any, Row] = {}
-    for start in range(0, len(wanted), CHUNK):
-        query = select(table).where(is_one_of(connection, column, wanted[start : start + CHUNK]))
-        for row in connection.execute(query).mappings():
-            rows[row[key_column]] = row_type(**row)
+    with probing_indexes(connection):
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            query = select(table).where(is_one_of(connection, column, chunk))
+            for row in connection.execute(query).mappings():
+                rows[row[key_column]] = row_type(**row)
     return rows
 
 
@@ -185,8 +187,10 @@ def _write_changes(
     # in the same batch takes it.
     key_column = table.c[projection.key_column]
     if deletes:
-        for start in range(0, len(deletes), CHUNK):
-            connection.execute(delete(table).where(key_column.in_(deletes[start : start + CHUNK])))
+        with probing_indexes(connection):
+            for start in range(0, len(deletes), CHUNK):
+                chunk = deletes[start : start + CHUNK]
+                connection.execute(delete(table).where(key_column.in_(chunk)))
     if updates:
         bulk_update(connection, table, projection.key_column, updates)
     if inserts:

@@ -69,7 +69,19 @@ def each_of(
     return func.json_each(literal(json.dumps(list(values)))).table_valued("value").alias("wanted")
 
 
-_PLAN_BY_INDEX: Final = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
+_PLANNER_SWITCHES: Final = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
+_SWITCHES_OFF: Final = (
+    "WITH before AS MATERIALIZED (SELECT "
+    + ", ".join(f"current_setting('{name}') AS {name}" for name in _PLANNER_SWITCHES)
+    + ") SELECT "
+    + ", ".join(f"before.{name}, set_config('{name}', 'off', true)" for name in _PLANNER_SWITCHES)
+    + " FROM before"
+)
+"""Reads the switches' values (the CTE is scanned first) and turns them off for
+this transaction, in one round trip."""
+_SWITCHES_BACK: Final = "SELECT " + ", ".join(
+    f"set_config('{name}', %({name})s, true)" for name in _PLANNER_SWITCHES
+)
 
 
 @contextlib.contextmanager
@@ -80,17 +92,18 @@ def probing_indexes(connection: Connection) -> Iterator[None]:
     the jobs, the schedules). While the table's statistics lag its growth
     (until autovacuum next analyses it), the planner believes it small and
     reads all of it: a scan, or a hash join with the whole table, on every
-    batch. Only for these statements; a write transaction may also run whole-
-    table work (a rebuild, a verify) that needs those plans. SQLite plans by
-    index whenever one serves, so there this does nothing.
+    batch. Only for these statements: a write transaction may also compare or
+    copy whole tables (verify, replay), which need those plans. The switches
+    get back the values they had, whoever set them. SQLite plans by index
+    whenever one serves, so there this does nothing.
+
+    Not restored if a statement inside fails: PostgreSQL then refuses every
+    statement until the transaction rolls back, which ends the settings too.
     """
     if connection.dialect.name != "postgresql":
         yield
         return
-    off = ", ".join(f"set_config('{name}', 'off', true)" for name in _PLAN_BY_INDEX)
-    connection.exec_driver_sql(f"SELECT {off}")
+    before = connection.exec_driver_sql(_SWITCHES_OFF).one()
     yield
-    names = ", ".join(f"'{name}'" for name in _PLAN_BY_INDEX)
-    connection.exec_driver_sql(
-        f"SELECT set_config(name, reset_val, true) FROM pg_settings WHERE name IN ({names})"
-    )
+    values = {name: before[index * 2] for index, name in enumerate(_PLANNER_SWITCHES)}
+    connection.exec_driver_sql(_SWITCHES_BACK, values).close()
