@@ -1,0 +1,174 @@
+"""Soak: three runtimes on one store under chaos for minutes, on the real clock.
+
+Behind the `soak` marker (`sh tests/run.sh -m soak`); HEADGATE_SOAK_SECONDS
+sets the length (default 180). Meanwhile the holder is SIGKILLed, other
+runtimes are stopped and replaced, on PostgreSQL a holder is SIGSTOPped past
+its lease and resumed, the log is compacted every few seconds, and an API
+client re-puts every schedule unchanged (as each deploy does), asks for
+Enqueue now with repeated keys and finishes jobs. At the end, for every
+schedule: one job per tick from its first to its last with none missing, one
+`enqueued` record per tick in its history, next_run_ms advanced exactly past
+the last; one job per idempotency key; and the projections equal a fresh
+fold of the compacted log.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from headgate import Headgate, RuntimeConfig
+from headgate.store.engine import IDLE_IN_TRANSACTION_MS
+from headgate.store.maintenance import verify
+
+pytestmark = pytest.mark.soak
+
+SECONDS = float(os.environ.get("HEADGATE_SOAK_SECONDS", "180"))
+TTL_MS = 1_500
+COMPACT_EVERY_MS = 5_000
+SCHEDULES = {f"soak-{n}": 200 * (n % 5 + 1) for n in range(20)}
+"""Schedule id -> interval: 200 ms to 1 s, so a few minutes overflow the history's 100."""
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    from headgate import Headgate, RuntimeConfig
+    config = RuntimeConfig(lease_ttl_ms=int(sys.argv[2]), compaction_interval_ms=int(sys.argv[3]))
+    hg = Headgate(sys.argv[1], config=config)
+    def stop(*_):
+        hg.close()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    hg.start()
+    while True:
+        time.sleep(0.5)
+    """
+)
+
+
+def _runtime(store_url: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, store_url, str(TTL_MS), str(COMPACT_EVERY_MS)],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: Path) -> None:
+    chance = random.Random(7)
+    observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=TTL_MS))
+    for schedule_id, interval in SCHEDULES.items():
+        observer.put_schedule(
+            schedule_id,
+            spec=f"@every:{interval}",
+            kind="soak.tick",
+            payload={"schedule": schedule_id},
+            on_missed="backfill",
+            backfill_limit=1_000,
+        )
+    log = tmp_path / "runtimes.log"
+    runtimes = [_runtime(store_url, log) for _ in range(3)]
+    keys: set[str] = set()
+    actions: Counter[str] = Counter()
+    try:
+        deadline = time.monotonic() + SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(chance.uniform(1.0, 3.0))
+            status = observer.lease_status()
+            holder = next((r for r in runtimes if status and r.pid == status.pid), None)
+            action = chance.choice(["kill holder", "replace other", "freeze holder", "api"])
+            if action == "kill holder" and holder is not None:
+                holder.kill()
+                holder.wait()
+                runtimes[runtimes.index(holder)] = _runtime(store_url, log)
+            elif action == "replace other":
+                other = chance.choice([r for r in runtimes if r is not holder])
+                other.terminate()
+                other.wait(timeout=30)
+                runtimes[runtimes.index(other)] = _runtime(store_url, log)
+            elif action == "freeze holder" and holder is not None and observer.store.is_postgresql:
+                # Past its lease, and past the session timeout that frees its locks.
+                holder.send_signal(signal.SIGSTOP)
+                time.sleep((IDLE_IN_TRANSACTION_MS + TTL_MS) / 1000 + 0.5)
+                holder.send_signal(signal.SIGCONT)
+            else:
+                action = "api"
+                _api_client_work(observer, chance, keys)
+            actions[action] += 1
+        for runtime in runtimes:
+            runtime.terminate()
+        for runtime in runtimes:
+            runtime.wait(timeout=30)
+        report = verify(observer.store)
+        assert report.ok, (report.lagging, report.differences[:5])
+        _assert_every_tick_once(observer)
+        with observer.store.engine.connect() as connection:
+            manual = connection.execute(
+                text(
+                    "SELECT COUNT(*) FROM jobs WHERE kind = 'soak.tick' AND periodic_tick_ms IS NULL"
+                )
+            ).scalar_one()
+        assert manual == len(keys), "one Enqueue-now job per idempotency key"
+        assert actions["kill holder"] and actions["replace other"] and actions["api"], actions
+    finally:
+        for runtime in runtimes:
+            if runtime.poll() is None:
+                runtime.send_signal(signal.SIGCONT)
+                runtime.kill()
+                runtime.wait(timeout=10)
+        observer.close()
+
+
+def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) -> None:
+    """What a host's API client does meanwhile: deploys re-put schedules unchanged,
+    people press Enqueue now (twice, sometimes), workers finish jobs."""
+    for schedule_id, interval in SCHEDULES.items():
+        observer.put_schedule(
+            schedule_id,
+            spec=f"@every:{interval}",
+            kind="soak.tick",
+            payload={"schedule": schedule_id},
+            on_missed="backfill",
+            backfill_limit=1_000,
+        )
+    key = f"key-{chance.randrange(20)}"
+    schedule_id = chance.choice(list(SCHEDULES))
+    keys.add(f"{schedule_id}/{key}")
+    observer.run_now(schedule_id, idempotency_key=key)
+    with observer.store.engine.connect() as connection:
+        pending = connection.execute(
+            text("SELECT job_id FROM jobs WHERE state = 'pending' ORDER BY job_id LIMIT 20")
+        ).scalars()
+        for job_id in list(pending):
+            observer.finish_job(job_id)
+
+
+def _assert_every_tick_once(observer: Headgate) -> None:
+    with observer.store.engine.connect() as connection:
+        for schedule_id, interval in SCHEDULES.items():
+            ticks = [
+                int(tick)
+                for (tick,) in connection.execute(
+                    text(
+                        "SELECT periodic_tick_ms FROM jobs WHERE periodic_schedule_id = :s ORDER BY 1"
+                    ),
+                    {"s": schedule_id},
+                )
+            ]
+            assert len(ticks) > 10, schedule_id
+            expected = list(range(ticks[0], ticks[-1] + interval, interval))
+            assert ticks == expected, f"{schedule_id}: every tick from first to last, once"
+            assert observer.get_schedule(schedule_id).next_run_ms == ticks[-1] + interval
+            page = observer.enqueue_events(schedule_id, limit=100)
+            enqueued = [e.tick_ms for e in page.events if e.outcome == "enqueued"]
+            assert len(enqueued) == len(set(enqueued)), f"{schedule_id}: one record per tick"
+            assert set(enqueued) <= set(ticks), schedule_id
