@@ -66,15 +66,7 @@ def _runtime(store_url: str, log: Path) -> subprocess.Popen[bytes]:
 def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: Path) -> None:
     chance = random.Random(7)
     observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=TTL_MS))
-    for schedule_id, interval in SCHEDULES.items():
-        observer.put_schedule(
-            schedule_id,
-            spec=f"@every:{interval}",
-            kind="soak.tick",
-            payload={"schedule": schedule_id},
-            on_missed="backfill",
-            backfill_limit=1_000,
-        )
+    _put_every_schedule(observer)
     log = tmp_path / "runtimes.log"
     runtimes = [_runtime(store_url, log) for _ in range(3)]
     keys: set[str] = set()
@@ -131,15 +123,7 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
 def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) -> None:
     """What a host's API client does meanwhile: deploys re-put schedules unchanged,
     people press Enqueue now (twice, sometimes), workers finish jobs."""
-    for schedule_id, interval in SCHEDULES.items():
-        observer.put_schedule(
-            schedule_id,
-            spec=f"@every:{interval}",
-            kind="soak.tick",
-            payload={"schedule": schedule_id},
-            on_missed="backfill",
-            backfill_limit=1_000,
-        )
+    _put_every_schedule(observer)
     key = f"key-{chance.randrange(20)}"
     schedule_id = chance.choice(list(SCHEDULES))
     keys.add(f"{schedule_id}/{key}")
@@ -150,6 +134,19 @@ def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) 
         ).scalars()
         for job_id in list(pending):
             observer.finish_job(job_id)
+
+
+def _put_every_schedule(observer: Headgate) -> None:
+    """Define the schedules, or re-put them unchanged (which keeps their phase)."""
+    for schedule_id, interval in SCHEDULES.items():
+        observer.put_schedule(
+            schedule_id,
+            spec=f"@every:{interval}",
+            kind="soak.tick",
+            payload={"schedule": schedule_id},
+            on_missed="backfill",
+            backfill_limit=1_000,
+        )
 
 
 def _assert_every_tick_once(observer: Headgate) -> None:
