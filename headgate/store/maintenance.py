@@ -8,7 +8,9 @@
 * verify: refolds the whole log into scratch tables and compares them with
   the live tables, row by row.
 * replay: refolds the log, optionally up to a position, into fresh tables in
-  another database or into scratch tables, to inspect past state.
+  another database or into scratch tables, to inspect past state. It reads
+  without a lock; rows folded from events that a compaction removed meanwhile
+  are dropped at the end.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from typing import Any, Final
 from sqlalchemy import Engine, MetaData, Table, delete, exists, func, literal, select, update
 from sqlalchemy.engine import Connection
 
-from headgate.domain.streams import JOB_PREFIX
+from headgate.domain.streams import JOB_PREFIX, job_stream
 from headgate.store.engine import create_store_engine, translated_errors, write_transaction
 from headgate.store.event_rows import decode_row, events_between
 from headgate.store.event_store import EventStore
 from headgate.store.migrations import migrate
-from headgate.store.projector import fold_into_table
+from headgate.store.projector import CHUNK, fold_into_table
 from headgate.store.schema import (
     LIVE,
     ProjectionTables,
@@ -35,6 +37,7 @@ from headgate.store.schema import (
     projection_checkpoints,
     projection_tables,
 )
+from headgate.store.sql import is_one_of, probing_indexes
 from projections import ALL_PROJECTIONS, AnyProjection
 
 DEFAULT_BATCH: Final = 5000
@@ -346,7 +349,7 @@ def _replay_into(
     batch_size: int,
     on_progress: ProgressCallback | None,
 ) -> None:
-    _fold_range(
+    reached = _fold_range(
         store,
         target,
         after=0,
@@ -355,7 +358,60 @@ def _replay_into(
         counts=report.applied,
         on_progress=on_progress,
     )
+    _drop_rows_whose_events_are_gone(store, target, reached)
     report.rows = _row_counts(target)
+
+
+def _drop_rows_whose_events_are_gone(
+    store: EventStore, target: FoldTarget, folded_up_to: int
+) -> None:
+    """A compaction running while replay folded (without a lock, so writers go
+    on) removed old attempts and finished jobs from the log: the target's rows
+    folded from them go too, so the target is a fold of the log as it now is.
+
+    Like `_drop_what_compaction_removed`, but the target may be another
+    database: its rows are checked against the log a chunk at a time.
+    """
+    history, jobs = target.tables.enqueue_history, target.tables.jobs
+    for column, still_in_log in (
+        (history.c.event_id, _attempts_in_log),
+        (jobs.c.job_id, _jobs_in_log),
+    ):
+        after: Any = None
+        while True:
+            with translated_errors("reading the replay target"), target.engine.connect() as read:
+                page = select(column).order_by(column).limit(CHUNK)
+                if after is not None:
+                    page = page.where(column > after)
+                keys = list(read.execute(page).scalars())
+            if not keys:
+                break
+            after = keys[-1]
+            with translated_errors("reading the log"), store.engine.connect() as source:
+                kept = still_in_log(source, keys, folded_up_to)
+            gone = [key for key in keys if key not in kept]
+            if gone:
+                with write_transaction(target.engine, "dropping rows of compacted events") as write:
+                    write.execute(delete(column.table).where(column.in_(gone)))
+
+
+def _attempts_in_log(source: Connection, positions: list[int], _folded_up_to: int) -> set[Any]:
+    query = select(events.c.position).where(is_one_of(source, events.c.position, positions))
+    with probing_indexes(source):
+        return set(source.execute(query).scalars())
+
+
+def _jobs_in_log(source: Connection, job_ids: list[str], folded_up_to: int) -> set[Any]:
+    """Jobs whose stream still starts within the fold (a reused Enqueue-now id
+    that came back later was not folded: it goes, as in verify)."""
+    streams = [job_stream(job_id) for job_id in job_ids]
+    query = select(events.c.stream_id).where(
+        is_one_of(source, events.c.stream_id, streams),
+        events.c.version == 1,
+        events.c.position <= folded_up_to,
+    )
+    with probing_indexes(source):
+        return {stream.removeprefix(JOB_PREFIX) for stream in source.execute(query).scalars()}
 
 
 def _require_empty(engine: Engine) -> None:

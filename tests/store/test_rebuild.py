@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import MetaData, func, insert, select, update
 
 from headgate.clock import FakeClock
 from headgate.domain.events import (
@@ -26,8 +26,15 @@ from headgate.errors import ProjectionsRebuilding
 from headgate.store import compaction, maintenance, read_model
 from headgate.store.compaction import CompactionPolicy, compact
 from headgate.store.event_store import ANY_VERSION, EventStore
-from headgate.store.maintenance import rebuild, replay, verify
-from headgate.store.schema import LIVE, compaction_state, events, log_head, projection_checkpoints
+from headgate.store.maintenance import REPLAY_PREFIX, rebuild, replay, verify
+from headgate.store.schema import (
+    LIVE,
+    compaction_state,
+    events,
+    log_head,
+    projection_checkpoints,
+    projection_tables,
+)
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 from tests.store.snapshots import snapshot
@@ -388,3 +395,55 @@ def test_verify_agrees_when_compaction_runs_while_it_folds(
     report = verify(store)
     assert compacted and compacted[0] > 0
     assert report.ok, report.differences
+
+
+@pytest.mark.parametrize("into", ["another database", "scratch tables"])
+def test_replay_agrees_when_compaction_runs_while_it_folds(
+    store: EventStore,
+    *,
+    store_url: str,
+    tmp_path: Any,
+    request: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    into: str,
+) -> None:
+    """replay folds without a lock; a compaction meanwhile removes old attempts and
+    finished jobs from the log. The target ends a fold of the log as it now is:
+    what the live projections show."""
+    _busy_for_two_days(store, ticks=150, finished=10)
+    fold = maintenance._fold_range
+    compacted: list[int] = []
+
+    def fold_then_compact(*args: Any, **kwargs: Any) -> int:
+        reached = int(fold(*args, **kwargs))
+        compacted.append(compact(store).events_deleted)
+        return reached
+
+    monkeypatch.setattr(maintenance, "_fold_range", fold_then_compact)
+    server = request.getfixturevalue("postgres_server_url") if "postgresql" in store_url else None
+    if into == "scratch tables":
+        replay(store, None)
+        replayed = snapshot(store.engine, projection_tables(MetaData(), REPLAY_PREFIX))
+    elif server is None:
+        target_url = f"sqlite:///{tmp_path / 'replay.db'}"
+        replay(store, target_url)
+        replayed = _snapshot_of(target_url)
+    else:
+        target_url, schema = fresh_postgres_url(server)
+        try:
+            replay(store, target_url)
+            replayed = _snapshot_of(target_url)
+        finally:
+            drop_postgres_schema(server, schema)
+    assert compacted and compacted[0] > 0
+    live = snapshot(store.engine)
+    assert len(live["enqueue_history"]) == 100 and len(live["jobs"]) == 140
+    assert replayed == live
+
+
+def _snapshot_of(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    target = EventStore(url, FakeClock())
+    try:
+        return snapshot(target.engine)
+    finally:
+        target.close()
