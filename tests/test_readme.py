@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from headgate import Headgate
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -39,3 +45,22 @@ def test_the_readme_gives_exactly_two_shell_commands() -> None:
         "sh tests/run.sh",
     ]
     assert "sh tests/run.sh" in (README.parent / ".ci" / "run").read_text()
+
+
+def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -> None:
+    """The host's lifespan starts Headgate and closes it; the API answers under the mount."""
+    url = f"sqlite:///{tmp_path / 'host.db'}"
+    example = _python_blocks()[1].replace("postgresql+psycopg://app@db/app", url)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    hg = namespace["hg"]
+    with TestClient(namespace["app"]) as client:
+        assert hg.running
+        deadline = time.monotonic() + 10
+        while hg.lease_status() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hg.lease_status() is not None, "the runtime took the scheduler lease"
+        assert client.get("/scheduler/api/v1/periodic").status_code == 200
+    assert not hg.running
+    with Headgate(url) as observer:
+        assert observer.lease_status() is None, "closing with the host released the lease"

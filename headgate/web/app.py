@@ -23,7 +23,10 @@ def create_app(
 
     `api_token` defaults to $HEADGATE_API_TOKEN. With `manage_runtime`, the app
     starts the runtime on startup and stops it (releasing the lease) and closes
-    the store on shutdown; a host that manages `hg` itself leaves it False.
+    the store on shutdown: only for an app served on its own (`headgate serve`).
+    A mounted app's startup and shutdown never run (Starlette runs only the
+    outer app's), so a host that mounts it starts and closes `hg` in its own
+    lifespan and leaves this False (README: "Embed it in a service").
     """
     token = api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN") or None
 

@@ -48,11 +48,13 @@ class TokenAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope["path"]
+        # Mounted inside a host's app, the path still carries the mount's prefix
+        # (the root path): the open paths are the app's own.
+        base: str = scope.get("root_path", "")
+        path: str = scope["path"].removeprefix(base) if base else scope["path"]
         if path.startswith(_OPEN_PATHS) or self._authorised(scope):
             await self.app(scope, receive, send)
             return
-        base = scope.get("root_path", "")
         if path.startswith(("/api/", "/openapi.json", "/docs")):
             response: JSONResponse | HTMLResponse = JSONResponse(
                 {"error": "authorization: a valid bearer token is required"},

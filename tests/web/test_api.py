@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from headgate import FakeClock, Headgate
@@ -329,6 +330,19 @@ class TestAuth:
             assert client.post("/login", content=nested, headers=JSON).status_code == 401
             assert client.post("/login", json={"token": "s3cret"}).status_code == 200
             assert client.get("/").status_code == 200  # the cookie now carries the token
+
+    def test_token_login_works_in_an_app_mounted_by_a_host(self, hg: Headgate) -> None:
+        host = FastAPI()
+        host.mount("/scheduler", create_app(hg, api_token="s3cret"))
+        with TestClient(host) as client:
+            refused = client.get("/scheduler/api/v1/periodic")
+            assert refused.status_code == 401 and "bearer token" in refused.json()["error"]
+            assert client.get("/scheduler/").status_code == 401
+            assert client.get("/scheduler/static/console.css").status_code == 200
+            assert client.post("/scheduler/login", json={"token": "wrong"}).status_code == 401
+            assert client.post("/scheduler/login", json={"token": "s3cret"}).status_code == 200
+            assert client.get("/scheduler/").status_code == 200
+            assert client.get("/scheduler/api/v1/periodic").status_code == 200
 
 
 def test_spec_preview(client: TestClient) -> None:
