@@ -132,5 +132,7 @@ async def login(request: Request) -> Response:
     ):
         return JSONResponse({"error": "token: wrong or missing"}, status_code=401)
     response = JSONResponse({"ok": True})
-    response.set_cookie(COOKIE, expected, httponly=True, samesite="strict")
+    # Secure whenever the login came over HTTPS: the cookie carries the token.
+    secure = request.url.scheme == "https"
+    response.set_cookie(COOKIE, expected, httponly=True, samesite="strict", secure=secure)
     return response

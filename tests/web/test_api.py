@@ -331,6 +331,14 @@ class TestAuth:
             assert client.post("/login", json={"token": "s3cret"}).status_code == 200
             assert client.get("/").status_code == 200  # the cookie now carries the token
 
+    def test_the_login_cookie_is_secure_over_https(self, hg: Headgate) -> None:
+        app = create_app(hg, api_token="s3cret")
+        for base_url, secure in (("https://testserver", True), ("http://testserver", False)):
+            with TestClient(app, base_url=base_url) as client:
+                cookie = client.post("/login", json={"token": "s3cret"}).headers["set-cookie"]
+                assert ("secure" in cookie.lower()) is secure, cookie
+                assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+
     def test_token_login_works_in_an_app_mounted_by_a_host(self, hg: Headgate) -> None:
         host = FastAPI()
         host.mount("/scheduler", create_app(hg, api_token="s3cret"))
