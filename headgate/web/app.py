@@ -13,7 +13,15 @@ from fastapi.staticfiles import StaticFiles
 from headgate.app import Headgate
 from headgate.web import api, console
 from headgate.web.auth import TokenAuth
-from headgate.web.errors import BodyLimits, install_error_handlers
+from headgate.web.errors import (
+    ASGIApp,
+    BodyLimits,
+    Receive,
+    Scope,
+    Send,
+    install_error_handlers,
+    log,
+)
 
 
 def create_app(
@@ -31,7 +39,8 @@ def create_app(
     token = api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN") or None
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        started.state.lifespan_ran = True
         if manage_runtime:
             hg.start()
         try:
@@ -59,4 +68,28 @@ def create_app(
     app.add_middleware(BodyLimits)
     if token:
         app.add_middleware(TokenAuth, token=token)
+    if manage_runtime:
+        app.add_middleware(WarnIfMountedWithRuntime)
     return app
+
+
+class WarnIfMountedWithRuntime:
+    """Says so, once, when an app that should start the runtime serves requests
+    without its startup having run: it was mounted in a host's app, whose
+    lifespan alone Starlette runs, so the scheduler never started."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.warned = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.warned:
+            self.warned = True
+            if not getattr(scope["app"].state, "lifespan_ran", False):
+                log.warning(
+                    "create_app(manage_runtime=True) is serving without its startup: "
+                    "mounted in a host's app, it never starts the runtime; start and "
+                    "close Headgate in the host's lifespan instead",
+                    root_path=scope.get("root_path", ""),
+                )
+        await self.app(scope, receive, send)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from structlog.testing import capture_logs
 
 from headgate import FakeClock, Headgate
 from headgate.web import create_app
@@ -306,6 +307,24 @@ class TestBadInput:
     def test_unknown_route_is_a_json_404(self, client: TestClient) -> None:
         response = client.get("/api/v1/nothing-here")
         assert response.status_code == 404 and "error" in response.json()
+
+
+def test_an_app_that_should_start_the_runtime_says_so_when_mounted(hg: Headgate) -> None:
+    host = FastAPI()
+    host.mount("/scheduler", create_app(hg, api_token="", manage_runtime=True))
+    with capture_logs() as logs, TestClient(host) as client:
+        client.get("/scheduler/api/v1/periodic")
+        client.get("/scheduler/api/v1/periodic")
+    warnings = [e for e in logs if "never starts the runtime" in e["event"]]
+    assert len(warnings) == 1 and warnings[0]["root_path"] == "/scheduler"
+    assert not hg.running
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(hg, api_token="", manage_runtime=True)) as client,
+    ):
+        client.get("/api/v1/periodic")
+        assert hg.running
+    assert not [e for e in logs if "never starts the runtime" in e["event"]]
 
 
 class TestAuth:
