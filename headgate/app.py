@@ -9,16 +9,21 @@ workers included): the `scheduler` lease makes exactly one of them fire ticks.
 A child forked from a process holding a Headgate, started or not, gets it
 stopped and with fresh connections (a fork waits for a write in flight).
 After stop() the object still reads and writes the store and can start again;
-close() releases the database connections.
+close() releases the database connections. A process that exits without
+either (a failed startup, a forgotten shutdown hook) still stops its runtimes
+on the way out: the actor threads never hold the interpreter open.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import socket
 import sys
 import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,7 +58,27 @@ from headgate.store.read_model import ReadModel
 
 DEFAULT_URL = "sqlite:///headgate.db"
 STOP_TIMEOUT_S = 30.0
+EXIT_STOP_TIMEOUT_S = 5.0
+"""At interpreter exit, how long a stop may wait for a blocked write."""
 log = structlog.get_logger("headgate")
+
+_RUNNING: weakref.WeakSet[Headgate] = weakref.WeakSet()
+"""Runtimes started in this process and not stopped since."""
+
+
+@atexit.register
+def _stop_runtimes_at_exit() -> None:
+    """Stop what the host left running, releasing the lease at once.
+
+    The actors run on daemon threads, so the interpreter never waits for them
+    (a host whose startup failed after start() used to hang on exit, still
+    firing ticks); exit handlers run while they still live, so this stops
+    them cleanly first. A stop that cannot finish in time leaves the lease to
+    expire, as a crash does.
+    """
+    for hg in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            hg.stop(timeout=EXIT_STOP_TIMEOUT_S)
 
 
 class Headgate:
@@ -113,6 +138,7 @@ class Headgate:
                 self.store, self.clock, self.config, processor, claimant
             )
             self._processor = processor
+            _RUNNING.add(self)
             log.info("runtime started", holder=claimant.holder)
         return self
 
@@ -134,6 +160,7 @@ class Headgate:
         with self._lifecycle:
             scheduler, self._scheduler = self._scheduler, None
             processor, self._processor = self._processor, None
+            _RUNNING.discard(self)
             if scheduler is None:
                 return
             if processor is not None:

@@ -29,7 +29,10 @@ def default_to_stderr() -> None:
                 structlog.processors.StackInfoRenderer(),
                 structlog.dev.set_exc_info,
                 structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
-                structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback),
+                structlog.dev.ConsoleRenderer(
+                    colors=sys.stderr.isatty(),  # no escape codes in a host's log files
+                    exception_formatter=structlog.dev.plain_traceback,
+                ),
             ],
             logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         )

@@ -40,3 +40,21 @@ def test_a_failing_hook_is_logged_without_the_payload(tmp_path: Path) -> None:
     assert "enqueue hook failed" in finished.stderr
     assert "RuntimeError: hook broke" in finished.stderr
     assert SECRET not in finished.stderr + finished.stdout
+
+
+def test_default_lines_carry_no_colour_codes_off_a_terminal(tmp_path: Path) -> None:
+    """A host's log file (stderr not a terminal) gets plain text."""
+    script = textwrap.dedent(
+        f"""
+        from headgate import Headgate
+        hg = Headgate("sqlite:///{tmp_path}/h.db")
+        hg.start()
+        hg.close()
+        """
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "runtime started" in finished.stderr
+    assert "\x1b[" not in finished.stderr

@@ -99,6 +99,8 @@ def shard_of(schedule_id: str, shards: int) -> int:
 
 
 class ScheduleShard(pykka.ThreadingActor):
+    use_daemon_thread = True  # see SchedulerActor
+
     def __init__(self, processor: TickProcessor) -> None:
         super().__init__()
         self._processor = processor
@@ -144,6 +146,8 @@ class Compactor(pykka.ThreadingActor):
     scheduler must keep renewing its lease and firing ticks meanwhile (each
     compaction transaction is small, so ticks interleave with it)."""
 
+    use_daemon_thread = True  # see SchedulerActor
+
     def __init__(self, store: EventStore, busy: threading.Event, cancel: threading.Event) -> None:
         super().__init__()
         self._store = store
@@ -174,6 +178,10 @@ def _reply(message: TickDue, done: BatchDone) -> None:
 
 
 class SchedulerActor(pykka.ThreadingActor):
+    use_daemon_thread = True
+    """The actors never keep the host's interpreter alive: a host that exits
+    without stopping Headgate has it stopped at exit (headgate.app)."""
+
     def __init__(
         self,
         store: EventStore,

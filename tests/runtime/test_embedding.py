@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -398,3 +401,41 @@ def test_stop_while_another_process_locks_the_store(store_url: str, clock: FakeC
         assert time.monotonic() < deadline, "the actors did not end once the lock was gone"
         time.sleep(0.05)
     hg.close()
+
+
+EXITS_WITHOUT_CLOSE = textwrap.dedent(
+    """
+    import sys, time
+    from headgate import Headgate, RuntimeConfig
+    hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000))
+    hg.put_schedule("pulse", spec="@every:100", kind="k")
+    hg.start()
+    while hg.lease_status() is None:
+        time.sleep(0.05)
+    print("holding", flush=True)
+    if sys.argv[2] == "exit":
+        sys.exit(3)  # a host whose startup failed after start(): no close()
+    raise RuntimeError("the host's own bug")
+    """
+)
+
+
+@pytest.mark.parametrize(("how", "code"), [("exit", 3), ("raise", 1)])
+def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
+    store_url: str, how: str, code: int
+) -> None:
+    """The actors never keep the interpreter alive (it used to hang, firing ticks,
+    until killed), and the lease is released on the way out rather than left
+    to expire (here, ten minutes)."""
+    Headgate(store_url).close()  # the schema, before two processes race to create it
+    child = subprocess.run(
+        [sys.executable, "-c", EXITS_WITHOUT_CLOSE, store_url, how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == code, child.stderr
+    assert child.stdout.strip() == "holding"
+    with Headgate(store_url) as observer:
+        assert observer.lease_status() is None
