@@ -2,16 +2,17 @@
 
     hg = Headgate("sqlite:///headgate.db")
     hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
-    hg.start()
+    hg.start()  # returns at once; the runtime runs on background threads
 
 Every process of a service may do this against the same store (forked web
 workers included): the `scheduler` lease makes exactly one of them fire ticks.
 A child forked from a process holding a Headgate, started or not, gets it
 stopped and with fresh connections (a fork waits for a write in flight).
 After stop() the object still reads and writes the store and can start again;
-close() releases the database connections. A process that exits without
-either (a failed startup, a forgotten shutdown hook) still stops its runtimes
-on the way out: the actor threads never hold the interpreter open.
+close() releases the database connections. The runtime's threads never hold
+the interpreter open: a process that exits without stop() (a failed startup,
+a forgotten shutdown hook) stops its runtimes on the way out, and a process
+whose only job is scheduling keeps its main thread busy (`headgate serve`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,11 +60,12 @@ from headgate.store.read_model import ReadModel
 DEFAULT_URL = "sqlite:///headgate.db"
 STOP_TIMEOUT_S = 30.0
 EXIT_STOP_TIMEOUT_S = 5.0
-"""At interpreter exit, how long a stop may wait for a blocked write."""
+"""At interpreter exit, how long stopping every runtime may wait for blocked writes."""
 log = structlog.get_logger("headgate")
 
-_RUNNING: weakref.WeakSet[Headgate] = weakref.WeakSet()
-"""Runtimes started in this process and not stopped since."""
+_RUNNING: set[Headgate] = set()
+"""Runtimes started in this process and not stopped since (held strongly: a
+runtime the host dropped every reference to still fires ticks, and must stop)."""
 
 
 @atexit.register
@@ -76,9 +78,10 @@ def _stop_runtimes_at_exit() -> None:
     them cleanly first. A stop that cannot finish in time leaves the lease to
     expire, as a crash does.
     """
+    deadline = time.monotonic() + EXIT_STOP_TIMEOUT_S
     for hg in list(_RUNNING):
         with contextlib.suppress(Exception):
-            hg.stop(timeout=EXIT_STOP_TIMEOUT_S)
+            hg.stop(timeout=max(deadline - time.monotonic(), 0.1))
 
 
 class Headgate:

@@ -87,9 +87,9 @@ class WarnIfMountedWithRuntime:
             self.warned = True
             if not getattr(scope["app"].state, "lifespan_ran", False):
                 log.warning(
-                    "create_app(manage_runtime=True) is serving without its startup: "
-                    "mounted in a host's app, it never starts the runtime; start and "
-                    "close Headgate in the host's lifespan instead",
+                    "create_app(manage_runtime=True) is serving without its startup "
+                    "(mounted in a host's app, or served with lifespan off), so it never "
+                    "starts the runtime; start and close Headgate in the host's lifespan",
                     root_path=scope.get("root_path", ""),
                 )
         await self.app(scope, receive, send)

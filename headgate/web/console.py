@@ -132,7 +132,14 @@ async def login(request: Request) -> Response:
     ):
         return JSONResponse({"error": "token: wrong or missing"}, status_code=401)
     response = JSONResponse({"ok": True})
-    # Secure whenever the login came over HTTPS: the cookie carries the token.
-    secure = request.url.scheme == "https"
-    response.set_cookie(COOKIE, expected, httponly=True, samesite="strict", secure=secure)
+    # The cookie carries the token: Secure whenever the login came over HTTPS,
+    # and sent only to this app (not to the rest of a host that mounts it).
+    response.set_cookie(
+        COOKIE,
+        expected,
+        path=request.scope.get("root_path") or "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response

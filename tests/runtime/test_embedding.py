@@ -405,28 +405,37 @@ def test_stop_while_another_process_locks_the_store(store_url: str, clock: FakeC
 
 EXITS_WITHOUT_CLOSE = textwrap.dedent(
     """
-    import sys, time
+    import gc, sys, time
     from headgate import Headgate, RuntimeConfig
-    hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000))
-    hg.put_schedule("pulse", spec="@every:100", kind="k")
-    hg.start()
-    while hg.lease_status() is None:
-        time.sleep(0.05)
+
+    def start() -> Headgate:
+        hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000))
+        hg.put_schedule("pulse", spec="@every:100", kind="k")
+        hg.start()
+        while hg.lease_status() is None:
+            time.sleep(0.05)
+        return hg
+
+    if sys.argv[2] == "dropped":
+        start()  # the host keeps no reference; the runtime fires on regardless
+        gc.collect()
+    else:
+        hg = start()
     print("holding", flush=True)
-    if sys.argv[2] == "exit":
-        sys.exit(3)  # a host whose startup failed after start(): no close()
-    raise RuntimeError("the host's own bug")
+    if sys.argv[2] == "raise":
+        raise RuntimeError("the host's own bug")
+    sys.exit(3)  # a host whose startup failed after start(): no close()
     """
 )
 
 
-@pytest.mark.parametrize(("how", "code"), [("exit", 3), ("raise", 1)])
+@pytest.mark.parametrize(("how", "code"), [("exit", 3), ("raise", 1), ("dropped", 3)])
 def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
     store_url: str, how: str, code: int
 ) -> None:
     """The actors never keep the interpreter alive (it used to hang, firing ticks,
     until killed), and the lease is released on the way out rather than left
-    to expire (here, ten minutes)."""
+    to expire (here, ten minutes), even by a runtime the host no longer holds."""
     Headgate(store_url).close()  # the schema, before two processes race to create it
     child = subprocess.run(
         [sys.executable, "-c", EXITS_WITHOUT_CLOSE, store_url, how],

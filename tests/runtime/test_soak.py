@@ -110,7 +110,8 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
                 )
             ).scalar_one()
         assert manual == len(keys), "one Enqueue-now job per idempotency key"
-        assert actions["kill holder"] and actions["replace other"] and actions["api"], actions
+        if SECONDS >= 60:  # a short run may not draw every action
+            assert actions["kill holder"] and actions["replace other"] and actions["api"], actions
     finally:
         for runtime in runtimes:
             if runtime.poll() is None:
@@ -166,6 +167,7 @@ def _assert_every_tick_once(observer: Headgate) -> None:
             assert ticks == expected, f"{schedule_id}: every tick from first to last, once"
             assert observer.get_schedule(schedule_id).next_run_ms == ticks[-1] + interval
             page = observer.enqueue_events(schedule_id, limit=100)
-            enqueued = [e.tick_ms for e in page.events if e.outcome == "enqueued"]
-            assert len(enqueued) == len(set(enqueued)), f"{schedule_id}: one record per tick"
-            assert set(enqueued) <= set(ticks), schedule_id
+            enqueued = sorted(e.tick_ms for e in page.events if e.outcome == "enqueued")
+            # The history shows the newest attempts: a record for each of the
+            # newest ticks, once.
+            assert enqueued and enqueued == ticks[-len(enqueued) :], schedule_id

@@ -367,7 +367,9 @@ class TestAuth:
             assert client.get("/scheduler/").status_code == 401
             assert client.get("/scheduler/static/console.css").status_code == 200
             assert client.post("/scheduler/login", json={"token": "wrong"}).status_code == 401
-            assert client.post("/scheduler/login", json={"token": "s3cret"}).status_code == 200
+            login = client.post("/scheduler/login", json={"token": "s3cret"})
+            assert login.status_code == 200
+            assert "path=/scheduler" in login.headers["set-cookie"].lower()
             assert client.get("/scheduler/").status_code == 200
             assert client.get("/scheduler/api/v1/periodic").status_code == 200
 
