@@ -34,6 +34,7 @@ from headgate.runtime.tick_batch import TickProcessor
 from headgate.store import read_model
 from headgate.store.compaction import DAY_MS, CompactionPolicy, compact, finished_jobs_query
 from headgate.store.event_store import NO_STREAM, EventStore, StreamAppend
+from headgate.store.maintenance import rebuild
 from headgate.store.read_model import due_query, earliest_due_query
 from headgate.store.sql import probing_indexes
 from tests.store.builders import attempted, defined
@@ -263,3 +264,23 @@ def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: Eve
         connection.exec_driver_sql("RESET enable_hashjoin")
     assert inside == still_inside == ("off", "off", "off")
     assert after == ("on", "off", "off")
+
+
+def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: EventStore) -> None:
+    """A rebuild folds the log in batches into emptied tables whose statistics
+    describe them as they were; each batch loads the rows it touches (500 keys at
+    a time), which without index probes read the whole table every time."""
+    if not store.is_postgresql:
+        pytest.skip("SQLite has no statistics to lag")
+    _store_outgrowing_its_statistics(store)
+    store.append_units(
+        [
+            [StreamAppend(job_stream(f"j{n}"), 1, (JobFinished(f"j{n}", JobState.COMPLETED),))]
+            for n in range(0, COUNT, 2)
+        ]
+    )
+    plans = _plans_of(store, lambda: rebuild(store))
+    emptying = re.compile(r"Query Text: DELETE FROM \w+\n")  # a rebuild empties them first
+    loads = [plan for plan in plans if "Query Text: SELECT jobs." in plan]
+    assert loads, plans
+    _assert_every_plan_probes([plan for plan in plans if not emptying.search(plan)])
