@@ -20,6 +20,10 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached, or stayed locked past its busy timeout."""
 
 
+class StoreClosed(StoreError):
+    """Headgate.close() was called: this object writes no more (make a new one)."""
+
+
 class ProjectionsRebuilding(StoreUnavailable):
     """Writes wait while projections are rebuilt, so nothing decides on half-built tables."""
 

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from headgate.clock import Clock, StoreClock
 from headgate.domain.events import DomainEvent, RecordedEvent
-from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
+from headgate.errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding, StoreClosed
 from headgate.forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate.store.bulk import bulk_insert
 from headgate.store.engine import (
@@ -77,6 +77,8 @@ class InstantNotReached(Exception):
     """
 
 
+CLOSE_WAIT_S: Final = 5.0
+"""How long close() waits for a write in flight before leaving the write to close up."""
 INSTANT_GRACE_S: Final = 0.1
 """Real time a hold may overrun the clock's own distance to its instant."""
 
@@ -261,6 +263,7 @@ class EventStore:
         self._write_lock = threading.Lock()
         self._writing_thread: int | None = None
         self._held_for_fork = False
+        self._closed = False
         renew_in_forked_children(self)
         quiesce_for_forks(self)
         migrate(self.engine, clock.now_ms())
@@ -268,8 +271,20 @@ class EventStore:
             self.synchronise_clock(connection)
 
     def close(self) -> None:
+        """Refuse further writes and release the connections.
+
+        A write in flight finishes first: on SQLite every write of the process
+        shares one connection, and closing it under another thread's write
+        crashed the interpreter. If that write is held up (a lock elsewhere),
+        it closes the connection itself when it ends.
+        """
+        self._closed = True
         self.engine.dispose()
-        self._write_engine.dispose()
+        if self._write_lock.acquire(timeout=CLOSE_WAIT_S):
+            try:
+                self._write_engine.dispose()
+            finally:
+                self._write_lock.release()
 
     def before_fork(self) -> None:
         # A thread forking from inside its own write cannot wait for itself; its
@@ -309,12 +324,16 @@ class EventStore:
         """A write transaction on operational state (leases), queued behind this
         process's other writers like every write."""
         with self._write_lock:
+            if self._closed:
+                raise StoreClosed(f"{where}: the store is closed (Headgate.close() was called)")
             self._writing_thread = threading.get_ident()
             try:
                 with write_transaction(self._write_engine, where) as connection:
                     yield connection
             finally:
                 self._writing_thread = None
+                if self._closed:  # close() gave up waiting for this write
+                    self._write_engine.dispose()
 
     @contextlib.contextmanager
     def write(

@@ -20,6 +20,7 @@ from headgate.errors import (
     AdmissionRejected,
     DuplicateJob,
     NotFound,
+    StoreClosed,
     StoreUnavailable,
     ValidationError,
 )
@@ -63,6 +64,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AdmissionRejected)
     async def _rejected(_: Request, exc: AdmissionRejected) -> Response:
         return error(429 if exc.reason == "backpressure" else 409, str(exc))
+
+    @app.exception_handler(StoreClosed)
+    async def _closed(_: Request, exc: StoreClosed) -> Response:
+        return error(503, "the server is shutting down; retry shortly")
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:

@@ -448,3 +448,47 @@ def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
     assert child.stdout.strip() == "holding"
     with Headgate(store_url) as observer:
         assert observer.lease_status() is None
+
+
+CLOSES_UNDER_WRITERS = textwrap.dedent(
+    """
+    import sys, threading, time
+    from headgate import Headgate
+    from headgate.errors import StoreClosed
+    hg = Headgate(sys.argv[1])
+    refused = []
+
+    def write() -> None:
+        while True:
+            try:
+                hg.enqueue(kind="k", payload={})
+            except StoreClosed:
+                refused.append(True)
+                return
+
+    writers = [threading.Thread(target=write) for _ in range(4)]
+    for writer in writers:
+        writer.start()
+    time.sleep(1)
+    hg.close()  # a host shutting down while request threads still write
+    for writer in writers:
+        writer.join(timeout=30)
+    print(len(refused), flush=True)
+    """
+)
+
+
+def test_close_while_threads_write_refuses_their_next_writes(store_url: str) -> None:
+    """On SQLite every write shares one connection: closing it under another
+    thread's write crashed the interpreter (SIGSEGV). Now the write in flight
+    finishes, and every later one gets StoreClosed."""
+    Headgate(store_url).close()
+    child = subprocess.run(
+        [sys.executable, "-c", CLOSES_UNDER_WRITERS, store_url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert child.stdout.strip() == "4", "each writer was refused once the store closed"

@@ -304,6 +304,11 @@ class TestBadInput:
         assert client.get("/api/v1/periodic", params={"limit": 201}).status_code == 422
         assert client.get("/api/v1/periodic", params={"limit": 200}).status_code == 200
 
+    def test_a_write_while_shutting_down_is_a_503(self, client: TestClient, hg: Headgate) -> None:
+        hg.close()
+        response = client.post("/api/v1/jobs", json={"kind": "email.send", "payload": {}})
+        assert response.status_code == 503 and "shutting down" in response.json()["error"]
+
     def test_unknown_route_is_a_json_404(self, client: TestClient) -> None:
         response = client.get("/api/v1/nothing-here")
         assert response.status_code == 404 and "error" in response.json()
