@@ -376,12 +376,9 @@ def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: Ev
     assert [(h.tick_ms, h.outcome) for h in history] == [(60_000, "enqueued")]
 
 
-def test_verify_agrees_when_compaction_runs_while_it_folds(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """verify folds most of the log without a lock; a compaction in between removes
-    old attempts and finished jobs, and their live rows, which the scratch fold
-    had already made."""
+def _compacting_after_the_fold(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A busy store, and a compaction right after the unlocked fold of verify or
+    replay; returns the events each compaction deleted."""
     _busy_for_two_days(store, ticks=150, finished=10)
     fold = maintenance._fold_range
     compacted: list[int] = []
@@ -392,6 +389,16 @@ def test_verify_agrees_when_compaction_runs_while_it_folds(
         return reached
 
     monkeypatch.setattr(maintenance, "_fold_range", fold_then_compact)
+    return compacted
+
+
+def test_verify_agrees_when_compaction_runs_while_it_folds(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify folds most of the log without a lock; a compaction in between removes
+    old attempts and finished jobs, and their live rows, which the scratch fold
+    had already made."""
+    compacted = _compacting_after_the_fold(store, monkeypatch)
     report = verify(store)
     assert compacted and compacted[0] > 0
     assert report.ok, report.differences
@@ -410,16 +417,7 @@ def test_replay_agrees_when_compaction_runs_while_it_folds(
     """replay folds without a lock; a compaction meanwhile removes old attempts and
     finished jobs from the log. The target ends a fold of the log as it now is:
     what the live projections show."""
-    _busy_for_two_days(store, ticks=150, finished=10)
-    fold = maintenance._fold_range
-    compacted: list[int] = []
-
-    def fold_then_compact(*args: Any, **kwargs: Any) -> int:
-        reached = int(fold(*args, **kwargs))
-        compacted.append(compact(store).events_deleted)
-        return reached
-
-    monkeypatch.setattr(maintenance, "_fold_range", fold_then_compact)
+    compacted = _compacting_after_the_fold(store, monkeypatch)
     server = request.getfixturevalue("postgres_server_url") if "postgresql" in store_url else None
     if into == "scratch tables":
         replay(store, None)
