@@ -403,6 +403,18 @@ def test_stop_while_another_process_locks_the_store(store_url: str, clock: FakeC
     hg.close()
 
 
+def _run_host(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A host program in its own interpreter: what happens at its exit (or its
+    crash) is part of what is tested."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
 EXITS_WITHOUT_CLOSE = textwrap.dedent(
     """
     import gc, sys, time
@@ -437,13 +449,7 @@ def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
     until killed), and the lease is released on the way out rather than left
     to expire (here, ten minutes), even by a runtime the host no longer holds."""
     Headgate(store_url).close()  # the schema, before two processes race to create it
-    child = subprocess.run(
-        [sys.executable, "-c", EXITS_WITHOUT_CLOSE, store_url, how],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    child = _run_host(EXITS_WITHOUT_CLOSE, store_url, how)
     assert child.returncode == code, child.stderr
     assert child.stdout.strip() == "holding"
     with Headgate(store_url) as observer:
@@ -483,12 +489,6 @@ def test_close_while_threads_write_refuses_their_next_writes(store_url: str) -> 
     thread's write crashed the interpreter (SIGSEGV). Now the write in flight
     finishes, and every later one gets StoreClosed."""
     Headgate(store_url).close()
-    child = subprocess.run(
-        [sys.executable, "-c", CLOSES_UNDER_WRITERS, store_url],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    child = _run_host(CLOSES_UNDER_WRITERS, store_url)
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
     assert child.stdout.strip() == "4", "each writer was refused once the store closed"
