@@ -18,8 +18,7 @@ import time
 from sqlalchemy import BigInteger, Column, Integer, MetaData, String, Table, Text, insert, text
 
 from benchmarks._common import fresh_database, print_table
-from headgate.clock import FakeClock
-from headgate.domain.events import (
+from headgate._domain.events import (
     EnqueueAttempted,
     JobEnqueued,
     JobFinished,
@@ -28,11 +27,12 @@ from headgate.domain.events import (
     ScheduleDefined,
     encode,
 )
-from headgate.domain.streams import job_stream, schedule_stream
-from headgate.store.compaction import CompactionPolicy, compact
-from headgate.store.event_store import NO_STREAM, EventStore, StreamAppend
-from headgate.store.maintenance import rebuild
-from headgate.store.schema import events as events_table
+from headgate._domain.streams import job_stream, schedule_stream
+from headgate._store.compaction import CompactionPolicy, compact
+from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
+from headgate._store.maintenance import rebuild
+from headgate._store.schema import events as events_table
+from headgate.testing import FakeClock
 
 BATCH = 500
 

@@ -62,10 +62,11 @@ from sqlalchemy import (
 )
 
 from benchmarks._common import fresh_database, print_table
-from headgate import AttemptResult, EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
-from headgate.domain.events import ScheduleDefined
-from headgate.domain.streams import schedule_stream
-from headgate.store.event_store import NO_STREAM, StreamAppend
+from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
+from headgate._domain.events import ScheduleDefined
+from headgate._domain.streams import schedule_stream
+from headgate._store.event_store import NO_STREAM, StreamAppend
+from headgate.testing import FakeClock
 
 START_MS = 1_704_067_200_000
 RAW_BATCH = 500
@@ -229,8 +230,8 @@ def our_rows_loop(backend: str, count: int) -> float:
     and history row, the schedule's compare-and-set update, and the log head."""
     from sqlalchemy import create_engine, select
 
-    from headgate.domain.streams import job_stream
-    from headgate.store.schema import LIVE, events, log_head
+    from headgate._domain.streams import job_stream
+    from headgate._store.schema import LIVE, events, log_head
 
     jobs, history, schedules = LIVE.jobs, LIVE.enqueue_history, LIVE.schedules
     with fresh_database(backend) as url:
@@ -529,7 +530,8 @@ def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[obj
 MEMORY_CHILD = textwrap.dedent(
     """
     import resource, sys, threading
-    from headgate import FakeClock, Headgate, RuntimeConfig
+    from headgate import Headgate, RuntimeConfig
+    from headgate.testing import FakeClock
     from benchmarks.scheduler import START_MS, quiet_json_logs
     quiet_json_logs()
     clock = FakeClock(START_MS + 1)

@@ -1,8 +1,14 @@
-"""Headgate: durable periodic jobs for Python services."""
+"""Headgate: durable periodic jobs for Python services.
 
-from headgate.app import Headgate
-from headgate.clock import Clock, FakeClock, StoreClock, SystemClock
-from headgate.domain.spec import (
+The public surface is this module, `headgate.web` (the ASGI app), `headgate.ops`
+(store maintenance) and `headgate.testing` (a fake clock). Modules and packages
+whose names start with an underscore are internal and may change in any release.
+"""
+
+from headgate._app import Headgate
+from headgate._clock import Clock, StoreClock, SystemClock
+from headgate._domain.admission import AdmissionLimits
+from headgate._domain.spec import (
     CronSpec,
     EverySpec,
     InvalidSpec,
@@ -11,19 +17,21 @@ from headgate.domain.spec import (
     next_tick_ms,
     parse_spec,
 )
-from headgate.errors import (
+from headgate._errors import (
     AdmissionRejected,
     ConcurrencyConflict,
     DuplicateJob,
     HeadgateError,
     LeaseLost,
     NotFound,
+    ProjectionsRebuilding,
+    SchemaTooNew,
     StoreClosed,
     StoreError,
     StoreUnavailable,
     ValidationError,
 )
-from headgate.model import (
+from headgate._model import (
     EnqueueEvent,
     EnqueueEventsPage,
     Job,
@@ -33,10 +41,11 @@ from headgate.model import (
     Schedule,
     SchedulesPage,
 )
-from headgate.runtime.config import RuntimeConfig
-from headgate.runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from headgate._runtime.config import RuntimeConfig
+from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 
 __all__ = [
+    "AdmissionLimits",
     "AdmissionRejected",
     "AttemptResult",
     "Clock",
@@ -47,7 +56,6 @@ __all__ = [
     "EnqueueEventsPage",
     "EnqueueHook",
     "EverySpec",
-    "FakeClock",
     "Headgate",
     "HeadgateError",
     "InvalidSpec",
@@ -56,11 +64,13 @@ __all__ = [
     "LeaseStatus",
     "NotFound",
     "PeriodicOrigin",
+    "ProjectionsRebuilding",
     "RunNowResult",
     "RuntimeConfig",
     "Schedule",
     "ScheduleSpec",
     "SchedulesPage",
+    "SchemaTooNew",
     "StoreClock",
     "StoreClosed",
     "StoreError",

@@ -1,10 +1,10 @@
 """Projections: plain functions of (row state, event) that materialise read models."""
 
-from projections.base import AnyProjection, Projection
-from projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
-from projections.jobs import JOBS, JobRow
-from projections.quarantine import QUARANTINE, QuarantineRow
-from projections.schedules import SCHEDULES, ScheduleRow
+from headgate._projections.base import AnyProjection, Projection
+from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
+from headgate._projections.jobs import JOBS, JobRow
+from headgate._projections.quarantine import QUARANTINE, QuarantineRow
+from headgate._projections.schedules import SCHEDULES, ScheduleRow
 
 ALL_PROJECTIONS: tuple[AnyProjection, ...] = (SCHEDULES, JOBS, ENQUEUE_HISTORY, QUARANTINE)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from headgate.domain.events import RecordedEvent
+from headgate._domain.events import RecordedEvent
 
 Row = TypeVar("Row")
 

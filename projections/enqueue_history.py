@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from headgate.domain.events import EnqueueAttempted, RecordedEvent
-from projections.base import Projection
+from headgate._domain.events import EnqueueAttempted, RecordedEvent
+from headgate._projections.base import Projection
 
 KEEP_PER_SCHEDULE: Final = 100
 

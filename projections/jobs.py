@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     JobEnqueued,
     JobFinished,
     JobState,
     RecordedEvent,
     canonical_json_of_plain,
 )
-from projections.base import Projection
+from headgate._projections.base import Projection
 
 
 @dataclass(frozen=True)

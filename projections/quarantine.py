@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from headgate.domain.events import FingerprintQuarantined, FingerprintReleased, RecordedEvent
-from projections.base import Projection
+from headgate._domain.events import FingerprintQuarantined, FingerprintReleased, RecordedEvent
+from headgate._projections.base import Projection
 
 
 @dataclass(frozen=True)

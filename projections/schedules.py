@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     EnqueueAttempted,
     NextRunAdvanced,
     Outcome,
@@ -14,7 +14,7 @@ from headgate.domain.events import (
     ScheduleDeleted,
     canonical_json_of_plain,
 )
-from projections.base import Projection
+from headgate._projections.base import Projection
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from headgate.clock import FakeClock
-from headgate.store.event_store import EventStore
+from headgate._store.event_store import EventStore
+from headgate.testing import FakeClock
 
 POSTGRES_URL = os.environ.get("HEADGATE_TEST_POSTGRES_URL", "")
 BACKENDS = ["sqlite", "postgresql"]

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from headgate.cli import main
+from headgate._cli import main
 
 
 def test_ticks_prints_the_next_ticks(capsys: object) -> None:
@@ -22,7 +22,7 @@ def test_ticks_reports_a_bad_spec_in_one_line(capsys: object) -> None:
 
 def test_installed_command_runs_the_demo() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "headgate.cli", "ticks", "--count", "1"],
+        [sys.executable, "-m", "headgate._cli", "ticks", "--count", "1"],
         capture_output=True,
         text=True,
         check=True,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from headgate.cli import main
-from headgate.clock import FakeClock
-from headgate.store.event_store import EventStore
-from headgate.store.maintenance import verify
+from headgate._cli import main
+from headgate._store.event_store import EventStore
+from headgate._store.maintenance import verify
+from headgate.testing import FakeClock
 from tests.store.builders import create_schedule, fire_tick
 from tests.store.snapshots import snapshot
 
@@ -114,7 +114,7 @@ def test_bad_arguments_get_one_line(
     db = f"sqlite:///{tmp_path / 'h.db'}"
     EventStore(db, FakeClock()).close()
     status = subprocess.run(
-        [sys.executable, "-m", "headgate.cli", *[a.replace("{db}", db) for a in argv]],
+        [sys.executable, "-m", "headgate._cli", *[a.replace("{db}", db) for a in argv]],
         capture_output=True,
         text=True,
         timeout=60,
@@ -135,7 +135,7 @@ def test_a_killed_rebuild_resumes(store_url: str) -> None:
         [
             sys.executable,
             "-m",
-            "headgate.cli",
+            "headgate._cli",
             "projections",
             "rebuild",
             "--db",
@@ -156,7 +156,7 @@ def test_a_killed_rebuild_resumes(store_url: str) -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     resumed = subprocess.run(
-        [sys.executable, "-m", "headgate.cli", "projections", "rebuild", "--db", store_url],
+        [sys.executable, "-m", "headgate._cli", "projections", "rebuild", "--db", store_url],
         capture_output=True,
         text=True,
         timeout=120,

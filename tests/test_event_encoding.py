@@ -8,7 +8,7 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     EVENT_TYPES,
     DomainEvent,
     EnqueueAttempted,

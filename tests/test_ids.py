@@ -7,8 +7,8 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headgate.domain.ids import _NAMESPACE, manual_job_id, tick_job_id
-from headgate.domain.spec import MAX_INSTANT_MS
+from headgate._domain.ids import _NAMESPACE, manual_job_id, tick_job_id
+from headgate._domain.spec import MAX_INSTANT_MS
 
 instants = st.integers(min_value=0, max_value=MAX_INSTANT_MS)
 

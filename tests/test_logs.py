@@ -14,7 +14,8 @@ def test_a_failing_hook_is_logged_without_the_payload(tmp_path: Path) -> None:
     """Tracebacks by default must not print frames' locals: they hold payloads."""
     script = textwrap.dedent(
         f"""
-        from headgate import FakeClock, Headgate
+        from headgate import Headgate
+        from headgate.testing import FakeClock
 
         class Broken:
             def before_enqueue(self, context):

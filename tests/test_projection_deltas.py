@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     EnqueueAttempted,
     JobEnqueued,
     JobFinished,
@@ -18,7 +18,7 @@ from headgate.domain.events import (
     ScheduleDefined,
     ScheduleDeleted,
 )
-from projections import ENQUEUE_HISTORY, JOBS, SCHEDULES
+from headgate._projections import ENQUEUE_HISTORY, JOBS, SCHEDULES
 
 ms = st.integers(0, 2**50)
 definitions = st.builds(

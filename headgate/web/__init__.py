@@ -1,5 +1,5 @@
 """The control API and web console, as one ASGI app a host service can mount."""
 
-from headgate.web.app import create_app
+from headgate.web._app import create_app
 
 __all__ = ["create_app"]

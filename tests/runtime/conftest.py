@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from sqlalchemy import select
 
-from headgate import FakeClock, Headgate, RuntimeConfig
-from headgate.store.schema import LIVE
+from headgate import Headgate, RuntimeConfig
+from headgate._store.schema import LIVE
+from headgate.testing import FakeClock
 
 START_MS = 1_704_067_200_000  # 2024-01-01T00:00Z
 

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
-from headgate.store.engine import IDLE_IN_TRANSACTION_MS
+from headgate._store.engine import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
 CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS)
@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
     """
     import signal, sys, time
     from headgate import Headgate, RuntimeConfig
-    from headgate.logs import configure_logging
+    from headgate._logs import configure_logging
     configure_logging(json_lines=True)
     hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2])))
     def stop(*_):

@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate import EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
-from headgate.runtime import actors
-from headgate.store.compaction import CompactionReport
-from headgate.store.maintenance import rebuild, verify
+from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
+from headgate._runtime import actors
+from headgate._store.compaction import CompactionReport
+from headgate._store.maintenance import rebuild, verify
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000

@@ -20,17 +20,19 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy import text
 
-from headgate import FakeClock, Headgate, RuntimeConfig
-from headgate.domain.streams import schedule_stream
-from headgate.store.maintenance import verify
+from headgate import Headgate, RuntimeConfig
+from headgate._domain.streams import schedule_stream
+from headgate._store.maintenance import verify
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS
 
 HOUR = 3_600_000
 CHILD = textwrap.dedent(
     """
     import contextlib, os, signal, sys
-    from headgate import FakeClock, Headgate, RuntimeConfig
-    from headgate.store import event_store, projector
+    from headgate import Headgate, RuntimeConfig
+    from headgate.testing import FakeClock
+    from headgate._store import event_store, projector
 
     url, point, now = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -208,8 +210,9 @@ def test_killed_while_holding_a_batch_for_its_instant_then_restarted(store_url: 
 COMPACTION_CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from headgate import FakeClock, Headgate
-    from headgate.store import compaction
+    from headgate import Headgate
+    from headgate.testing import FakeClock
+    from headgate._store import compaction
 
     compaction.STREAMS_PER_TRANSACTION = 1
     trim = compaction._trim_streams

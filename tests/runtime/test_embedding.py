@@ -16,13 +16,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import func, select
 
-from headgate import FakeClock, Headgate, NotFound, RuntimeConfig, ValidationError
-from headgate.domain.admission import AdmissionLimits
-from headgate.domain.ids import tick_job_id
-from headgate.errors import AdmissionRejected, DuplicateJob, StoreUnavailable
-from headgate.store.engine import create_store_engine
-from headgate.store.event_store import NO_STREAM, StreamAppend
-from headgate.store.schema import events
+from headgate import Headgate, NotFound, RuntimeConfig, ValidationError
+from headgate._domain.admission import AdmissionLimits
+from headgate._domain.ids import tick_job_id
+from headgate._errors import AdmissionRejected, DuplicateJob, StoreUnavailable
+from headgate._store.engine import create_store_engine
+from headgate._store.event_store import NO_STREAM, StreamAppend
+from headgate._store.schema import events
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
@@ -301,7 +302,7 @@ class TestLease:
 
 
 def _definition(schedule_id: str):  # type: ignore[no-untyped-def]
-    from headgate.domain.events import ScheduleDefined
+    from headgate._domain.events import ScheduleDefined
 
     return ScheduleDefined(
         schedule_id, "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
@@ -460,7 +461,7 @@ CLOSES_UNDER_WRITERS = textwrap.dedent(
     """
     import sys, threading, time
     from headgate import Headgate
-    from headgate.errors import StoreClosed
+    from headgate._errors import StoreClosed
     hg = Headgate(sys.argv[1])
     refused = []
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate import FakeClock, Headgate
+from headgate import Headgate
+from headgate.testing import FakeClock
 from tests.runtime.conftest import fire
 
 CHILDREN = 4

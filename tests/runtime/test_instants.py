@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate import AttemptResult, EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
+from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000

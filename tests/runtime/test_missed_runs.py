@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 from sqlalchemy import func, select
 
-from headgate import FakeClock, Headgate, RuntimeConfig
-from headgate.domain.admission import AdmissionLimits
-from headgate.store.schema import LIVE
+from headgate import Headgate, RuntimeConfig
+from headgate._domain.admission import AdmissionLimits
+from headgate._store.schema import LIVE
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000

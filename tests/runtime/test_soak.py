@@ -28,8 +28,8 @@ import pytest
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
-from headgate.store.engine import IDLE_IN_TRANSACTION_MS
-from headgate.store.maintenance import verify
+from headgate._store.engine import IDLE_IN_TRANSACTION_MS
+from headgate._store.maintenance import verify
 
 pytestmark = pytest.mark.soak
 

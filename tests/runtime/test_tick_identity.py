@@ -7,18 +7,19 @@ from collections.abc import Callable
 import pytest
 from structlog.testing import capture_logs
 
-from headgate import EnqueueHook, FakeClock, Headgate, RuntimeConfig, TickContext
-from headgate.domain.admission import AdmissionLimits
-from headgate.domain.events import JobEnqueued, JobState, ScheduleDefined
-from headgate.domain.ids import tick_job_id, tick_unique_key
-from headgate.domain.spec import MAX_INSTANT_MS
-from headgate.domain.streams import job_stream, schedule_stream
-from headgate.errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
-from headgate.runtime.tick_batch import TickProcessor
-from headgate.store import event_store as event_store_module
-from headgate.store.event_store import NO_STREAM, Fence
-from headgate.store.leases import Claimant, LeaseStore
-from headgate.store.read_model import ReadModel
+from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
+from headgate._domain.admission import AdmissionLimits
+from headgate._domain.events import JobEnqueued, JobState, ScheduleDefined
+from headgate._domain.ids import tick_job_id, tick_unique_key
+from headgate._domain.spec import MAX_INSTANT_MS
+from headgate._domain.streams import job_stream, schedule_stream
+from headgate._errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
+from headgate._runtime.tick_batch import TickProcessor
+from headgate._store import event_store as event_store_module
+from headgate._store.event_store import NO_STREAM, Fence
+from headgate._store.leases import Claimant, LeaseStore
+from headgate._store.read_model import ReadModel
+from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
@@ -371,7 +372,7 @@ def test_fenced_writes_under_a_stale_term_are_refused(
 def test_a_schedule_that_cannot_be_planned_fails_alone(hg: Headgate, clock: FakeClock) -> None:
     from sqlalchemy import update
 
-    from headgate.store.schema import LIVE
+    from headgate._store.schema import LIVE
 
     hg.put_schedule("odd", spec="@every:60000", kind="k")
     hg.put_schedule("fine", spec="@every:60000", kind="k")
@@ -390,9 +391,9 @@ def test_a_schedule_that_cannot_be_planned_fails_alone(hg: Headgate, clock: Fake
 def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClock) -> None:
     from sqlalchemy import update
 
-    from headgate.errors import ProjectionsRebuilding
-    from headgate.store.maintenance import rebuild
-    from headgate.store.schema import projection_checkpoints
+    from headgate._errors import ProjectionsRebuilding
+    from headgate._store.maintenance import rebuild
+    from headgate._store.schema import projection_checkpoints
 
     hg.put_schedule("s", spec="@every:60000", kind="k")
     with hg.store.engine.begin() as connection:  # an interrupted rebuild

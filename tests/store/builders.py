@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     EnqueueAttempted,
     JobEnqueued,
     Outcome,
     ScheduleDefined,
 )
-from headgate.domain.streams import job_stream, schedule_stream
-from headgate.store.event_store import NO_STREAM, EventStore, StreamAppend
+from headgate._domain.streams import job_stream, schedule_stream
+from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
 
 
 def defined(

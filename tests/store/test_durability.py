@@ -8,15 +8,15 @@ import subprocess
 import sys
 import textwrap
 
-from headgate.clock import FakeClock
-from headgate.store.event_store import EventStore
+from headgate._store.event_store import EventStore
+from headgate.testing import FakeClock
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from headgate.clock import SystemClock
-    from headgate.store.event_store import NO_STREAM, EventStore
-    from headgate.domain.events import ScheduleDeleted
+    from headgate._clock import SystemClock
+    from headgate._store.event_store import NO_STREAM, EventStore
+    from headgate._domain.events import ScheduleDeleted
     store = EventStore(sys.argv[1], SystemClock())
     n = 0
     while True:

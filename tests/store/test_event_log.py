@@ -9,24 +9,24 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select, text
 
-from headgate.clock import FakeClock
-from headgate.domain.events import (
+from headgate._domain.events import (
     UPCASTERS,
     JobEnqueued,
     NextRunAdvanced,
     ScheduleDeleted,
     UnknownEventType,
 )
-from headgate.errors import ConcurrencyConflict
-from headgate.store.engine import SQLITE_PAGE_SIZE
-from headgate.store.event_store import (
+from headgate._errors import ConcurrencyConflict
+from headgate._store.engine import SQLITE_PAGE_SIZE
+from headgate._store.event_store import (
     ANY_VERSION,
     NO_STREAM,
     EventStore,
     InstantNotReached,
     StreamAppend,
 )
-from headgate.store.schema import events
+from headgate._store.schema import events
+from headgate.testing import FakeClock
 from tests.store.builders import defined
 
 

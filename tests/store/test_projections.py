@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headgate.domain.events import (
+from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
     JobEnqueued,
@@ -14,10 +14,10 @@ from headgate.domain.events import (
     Outcome,
     ScheduleDeleted,
 )
-from headgate.errors import ValidationError
-from headgate.store import read_model
-from headgate.store.event_store import ANY_VERSION, NO_STREAM, EventStore
-from headgate.store.read_model import ReadModel
+from headgate._errors import ValidationError
+from headgate._store import read_model
+from headgate._store.event_store import ANY_VERSION, NO_STREAM, EventStore
+from headgate._store.read_model import ReadModel
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 
 

@@ -26,17 +26,17 @@ from sqlalchemy import Select, event
 from sqlalchemy.engine import Connection
 
 from headgate import Headgate
-from headgate.clock import FakeClock
-from headgate.domain.admission import AdmissionLimits
-from headgate.domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
-from headgate.domain.streams import job_stream, manual_run_stream, schedule_stream
-from headgate.runtime.tick_batch import TickProcessor
-from headgate.store import read_model
-from headgate.store.compaction import DAY_MS, CompactionPolicy, compact, finished_jobs_query
-from headgate.store.event_store import NO_STREAM, EventStore, StreamAppend
-from headgate.store.maintenance import rebuild
-from headgate.store.read_model import due_query, earliest_due_query
-from headgate.store.sql import probing_indexes
+from headgate._domain.admission import AdmissionLimits
+from headgate._domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
+from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
+from headgate._runtime.tick_batch import TickProcessor
+from headgate._store import read_model
+from headgate._store.compaction import DAY_MS, CompactionPolicy, compact, finished_jobs_query
+from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
+from headgate._store.maintenance import rebuild
+from headgate._store.read_model import due_query, earliest_due_query
+from headgate._store.sql import probing_indexes
+from headgate.testing import FakeClock
 from tests.store.builders import attempted, defined
 
 

@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import MetaData, func, insert, select, update
 
-from headgate.clock import FakeClock
-from headgate.domain.events import (
+from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
     JobEnqueued,
@@ -21,13 +20,13 @@ from headgate.domain.events import (
     Outcome,
     ScheduleDeleted,
 )
-from headgate.domain.streams import schedule_stream
-from headgate.errors import ProjectionsRebuilding
-from headgate.store import compaction, maintenance, read_model
-from headgate.store.compaction import CompactionPolicy, compact
-from headgate.store.event_store import ANY_VERSION, EventStore
-from headgate.store.maintenance import REPLAY_PREFIX, rebuild, replay, verify
-from headgate.store.schema import (
+from headgate._domain.streams import schedule_stream
+from headgate._errors import ProjectionsRebuilding
+from headgate._store import compaction, maintenance, read_model
+from headgate._store.compaction import CompactionPolicy, compact
+from headgate._store.event_store import ANY_VERSION, EventStore
+from headgate._store.maintenance import REPLAY_PREFIX, rebuild, replay, verify
+from headgate._store.schema import (
     LIVE,
     compaction_state,
     events,
@@ -35,6 +34,7 @@ from headgate.store.schema import (
     projection_checkpoints,
     projection_tables,
 )
+from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 from tests.store.snapshots import snapshot

@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, delete, func, insert, inspect, select, text, update
 
-from headgate.clock import FakeClock
-from headgate.errors import (
+from headgate._errors import (
     ConcurrencyConflict,
     ConstraintViolation,
     SchemaTooNew,
     StoreError,
     StoreUnavailable,
 )
-from headgate.store.engine import create_store_engine, parse_store_url, translated_errors
-from headgate.store.event_store import NO_STREAM, EventStore
-from headgate.store.maintenance import rebuild, verify
-from headgate.store.migrations import LATEST_VERSION, migrate, schema_version
-from headgate.store.schema import LIVE, LOG, events, projection_checkpoints, schema_migrations
+from headgate._store.engine import create_store_engine, parse_store_url, translated_errors
+from headgate._store.event_store import NO_STREAM, EventStore
+from headgate._store.maintenance import rebuild, verify
+from headgate._store.migrations import LATEST_VERSION, migrate, schema_version
+from headgate._store.schema import LIVE, LOG, events, projection_checkpoints, schema_migrations
+from headgate.testing import FakeClock
 from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import create_schedule, defined, fire_tick
 
@@ -149,7 +149,7 @@ def test_plain_postgresql_urls_use_psycopg() -> None:
 
 
 def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
-    from headgate.store.bulk import bulk_insert, bulk_update
+    from headgate._store.bulk import bulk_insert, bulk_update
 
     with (
         pytest.raises(ConcurrencyConflict),

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from headgate import FakeClock, Headgate, RuntimeConfig
+from headgate import Headgate, RuntimeConfig
+from headgate.testing import FakeClock
 from headgate.web import create_app
 
 START_MS = 1_704_067_200_000

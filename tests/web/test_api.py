@@ -7,7 +7,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from headgate import FakeClock, Headgate
+from headgate import Headgate
+from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import START_MS
 
@@ -418,7 +419,7 @@ def test_nul_in_a_path_is_404(client: TestClient) -> None:
 def test_writes_during_a_rebuild_are_503(client: TestClient, hg: Headgate) -> None:
     from sqlalchemy import update
 
-    from headgate.store.schema import projection_checkpoints
+    from headgate._store.schema import projection_checkpoints
 
     with hg.store.engine.begin() as connection:
         connection.execute(update(projection_checkpoints).values(rebuilding=True))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from headgate.clock import FakeClock
-from headgate.store.event_store import EventStore
+from headgate._store.event_store import EventStore
+from headgate.testing import FakeClock
 from tests.web.serving import serving, wait_until_answering
 
 CHROMIUM = Path("/usr/bin/chromium")

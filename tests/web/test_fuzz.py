@@ -12,7 +12,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
-from headgate import FakeClock, Headgate, RuntimeConfig
+from headgate import Headgate, RuntimeConfig
+from headgate.testing import FakeClock
 from headgate.web import create_app
 
 _directory = Path(tempfile.mkdtemp(prefix="headgate-fuzz-"))

@@ -1,0 +1,298 @@
+"""The `headgate` command line.
+
+Every command reports bad arguments and unreachable databases in one line on
+stderr with a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import uvicorn
+
+from headgate._app import Headgate
+from headgate._clock import SystemClock
+from headgate._domain.events import encode
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._errors import HeadgateError
+from headgate._logs import configure_logging
+from headgate._progress import Progress
+from headgate._store.engine import parse_store_url
+from headgate._store.event_store import EventStore
+from headgate._store.maintenance import DEFAULT_BATCH, MAX_BATCH, rebuild, replay, verify
+from headgate.web import create_app
+
+DEFAULT_DB = "sqlite:///headgate.db"
+DEMO_SPECS = (
+    "@every:30000",
+    "0 9 * * *",
+    "CRON_TZ=America/New_York 0 9 * * *",
+    "CRON_TZ=Australia/Lord_Howe 15 2 * * *",
+    "*/20 30 9 * * MON-FRI",
+)
+MAX_TICKS = 1000
+MAX_SHOWN = 10_000
+MAX_POSITION = 2**63 - 1
+"""Log positions are BIGINT."""
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (HeadgateError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="headgate", description="Durable periodic jobs.")
+    commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+
+    serve = commands.add_parser(
+        "serve", help="run the scheduler runtime, the control API and the console"
+    )
+    _add_db(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
+    serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
+    serve.set_defaults(handler=_serve)
+
+    ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
+    ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
+    ticks.add_argument(
+        "--count", type=_int_in(1, MAX_TICKS), default=3, help="ticks per spec (default 3)"
+    )
+    ticks.add_argument(
+        "--after-ms", type=_int_in(0, MAX_INSTANT_MS), default=None, help="start, epoch ms"
+    )
+    ticks.set_defaults(handler=_print_ticks)
+
+    projections = commands.add_parser("projections", help="projection maintenance")
+    projection_commands = projections.add_subparsers(title="commands", parser_class=_Parser)
+    rebuild_parser = projection_commands.add_parser(
+        "rebuild", help="rebuild projections from the event log (resumable)"
+    )
+    _add_db(rebuild_parser)
+    rebuild_parser.add_argument(
+        "--projection", action="append", metavar="NAME", help="only this projection (repeatable)"
+    )
+    rebuild_parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="rebuild into scratch tables and report rows that differ from the live ones",
+    )
+    rebuild_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
+    rebuild_parser.set_defaults(handler=_rebuild)
+
+    events = commands.add_parser("events", help="inspect and replay the event log")
+    event_commands = events.add_subparsers(title="commands", parser_class=_Parser)
+    replay_parser = event_commands.add_parser(
+        "replay", help="replay the log into fresh projections (another database or scratch tables)"
+    )
+    _add_db(replay_parser)
+    replay_parser.add_argument("--to", metavar="URL", help="a fresh database to replay into")
+    replay_parser.add_argument("--until", type=_int_in(0, MAX_POSITION), metavar="POSITION")
+    replay_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
+    replay_parser.set_defaults(handler=_replay)
+    show = event_commands.add_parser("show", help="print events")
+    _add_db(show)
+    show.add_argument("--stream", metavar="ID", help="only this stream")
+    show.add_argument(
+        "--limit", type=_int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
+    )
+    show.add_argument("--after", type=_int_in(0, MAX_POSITION), default=0, metavar="POSITION")
+    show.set_defaults(handler=_show)
+    return parser
+
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("HEADGATE_DB", DEFAULT_DB),
+        metavar="URL",
+        help=f"store URL (default $HEADGATE_DB or {DEFAULT_DB})",
+    )
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}-{high}, got {value}")
+        return value
+
+    return parse
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def open_existing_store(url: str) -> EventStore:
+    """Open a store that must already exist (a typo must not create an empty database)."""
+    parsed = parse_store_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(str(parsed.database)).exists():
+        raise ValueError(f"--db: no database at {parsed.database}")
+    return EventStore(url, SystemClock())
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
+    configure_logging()
+    hg = Headgate(args.db)
+    app = create_app(hg, manage_runtime=True)
+    print(f"headgate: serving {args.db} on http://{args.host}:{args.port}/", file=sys.stderr)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
+    # through the handlers it found. Finding no-op handlers, the process carries
+    # on to exit with status 0: a clean stop is not a failure.
+    for handled in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(handled, lambda *_: None)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    print("headgate: stopped; scheduler lease released", file=sys.stderr)
+    return 0
+
+
+def _print_ticks(args: argparse.Namespace) -> int:
+    after = args.after_ms if args.after_ms is not None else time.time_ns() // 1_000_000
+    status = 0
+    for text in args.specs or DEMO_SPECS:
+        try:
+            spec = parse_spec(text)
+        except InvalidSpec as error:
+            print(f"error: {error}", file=sys.stderr)
+            status = EXIT_ERROR
+            continue
+        print(spec.text)
+        zone = ZoneInfo(spec.zone_name)
+        tick = after
+        for _ in range(args.count):
+            try:
+                tick = spec.next_tick_ms(tick)
+            except InvalidSpec as error:
+                print(f"error: {error}", file=sys.stderr)
+                status = EXIT_ERROR
+                break
+            moment = datetime.fromtimestamp(tick / 1000, UTC)
+            local = moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+            print(f"  {tick}  {moment:%Y-%m-%d %H:%M:%S} UTC  ({local})")
+    return status
+
+
+class _ProgressPrinter:
+    """Adapts maintenance progress callbacks to one Progress bar per phase."""
+
+    def __init__(self) -> None:
+        self._bars: dict[str, Progress] = {}
+
+    def __call__(self, phase: str, reached: int, target: int) -> None:
+        bar = self._bars.get(phase)
+        if bar is None:
+            bar = self._bars[phase] = Progress(phase, target)
+        bar.update(reached)
+
+    def finish(self) -> None:
+        for bar in self._bars.values():
+            bar.finish()
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    store = open_existing_store(args.db)
+    progress = _ProgressPrinter()
+    try:
+        if args.verify:
+            report = verify(store, args.projection, args.batch_size, progress)
+            progress.finish()
+            for name in report.lagging:
+                print(f"{name}: live projection is behind the log (a rebuild is in progress)")
+            for difference in report.differences:
+                print(
+                    f"{difference.projection} {difference.key!r}: "
+                    f"live={difference.live} rebuilt={difference.rebuilt}"
+                )
+            verdict = "identical" if report.ok else f"{report.difference_count} rows differ"
+            print(f"verified up to position {report.head}: {verdict}")
+            return 0 if report.ok else EXIT_ERROR
+        rebuilt = rebuild(store, args.projection, args.batch_size, progress)
+        progress.finish()
+        for name in rebuilt.resumed:
+            print(f"{name}: resumed an interrupted rebuild")
+        for name, count in sorted(rebuilt.applied.items()):
+            print(f"{name}: applied {count:,} events")
+        print(f"projections rebuilt up to position {rebuilt.head}")
+        return 0
+    finally:
+        store.close()
+
+
+def _replay(args: argparse.Namespace) -> int:
+    store = open_existing_store(args.db)
+    progress = _ProgressPrinter()
+    try:
+        report = replay(store, args.to, args.until, args.batch_size, progress)
+        progress.finish()
+        print(f"replayed events up to position {report.until} into {report.target}")
+        for type_name, count in sorted(report.applied.items()):
+            print(f"  {type_name}: {count:,}")
+        for table, rows in report.rows.items():
+            print(f"  table {table}: {rows:,} rows")
+        return 0
+    finally:
+        store.close()
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = open_existing_store(args.db)
+    try:
+        if args.stream:
+            recorded = [e for e in store.read_stream(args.stream) if e.position > args.after]
+            recorded = recorded[: args.limit]
+        else:
+            recorded = store.read_all(args.after, args.limit)
+        for entry in recorded:
+            type_name, version, body = encode(entry.event)
+            moment = datetime.fromtimestamp(entry.recorded_at_ms / 1000, UTC)
+            print(
+                f"{entry.position:>8}  {moment.isoformat(timespec='milliseconds')}  "
+                f"{entry.stream_id} v{entry.version}  {type_name}/v{version}"
+            )
+            print(f"          {body}")
+        if not recorded:
+            print("no events")
+        return 0
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

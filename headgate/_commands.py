@@ -1,0 +1,343 @@
+"""The write side of the control API: validate, decide, append. Nothing else writes.
+
+Each command validates every field before touching the store (a bad request
+writes nothing), then decides and appends inside one serialised write
+transaction, so it reads exactly the state it changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from headgate._domain.admission import (
+    MAX_IDEMPOTENCY_KEY_LENGTH,
+    MAX_NOTE_LENGTH,
+    MAX_QUEUE_LENGTH,
+    MAX_UNIQUE_KEY_LENGTH,
+    AdmissionLimits,
+    require_bool,
+    require_kind,
+    require_name,
+    require_note,
+    require_optional_key,
+    require_payload,
+    require_policy,
+)
+from headgate._domain.events import (
+    FingerprintQuarantined,
+    FingerprintReleased,
+    JobEnqueued,
+    JobFinished,
+    JobState,
+    JsonValue,
+    ManualRunRequested,
+    MissedRunPolicy,
+    ScheduleDefined,
+    ScheduleDeleted,
+    canonical_json,
+)
+from headgate._domain.ids import fingerprint_of_text, manual_job_id, new_job_id
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.streams import (
+    job_stream,
+    manual_run_stream,
+    quarantine_stream,
+    schedule_stream,
+)
+from headgate._errors import AdmissionRejected, DuplicateJob, NotFound, ValidationError
+from headgate._model import PeriodicOrigin, RunNowResult
+from headgate._projections import JobRow, ScheduleRow
+from headgate._store import read_model
+from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend, WriteTransaction
+
+
+@dataclass(frozen=True)
+class ScheduleDefinition:
+    """A validated put_schedule request."""
+
+    schedule_id: str
+    spec: str
+    kind: str
+    queue: str
+    payload: JsonValue
+    on_missed: str
+    backfill_limit: int
+    paused: bool
+
+
+def validate_definition(
+    schedule_id: object,
+    *,
+    spec: object,
+    kind: object,
+    payload: JsonValue,
+    queue: object,
+    on_missed: object,
+    backfill_limit: object,
+    paused: object,
+    limits: AdmissionLimits,
+) -> ScheduleDefinition:
+    identifier = require_name("id", schedule_id)
+    if not isinstance(spec, str):
+        raise ValidationError("spec", f"must be a string, got {type(spec).__name__}")
+    try:
+        parsed = parse_spec(spec)
+    except InvalidSpec as error:
+        raise ValidationError("spec", str(error)) from None
+    policy, limit = require_policy(on_missed, backfill_limit)
+    require_payload(payload, limits.max_payload_bytes)
+    return ScheduleDefinition(
+        schedule_id=identifier,
+        spec=parsed.text,
+        kind=require_kind(kind),
+        queue=require_name("queue", queue, MAX_QUEUE_LENGTH),
+        payload=payload,
+        on_missed=policy.value,
+        backfill_limit=limit,
+        paused=require_bool("paused", paused),
+    )
+
+
+class Commands:
+    def __init__(self, store: EventStore, limits: AdmissionLimits) -> None:
+        self._store = store
+        self._limits = limits
+
+    def put_schedule(self, definition: ScheduleDefinition) -> tuple[ScheduleRow, bool]:
+        """Create or change a schedule; returns (row, created).
+
+        An unchanged spec keeps next_run_ms (the schedule's phase); a new or
+        changed spec anchors to its first tick strictly after now. A request
+        identical to what is stored writes nothing.
+        """
+        stream = schedule_stream(definition.schedule_id)
+        with self._store.write() as transaction:
+            current = read_model.schedule(transaction.connection, definition.schedule_id)
+            live = current is not None and not current.deleted
+            if live and current is not None and _same(current, definition):
+                return current, False
+            if live and current is not None and _fires_like(current.spec, definition.spec):
+                next_run = current.next_run_ms  # the same ticks, perhaps respelled: same phase
+            else:
+                next_run = _first_tick_after(definition.spec, transaction.now_ms)
+            event = ScheduleDefined(
+                schedule_id=definition.schedule_id,
+                spec=definition.spec,
+                kind=definition.kind,
+                queue=definition.queue,
+                payload=definition.payload,
+                on_missed=MissedRunPolicy(definition.on_missed),
+                backfill_limit=definition.backfill_limit,
+                paused=definition.paused,
+                next_run_ms=next_run,
+                last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
+            )
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            row = read_model.schedule(transaction.connection, definition.schedule_id)
+        assert row is not None
+        return row, not live
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        stream = schedule_stream(schedule_id)
+        with self._store.write() as transaction:
+            _require_live_schedule(transaction, schedule_id)
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(
+                transaction, [StreamAppend(stream, version, (ScheduleDeleted(schedule_id),))]
+            )
+
+    def run_now(self, schedule_id: str, idempotency_key: object) -> RunNowResult:
+        """Enqueue now: one extra job, through the gate, next_run_ms untouched.
+
+        The key's stream is created once; a repeat reads it back, whatever
+        happened to the job or the schedule since.
+        """
+        key = require_optional_key("Idempotency-Key", idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
+        if key is None:
+            raise ValidationError("Idempotency-Key", "is required")
+        if not read_model.could_be_stored(schedule_id):  # before hashing it into ids
+            raise NotFound(f"no schedule {schedule_id!r}")
+        stream = manual_run_stream(schedule_id, key)
+        job_id = manual_job_id(schedule_id, key)
+        with self._store.write() as transaction:
+            earlier = transaction.first_events([stream, job_stream(job_id)])
+            if stream in earlier or job_stream(job_id) in earlier:
+                # The key's record outlives 24 hours; if it has been compacted
+                # away the job it made may still be there: the same key, the same job.
+                return RunNowResult(job_id, replayed=True)
+            row = _require_live_schedule(transaction, schedule_id)
+            job = JobEnqueued(job_id, row.kind, row.queue, _payload(row), None)
+            # A schedule stored before the limits were lowered must meet today's
+            # limits, as its automatic ticks do.
+            self._admit(transaction, job, self._validated_payload(job))
+            _append_one(
+                transaction,
+                [
+                    StreamAppend(
+                        stream, NO_STREAM, (ManualRunRequested(schedule_id, key, job.job_id),)
+                    ),
+                    StreamAppend(job_stream(job.job_id), NO_STREAM, (job,)),
+                ],
+            )
+        return RunNowResult(job.job_id, replayed=False)
+
+    def enqueue(
+        self,
+        kind: object,
+        payload: JsonValue = None,
+        *,
+        queue: object = "default",
+        unique_key: object = None,
+        periodic_origin: object = None,
+    ) -> JobRow:
+        """An ordinary job (or, with periodic_origin, one attributed to a schedule tick)."""
+        origin = _origin(periodic_origin)
+        job = JobEnqueued(
+            new_job_id(),
+            require_kind(kind),
+            require_name("queue", queue, MAX_QUEUE_LENGTH),
+            payload,
+            require_optional_key("unique_key", unique_key, MAX_UNIQUE_KEY_LENGTH),
+            origin.schedule_id if origin else None,
+            origin.tick_ms if origin else None,
+        )
+        # Checked before the write lock: a bad request must not queue behind writers.
+        payload_text = self._validated_payload(job)
+        with self._store.write() as transaction:
+            self._admit(transaction, job, payload_text)
+            _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
+            row = read_model.job(transaction.connection, job.job_id)
+        assert row is not None
+        return row
+
+    def finish_job(self, job_id: str, state: object) -> JobRow:
+        finished = {s.value: s for s in JobState if s is not JobState.PENDING}
+        if not isinstance(state, str) or state not in finished:
+            raise ValidationError("state", f"must be one of {', '.join(finished)}, got {state!r}")
+        stream = job_stream(job_id)
+        with self._store.write() as transaction:
+            row = read_model.job(transaction.connection, job_id)
+            if row is None:
+                raise NotFound(f"no job {job_id!r}")
+            if row.state != JobState.PENDING.value:
+                raise ValidationError("state", f"job {job_id} already finished as {row.state}")
+            version = transaction.stream_versions([stream])[stream]
+            event = JobFinished(job_id, finished[state])
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            updated = read_model.job(transaction.connection, job_id)
+        assert updated is not None
+        return updated
+
+    def quarantine(self, fingerprint_value: str, note: str = "") -> None:
+        stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
+        checked_note = require_note(note, MAX_NOTE_LENGTH)
+        with self._store.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            event = FingerprintQuarantined(fingerprint_value, checked_note)
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+
+    def release(self, fingerprint_value: str) -> None:
+        stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
+        with self._store.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            if version == 0:
+                raise NotFound(f"fingerprint {fingerprint_value} was never quarantined")
+            _append_one(
+                transaction,
+                [StreamAppend(stream, version, (FingerprintReleased(fingerprint_value),))],
+            )
+
+    def _validated_payload(self, job: JobEnqueued) -> str:
+        """The gate's validation, for every job: its kind, and its payload within
+        today's limits. Returns the payload's canonical text."""
+        require_kind(job.kind)
+        return require_payload(job.payload, self._limits.max_payload_bytes)
+
+    def _admit(self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str) -> None:
+        """The rest of the admission gate for jobs created outside the scheduler
+        (`payload_text`: what `_validated_payload` returned for this job)."""
+        connection = transaction.connection
+        if job.unique_key is not None:
+            holder = read_model.live_jobs_by_unique_key(connection, [job.unique_key]).get(
+                job.unique_key
+            )
+            if holder is not None:
+                raise DuplicateJob(job.unique_key, holder)
+        if read_model.quarantined(connection, [fingerprint_of_text(job.kind, payload_text)]):
+            raise AdmissionRejected(
+                "quarantined", f"jobs of kind {job.kind!r} with this payload are quarantined"
+            )
+        limit = self._limits.limit_for(job.queue)
+        if (
+            limit is not None
+            and read_model.pending_counts(connection, [job.queue])[job.queue] >= limit
+        ):
+            raise AdmissionRejected(
+                "backpressure", f"queue {job.queue!r} has {limit} pending jobs, its limit"
+            )
+
+
+def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
+    return (
+        row.spec == definition.spec
+        and row.kind == definition.kind
+        and row.queue == definition.queue
+        and row.payload == canonical_json(definition.payload)
+        and row.on_missed == definition.on_missed
+        and row.backfill_limit == definition.backfill_limit
+        and row.paused == definition.paused
+    )
+
+
+def _fires_like(stored: str, requested: str) -> bool:
+    try:
+        return parse_spec(stored).fires_like(parse_spec(requested))
+    except InvalidSpec:  # a stored spec this version rejects: the new one replaces it
+        return False
+
+
+def _first_tick_after(spec: str, now_ms: int) -> int:
+    try:
+        return parse_spec(spec).next_tick_ms(now_ms)
+    except InvalidSpec as error:  # no tick left before the calendar ends
+        raise ValidationError("spec", str(error)) from None
+
+
+def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:
+    row = read_model.schedule(transaction.connection, schedule_id)
+    if row is None or row.deleted:
+        raise NotFound(f"no schedule {schedule_id!r}")
+    return row
+
+
+def _payload(row: ScheduleRow) -> JsonValue:
+    return json.loads(row.payload)
+
+
+def _origin(value: object) -> PeriodicOrigin | None:
+    if value is None:
+        return None
+    if isinstance(value, PeriodicOrigin):
+        return value
+    if isinstance(value, dict):
+        schedule_id, tick_ms = value.get("schedule_id"), value.get("tick_ms")
+    elif isinstance(value, tuple) and len(value) == 2:
+        schedule_id, tick_ms = value
+    else:
+        raise ValidationError("periodic_origin", "must be {schedule_id, tick_ms} or null")
+    if schedule_id is None or tick_ms is None:
+        raise ValidationError("periodic_origin", "needs both schedule_id and tick_ms, or neither")
+    in_range = isinstance(tick_ms, int) and 0 <= tick_ms <= MAX_INSTANT_MS
+    if isinstance(tick_ms, bool) or not in_range:
+        raise ValidationError(
+            "periodic_origin.tick_ms", f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}"
+        )
+    return PeriodicOrigin(require_name("periodic_origin.schedule_id", schedule_id), tick_ms)
+
+
+def _append_one(transaction: WriteTransaction, unit: list[StreamAppend]) -> None:
+    (result,) = transaction.append_units([unit])
+    if isinstance(result, Exception):
+        raise result

@@ -1,0 +1,139 @@
+"""Input rules and the admission gate, as pure functions.
+
+Every job (scheduled, manual, ordinary) passes the same gate: validation,
+quarantine, per-queue backpressure. Each rejection names the field and rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from headgate._domain.events import JsonValue, MissedRunPolicy, canonical_json
+from headgate._errors import ValidationError
+
+MAX_KIND_LENGTH: Final = 128
+MAX_QUEUE_LENGTH: Final = 128
+MAX_ID_LENGTH: Final = 128
+MAX_UNIQUE_KEY_LENGTH: Final = 200
+MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
+MAX_BACKFILL_LIMIT: Final = 1000
+MAX_NOTE_LENGTH: Final = 255
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 64 * 1024
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    queue_limits: Mapping[str, int] = field(default_factory=dict)
+    """Maximum pending jobs per queue; a queue not listed uses `default_queue_limit`."""
+    default_queue_limit: int | None = None
+    """None: no backpressure."""
+
+    def limit_for(self, queue: str) -> int | None:
+        return self.queue_limits.get(queue, self.default_queue_limit)
+
+
+def require_name(field_name: str, value: object, max_length: int = MAX_ID_LENGTH) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
+    if not 1 <= len(value) <= max_length:
+        raise ValidationError(field_name, f"must be 1-{max_length} characters, got {len(value)}")
+    if not _NAME.match(value):
+        raise ValidationError(
+            field_name,
+            "may contain only letters, digits and . _ : - and must start with a letter or digit",
+        )
+    return value
+
+
+def require_kind(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError("kind", f"must be a string, got {type(value).__name__}")
+    if not 1 <= len(value) <= MAX_KIND_LENGTH:
+        raise ValidationError("kind", f"must be 1-{MAX_KIND_LENGTH} characters, got {len(value)}")
+    if not value.isprintable():
+        raise ValidationError("kind", "must not contain control characters")
+    return value
+
+
+def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+    """The payload's canonical JSON text; it must be plain JSON within the size limit."""
+    try:
+        text = canonical_json(value)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(
+            "payload",
+            f"must be plain JSON (objects, arrays, strings, finite numbers, booleans, null): "
+            f"{error}",
+        ) from None
+    except RecursionError:
+        raise ValidationError("payload", "is nested too deeply to store as JSON") from None
+    _require_string_keys(value)
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        raise ValidationError("payload", "contains text that is not valid Unicode") from None
+    if size > max_bytes:
+        raise ValidationError("payload", f"is {size} bytes as JSON; the limit is {max_bytes}")
+    return text
+
+
+def _require_string_keys(value: JsonValue) -> None:
+    """JSON object keys are strings; json.dumps would quietly turn 1 into "1"
+    (and None into "null"), storing a payload the caller never sent."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    raise ValidationError(
+                        "payload", f"object keys must be strings, got {type(key).__name__} {key!r}"
+                    )
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+
+
+def require_note(value: object, max_length: int) -> str:
+    """Free text for operators (a quarantine note): printable, possibly empty."""
+    if not isinstance(value, str):
+        raise ValidationError("note", f"must be a string, got {type(value).__name__}")
+    if len(value) > max_length:
+        raise ValidationError("note", f"must be at most {max_length} characters, got {len(value)}")
+    if not value.isprintable():  # also rejects lone surrogates, which no store can hold
+        raise ValidationError("note", "must not contain control characters")
+    return value
+
+
+def require_policy(on_missed: object, backfill_limit: object) -> tuple[MissedRunPolicy, int]:
+    choices = {policy.value: policy for policy in MissedRunPolicy}
+    if not isinstance(on_missed, str) or on_missed not in choices:
+        allowed = ", ".join(choices)
+        raise ValidationError("on_missed", f"must be one of {allowed}, got {on_missed!r}")
+    policy = choices[on_missed]
+    if isinstance(backfill_limit, bool) or not isinstance(backfill_limit, int):
+        raise ValidationError("backfill_limit", f"must be an integer, got {backfill_limit!r}")
+    if not 1 <= backfill_limit <= MAX_BACKFILL_LIMIT:
+        raise ValidationError(
+            "backfill_limit", f"must be between 1 and {MAX_BACKFILL_LIMIT}, got {backfill_limit}"
+        )
+    return policy, backfill_limit
+
+
+def require_bool(field_name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(field_name, f"must be true or false, got {value!r}")
+    return value
+
+
+def require_optional_key(field_name: str, value: object, max_length: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= max_length or not value.isprintable():
+        raise ValidationError(field_name, f"must be 1-{max_length} printable characters")
+    return value

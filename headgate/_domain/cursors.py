@@ -1,0 +1,60 @@
+"""Opaque paging cursors.
+
+A cursor is base64url JSON naming what it pages and where it stopped, so a
+client cannot build one by accident and a cursor from one list is rejected by
+another with a clear message instead of a wrong page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+from headgate._errors import ValidationError
+
+MAX_CURSOR_LENGTH = 512
+
+
+def encode_cursor(kind: str, position: int | str) -> str:
+    raw = json.dumps([kind, position], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) -> int | str:
+    rule = "is not a cursor returned by this list; pass next_cursor back unchanged"
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LENGTH:
+        raise ValidationError("cursor", rule)
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        decoded = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise ValidationError("cursor", rule) from None
+    if (
+        not isinstance(decoded, list)
+        or len(decoded) != 2
+        or decoded[0] != kind
+        or type(decoded[1]) is not position_type
+        or not _storable(decoded[1])
+    ):
+        raise ValidationError("cursor", rule)
+    position: int | str = decoded[1]
+    return position
+
+
+def _storable(value: int | str) -> bool:
+    """A value both databases can compare: a 64-bit integer, or clean UTF-8 text."""
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**63
+    return is_clean_text(value, 255)
+
+
+def is_clean_text(value: str, max_length: int) -> bool:
+    """Text without NUL or lone surrogates, which PostgreSQL or SQLite cannot store."""
+    if len(value) > max_length or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

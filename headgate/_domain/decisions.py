@@ -1,0 +1,101 @@
+"""What to do with a due schedule: pure functions of its state and the store's answers.
+
+The schedule actors gather facts (existing jobs, unique-key holders,
+quarantine, queue depth) in bulk, then call these to decide each tick's
+outcome. Nothing here performs I/O, so every rule is tested directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from headgate._domain.events import JobEnqueued, MissedRunPolicy, Outcome
+from headgate._domain.spec import ScheduleSpec
+
+BACKOFF_BASE_MS: Final = 1_000
+BACKOFF_CAP_MS: Final = 300_000
+
+
+class Reason(StrEnum):
+    """Stable, low-cardinality reason codes stored in enqueue-attempt records."""
+
+    ACCEPTED = "accepted"
+    UNIQUE_KEY = "unique_key"
+    ID_CONFLICT = "id_conflict"
+    QUARANTINED = "quarantined"
+    BACKPRESSURE = "backpressure"
+    STORE_UNAVAILABLE = "store_unavailable"
+    INVALID_REQUEST = "invalid_request"
+    STORE_ERROR = "store_error"
+    INVALID_SPEC = "invalid_spec"
+    HOOK_ERROR = "hook_error"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    reason: Reason
+    job_id: str
+    append_job: bool = False
+    """True only when this attempt creates the job."""
+
+    @property
+    def advances(self) -> bool:
+        """Every outcome but a failure moves the schedule past the tick."""
+        return self.outcome is not Outcome.FAILED
+
+
+def ticks_to_fire(
+    spec: ScheduleSpec, policy: MissedRunPolicy, backfill_limit: int, next_run_ms: int, now_ms: int
+) -> list[int]:
+    """The ticks a due schedule fires now, oldest first.
+
+    skip and run_once fire only the latest due tick: with next_run_ms stored
+    durably, the latest due tick is the recovery tick, so the two behave the
+    same today. backfill fires the `backfill_limit` most recent missed ticks.
+    """
+    limit = backfill_limit if policy is MissedRunPolicy.BACKFILL else 1
+    return spec.due_ticks(next_run_ms, now_ms, limit)
+
+
+def backoff_ms(attempt: int) -> int:
+    """Delay before retrying a failed tick: doubling from 1 s, capped at 5 minutes."""
+    return min(BACKOFF_BASE_MS << min(max(attempt - 1, 0), 20), BACKOFF_CAP_MS)
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """What the store said about the jobs a batch wants to create."""
+
+    existing_jobs: Mapping[str, JobEnqueued]
+    """job id -> the JobEnqueued already in that job's stream."""
+    unique_key_holders: Mapping[str, str]
+    """unique key -> id of the pending job holding it."""
+    quarantined: frozenset[str]
+    pending: dict[str, int]
+    """queue -> pending jobs, counting the ones this batch has admitted so far."""
+
+
+def decide(
+    job: JobEnqueued, fingerprint: str, facts: GateFacts, queue_limit: int | None
+) -> Decision:
+    """The outcome of one attempt to enqueue `job`; updates facts.pending on success."""
+    existing = facts.existing_jobs.get(job.job_id)
+    if existing is not None:
+        if existing == job:
+            return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id)
+        return Decision(Outcome.DEDUPLICATED, Reason.ID_CONFLICT, job.job_id)
+    if job.unique_key is not None:
+        holder = facts.unique_key_holders.get(job.unique_key)
+        if holder is not None:
+            return Decision(Outcome.DEDUPLICATED, Reason.UNIQUE_KEY, holder)
+    if fingerprint in facts.quarantined:
+        return Decision(Outcome.SKIPPED, Reason.QUARANTINED, job.job_id)
+    pending = facts.pending.get(job.queue, 0)
+    if queue_limit is not None and pending >= queue_limit:
+        return Decision(Outcome.FAILED, Reason.BACKPRESSURE, job.job_id)
+    facts.pending[job.queue] = pending + 1
+    return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id, append_job=True)

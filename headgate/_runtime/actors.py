@@ -1,0 +1,361 @@
+"""The actors: thin shells around the lease, the due read and the tick processor.
+
+SchedulerActor (one per runtime) holds or waits for the `scheduler` lease.
+Holding it, it reads a bounded batch of due schedules and sends each shard a
+TickDue with its share and the lease term; it sweeps again as soon as all
+shards report back while a backlog remains, and otherwise sleeps until just
+before the earliest due instant (or its next renewal), when it sends the
+schedules due at that instant ahead of time.
+
+ScheduleShard actors (a fixed pool, schedule ids hashed onto them) plan their
+share and run the before-enqueue hooks. The shards of one sweep then group
+commit: the last to finish planning writes every shard's ticks in one
+transaction fenced by the term (the store serialises writers anyway, so one
+transaction per sweep loses nothing and saves a commit per shard), committing
+at the instant the ticks are due.
+
+A Compactor actor compacts the log once per interval, when the holder asks,
+on its own thread and in small transactions, so ticks and renewals go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+import structlog
+
+from headgate._clock import Clock
+from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
+from headgate._projections import ScheduleRow
+from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate._runtime.tick_batch import PreparedBatch, TickProcessor
+from headgate._runtime.ticker import Ticker
+from headgate._store.compaction import compact
+from headgate._store.event_store import EventStore, Fence
+from headgate._store.leases import Claimant, Lease, LeaseStore
+from headgate._store.read_model import ReadModel
+
+log = structlog.get_logger("headgate.scheduler")
+
+
+@dataclass(frozen=True)
+class Wake:
+    """Time to look again: a deadline passed, or something changed."""
+
+
+class GroupCommit:
+    """Collects one sweep's prepared shares; the last shard to arrive writes them all."""
+
+    def __init__(self, parties: int) -> None:
+        self._lock = threading.Lock()
+        self._waiting_for = parties
+        self._batch = PreparedBatch()
+
+    def arrive(self, share: PreparedBatch) -> PreparedBatch | None:
+        """The whole sweep for the last arrival (the one to commit it), else None."""
+        with self._lock:
+            self._batch.plans.extend(share.plans)
+            self._batch.deferred += share.deferred
+            self._waiting_for -= 1
+            return self._batch if self._waiting_for == 0 else None
+
+
+@dataclass(frozen=True)
+class TickDue:
+    rows: tuple[ScheduleRow, ...]
+    term: int
+    reply_to: Any
+    """The scheduler's ActorRef, told BatchDone when the batch is finished."""
+    group: GroupCommit
+    at_ms: int | None = None
+    """The instant these ticks are due when sent ahead of it; None for "due now"."""
+
+
+@dataclass(frozen=True)
+class BatchDone:
+    progressed: bool
+    lease_lost: bool
+    postponed_at_ms: int | None = None
+    """Set when a batch sent ahead of its instant was abandoned before it."""
+
+
+@dataclass(frozen=True)
+class RunPending:
+    """Fire everything due now, then set `done` (True in `fired` if this runtime could)."""
+
+    done: threading.Event
+    fired: list[bool] = field(default_factory=list)
+
+
+def shard_of(schedule_id: str, shards: int) -> int:
+    """A stable shard: the same schedule always lands on the same actor."""
+    return zlib.crc32(schedule_id.encode()) % shards
+
+
+class ScheduleShard(pykka.ThreadingActor):
+    use_daemon_thread = True  # see SchedulerActor
+
+    def __init__(self, processor: TickProcessor) -> None:
+        super().__init__()
+        self._processor = processor
+
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, TickDue):
+            return
+        share = PreparedBatch()
+        try:
+            share = self._processor.prepare(message.rows, message.at_ms)
+        except Exception:
+            log.exception("schedule batch could not be planned", schedules=len(message.rows))
+        batch = message.group.arrive(share)
+        if batch is None:
+            _reply(message, BatchDone(progressed=False, lease_lost=False))
+            return
+        lost, progressed, postponed = False, False, None
+        try:
+            fence = Fence(SCHEDULER_LEASE, message.term)
+            report = self._processor.commit(batch, fence, message.at_ms)
+            progressed = report.progressed
+            if report.postponed:
+                postponed = message.at_ms
+            self._processor.finish(report)
+        except LeaseLost:
+            lost = True
+            log.warning("lease lost; batch discarded, nothing written", term=message.term)
+        except ProjectionsRebuilding as paused:
+            log.info("scheduler paused while projections are rebuilt", detail=str(paused))
+        except Exception:
+            log.exception("schedule batch failed", schedules=len(batch.plans))
+        finally:
+            _reply(message, BatchDone(progressed, lost, postponed))
+
+
+@dataclass(frozen=True)
+class Compact:
+    """Compact the log now (the lease holder asks, once per compaction interval)."""
+
+
+class Compactor(pykka.ThreadingActor):
+    """Compaction on its own thread: a run takes seconds on a busy log, and the
+    scheduler must keep renewing its lease and firing ticks meanwhile (each
+    compaction transaction is small, so ticks interleave with it)."""
+
+    use_daemon_thread = True  # see SchedulerActor
+
+    def __init__(self, store: EventStore, busy: threading.Event, cancel: threading.Event) -> None:
+        super().__init__()
+        self._store = store
+        self._busy = busy
+        self._cancel = cancel
+
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, Compact):
+            return
+        try:
+            report = compact(self._store, cancel=self._cancel)
+            log.info(
+                "log compacted",
+                streams=report.streams_examined,
+                events_deleted=report.events_deleted,
+                jobs_removed=report.jobs_removed,
+            )
+        except Exception:
+            log.warning("compaction failed; it runs again at the next interval", exc_info=True)
+        finally:
+            self._busy.clear()
+
+
+def _reply(message: TickDue, done: BatchDone) -> None:
+    # The scheduler may have stopped while the batch ran; then nobody is waiting.
+    with contextlib.suppress(pykka.ActorDeadError):
+        message.reply_to.tell(done)
+
+
+class SchedulerActor(pykka.ThreadingActor):
+    use_daemon_thread = True
+    """The actors never keep the host's interpreter alive: a host that exits
+    without stopping Headgate has it stopped at exit (headgate._app)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Clock,
+        config: RuntimeConfig,
+        processor: TickProcessor,
+        claimant: Claimant,
+    ) -> None:
+        super().__init__()
+        self._store = store
+        self._reads = ReadModel(store.engine)
+        self._leases = LeaseStore(store)
+        self._clock = clock
+        self._config = config
+        self._processor = processor
+        self._claimant = claimant
+        self._lease: Lease | None = None
+        self._shards: list[Any] = []
+        self._in_flight = 0
+        self._progressed = False
+        self._waiters: list[RunPending] = []
+        self._last_compaction_ms: int | None = None
+        self._compactor: Any = None
+        self._compacting = threading.Event()
+        self._stop_compacting = threading.Event()
+        self._not_ahead_of_ms = 0
+        """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
+        self._postponed = False
+        """The last batch was only postponed: nothing failed, its instant is still to come."""
+        self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
+
+    def on_start(self) -> None:
+        self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
+        self._compactor = Compactor.start(self._store, self._compacting, self._stop_compacting)
+        self._ticker.start()
+        self._cycle()
+
+    def on_stop(self) -> None:
+        self._ticker.stop()
+        self._processor.cancel()
+        self._stop_compacting.set()
+        for actor in [*self._shards, self._compactor]:
+            actor.stop(block=True)
+        if self._lease is not None:
+            try:
+                self._leases.release(SCHEDULER_LEASE, self._claimant.holder, self._lease.term)
+                log.info("lease released", term=self._lease.term)
+            except StoreError:
+                log.warning("could not release the lease; it will expire", exc_info=True)
+        self._notify_waiters(fired=self._lease is not None)
+
+    def on_receive(self, message: Any) -> None:
+        if isinstance(message, Wake):
+            self._cycle()
+        elif isinstance(message, BatchDone):
+            self._in_flight -= 1
+            self._progressed = self._progressed or message.progressed
+            if message.lease_lost:
+                self._lease = None
+            if message.postponed_at_ms is not None:
+                self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
+                self._postponed = True
+            if self._in_flight == 0:
+                self._cycle(after_batch=True)
+        elif isinstance(message, RunPending):
+            self._waiters.append(message)
+            self._cycle()
+
+    def _cycle(self, *, after_batch: bool = False) -> None:
+        now = self._clock.now_ms()
+        try:
+            # Renewal never waits for batches in flight: a long batch must not
+            # let the lease lapse under it.
+            self._keep_lease(now)
+            # A claim re-reads the store's clock, which may have stepped: go on
+            # from the corrected time, not the one read before.
+            now = self._clock.now_ms()
+            if self._in_flight:
+                self._ticker.wake_at(self._renewal_due_ms(now))
+                return
+            if self._lease is None:
+                self._notify_waiters(fired=False)
+                self._ticker.wake_at(now + self._config.renew_every_ms)
+                return
+            postponed, self._postponed = self._postponed, False
+            if after_batch and not self._progressed and not postponed:
+                # Nothing could be recorded (the store is failing, a rebuild is
+                # running, the lease was lost): do not spin; look again later.
+                self._ticker.wake_at(now + self._config.renew_every_ms)
+                return
+            self._maybe_compact(now)
+            if self._dispatch(now):
+                return
+            self._notify_waiters(fired=True)
+            self._prepare_or_sleep(now)
+        except StoreError:
+            log.warning("store unavailable; the scheduler will retry", exc_info=True)
+            self._ticker.wake_at(now + self._config.renew_every_ms)
+
+    def _renewal_due_ms(self, now: int) -> int:
+        """When the lease is next renewed (or, without one, claimed again)."""
+        if self._lease is None:
+            return now + self._config.renew_every_ms
+        config = self._config
+        return self._lease.expires_at_ms - config.lease_ttl_ms + config.renew_every_ms
+
+    def _keep_lease(self, now: int) -> None:
+        if self._lease is not None and now < self._renewal_due_ms(now):
+            return
+        lease = self._lease
+        current_term = lease.term if lease is not None else None
+        acquired = self._leases.acquire(
+            SCHEDULER_LEASE, self._claimant, self._config.lease_ttl_ms, current_term
+        )
+        if acquired is not None and (lease is None or acquired.term != lease.term):
+            log.info("lease acquired; this process is the scheduler", term=acquired.term)
+        elif acquired is None and lease is not None:
+            log.warning("lease lost to another process", term=lease.term)
+        self._lease = acquired
+        if (
+            self._lease is not None
+            and self._clock.now_ms() >= self._lease.expires_at_ms - self._config.trust_margin_ms
+        ):
+            self._lease = None
+
+    def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
+        """Send the schedules due by `due_by_ms` to their shards; False when there are none.
+
+        `at_ms` marks a sweep sent ahead of its instant.
+        """
+        assert self._lease is not None
+        rows = self._reads.due_schedules(due_by_ms, self._config.sweep_batch)
+        if not rows:
+            return False
+        by_shard: dict[int, list[ScheduleRow]] = defaultdict(list)
+        for row in rows:
+            by_shard[shard_of(row.schedule_id, self._config.shards)].append(row)
+        self._progressed = False
+        self._postponed = False
+        self._in_flight = len(by_shard)
+        group = GroupCommit(len(by_shard))
+        for index, share in by_shard.items():
+            self._shards[index].tell(
+                TickDue(tuple(share), self._lease.term, self.actor_ref, group, at_ms)
+            )
+        return True
+
+    def _prepare_or_sleep(self, now: int) -> None:
+        """Send the next instant's schedules ahead of it when it is close; else sleep."""
+        renew_at = now + self._config.renew_every_ms
+        earliest = self._reads.earliest_due_at()
+        if earliest is None:
+            self._ticker.wake_at(renew_at)
+            return
+        ahead = self._config.prepare_ahead_ms
+        if earliest > self._not_ahead_of_ms:
+            if earliest - now <= ahead and self._dispatch(earliest, at_ms=earliest):
+                return
+            self._ticker.wake_at(min(earliest - ahead, renew_at))
+            return
+        self._ticker.wake_at(min(earliest, renew_at))
+
+    def _maybe_compact(self, now: int) -> None:
+        if self._last_compaction_ms is None:
+            self._last_compaction_ms = now
+        if now - self._last_compaction_ms < self._config.compaction_interval_ms:
+            return
+        self._last_compaction_ms = now
+        if not self._compacting.is_set():  # a run still going is not queued twice
+            self._compacting.set()
+            self._compactor.tell(Compact())
+
+    def _notify_waiters(self, *, fired: bool) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.fired.append(fired)
+            waiter.done.set()

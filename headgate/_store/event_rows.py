@@ -1,0 +1,49 @@
+"""Events as rows of the `events` table, and back.
+
+Apart from the event store so that migrations, which the store runs as it
+opens, can read the log too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Select, select
+
+from headgate._domain.events import RecordedEvent, decode, encode
+from headgate._store.schema import events
+
+
+def event_row(entry: RecordedEvent) -> dict[str, object]:
+    """The events-table row of a recorded event."""
+    type_name, schema_version, body = encode(entry.event)
+    return {
+        "position": entry.position,
+        "stream_id": entry.stream_id,
+        "version": entry.version,
+        "type": type_name,
+        "schema_version": schema_version,
+        "body": body,
+        "recorded_at_ms": entry.recorded_at_ms,
+    }
+
+
+def events_between(after: int, until: int | None = None, limit: int | None = None) -> Select[Any]:
+    """Events with after < position <= until, in log order."""
+    query = select(events).where(events.c.position > after)
+    if until is not None:
+        query = query.where(events.c.position <= until)
+    query = query.order_by(events.c.position)
+    return query if limit is None else query.limit(limit)
+
+
+def decode_row(row: object) -> RecordedEvent:
+    """The recorded event an events-table row holds (upcast to the current shape)."""
+    mapping = row._mapping  # type: ignore[attr-defined]
+    return RecordedEvent(
+        position=mapping["position"],
+        stream_id=mapping["stream_id"],
+        version=mapping["version"],
+        recorded_at_ms=mapping["recorded_at_ms"],
+        event=decode(mapping["type"], mapping["schema_version"], mapping["body"]),
+    )

@@ -1,0 +1,40 @@
+"""Helpers for testing code that uses Headgate: a clock that moves only when told."""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["FakeClock"]
+
+
+class FakeClock:
+    """A clock that only moves when told to; sleepers wake as it passes them.
+
+    `sleep_until` polls its interrupt in short real-time slices, so a test that
+    sets the interrupt or advances the clock releases sleepers at once.
+    """
+
+    def __init__(self, start_ms: int = 1_704_067_200_000) -> None:
+        self._now = start_ms
+        self._moved = threading.Condition()
+
+    def now_ms(self) -> int:
+        with self._moved:
+            return self._now
+
+    def set(self, now_ms: int) -> None:
+        with self._moved:
+            if now_ms < self._now:
+                raise ValueError(f"a fake clock never goes back ({now_ms} < {self._now})")
+            self._now = now_ms
+            self._moved.notify_all()
+
+    def advance(self, delta_ms: int) -> int:
+        with self._moved:
+            self.set(self._now + delta_ms)
+            return self._now
+
+    def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
+        with self._moved:
+            while self._now < deadline_ms and not interrupt.is_set():
+                self._moved.wait(0.005)
