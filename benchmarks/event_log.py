@@ -25,12 +25,12 @@ from headgate._domain.events import (
     JobState,
     Outcome,
     ScheduleDefined,
-    encode,
 )
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._store.compaction import CompactionPolicy, compact
 from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
 from headgate._store.maintenance import rebuild
+from headgate._store.mapper import encode
 from headgate._store.schema import events as events_table
 from headgate.testing import FakeClock
 

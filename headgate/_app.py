@@ -29,16 +29,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import pykka
-import structlog
 
 from headgate._clock import Clock, StoreClock
 from headgate._commands import Commands, validate_definition
 from headgate._domain.admission import require_kind, require_payload
-from headgate._domain.events import JsonValue
 from headgate._domain.ids import fingerprint_of_text
 from headgate._errors import NotFound, StoreUnavailable
 from headgate._forksafe import renew_in_forked_children
-from headgate._logs import default_to_stderr
+from headgate._json import JsonValue
+from headgate._logs import get_logger
 from headgate._model import (
     EnqueueEvent,
     EnqueueEventsPage,
@@ -61,7 +60,7 @@ DEFAULT_URL = "sqlite:///headgate.db"
 STOP_TIMEOUT_S = 30.0
 EXIT_STOP_TIMEOUT_S = 5.0
 """At interpreter exit, how long stopping every runtime may wait for blocked writes."""
-log = structlog.get_logger("headgate")
+log = get_logger("headgate")
 
 _RUNNING: set[Headgate] = set()
 """Runtimes started in this process and not stopped since (held strongly: a
@@ -93,7 +92,6 @@ class Headgate:
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
     ) -> None:
-        default_to_stderr()
         # By default, time is the store's: hosts sharing PostgreSQL agree on it.
         self.clock: Clock = clock if clock is not None else StoreClock()
         self.config = config if config is not None else RuntimeConfig()

@@ -20,7 +20,6 @@ import uvicorn
 
 from headgate._app import Headgate
 from headgate._clock import SystemClock
-from headgate._domain.events import encode
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError
 from headgate._logs import configure_logging
@@ -28,6 +27,7 @@ from headgate._progress import Progress
 from headgate._store.engine import parse_store_url
 from headgate._store.event_store import EventStore
 from headgate._store.maintenance import DEFAULT_BATCH, MAX_BATCH, rebuild, replay, verify
+from headgate._store.mapper import encode
 from headgate.web import create_app
 
 DEFAULT_DB = "sqlite:///headgate.db"

@@ -30,12 +30,10 @@ from headgate._domain.events import (
     JobEnqueued,
     JobFinished,
     JobState,
-    JsonValue,
     ManualRunRequested,
     MissedRunPolicy,
     ScheduleDefined,
     ScheduleDeleted,
-    canonical_json,
 )
 from headgate._domain.ids import fingerprint_of_text, manual_job_id, new_job_id
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
@@ -46,6 +44,7 @@ from headgate._domain.streams import (
     schedule_stream,
 )
 from headgate._errors import AdmissionRejected, DuplicateJob, NotFound, ValidationError
+from headgate._json import JsonValue, canonical_json
 from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import JobRow, ScheduleRow
 from headgate._store import read_model

@@ -17,7 +17,7 @@ import os
 import weakref
 from typing import Protocol
 
-from structlog import _output as structlog_output
+from headgate._structlog_compat import release_write_locks_held_at_fork
 
 
 class ForkAware(Protocol):
@@ -57,18 +57,9 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    _free_structlog_write_locks()
+    release_write_locks_held_at_fork()
     for owner in list(_RENEWED):
         owner.after_fork_in_child()
-
-
-def _free_structlog_write_locks() -> None:
-    """structlog serialises writes to each file with a lock of its own, and a
-    parent thread logging a tick at the fork leaves it held in the child: its
-    first log line would wait forever. Nobody in the child holds it."""
-    for lock in list(structlog_output.WRITE_LOCKS.values()):
-        if lock.locked():
-            lock.release()
 
 
 os.register_at_fork(

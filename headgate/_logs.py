@@ -1,45 +1,88 @@
-"""Logging for `headgate serve`: structured lines on stderr.
+"""Headgate's log lines: structlog events, and where they go.
 
-The library itself never configures logging; a host service decides. These
-are the settings the standalone server uses.
+The library never configures logging; the host decides. Every module logs
+through `get_logger`, which follows the host:
+
+* a host that configured structlog gets Headgate's lines through its own
+  structlog configuration (processors, renderer, level), as any structlog
+  logger would;
+* otherwise the lines go to the standard library logger of the same name
+  (`headgate`, `headgate.scheduler`, `headgate.web`), rendered as
+  `event key=value ...`, so the host's stdlib levels and handlers apply
+  (`uvicorn --log-level warning`, `logging.basicConfig(level=logging.INFO)`).
+  With no logging configured at all, Python's last-resort handler prints
+  warnings and errors to stderr, and the one line per tick attempt (INFO)
+  stays quiet, as with any well-behaved library.
+
+`headgate serve` is an application, so it does configure logging:
+`configure_logging` below. Tracebacks are rendered plainly (never with
+frames' local variables, which hold job payloads).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any, Final
 
 import structlog
+from structlog.typing import Processor
+
+__all__ = ["configure_logging", "get_logger"]
+
+_STDLIB_PROCESSORS: Final[list[Processor]] = [
+    structlog.processors.StackInfoRenderer(),
+    structlog.processors.format_exc_info,
+    structlog.dev.ConsoleRenderer(
+        colors=False, pad_event_to=0, exception_formatter=structlog.dev.plain_traceback
+    ),
+]
 
 
-def default_to_stderr() -> None:
-    """If the host has not configured structlog, send its lines to stderr, not stdout.
+class HeadgateLogger:
+    """A logger that goes where the host sends logs (see the module docstring)."""
 
-    structlog's out-of-the-box default prints to stdout, which would mix
-    Headgate's log lines into a host program's output. Its tracebacks also
-    show every frame's local variables when `rich` is installed, and those
-    hold job payloads: ours are plain. A host that configures structlog
-    itself (before or after) is not affected.
-    """
-    if not structlog.is_configured():
-        structlog.configure(
-            processors=[
-                structlog.contextvars.merge_contextvars,
-                structlog.processors.add_log_level,
-                structlog.processors.StackInfoRenderer(),
-                structlog.dev.set_exc_info,
-                structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
-                structlog.dev.ConsoleRenderer(
-                    colors=sys.stderr.isatty(),  # no escape codes in a host's log files
-                    exception_formatter=structlog.dev.plain_traceback,
-                ),
-            ],
-            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    def __init__(self, name: str) -> None:
+        self._configured = structlog.get_logger(name)
+        self._stdlib = logging.getLogger(name)
+        self._over_stdlib = structlog.wrap_logger(
+            self._stdlib,
+            processors=_STDLIB_PROCESSORS,
+            wrapper_class=structlog.stdlib.BoundLogger,
         )
+
+    def _emit(self, level: int, method: str, event: str, kwargs: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            getattr(self._configured, method)(event, **kwargs)
+        elif self._stdlib.isEnabledFor(level):  # a dropped line costs no rendering
+            if method == "exception":  # the traceback goes into the rendered text, once
+                method, kwargs = "error", {"exc_info": True, **kwargs}
+            getattr(self._over_stdlib, method)(event, **kwargs)
+
+    def debug(self, event: str, **kwargs: Any) -> None:
+        self._emit(logging.DEBUG, "debug", event, kwargs)
+
+    def info(self, event: str, **kwargs: Any) -> None:
+        self._emit(logging.INFO, "info", event, kwargs)
+
+    def warning(self, event: str, **kwargs: Any) -> None:
+        self._emit(logging.WARNING, "warning", event, kwargs)
+
+    def error(self, event: str, **kwargs: Any) -> None:
+        self._emit(logging.ERROR, "error", event, kwargs)
+
+    def exception(self, event: str, **kwargs: Any) -> None:
+        """An error, with the exception being handled."""
+        self._emit(logging.ERROR, "exception", event, kwargs)
+
+
+def get_logger(name: str) -> HeadgateLogger:
+    return HeadgateLogger(name)
 
 
 def configure_logging(level: int = logging.INFO, json_lines: bool | None = None) -> None:
-    """Key=value lines on a terminal, JSON lines otherwise (for log shippers)."""
+    """For `headgate serve`: key=value lines on a terminal, JSON lines otherwise
+    (for log shippers), on stderr."""
     as_json = not sys.stderr.isatty() if json_lines is None else json_lines
     renderer = (
         structlog.processors.JSONRenderer()

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from headgate._domain.events import JsonValue
+from headgate._json import JsonValue
 from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
 
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from headgate._domain.events import (
-    JobEnqueued,
-    JobFinished,
-    JobState,
-    RecordedEvent,
-    canonical_json_of_plain,
-)
+from headgate._domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent
+from headgate._json import canonical_json_of_plain
 from headgate._projections.base import Projection
 
 

@@ -12,8 +12,8 @@ from headgate._domain.events import (
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
-    canonical_json_of_plain,
 )
+from headgate._json import canonical_json_of_plain
 from headgate._projections.base import Projection
 
 

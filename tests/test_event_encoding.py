@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from headgate._domain.events import (
-    EVENT_TYPES,
     DomainEvent,
     EnqueueAttempted,
     JobEnqueued,
@@ -20,10 +19,9 @@ from headgate._domain.events import (
     NextRunAdvanced,
     Outcome,
     ScheduleDefined,
-    canonical_json,
-    decode,
-    encode,
 )
+from headgate._json import canonical_json
+from headgate._store.mapper import EVENT_TYPES, decode, encode
 
 texts = st.text()
 ints = st.integers(-(2**70), 2**70)

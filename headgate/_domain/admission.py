@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from headgate._domain.events import JsonValue, MissedRunPolicy, canonical_json
+from headgate._domain.events import MissedRunPolicy
 from headgate._errors import ValidationError
+from headgate._json import JsonValue, canonical_json
 
 MAX_KIND_LENGTH: Final = 128
 MAX_QUEUE_LENGTH: Final = 128

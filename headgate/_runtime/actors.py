@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
-import structlog
 
 from headgate._clock import Clock
 from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
+from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.tick_batch import PreparedBatch, TickProcessor
@@ -41,7 +41,7 @@ from headgate._store.event_store import EventStore, Fence
 from headgate._store.leases import Claimant, Lease, LeaseStore
 from headgate._store.read_model import ReadModel
 
-log = structlog.get_logger("headgate.scheduler")
+log = get_logger("headgate.scheduler")
 
 
 @dataclass(frozen=True)

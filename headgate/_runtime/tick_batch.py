@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import structlog
-
 from headgate._clock import Clock
 from headgate._domain.admission import AdmissionLimits, require_kind
 from headgate._domain.decisions import (
@@ -47,7 +45,6 @@ from headgate._domain.decisions import (
 from headgate._domain.events import (
     EnqueueAttempted,
     JobEnqueued,
-    JsonValue,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
@@ -63,6 +60,8 @@ from headgate._errors import (
     StoreUnavailable,
     ValidationError,
 )
+from headgate._json import JsonValue
+from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate._store import read_model
@@ -76,7 +75,7 @@ from headgate._store.event_store import (
     wait_for_instant,
 )
 
-log = structlog.get_logger("headgate.scheduler")
+log = get_logger("headgate.scheduler")
 
 
 @dataclass(frozen=True)

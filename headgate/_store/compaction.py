@@ -29,17 +29,19 @@ from typing import Any, Final
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
+from headgate._domain.events import EnqueueAttempted, JobEnqueued, JobFinished, ManualRunRequested
 from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
 from headgate._store.engine import translated_errors
 from headgate._store.event_store import EventStore
+from headgate._store.mapper import type_name
 from headgate._store.projector import CHUNK
 from headgate._store.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
 from headgate._store.sql import probing_indexes
 
 DAY_MS: Final = 86_400_000
-ATTEMPT_TYPE: Final = "EnqueueAttempted"
-JOB_TYPES: Final = ("JobEnqueued", "JobFinished")
-MANUAL_TYPE: Final = "ManualRunRequested"
+ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
+JOB_TYPES: Final = (type_name(JobEnqueued), type_name(JobFinished))
+MANUAL_TYPE: Final = type_name(ManualRunRequested)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import Select, select
 
-from headgate._domain.events import RecordedEvent, decode, encode
+from headgate._domain.events import RecordedEvent
+from headgate._store.mapper import decode, encode
 from headgate._store.schema import events
 
 

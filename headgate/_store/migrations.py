@@ -19,10 +19,12 @@ from typing import Final
 from sqlalchemy import Engine, and_, func, insert, select, text
 from sqlalchemy.engine import Connection
 
+from headgate._domain.events import EnqueueAttempted
 from headgate._errors import SchemaTooNew
 from headgate._projections import ALL_PROJECTIONS, ENQUEUE_HISTORY
 from headgate._store.engine import is_postgresql, translated_errors, write_transaction
 from headgate._store.event_rows import decode_row
+from headgate._store.mapper import type_name
 from headgate._store.projector import fold_into_table
 from headgate._store.schema import (
     DUE_INDEX_WHERE,
@@ -117,7 +119,7 @@ def _history_for_every_attempt(connection: Connection) -> None:
                 and_(history.c.event_id == events.c.position, history.c.event_id > after),
             )
             .where(
-                events.c.type == "EnqueueAttempted",
+                events.c.type == type_name(EnqueueAttempted),
                 events.c.position > after,
                 events.c.position <= reached,
                 history.c.event_id.is_(None),

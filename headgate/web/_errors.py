@@ -10,7 +10,6 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -24,11 +23,12 @@ from headgate._errors import (
     StoreUnavailable,
     ValidationError,
 )
+from headgate._logs import get_logger
 
 MAX_BODY_BYTES: Final = 1024 * 1024
 _FASTAPI_UNPARSABLE_BODY: Final = "There was an error parsing the body"
 """FastAPI's 400 when its JSON decoder fails with something other than a syntax error."""
-log = structlog.get_logger("headgate.web")
+log = get_logger("headgate.web")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

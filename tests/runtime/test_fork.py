@@ -87,7 +87,9 @@ import os, sys, threading, time
 import structlog
 from headgate import Headgate
 
-hg = Headgate(sys.argv[1])  # Headgate's own default logging: structlog to stderr
+# A host logging with structlog to stderr: its PrintLogger holds a lock per file.
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+hg = Headgate(sys.argv[1])
 scenario = sys.argv[2]
 log = structlog.get_logger("parent")
 stop = threading.Event()

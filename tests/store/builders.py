@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from headgate._domain.events import (
-    EnqueueAttempted,
-    JobEnqueued,
-    Outcome,
-    ScheduleDefined,
-)
+from headgate._domain.events import EnqueueAttempted, JobEnqueued, Outcome, ScheduleDefined
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
 

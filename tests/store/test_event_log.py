@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select, text
 
-from headgate._domain.events import (
-    UPCASTERS,
-    JobEnqueued,
-    NextRunAdvanced,
-    ScheduleDeleted,
-    UnknownEventType,
-)
+from headgate._domain.events import JobEnqueued, NextRunAdvanced, ScheduleDeleted
 from headgate._errors import ConcurrencyConflict
 from headgate._store.engine import SQLITE_PAGE_SIZE
 from headgate._store.event_store import (
@@ -25,6 +19,7 @@ from headgate._store.event_store import (
     InstantNotReached,
     StreamAppend,
 )
+from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.schema import events
 from headgate.testing import FakeClock
 from tests.store.builders import defined

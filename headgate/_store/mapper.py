@@ -1,0 +1,141 @@
+"""Events to stored text and back: type names, schema versions, upcasting.
+
+The persistence side of the domain's events (as eventsourcing's Mapper and
+Transcoder are): the domain defines what happened; this module decides how
+it is written down. On disk an event is its type name (the class name), a
+schema version and a canonical JSON body; `decode` runs upcasters so an
+event written by an older Headgate reads as the current shape. Nothing here
+knows a database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from typing import Final, TypeAlias
+
+from headgate._domain.events import (
+    DomainEvent,
+    EnqueueAttempted,
+    FingerprintQuarantined,
+    FingerprintReleased,
+    JobEnqueued,
+    JobFinished,
+    ManualRunRequested,
+    NextRunAdvanced,
+    ScheduleDefined,
+    ScheduleDeleted,
+)
+from headgate._json import JsonValue, canonical_json_of_plain, encode_string
+
+__all__ = [
+    "EVENT_TYPES",
+    "UPCASTERS",
+    "UnknownEventType",
+    "decode",
+    "encode",
+    "type_name",
+]
+
+EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
+    cls.__name__: cls
+    for cls in (
+        ScheduleDefined,
+        ScheduleDeleted,
+        EnqueueAttempted,
+        NextRunAdvanced,
+        JobEnqueued,
+        JobFinished,
+        ManualRunRequested,
+        FingerprintQuarantined,
+        FingerprintReleased,
+    )
+}
+"""Stored type name -> event class. A stored name never changes: renaming an
+event class needs an entry here under its old name."""
+
+
+def type_name(event_type: type[DomainEvent]) -> str:
+    """The name an event type is stored under (for queries that filter by type)."""
+    return event_type.__name__
+
+
+Upcaster: TypeAlias = Callable[[dict[str, JsonValue]], dict[str, JsonValue]]
+
+
+def _attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """v1 attempts did not say where they left the schedule (a NextRunAdvanced did)."""
+    return {**body, "next_run_ms": None, "last_enqueued_ms": None}
+
+
+UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
+    (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2
+}
+"""(type name, stored schema version) -> function returning the next version's body."""
+
+_SORTED_FIELDS: Final = {
+    name: tuple(
+        (field, json.dumps(field) + ":")
+        for field in sorted(field.name for field in dataclasses.fields(cls))
+    )
+    for name, cls in EVENT_TYPES.items()
+}
+"""Per event type: (field, its JSON key prefix), in canonical (sorted) order."""
+_int_text: Final[Callable[[int], str]] = int.__repr__
+
+
+class UnknownEventType(ValueError):
+    """The log holds an event this version of Headgate does not know."""
+
+
+def encode(event: DomainEvent) -> tuple[str, int, str]:
+    """(type name, schema version, canonical JSON body).
+
+    The body is exactly `canonical_json` of the event's fields, assembled field
+    by field: every tick writes two events, and the scalar fields that make
+    up most of them need no general-purpose encoder.
+    """
+    name = type(event).__name__
+    parts: list[str] = []
+    for field, key in _SORTED_FIELDS[name]:
+        value = getattr(event, field)
+        kind = type(value)
+        if kind is str:
+            parts.append(key + encode_string(value))
+        elif kind is int:
+            parts.append(key + _int_text(value))
+        else:
+            parts.append(key + _field_json(value))
+    return name, event.schema_version, "{" + ",".join(parts) + "}"
+
+
+def _field_json(value: JsonValue) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return encode_string(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return _int_text(value)
+    return canonical_json_of_plain(value)
+
+
+def decode(stored_type: str, schema_version: int, body_text: str) -> DomainEvent:
+    """The event a stored row holds, upcast to its current shape."""
+    cls = EVENT_TYPES.get(stored_type)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {stored_type!r}")
+    body: dict[str, JsonValue] = json.loads(body_text)
+    version = schema_version
+    while version < cls.schema_version:
+        body = UPCASTERS[(stored_type, version)](body)
+        version += 1
+    if version > cls.schema_version:
+        raise UnknownEventType(
+            f"{stored_type} v{schema_version} is newer than this Headgate (v{cls.schema_version})"
+        )
+    return cls(**body)
