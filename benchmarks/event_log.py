@@ -27,11 +27,12 @@ from headgate._domain.events import (
     ScheduleDefined,
 )
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._store.compaction import CompactionPolicy, compact
-from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
-from headgate._store.maintenance import rebuild
 from headgate._store.mapper import encode
-from headgate._store.schema import events as events_table
+from headgate._store.port import NO_STREAM, CompactionPolicy, StreamAppend
+from headgate._store.sql.compaction import compact
+from headgate._store.sql.maintenance import rebuild
+from headgate._store.sql.schema import events as events_table
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 
 BATCH = 500
@@ -70,13 +71,13 @@ def _raw_row(position: int, event: JobEnqueued) -> dict[str, object]:
 
 def append_rates(backend: str, singles: int, batches: int) -> list[list[object]]:
     with fresh_database(backend) as url:
-        store = EventStore(url, FakeClock())
+        store = SqlStore(url, FakeClock())
         raw = _raw_table()
         raw.create(store.engine)
 
         began = time.perf_counter()
         for n in range(singles):
-            store.append(job_stream(f"bench-{n}"), NO_STREAM, [_job(n)])
+            store.log.append(job_stream(f"bench-{n}"), NO_STREAM, [_job(n)])
         ours_single = singles / (time.perf_counter() - began)
 
         began = time.perf_counter()
@@ -93,7 +94,7 @@ def append_rates(backend: str, singles: int, batches: int) -> list[list[object]]
                 [StreamAppend(job_stream(f"bench-{n}"), NO_STREAM, (_job(n),))]
                 for n in range(start, start + BATCH)
             ]
-            store.append_units(units)
+            store.log.append_units(units)
         ours_batch = batches * BATCH / (time.perf_counter() - began)
 
         began = time.perf_counter()
@@ -151,7 +152,7 @@ def rebuild_rate(backend: str, total_events: int) -> list[object]:
     """Write a log of schedule ticks straight into the events table, then rebuild."""
     schedules = 1000
     with fresh_database(backend) as url:
-        store = EventStore(url, FakeClock())
+        store = SqlStore(url, FakeClock())
         rows: list[dict[str, object]] = []
         position = 0
         versions = dict.fromkeys(range(schedules), 0)
@@ -216,7 +217,7 @@ def _definition(schedule_id: str) -> ScheduleDefined:
     )  # type: ignore[arg-type]
 
 
-def _database_bytes(store: EventStore) -> int:
+def _database_bytes(store: SqlStore) -> int:
     if store.is_postgresql:
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.execute(text("VACUUM"))
@@ -242,16 +243,16 @@ def storage(backend: str, ticks: int) -> list[list[object]]:
     clock = FakeClock(0)
     rows: list[list[object]] = []
     with fresh_database(backend) as url:
-        store = EventStore(url, clock)
-        store.append(schedule_stream("busy"), NO_STREAM, [_definition("busy")])
+        store = SqlStore(url, clock)
+        store.log.append(schedule_stream("busy"), NO_STREAM, [_definition("busy")])
         policy = CompactionPolicy(finished_job_retention_ms=3_600_000)
         version, per_txn = 1, 100
         for first in range(1, ticks + 1, per_txn):
             clock.set(first * 1000)
             count = min(per_txn, ticks - first + 1)
-            store.append_units(_tick_units("busy", first, count, version))
+            store.log.append_units(_tick_units("busy", first, count, version))
             version += count
-            store.append_units(
+            store.log.append_units(
                 [
                     [
                         StreamAppend(

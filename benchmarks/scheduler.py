@@ -65,7 +65,7 @@ from benchmarks._common import fresh_database, print_table
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.events import ScheduleDefined
 from headgate._domain.streams import schedule_stream
-from headgate._store.event_store import NO_STREAM, StreamAppend
+from headgate._store.port import NO_STREAM, StreamAppend
 from headgate.testing import FakeClock
 
 START_MS = 1_704_067_200_000
@@ -106,7 +106,7 @@ def define_many(hg: Headgate, count: int, spec: str, next_run_ms: int, prefix: s
             ]
             for n in range(start, min(start + 1000, count))
         ]
-        hg.store.append_units(units)
+        hg._store.log.append_units(units)
 
 
 def raw_loop(url: str, count: int) -> float:
@@ -231,7 +231,7 @@ def our_rows_loop(backend: str, count: int) -> float:
     from sqlalchemy import create_engine, select
 
     from headgate._domain.streams import job_stream
-    from headgate._store.schema import LIVE, events, log_head
+    from headgate._store.sql.schema import LIVE, events, log_head
 
     jobs, history, schedules = LIVE.jobs, LIVE.enqueue_history, LIVE.schedules
     with fresh_database(backend) as url:
@@ -337,7 +337,7 @@ def catch_up_ours(backend: str, count: int) -> float:
         hg.start()
         assert hg.run_pending(timeout=600)
         elapsed = time.perf_counter() - began
-        with hg.store.engine.connect() as connection:
+        with hg._store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
             advanced = connection.execute(
                 text("SELECT COUNT(*) FROM schedules WHERE next_run_ms > :t"), {"t": START_MS}
@@ -354,7 +354,7 @@ def sql_alone(count: int) -> list[object]:
         clock = FakeClock(START_MS - 1)
         hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
         define_many(hg, count, "@every:60000", START_MS)
-        hg.store.checkpoint()
+        hg._store.log.checkpoint()
         shutil.copy(path, f"{path}.start")
         issued: list[tuple[str, Any, bool]] = []
 
@@ -432,7 +432,7 @@ def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
         # or merged away by the skip policy under overload.
         last_due = (clock.now_ms() - 200) // 1000 * 1000
         hg.stop()
-        with hg.store.engine.connect() as connection:
+        with hg._store.engine.connect() as connection:
             jobs = connection.execute(
                 text("SELECT COUNT(*) FROM jobs WHERE periodic_schedule_id IS NOT NULL")
             ).scalar_one()
@@ -500,7 +500,7 @@ def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[obj
                 killed_ms = observer.clock.now_ms()
                 os.kill(status.pid, signal.SIGKILL)
                 while True:
-                    with observer.store.engine.connect() as connection:
+                    with observer._store.engine.connect() as connection:
                         # A tick after the kill can only have been fired by another
                         # process; timed when seen (up to one poll late: conservative).
                         fired = connection.execute(

@@ -26,12 +26,11 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 import pykka
 
 from headgate._clock import Clock, StoreClock
-from headgate._commands import Commands, validate_definition
+from headgate._commands import Commands, ScheduleDefinition, validate_definition
 from headgate._domain.admission import require_kind, require_payload
 from headgate._domain.ids import fingerprint_of_text
 from headgate._errors import NotFound, StoreUnavailable
@@ -51,10 +50,8 @@ from headgate._runtime.actors import RunPending, SchedulerActor, Wake
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store.compaction import CompactionReport, compact
-from headgate._store.event_store import EventStore
-from headgate._store.leases import Claimant, LeaseStore
-from headgate._store.read_model import ReadModel
+from headgate._store.port import Claimant, CompactionReport, Store
+from headgate._store.sql.store import open_store
 
 DEFAULT_URL = "sqlite:///headgate.db"
 STOP_TIMEOUT_S = 30.0
@@ -86,21 +83,29 @@ def _stop_runtimes_at_exit() -> None:
 class Headgate:
     def __init__(
         self,
-        url: str = DEFAULT_URL,
+        url: str | Store = DEFAULT_URL,
         *,
         clock: Clock | None = None,
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
     ) -> None:
-        # By default, time is the store's: hosts sharing PostgreSQL agree on it.
-        self.clock: Clock = clock if clock is not None else StoreClock()
+        """`url`: `sqlite:///path.db` or `postgresql://...`; or an open store
+        (`headgate._store.port.Store`, with its own clock), as tests do to
+        inject faults. By default, time is the store's: hosts sharing
+        PostgreSQL agree on it."""
+        if isinstance(url, Store):
+            if clock is not None and clock is not url.clock:
+                raise ValueError("clock: a store given to Headgate brings its own clock")
+            self._store = url
+        else:
+            self._store = open_store(url, clock if clock is not None else StoreClock())
+        self.clock: Clock = self._store.clock
         self.config = config if config is not None else RuntimeConfig()
-        self.store = EventStore(url, self.clock)
-        self._reads = ReadModel(self.store.engine)
-        self._commands = Commands(self.store, self.config.limits)
-        self._leases = LeaseStore(self.store)
+        self._reads = self._store.reads
+        self._commands = Commands(self._store, self.config.limits)
+        self._leases = self._store.leases
         self._hooks = list(hooks)
-        self._scheduler: Any = None
+        self._scheduler: pykka.ActorRef[SchedulerActor] | None = None
         self._processor: TickProcessor | None = None
         self._lifecycle = threading.Lock()
         renew_in_forked_children(self)
@@ -129,14 +134,14 @@ class Headgate:
                 pid=os.getpid(),
             )
             processor = TickProcessor(
-                self.store,
+                self._store.log,
                 self.clock,
                 self._hooks,
                 self.config.limits,
                 max_ticks=self.config.max_ticks_per_batch,
             )
             self._scheduler = SchedulerActor.start(
-                self.store, self.clock, self.config, processor, claimant
+                self._store, self.clock, self.config, processor, claimant
             )
             self._processor = processor
             _RUNNING.add(self)
@@ -180,7 +185,7 @@ class Headgate:
         try:
             self.stop()
         finally:
-            self.store.close()
+            self._store.close()
 
     def add_hook(self, hook: EnqueueHook) -> None:
         """Hooks apply from the next start()."""
@@ -212,7 +217,7 @@ class Headgate:
         paused: bool = False,
     ) -> Schedule:
         """Create or update a schedule (an upsert); invalid input raises and writes nothing."""
-        schedule, _ = self.put_schedule_reporting_creation(
+        definition = validate_definition(
             schedule_id,
             spec=spec,
             kind=kind,
@@ -221,14 +226,14 @@ class Headgate:
             on_missed=on_missed,
             backfill_limit=backfill_limit,
             paused=paused,
+            limits=self.config.limits,
         )
+        schedule, _ = self._upsert_schedule(definition)
         return schedule
 
-    def put_schedule_reporting_creation(
-        self, schedule_id: str, **fields: Any
-    ) -> tuple[Schedule, bool]:
-        """put_schedule, also saying whether the schedule was created (for HTTP 201)."""
-        definition = validate_definition(schedule_id, limits=self.config.limits, **fields)
+    def _upsert_schedule(self, definition: ScheduleDefinition) -> tuple[Schedule, bool]:
+        """put_schedule for a validated definition, also saying whether it created
+        the schedule (the HTTP API answers 201)."""
         row, created = self._commands.put_schedule(definition)
         self._poke()
         return Schedule.from_row(row), created
@@ -306,7 +311,8 @@ class Headgate:
         return LeaseStatus(lease.holder, lease.host, lease.pid, lease.term, lease.expires_at_ms)
 
     def compact(self) -> CompactionReport:
-        return compact(self.store)
+        """Compact the log now (the lease holder does it once a minute anyway)."""
+        return self._store.compact()
 
     def _poke(self) -> None:
         scheduler = self._scheduler

@@ -13,21 +13,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import uvicorn
 
+from headgate import ops
 from headgate._app import Headgate
-from headgate._clock import SystemClock
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
-from headgate._store.engine import parse_store_url
-from headgate._store.event_store import EventStore
-from headgate._store.maintenance import DEFAULT_BATCH, MAX_BATCH, rebuild, replay, verify
-from headgate._store.mapper import encode
+from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 from headgate.web import create_app
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -159,14 +155,6 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
-def open_existing_store(url: str) -> EventStore:
-    """Open a store that must already exist (a typo must not create an empty database)."""
-    parsed = parse_store_url(url)
-    if parsed.get_backend_name() == "sqlite" and not Path(str(parsed.database)).exists():
-        raise ValueError(f"--db: no database at {parsed.database}")
-    return EventStore(url, SystemClock())
-
-
 def _serve(args: argparse.Namespace) -> int:
     """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
     configure_logging()
@@ -227,71 +215,60 @@ class _ProgressPrinter:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    store = open_existing_store(args.db)
     progress = _ProgressPrinter()
-    try:
-        if args.verify:
-            report = verify(store, args.projection, args.batch_size, progress)
-            progress.finish()
-            for name in report.lagging:
-                print(f"{name}: live projection is behind the log (a rebuild is in progress)")
-            for difference in report.differences:
-                print(
-                    f"{difference.projection} {difference.key!r}: "
-                    f"live={difference.live} rebuilt={difference.rebuilt}"
-                )
-            verdict = "identical" if report.ok else f"{report.difference_count} rows differ"
-            print(f"verified up to position {report.head}: {verdict}")
-            return 0 if report.ok else EXIT_ERROR
-        rebuilt = rebuild(store, args.projection, args.batch_size, progress)
+    if args.verify:
+        report = ops.verify(
+            args.db, args.projection, batch_size=args.batch_size, on_progress=progress
+        )
         progress.finish()
-        for name in rebuilt.resumed:
-            print(f"{name}: resumed an interrupted rebuild")
-        for name, count in sorted(rebuilt.applied.items()):
-            print(f"{name}: applied {count:,} events")
-        print(f"projections rebuilt up to position {rebuilt.head}")
-        return 0
-    finally:
-        store.close()
+        for name in report.lagging:
+            print(f"{name}: live projection is behind the log (a rebuild is in progress)")
+        for difference in report.differences:
+            print(
+                f"{difference.projection} {difference.key!r}: "
+                f"live={difference.live} rebuilt={difference.rebuilt}"
+            )
+        verdict = "identical" if report.ok else f"{report.difference_count} rows differ"
+        print(f"verified up to position {report.head}: {verdict}")
+        return 0 if report.ok else EXIT_ERROR
+    rebuilt = ops.rebuild(
+        args.db, args.projection, batch_size=args.batch_size, on_progress=progress
+    )
+    progress.finish()
+    for name in rebuilt.resumed:
+        print(f"{name}: resumed an interrupted rebuild")
+    for name, count in sorted(rebuilt.applied.items()):
+        print(f"{name}: applied {count:,} events")
+    print(f"projections rebuilt up to position {rebuilt.head}")
+    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
-    store = open_existing_store(args.db)
     progress = _ProgressPrinter()
-    try:
-        report = replay(store, args.to, args.until, args.batch_size, progress)
-        progress.finish()
-        print(f"replayed events up to position {report.until} into {report.target}")
-        for type_name, count in sorted(report.applied.items()):
-            print(f"  {type_name}: {count:,}")
-        for table, rows in report.rows.items():
-            print(f"  table {table}: {rows:,} rows")
-        return 0
-    finally:
-        store.close()
+    report = ops.replay(
+        args.db, args.to, until=args.until, batch_size=args.batch_size, on_progress=progress
+    )
+    progress.finish()
+    print(f"replayed events up to position {report.until} into {report.target}")
+    for type_name, count in sorted(report.applied.items()):
+        print(f"  {type_name}: {count:,}")
+    for table, rows in report.rows.items():
+        print(f"  table {table}: {rows:,} rows")
+    return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = open_existing_store(args.db)
-    try:
-        if args.stream:
-            recorded = [e for e in store.read_stream(args.stream) if e.position > args.after]
-            recorded = recorded[: args.limit]
-        else:
-            recorded = store.read_all(args.after, args.limit)
-        for entry in recorded:
-            type_name, version, body = encode(entry.event)
-            moment = datetime.fromtimestamp(entry.recorded_at_ms / 1000, UTC)
-            print(
-                f"{entry.position:>8}  {moment.isoformat(timespec='milliseconds')}  "
-                f"{entry.stream_id} v{entry.version}  {type_name}/v{version}"
-            )
-            print(f"          {body}")
-        if not recorded:
-            print("no events")
-        return 0
-    finally:
-        store.close()
+    logged = ops.read_events(args.db, after=args.after, limit=args.limit, stream=args.stream)
+    for entry in logged:
+        moment = datetime.fromtimestamp(entry.recorded_at_ms / 1000, UTC)
+        print(
+            f"{entry.position:>8}  {moment.isoformat(timespec='milliseconds')}  "
+            f"{entry.stream_id} v{entry.version}  {entry.type}/v{entry.schema_version}"
+        )
+        print(f"          {entry.body}")
+    if not logged:
+        print("no events")
+    return 0
 
 
 if __name__ == "__main__":

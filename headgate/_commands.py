@@ -1,8 +1,10 @@
-"""The write side of the control API: validate, decide, append. Nothing else writes.
+"""The write side of the control API: validate, decide, append.
 
 Each command validates every field before touching the store (a bad request
 writes nothing), then decides and appends inside one serialised write
-transaction, so it reads exactly the state it changes.
+transaction of the store port, so it reads exactly the state it changes.
+Every job a command creates passes the admission gate (`decisions.decide`);
+a refusal becomes an exception here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from headgate._domain.admission import (
     MAX_QUEUE_LENGTH,
     MAX_UNIQUE_KEY_LENGTH,
     AdmissionLimits,
+    could_be_stored,
     require_bool,
     require_kind,
     require_name,
@@ -24,6 +27,7 @@ from headgate._domain.admission import (
     require_payload,
     require_policy,
 )
+from headgate._domain.decisions import Candidate, Decision, Reason, decide
 from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
@@ -47,8 +51,7 @@ from headgate._errors import AdmissionRejected, DuplicateJob, NotFound, Validati
 from headgate._json import JsonValue, canonical_json
 from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import JobRow, ScheduleRow
-from headgate._store import read_model
-from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend, WriteTransaction
+from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,8 @@ def validate_definition(
 
 
 class Commands:
-    def __init__(self, store: EventStore, limits: AdmissionLimits) -> None:
-        self._store = store
+    def __init__(self, store: Store, limits: AdmissionLimits) -> None:
+        self._log = store.log
         self._limits = limits
 
     def put_schedule(self, definition: ScheduleDefinition) -> tuple[ScheduleRow, bool]:
@@ -111,8 +114,8 @@ class Commands:
         identical to what is stored writes nothing.
         """
         stream = schedule_stream(definition.schedule_id)
-        with self._store.write() as transaction:
-            current = read_model.schedule(transaction.connection, definition.schedule_id)
+        with self._log.write() as transaction:
+            current = transaction.schedule(definition.schedule_id)
             live = current is not None and not current.deleted
             if live and current is not None and _same(current, definition):
                 return current, False
@@ -134,13 +137,13 @@ class Commands:
             )
             version = transaction.stream_versions([stream])[stream]
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            row = read_model.schedule(transaction.connection, definition.schedule_id)
+            row = transaction.schedule(definition.schedule_id)
         assert row is not None
         return row, not live
 
     def delete_schedule(self, schedule_id: str) -> None:
         stream = schedule_stream(schedule_id)
-        with self._store.write() as transaction:
+        with self._log.write() as transaction:
             _require_live_schedule(transaction, schedule_id)
             version = transaction.stream_versions([stream])[stream]
             _append_one(
@@ -156,11 +159,11 @@ class Commands:
         key = require_optional_key("Idempotency-Key", idempotency_key, MAX_IDEMPOTENCY_KEY_LENGTH)
         if key is None:
             raise ValidationError("Idempotency-Key", "is required")
-        if not read_model.could_be_stored(schedule_id):  # before hashing it into ids
+        if not could_be_stored(schedule_id):  # before hashing it into ids
             raise NotFound(f"no schedule {schedule_id!r}")
         stream = manual_run_stream(schedule_id, key)
         job_id = manual_job_id(schedule_id, key)
-        with self._store.write() as transaction:
+        with self._log.write() as transaction:
             earlier = transaction.first_events([stream, job_stream(job_id)])
             if stream in earlier or job_stream(job_id) in earlier:
                 # The key's record outlives 24 hours; if it has been compacted
@@ -204,10 +207,10 @@ class Commands:
         )
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
-        with self._store.write() as transaction:
+        with self._log.write() as transaction:
             self._admit(transaction, job, payload_text)
             _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
-            row = read_model.job(transaction.connection, job.job_id)
+            row = transaction.job(job.job_id)
         assert row is not None
         return row
 
@@ -216,8 +219,8 @@ class Commands:
         if not isinstance(state, str) or state not in finished:
             raise ValidationError("state", f"must be one of {', '.join(finished)}, got {state!r}")
         stream = job_stream(job_id)
-        with self._store.write() as transaction:
-            row = read_model.job(transaction.connection, job_id)
+        with self._log.write() as transaction:
+            row = transaction.job(job_id)
             if row is None:
                 raise NotFound(f"no job {job_id!r}")
             if row.state != JobState.PENDING.value:
@@ -225,21 +228,21 @@ class Commands:
             version = transaction.stream_versions([stream])[stream]
             event = JobFinished(job_id, finished[state])
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            updated = read_model.job(transaction.connection, job_id)
+            updated = transaction.job(job_id)
         assert updated is not None
         return updated
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
         stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
         checked_note = require_note(note, MAX_NOTE_LENGTH)
-        with self._store.write() as transaction:
+        with self._log.write() as transaction:
             version = transaction.stream_versions([stream])[stream]
             event = FingerprintQuarantined(fingerprint_value, checked_note)
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
 
     def release(self, fingerprint_value: str) -> None:
         stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
-        with self._store.write() as transaction:
+        with self._log.write() as transaction:
             version = transaction.stream_versions([stream])[stream]
             if version == 0:
                 raise NotFound(f"fingerprint {fingerprint_value} was never quarantined")
@@ -255,27 +258,39 @@ class Commands:
         return require_payload(job.payload, self._limits.max_payload_bytes)
 
     def _admit(self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str) -> None:
-        """The rest of the admission gate for jobs created outside the scheduler
-        (`payload_text`: what `_validated_payload` returned for this job)."""
-        connection = transaction.connection
-        if job.unique_key is not None:
-            holder = read_model.live_jobs_by_unique_key(connection, [job.unique_key]).get(
-                job.unique_key
-            )
-            if holder is not None:
-                raise DuplicateJob(job.unique_key, holder)
-        if read_model.quarantined(connection, [fingerprint_of_text(job.kind, payload_text)]):
-            raise AdmissionRejected(
-                "quarantined", f"jobs of kind {job.kind!r} with this payload are quarantined"
-            )
-        limit = self._limits.limit_for(job.queue)
-        if (
-            limit is not None
-            and read_model.pending_counts(connection, [job.queue])[job.queue] >= limit
-        ):
-            raise AdmissionRejected(
-                "backpressure", f"queue {job.queue!r} has {limit} pending jobs, its limit"
-            )
+        """The admission gate, for a job created outside the scheduler
+        (`payload_text`: what `_validated_payload` returned for this job);
+        raises unless it admits the job as new."""
+        candidate = Candidate(
+            job, fingerprint_of_text(job.kind, payload_text), len(payload_text.encode())
+        )
+        limited = [job.queue] if self._limits.limit_for(job.queue) is not None else []
+        facts = transaction.gate_facts([candidate], limited)
+        refusal = _refusal(decide(candidate, facts, self._limits), job, self._limits)
+        if refusal is not None:
+            raise refusal
+
+
+def _refusal(decision: Decision, job: JobEnqueued, limits: AdmissionLimits) -> Exception | None:
+    """What a command raises for the gate's decision, or None when it admits the job."""
+    if decision.append_job:
+        return None
+    if decision.reason is Reason.UNIQUE_KEY:
+        assert job.unique_key is not None
+        return DuplicateJob(job.unique_key, decision.job_id)
+    if decision.reason is Reason.QUARANTINED:
+        return AdmissionRejected(
+            "quarantined", f"jobs of kind {job.kind!r} with this payload are quarantined"
+        )
+    if decision.reason is Reason.BACKPRESSURE:
+        return AdmissionRejected(
+            "backpressure",
+            f"queue {job.queue!r} has {limits.limit_for(job.queue)} pending jobs, its limit",
+        )
+    if decision.reason is Reason.INVALID_REQUEST:
+        return ValidationError("payload", "is not admissible under the current limits")
+    # The job's id is taken (a command's ids are fresh or checked first): a bug.
+    return AdmissionRejected(decision.reason.value, f"job {job.job_id} already exists")
 
 
 def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
@@ -305,7 +320,7 @@ def _first_tick_after(spec: str, now_ms: int) -> int:
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:
-    row = read_model.schedule(transaction.connection, schedule_id)
+    row = transaction.schedule(schedule_id)
     if row is None or row.deleted:
         raise NotFound(f"no schedule {schedule_id!r}")
     return row

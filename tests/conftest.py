@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from headgate._store.event_store import EventStore
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 
 POSTGRES_URL = os.environ.get("HEADGATE_TEST_POSTGRES_URL", "")
@@ -82,7 +82,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(store_url: str, clock: FakeClock) -> Iterator[EventStore]:
-    event_store = EventStore(store_url, clock)
+def store(store_url: str, clock: FakeClock) -> Iterator[SqlStore]:
+    event_store = SqlStore(store_url, clock)
     yield event_store
     event_store.close()

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from headgate._cli import main
-from headgate._store.event_store import EventStore
-from headgate._store.maintenance import verify
+from headgate._store.sql.maintenance import verify
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.store.builders import create_schedule, fire_tick
 from tests.store.snapshots import snapshot
 
 
 def _populate(url: str, schedules: int = 3, ticks: int = 4) -> None:
-    store = EventStore(url, FakeClock())
+    store = SqlStore(url, FakeClock())
     for n in range(schedules):
         create_schedule(store, f"s{n}")
     for tick in range(1, ticks + 1):
@@ -112,7 +112,7 @@ def test_bad_arguments_get_one_line(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = f"sqlite:///{tmp_path / 'h.db'}"
-    EventStore(db, FakeClock()).close()
+    SqlStore(db, FakeClock()).close()
     status = subprocess.run(
         [sys.executable, "-m", "headgate._cli", *[a.replace("{db}", db) for a in argv]],
         capture_output=True,
@@ -128,7 +128,7 @@ def test_bad_arguments_get_one_line(
 
 def test_a_killed_rebuild_resumes(store_url: str) -> None:
     _populate(store_url, schedules=10, ticks=30)
-    store = EventStore(store_url, FakeClock())
+    store = SqlStore(store_url, FakeClock())
     live = snapshot(store.engine)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(

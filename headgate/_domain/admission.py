@@ -1,7 +1,8 @@
-"""Input rules and the admission gate, as pure functions.
+"""Input rules, as pure functions: each rejection names the field and the rule.
 
-Every job (scheduled, manual, ordinary) passes the same gate: validation,
-quarantine, per-queue backpressure. Each rejection names the field and rule.
+Commands check a request with these before they touch the store. The
+admission gate (`decisions.decide`) applies the job rules again at write
+time, with the limits in force then.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from headgate._domain.cursors import is_clean_text
 from headgate._domain.events import MissedRunPolicy
 from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
@@ -51,14 +53,30 @@ def require_name(field_name: str, value: object, max_length: int = MAX_ID_LENGTH
     return value
 
 
-def require_kind(value: object) -> str:
+def kind_problem(value: object) -> str | None:
+    """The rule a job kind breaks, or None for a valid one."""
     if not isinstance(value, str):
-        raise ValidationError("kind", f"must be a string, got {type(value).__name__}")
+        return f"must be a string, got {type(value).__name__}"
     if not 1 <= len(value) <= MAX_KIND_LENGTH:
-        raise ValidationError("kind", f"must be 1-{MAX_KIND_LENGTH} characters, got {len(value)}")
+        return f"must be 1-{MAX_KIND_LENGTH} characters, got {len(value)}"
     if not value.isprintable():
-        raise ValidationError("kind", "must not contain control characters")
+        return "must not contain control characters"
+    return None
+
+
+def require_kind(value: object) -> str:
+    problem = kind_problem(value)
+    if problem is not None:
+        raise ValidationError("kind", problem)
+    assert isinstance(value, str)
     return value
+
+
+def payload_problem(size_bytes: int, max_bytes: int) -> str | None:
+    """The size rule a payload's canonical JSON text breaks, or None."""
+    if size_bytes > max_bytes:
+        return f"is {size_bytes} bytes as JSON; the limit is {max_bytes}"
+    return None
 
 
 def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
@@ -78,8 +96,9 @@ def require_payload(value: JsonValue, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
         size = len(text.encode())
     except UnicodeEncodeError:
         raise ValidationError("payload", "contains text that is not valid Unicode") from None
-    if size > max_bytes:
-        raise ValidationError("payload", f"is {size} bytes as JSON; the limit is {max_bytes}")
+    problem = payload_problem(size, max_bytes)
+    if problem is not None:
+        raise ValidationError("payload", problem)
     return text
 
 
@@ -138,3 +157,18 @@ def require_optional_key(field_name: str, value: object, max_length: int) -> str
     if not isinstance(value, str) or not 1 <= len(value) <= max_length or not value.isprintable():
         raise ValidationError(field_name, f"must be 1-{max_length} printable characters")
     return value
+
+
+def check_limit(limit: int, maximum: int) -> None:
+    """A page size: an integer from 1 to `maximum`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise ValidationError("limit", f"must be an integer between 1 and {maximum}, got {limit!r}")
+
+
+MAX_STORED_ID_LENGTH: Final = 255
+
+
+def could_be_stored(identifier: object) -> bool:
+    """Ids a store could hold. Anything else (NUL, lone surrogates, over-long) is
+    simply absent: no query is sent with text the database would reject."""
+    return isinstance(identifier, str) and is_clean_text(identifier, MAX_STORED_ID_LENGTH)

@@ -1,8 +1,11 @@
-"""What to do with a due schedule: pure functions of its state and the store's answers.
+"""What to do with a due schedule and with every job: pure functions of state.
 
-The schedule actors gather facts (existing jobs, unique-key holders,
-quarantine, queue depth) in bulk, then call these to decide each tick's
-outcome. Nothing here performs I/O, so every rule is tested directly.
+The admission gate is `decide`: every job, scheduled, manual or ordinary,
+passes it, and nothing else admits a job. The writers gather the facts it
+needs from the store in bulk (`WriteTransaction.gate_facts`), then call it
+for each job; the scheduler records its `Decision` as the attempt's outcome,
+the commands turn a refusal into an exception. Nothing here performs I/O,
+so every rule is tested directly (tests/test_decisions.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from headgate._domain.admission import AdmissionLimits, kind_problem, payload_problem
 from headgate._domain.events import JobEnqueued, MissedRunPolicy, Outcome
 from headgate._domain.spec import ScheduleSpec
 
@@ -39,6 +43,7 @@ class Decision:
     outcome: Outcome
     reason: Reason
     job_id: str
+    """The job the attempt resolved to (the holder's id for a unique-key duplicate)."""
     append_job: bool = False
     """True only when this attempt creates the job."""
 
@@ -67,6 +72,17 @@ def backoff_ms(attempt: int) -> int:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A job asking to be admitted."""
+
+    job: JobEnqueued
+    fingerprint: str
+    """What quarantine matches: the job's kind and canonical payload (ids.fingerprint_of_text)."""
+    payload_bytes: int
+    """Size of the payload's canonical JSON text, in UTF-8."""
+
+
+@dataclass(frozen=True)
 class GateFacts:
     """What the store said about the jobs a batch wants to create."""
 
@@ -76,13 +92,36 @@ class GateFacts:
     """unique key -> id of the pending job holding it."""
     quarantined: frozenset[str]
     pending: dict[str, int]
-    """queue -> pending jobs, counting the ones this batch has admitted so far."""
+    """queue -> pending jobs, counting the ones this batch has admitted so far
+    (only queues with a limit are counted)."""
 
 
-def decide(
-    job: JobEnqueued, fingerprint: str, facts: GateFacts, queue_limit: int | None
-) -> Decision:
-    """The outcome of one attempt to enqueue `job`; updates facts.pending on success."""
+def is_admissible(candidate: Candidate, limits: AdmissionLimits) -> bool:
+    """The gate's first rule: a kind and a payload that today's limits accept."""
+    return (
+        kind_problem(candidate.job.kind) is None
+        and payload_problem(candidate.payload_bytes, limits.max_payload_bytes) is None
+    )
+
+
+def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> Decision:
+    """The admission gate: the outcome of one attempt to enqueue a job.
+
+    The rules, in order:
+    1. a kind or payload that today's limits reject fails (`invalid_request`);
+    2. a job already stored under the same id is this job again (`enqueued`,
+       nothing appended: a replay after a crash) or, with other content, an id
+       collision (`deduplicated`/`id_conflict`);
+    3. a pending job holding the unique key wins (`deduplicated`/`unique_key`,
+       resolving to the holder's id);
+    4. a quarantined fingerprint is skipped (`skipped`/`quarantined`);
+    5. a queue at its pending limit refuses (`failed`/`backpressure`);
+    6. otherwise the job is admitted and appended; facts.pending counts it, so
+       later candidates of the same batch see it.
+    """
+    job = candidate.job
+    if not is_admissible(candidate, limits):
+        return Decision(Outcome.FAILED, Reason.INVALID_REQUEST, job.job_id)
     existing = facts.existing_jobs.get(job.job_id)
     if existing is not None:
         if existing == job:
@@ -92,10 +131,11 @@ def decide(
         holder = facts.unique_key_holders.get(job.unique_key)
         if holder is not None:
             return Decision(Outcome.DEDUPLICATED, Reason.UNIQUE_KEY, holder)
-    if fingerprint in facts.quarantined:
+    if candidate.fingerprint in facts.quarantined:
         return Decision(Outcome.SKIPPED, Reason.QUARANTINED, job.job_id)
+    limit = limits.limit_for(job.queue)
     pending = facts.pending.get(job.queue, 0)
-    if queue_limit is not None and pending >= queue_limit:
+    if limit is not None and pending >= limit:
         return Decision(Outcome.FAILED, Reason.BACKPRESSURE, job.job_id)
     facts.pending[job.queue] = pending + 1
     return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id, append_job=True)

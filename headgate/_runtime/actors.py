@@ -34,12 +34,10 @@ from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
-from headgate._runtime.tick_batch import PreparedBatch, TickProcessor
+from headgate._runtime.planner import PreparedBatch
+from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
-from headgate._store.compaction import compact
-from headgate._store.event_store import EventStore, Fence
-from headgate._store.leases import Claimant, Lease, LeaseStore
-from headgate._store.read_model import ReadModel
+from headgate._store.port import Claimant, Fence, Lease, Store
 
 log = get_logger("headgate.scheduler")
 
@@ -70,8 +68,8 @@ class GroupCommit:
 class TickDue:
     rows: tuple[ScheduleRow, ...]
     term: int
-    reply_to: Any
-    """The scheduler's ActorRef, told BatchDone when the batch is finished."""
+    reply_to: pykka.ActorRef[SchedulerActor]
+    """Told BatchDone when the batch is finished."""
     group: GroupCommit
     at_ms: int | None = None
     """The instant these ticks are due when sent ahead of it; None for "due now"."""
@@ -148,7 +146,7 @@ class Compactor(pykka.ThreadingActor):
 
     use_daemon_thread = True  # see SchedulerActor
 
-    def __init__(self, store: EventStore, busy: threading.Event, cancel: threading.Event) -> None:
+    def __init__(self, store: Store, busy: threading.Event, cancel: threading.Event) -> None:
         super().__init__()
         self._store = store
         self._busy = busy
@@ -158,7 +156,7 @@ class Compactor(pykka.ThreadingActor):
         if not isinstance(message, Compact):
             return
         try:
-            report = compact(self._store, cancel=self._cancel)
+            report = self._store.compact(cancel=self._cancel)
             log.info(
                 "log compacted",
                 streams=report.streams_examined,
@@ -184,7 +182,7 @@ class SchedulerActor(pykka.ThreadingActor):
 
     def __init__(
         self,
-        store: EventStore,
+        store: Store,
         clock: Clock,
         config: RuntimeConfig,
         processor: TickProcessor,
@@ -192,19 +190,19 @@ class SchedulerActor(pykka.ThreadingActor):
     ) -> None:
         super().__init__()
         self._store = store
-        self._reads = ReadModel(store.engine)
-        self._leases = LeaseStore(store)
+        self._reads = store.reads
+        self._leases = store.leases
         self._clock = clock
         self._config = config
         self._processor = processor
         self._claimant = claimant
         self._lease: Lease | None = None
-        self._shards: list[Any] = []
+        self._shards: list[pykka.ActorRef[ScheduleShard]] = []
         self._in_flight = 0
         self._progressed = False
         self._waiters: list[RunPending] = []
         self._last_compaction_ms: int | None = None
-        self._compactor: Any = None
+        self._compactor: pykka.ActorRef[Compactor] | None = None
         self._compacting = threading.Event()
         self._stop_compacting = threading.Event()
         self._not_ahead_of_ms = 0
@@ -223,8 +221,10 @@ class SchedulerActor(pykka.ThreadingActor):
         self._ticker.stop()
         self._processor.cancel()
         self._stop_compacting.set()
-        for actor in [*self._shards, self._compactor]:
-            actor.stop(block=True)
+        for shard in self._shards:
+            shard.stop(block=True)
+        if self._compactor is not None:
+            self._compactor.stop(block=True)
         if self._lease is not None:
             try:
                 self._leases.release(SCHEDULER_LEASE, self._claimant.holder, self._lease.term)
@@ -350,8 +350,8 @@ class SchedulerActor(pykka.ThreadingActor):
         if now - self._last_compaction_ms < self._config.compaction_interval_ms:
             return
         self._last_compaction_ms = now
-        if not self._compacting.is_set():  # a run still going is not queued twice
-            self._compacting.set()
+        if self._compactor is not None and not self._compacting.is_set():
+            self._compacting.set()  # a run still going is not queued twice
             self._compactor.tell(Compact())
 
     def _notify_waiters(self, *, fired: bool) -> None:

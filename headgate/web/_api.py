@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from headgate._app import Headgate
+from headgate._commands import validate_definition
 from headgate._errors import ValidationError
 from headgate.web._schemas import (
     ErrorOut,
@@ -72,9 +73,9 @@ def list_schedules(
 def put_schedule(
     request: Request, response: Response, schedule_id: str, body: ScheduleIn
 ) -> ScheduleOut:
-    schedule, created = _hg(request).put_schedule_reporting_creation(
-        schedule_id, **body.model_dump()
-    )
+    hg = _hg(request)
+    definition = validate_definition(schedule_id, limits=hg.config.limits, **body.model_dump())
+    schedule, created = hg._upsert_schedule(definition)
     response.status_code = 201 if created else 200
     return ScheduleOut.of(schedule)
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from headgate import Headgate, RuntimeConfig
-from headgate._store.schema import LIVE
+from headgate._store.sql.schema import LIVE
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
+from tests.faults import Faults, FaultyStore
 
 START_MS = 1_704_067_200_000  # 2024-01-01T00:00Z
+FaultyHeadgate = tuple[Headgate, Faults]
 
 
 @pytest.fixture
@@ -40,6 +43,36 @@ def hg(make_headgate: Callable[..., Headgate]) -> Headgate:
     return make_headgate()
 
 
+@pytest.fixture
+def make_faulty(store_url: str, clock: FakeClock) -> Iterator[Callable[..., FaultyHeadgate]]:
+    """Makes a Headgate on a store wrapped for fault injection; returns it and its faults."""
+    created: list[Headgate] = []
+
+    def make(config: RuntimeConfig | None = None, **kwargs: object) -> FaultyHeadgate:
+        store = FaultyStore(SqlStore(store_url, clock))
+        hg = Headgate(store, config=config or RuntimeConfig(lease_ttl_ms=60_000), **kwargs)  # type: ignore[arg-type]
+        created.append(hg)
+        return hg, store.faults
+
+    yield make
+    for hg in created:
+        hg.close()
+
+
+@pytest.fixture
+def faulty(make_faulty: Callable[..., FaultyHeadgate]) -> FaultyHeadgate:
+    return make_faulty()
+
+
+def engine_of(hg: Headgate) -> Engine:
+    """The SQL engine under a Headgate's store, for reading tables directly."""
+    store = hg._store
+    while isinstance(store, FaultyStore):
+        store = store.inner
+    assert isinstance(store, SqlStore)
+    return store.engine
+
+
 def fire(hg: Headgate) -> None:
     """Start if needed, fire everything due at the fake clock's now, and wait."""
     if not hg.running:
@@ -56,5 +89,5 @@ def jobs_for(hg: Headgate, schedule_id: str) -> list[int]:
         .where(jobs.c.periodic_schedule_id == schedule_id)
         .order_by(jobs.c.periodic_tick_ms)
     )
-    with hg.store.engine.connect() as connection:
+    with engine_of(hg).connect() as connection:
         return [int(tick) for (tick,) in connection.execute(query)]

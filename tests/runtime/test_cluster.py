@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
-from headgate._store.engine import IDLE_IN_TRANSACTION_MS
+from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
 CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS)
@@ -99,7 +99,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
 
         time.sleep(1.0)
         stale = second
-        if observer.store.is_postgresql:
+        if observer._store.is_postgresql:
             # A process frozen inside a transaction keeps its row locks until the
             # server ends its session (idle_in_transaction_session_timeout), so
             # the takeover may take that long. SQLite has no such timeout (a
@@ -126,7 +126,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
             assert pid == first or child.returncode == 0
         assert observer.lease_status() is None, "a clean stop releases the lease"
 
-        with observer.store.engine.connect() as connection:
+        with observer._store.engine.connect() as connection:
             ticks = [
                 int(t)
                 for (t,) in connection.execute(
@@ -140,7 +140,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
         assert ticks == expected, "every tick from first to last has exactly one job"
         records = Counter(
             e.event.tick_ms  # type: ignore[attr-defined]
-            for e in observer.store.read_all(0, 1_000_000)
+            for e in observer._store.log.read_all(0, 1_000_000)
             if e.type == "EnqueueAttempted" and e.event.outcome == "enqueued"  # type: ignore[attr-defined]
         )
         assert sorted(records) == ticks and set(records.values()) == {1}, (
@@ -154,7 +154,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
                 assert not [e for e in entries if e["event"] == "enqueue attempt"], (
                     f"process {pid} never held the lease, yet fired ticks"
                 )
-        if observer.store.is_postgresql:
+        if observer._store.is_postgresql:
             after_resume = [
                 e for e in logs[stale] if e["event"] == "enqueue attempt" and _at(e) > resumed_at
             ]

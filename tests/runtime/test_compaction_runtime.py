@@ -6,32 +6,29 @@ import threading
 import time
 from collections.abc import Callable
 
-import pytest
-
 from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
-from headgate._runtime import actors
-from headgate._store.compaction import CompactionReport
-from headgate._store.maintenance import rebuild, verify
+from headgate._store.port import CompactionReport
+from headgate._store.sql.maintenance import rebuild, verify
 from headgate.testing import FakeClock
-from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
 
 MINUTE = 60_000
 
 
 def test_ticks_fire_while_a_compaction_runs_and_stop_cuts_it_short(
-    make_headgate: Callable[..., Headgate], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    make_faulty: Callable[..., FaultyHeadgate], clock: FakeClock
 ) -> None:
     started = threading.Event()
 
     def slow_compact(
-        store: object, policy: object = None, cancel: threading.Event | None = None
+        _run: Callable[[], CompactionReport], cancel: threading.Event | None
     ) -> CompactionReport:
         started.set()
         assert cancel is not None and cancel.wait(30), "stop() did not cut the run short"
         return CompactionReport(0, 0, 0)
 
-    monkeypatch.setattr(actors, "compact", slow_compact)
-    hg = make_headgate(RuntimeConfig(lease_ttl_ms=10 * MINUTE, compaction_interval_ms=MINUTE))
+    hg, faults = make_faulty(RuntimeConfig(lease_ttl_ms=10 * MINUTE, compaction_interval_ms=MINUTE))
+    faults.around_compaction = slow_compact
     hg.put_schedule("s", spec="@every:60000", kind="k")
     fire(hg)
     clock.advance(MINUTE)
@@ -76,8 +73,8 @@ def test_a_failure_streak_longer_than_the_kept_history_still_rebuilds_where_the_
     assert len(hg.enqueue_events("s", limit=100).events) == 100
     report = hg.compact()
     assert report.events_deleted > 0
-    rebuild(hg.store)
-    assert verify(hg.store).ok
+    rebuild(hg._store)
+    assert verify(hg._store).ok
     schedule = hg.get_schedule("s")
     assert (schedule.next_run_ms, schedule.last_enqueued_ms) == (
         START_MS + 2 * MINUTE,

@@ -22,65 +22,52 @@ from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
 from headgate._domain.streams import schedule_stream
-from headgate._store.maintenance import verify
+from headgate._store.sql.maintenance import verify
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS
 
 HOUR = 3_600_000
 CHILD = textwrap.dedent(
     """
-    import contextlib, os, signal, sys
+    import sys, time
     from headgate import Headgate, RuntimeConfig
     from headgate.testing import FakeClock
-    from headgate._store import event_store, projector
+    from headgate._domain.events import EnqueueAttempted
+    from headgate._projections import ALL_PROJECTIONS, SCHEDULES, Projection
+    from headgate._store.sql.store import SqlStore
+    from tests.faults import Faults, FaultyStore, die, records_ticks
 
     url, point, now = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
-    def die(*_args, **_kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    if point == "events_written":          # job and record rows inserted; nothing projected
-        projector.Projector.apply_live = die
-    elif point == "advance_projected":      # next_run_ms in the schedules table; jobs not yet
-        original_fold = projector.fold_into_table
-        def fold_then_die(connection, projection, table, recorded):
-            used = original_fold(connection, projection, table, recorded)
-            if projection.name == "schedules":
-                die()
-            return used
-        projector.fold_into_table = fold_then_die
-    elif point == "before_commit":         # everything written, transaction still open
-        original_append = event_store.WriteTransaction.append_units
-        def append_then_die(self, units):
-            original_append(self, units)
+    def die_at_a_tick(recorded):  # a projection's key: called as the projector folds
+        if isinstance(recorded.event, EnqueueAttempted):
             die()
-        event_store.WriteTransaction.append_units = append_then_die
+        return None
+
+    probe = Projection(
+        name="crash-probe", table="schedules", row_type=object, key_column="schedule_id",
+        key=die_at_a_tick, apply=lambda row, recorded: row,
+    )
+    projections = ALL_PROJECTIONS
+    faults = Faults()
+    if point == "events_written":          # job and record rows inserted; nothing projected
+        projections = (probe, *ALL_PROJECTIONS)
+    elif point == "advance_projected":      # next_run_ms in the schedules table; jobs not yet
+        projections = (SCHEDULES, probe, *(p for p in ALL_PROJECTIONS if p is not SCHEDULES))
+    elif point == "before_commit":         # everything written, transaction still open
+        faults.after_append = lambda units, held: die() if records_ticks(units) else None
     elif point == "after_commit":          # the first transaction recording ticks committed
-        recorded_ticks = []
-        original_append = event_store.WriteTransaction.append_units
-        def append_noting_ticks(self, units):
-            recorded_ticks.extend(
-                e for unit in units for a in unit for e in a.events
-                if type(e).__name__ == "EnqueueAttempted"
-            )
-            return original_append(self, units)
-        event_store.WriteTransaction.append_units = append_noting_ticks
-        original_write = event_store.EventStore.write
-        @contextlib.contextmanager
-        def write_then_die(self, *args, **kwargs):
-            with original_write(self, *args, **kwargs) as transaction:
-                yield transaction
-            if recorded_ticks:
-                die()
-        event_store.EventStore.write = write_then_die
+        faults.after_commit = lambda units: die() if records_ticks(units) else None
     elif point == "held_for_instant":      # next instant's batch written, waiting to commit
-        event_store.wait_for_instant = die
+        faults.after_append = (
+            lambda units, held: die() if held is not None and records_ticks(units) else None
+        )
     clock = FakeClock(now)
-    hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
+    store = FaultyStore(SqlStore(url, clock, projections=projections), faults)
+    hg = Headgate(store, config=RuntimeConfig(lease_ttl_ms=60_000))
     hg.start()
     hg.run_pending(timeout=60)
     if point == "held_for_instant":
-        import time
         time.sleep(0.1)
         clock.set(int(sys.argv[4]) - 5)  # past the time the batch opens, short of its instant
         time.sleep(10)
@@ -115,15 +102,15 @@ def _durable(store_url: str) -> dict[str, object]:
     """What the store holds, read without starting a runtime."""
     hg = Headgate(store_url, clock=FakeClock(START_MS))
     try:
-        types = Counter(e.type for e in hg.store.read_all(0, 100_000))
-        with hg.store.engine.connect() as connection:
+        types = Counter(e.type for e in hg._store.log.read_all(0, 100_000))
+        with hg._store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
         return {
             "jobs": jobs,
             "records": types["EnqueueAttempted"],
             "advances": sum(
                 e.event.next_run_ms > e.event.tick_ms
-                for e in hg.store.read_all(0, 100_000)
+                for e in hg._store.log.read_all(0, 100_000)
                 if e.type == "EnqueueAttempted"
             ),
             "next_run": [hg.get_schedule(s).next_run_ms for s in ("every-hour", "backfill")],
@@ -155,7 +142,7 @@ def _assert_each_tick_once(
             for event in records:
                 job = hg.get_job(event.job_id)
                 assert job.periodic_origin == (schedule_id, event.tick_ms)
-            stream = hg.store.read_stream(schedule_stream(schedule_id))
+            stream = hg._store.log.read_stream(schedule_stream(schedule_id))
             advances = [
                 (e.event.tick_ms, e.event.next_run_ms)
                 for e in stream
@@ -165,7 +152,7 @@ def _assert_each_tick_once(
                 "advanced exactly once per tick, each to the tick after it"
             )
             assert hg.get_schedule(schedule_id).next_run_ms == next_run
-        with hg.store.engine.connect() as connection:
+        with hg._store.engine.connect() as connection:
             duplicates = connection.execute(
                 text(
                     "SELECT periodic_schedule_id, periodic_tick_ms, COUNT(*) FROM jobs "
@@ -209,25 +196,24 @@ def test_killed_while_holding_a_batch_for_its_instant_then_restarted(store_url: 
 
 COMPACTION_CHILD = textwrap.dedent(
     """
-    import os, signal, sys
-    from headgate import Headgate
+    import sys
+    from sqlalchemy import Engine, event
     from headgate.testing import FakeClock
-    from headgate._store import compaction
+    from headgate._store.sql import compaction
+    from headgate._store.sql.store import SqlStore
+    from tests.faults import die
 
-    compaction.STREAMS_PER_TRANSACTION = 1
-    trim = compaction._trim_streams
-    calls = []
+    store = SqlStore(sys.argv[1], FakeClock(int(sys.argv[2])))
+    trims = []
 
-    def trim_then_die_in_the_second(*args):
-        deleted = trim(*args)
-        calls.append(deleted)
-        if len(calls) == 2:  # the first transaction committed, the second is open
-            os.kill(os.getpid(), signal.SIGKILL)
-        return deleted
+    @event.listens_for(Engine, "after_cursor_execute")
+    def die_in_the_second_trim(connection, cursor, statement, *args):
+        if statement.startswith("DELETE") and "events.position IN (SELECT" in statement:
+            trims.append(statement)
+            if len(trims) == 2:  # the first transaction committed, the second is open
+                die()
 
-    compaction._trim_streams = trim_then_die_in_the_second
-    hg = Headgate(sys.argv[1], clock=FakeClock(int(sys.argv[2])))
-    hg.compact()
+    compaction.compact(store, streams_per_transaction=1)
     print("survived", flush=True)
     """
 )
@@ -271,14 +257,14 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
             "attempts": [100, 110, 110],
             "history rows": [100, 110, 110],
         }, "one stream compacted, one rolled back"
-        assert verify(hg.store).ok
+        assert verify(hg._store).ok
         hg.compact()
         assert _per_schedule(hg) == {
             "definitions": [1, 1, 1],
             "attempts": [100, 100, 100],
             "history rows": [100, 100, 100],
         }
-        assert verify(hg.store).ok
+        assert verify(hg._store).ok
         for name in ("a", "b", "c"):
             events = hg.enqueue_events(name, limit=100).events
             assert sorted(e.tick_ms for e in events) == [
@@ -293,8 +279,8 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
 def _per_schedule(hg: Headgate) -> dict[str, list[int]]:
     """Definitions and attempts in the log, and rows in the history table, per
     schedule (sorted counts)."""
-    logged = hg.store.read_all(0, 100_000)
-    with hg.store.engine.connect() as connection:
+    logged = hg._store.log.read_all(0, 100_000)
+    with hg._store.engine.connect() as connection:
         history = connection.execute(
             text("SELECT schedule_id, COUNT(*) FROM enqueue_history GROUP BY schedule_id")
         ).all()

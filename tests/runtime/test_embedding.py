@@ -20,9 +20,9 @@ from headgate import Headgate, NotFound, RuntimeConfig, ValidationError
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.ids import tick_job_id
 from headgate._errors import AdmissionRejected, DuplicateJob, StoreUnavailable
-from headgate._store.engine import create_store_engine
-from headgate._store.event_store import NO_STREAM, StreamAppend
-from headgate._store.schema import events
+from headgate._store.port import NO_STREAM, StreamAppend
+from headgate._store.sql.engine import create_store_engine
+from headgate._store.sql.schema import events
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
@@ -37,7 +37,7 @@ def _nested(depth: int) -> list[object]:
 
 
 def _event_count(hg: Headgate) -> int:
-    with hg.store.engine.connect() as connection:
+    with hg._store.engine.connect() as connection:
         return int(connection.execute(select(func.count()).select_from(events)).scalar_one())
 
 
@@ -288,7 +288,7 @@ class TestLease:
         assert few.run_pending()
         with_one = threading.active_count() - baseline
         few.stop()
-        few.store.append_units(
+        few._store.log.append_units(
             [
                 [StreamAppend(f"schedule-bulk{n}", NO_STREAM, (_definition(f"bulk{n}"),))]
                 for n in range(3000)

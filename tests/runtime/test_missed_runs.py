@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from headgate import Headgate, RuntimeConfig
 from headgate._domain.admission import AdmissionLimits
-from headgate._store.schema import LIVE
+from headgate._store.sql.schema import LIVE
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
@@ -17,7 +17,7 @@ MINUTE = 60_000
 
 def _job_count(hg: Headgate, schedule_id: str) -> dict[int, int]:
     jobs = LIVE.jobs
-    with hg.store.engine.connect() as connection:
+    with hg._store.engine.connect() as connection:
         rows = connection.execute(
             select(jobs.c.periodic_tick_ms, func.count())
             .where(jobs.c.periodic_schedule_id == schedule_id)

@@ -28,8 +28,8 @@ import pytest
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
-from headgate._store.engine import IDLE_IN_TRANSACTION_MS
-from headgate._store.maintenance import verify
+from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
+from headgate._store.sql.maintenance import verify
 
 pytestmark = pytest.mark.soak
 
@@ -87,7 +87,7 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
                 other.terminate()
                 other.wait(timeout=30)
                 runtimes[runtimes.index(other)] = _runtime(store_url, log)
-            elif action == "freeze holder" and holder is not None and observer.store.is_postgresql:
+            elif action == "freeze holder" and holder is not None and observer._store.is_postgresql:
                 # Past its lease, and past the session timeout that frees its locks.
                 holder.send_signal(signal.SIGSTOP)
                 time.sleep((IDLE_IN_TRANSACTION_MS + TTL_MS) / 1000 + 0.5)
@@ -100,10 +100,10 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
             runtime.terminate()
         for runtime in runtimes:
             runtime.wait(timeout=30)
-        report = verify(observer.store)
+        report = verify(observer._store)
         assert report.ok, (report.lagging, report.differences[:5])
         _assert_every_tick_once(observer)
-        with observer.store.engine.connect() as connection:
+        with observer._store.engine.connect() as connection:
             manual = connection.execute(
                 text(
                     "SELECT COUNT(*) FROM jobs WHERE kind = 'soak.tick' AND periodic_tick_ms IS NULL"
@@ -129,7 +129,7 @@ def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) 
     schedule_id = chance.choice(list(SCHEDULES))
     keys.add(f"{schedule_id}/{key}")
     observer.run_now(schedule_id, idempotency_key=key)
-    with observer.store.engine.connect() as connection:
+    with observer._store.engine.connect() as connection:
         pending = connection.execute(
             text("SELECT job_id FROM jobs WHERE state = 'pending' ORDER BY job_id LIMIT 20")
         ).scalars()
@@ -151,7 +151,7 @@ def _put_every_schedule(observer: Headgate) -> None:
 
 
 def _assert_every_tick_once(observer: Headgate) -> None:
-    with observer.store.engine.connect() as connection:
+    with observer._store.engine.connect() as connection:
         for schedule_id, interval in SCHEDULES.items():
             ticks = [
                 int(tick)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 from structlog.testing import capture_logs
@@ -15,12 +15,9 @@ from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store import event_store as event_store_module
-from headgate._store.event_store import NO_STREAM, Fence
-from headgate._store.leases import Claimant, LeaseStore
-from headgate._store.read_model import ReadModel
+from headgate._store.port import NO_STREAM, Claimant, Fence, Unit
 from headgate.testing import FakeClock
-from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
 
 MINUTE = 60_000
 TICK = START_MS + MINUTE
@@ -38,11 +35,11 @@ def test_a_job_already_durable_for_the_tick_is_accepted_not_duplicated(
     job_id = tick_job_id("s", TICK)
     # As if a crashed attempt had made the job durable and died before its record.
     same = JobEnqueued(job_id, "k", "default", {"a": 1}, tick_unique_key("s", TICK), "s", TICK)
-    hg.store.append(job_stream(job_id), NO_STREAM, [same])
+    hg._store.log.append(job_stream(job_id), NO_STREAM, [same])
     clock.advance(MINUTE)
     fire(hg)
     assert _latest(hg, "s") == ("enqueued", "accepted", job_id)
-    assert len(hg.store.read_stream(job_stream(job_id))) == 1
+    assert len(hg._store.log.read_stream(job_stream(job_id))) == 1
     assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
     assert hg.get_job(job_id).periodic_origin == ("s", TICK)
 
@@ -53,7 +50,7 @@ def test_a_live_job_holding_the_unique_key_deduplicates(hg: Headgate, clock: Fak
     clock.advance(MINUTE)
     fire(hg)
     assert _latest(hg, "s") == ("deduplicated", "unique_key", winner.id)
-    assert hg.store.read_stream(job_stream(tick_job_id("s", TICK))) == []
+    assert hg._store.log.read_stream(job_stream(tick_job_id("s", TICK))) == []
     assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
 
 
@@ -63,7 +60,7 @@ def test_an_existing_id_with_other_content_is_an_id_conflict(
     hg.put_schedule("s", spec="@every:60000", kind="k", payload={"a": 1})
     job_id = tick_job_id("s", TICK)
     other = JobEnqueued(job_id, "k", "default", {"a": 2}, None, "s", TICK)
-    hg.store.append(job_stream(job_id), NO_STREAM, [other])
+    hg._store.log.append(job_stream(job_id), NO_STREAM, [other])
     clock.advance(MINUTE)
     fire(hg)
     assert _latest(hg, "s") == ("deduplicated", "id_conflict", job_id)
@@ -74,20 +71,20 @@ def test_a_stale_attempt_after_cleanup_still_cannot_duplicate(
     hg: Headgate, clock: FakeClock
 ) -> None:
     hg.put_schedule("s", spec="@every:60000", kind="k")
-    stale_row = ReadModel(hg.store.engine).schedule("s")
+    stale_row = hg._store.reads.schedule("s")
     clock.advance(MINUTE)
     fire(hg)
     job_id = tick_job_id("s", TICK)
     hg.finish_job(job_id)
     clock.advance(2 * 86_400_000)
     hg.compact()
-    assert hg.store.read_stream(job_stream(job_id)) == []  # the job is gone
+    assert hg._store.log.read_stream(job_stream(job_id)) == []  # the job is gone
     # A process that read the schedule before the advance tries the same tick now.
     assert stale_row is not None
-    processor = TickProcessor(hg.store, FakeClock(TICK))
+    processor = TickProcessor(hg._store.log, FakeClock(TICK))
     report = processor.fire([stale_row], fence=None)
     assert report.changed_concurrently == ["s"] and report.recorded == []
-    assert hg.store.read_stream(job_stream(job_id)) == []
+    assert hg._store.log.read_stream(job_stream(job_id)) == []
 
 
 def test_quarantine_skips_and_advances(hg: Headgate, clock: FakeClock) -> None:
@@ -167,7 +164,7 @@ def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
     hg: Headgate, clock: FakeClock
 ) -> None:
     broken = ScheduleDefined("s", "61 * * * *", "k", "default", None, "skip", 1, False, TICK)  # type: ignore[arg-type]
-    hg.store.append(schedule_stream("s"), NO_STREAM, [broken])
+    hg._store.log.append(schedule_stream("s"), NO_STREAM, [broken])
     hg.put_schedule("fine", spec="@every:60000", kind="k")
     clock.advance(MINUTE)
     fire(hg)
@@ -176,23 +173,22 @@ def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
 
 
 def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
-    hg: Headgate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    faulty: FaultyHeadgate, clock: FakeClock
 ) -> None:
+    hg, faults = faulty
     for name in ("a", "bad", "c"):
         hg.put_schedule(name, spec="@every:60000", kind="k")
-    original = event_store_module.WriteTransaction.append_units
     failed_once: list[bool] = []
 
-    def failing(self: event_store_module.WriteTransaction, units: list) -> list:  # type: ignore[type-arg]
+    def failing(units: Sequence[Unit]) -> None:
         touches_bad_job = any(
             a.stream_id == job_stream(tick_job_id("bad", TICK)) for u in units for a in u
         )
         if touches_bad_job:
             failed_once.append(True)
             raise StoreError("simulated constraint failure")
-        return original(self, units)
 
-    monkeypatch.setattr(event_store_module.WriteTransaction, "append_units", failing)
+    faults.before_append = failing
     clock.advance(MINUTE)
     fire(hg)
     assert failed_once
@@ -204,25 +200,24 @@ def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
 
 @pytest.mark.parametrize("outage", ["dropped_connection", "store_down"])
 def test_an_unavailable_store_is_not_retried_schedule_by_schedule(
-    hg: Headgate, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, outage: str
+    faulty: FaultyHeadgate, clock: FakeClock, outage: str
 ) -> None:
     """A locked or unreachable store fails every schedule alike: the batch is retried
     once (a dropped connection), then left due; never one wait per schedule."""
+    hg, faults = faulty
     for name in ("a", "b", "c"):
         hg.put_schedule(name, spec="@every:60000", kind="k")
-    original = event_store_module.WriteTransaction.append_units
     attempts: list[int] = []
 
-    def unavailable(self: event_store_module.WriteTransaction, units: list) -> list:  # type: ignore[type-arg]
+    def unavailable(units: Sequence[Unit]) -> None:
         attempts.append(len(units))
         if outage == "store_down" or len(attempts) == 1:
             raise StoreUnavailable("writing to the store: store unavailable: database is locked")
-        return original(self, units)
 
-    monkeypatch.setattr(event_store_module.WriteTransaction, "append_units", unavailable)
+    faults.before_append = unavailable
     clock.advance(MINUTE)
-    rows = ReadModel(hg.store.engine).due_schedules(clock.now_ms(), 100)
-    report = TickProcessor(hg.store, clock).fire(rows, fence=None)
+    rows = hg._store.reads.due_schedules(clock.now_ms(), 100)
+    report = TickProcessor(hg._store.log, clock).fire(rows, fence=None)
     assert attempts == [3, 3], "the whole batch, twice"
     if outage == "store_down":
         assert sorted(report.unrecorded) == ["a", "b", "c"] and not report.recorded
@@ -352,19 +347,19 @@ def test_fenced_writes_under_a_stale_term_are_refused(
 ) -> None:
     """A holder paused past its expiry wakes and tries to write a batch it had read:
     refused whether another process took the lease over or nobody did yet."""
-    leases = LeaseStore(hg.store)
+    leases = hg._store.leases
     paused = leases.acquire("scheduler", Claimant("paused", "host-a", 1), ttl_ms=MINUTE)
     assert paused is not None
     hg.put_schedule("s", spec="@every:60000", kind="k")
     clock.advance(MINUTE)
-    row = ReadModel(hg.store.engine).schedule("s")  # current: only the fence can refuse it
+    row = hg._store.reads.schedule("s")  # current: only the fence can refuse it
     assert row is not None
     clock.advance(1)  # past the paused holder's expiry
     if taken_over:
         other = leases.acquire("scheduler", Claimant("other", "host-b", 2), ttl_ms=MINUTE)
         assert other is not None and other.term == paused.term + 1
     with pytest.raises(LeaseLost):
-        TickProcessor(hg.store, clock).fire([row], Fence("scheduler", paused.term))
+        TickProcessor(hg._store.log, clock).fire([row], Fence("scheduler", paused.term))
     assert jobs_for(hg, "s") == []
     assert hg.enqueue_events("s").events == []
 
@@ -372,11 +367,11 @@ def test_fenced_writes_under_a_stale_term_are_refused(
 def test_a_schedule_that_cannot_be_planned_fails_alone(hg: Headgate, clock: FakeClock) -> None:
     from sqlalchemy import update
 
-    from headgate._store.schema import LIVE
+    from headgate._store.sql.schema import LIVE
 
     hg.put_schedule("odd", spec="@every:60000", kind="k")
     hg.put_schedule("fine", spec="@every:60000", kind="k")
-    with hg.store.engine.begin() as connection:  # as if written by a newer Headgate
+    with hg._store.engine.begin() as connection:  # as if written by a newer Headgate
         connection.execute(
             update(LIVE.schedules)
             .where(LIVE.schedules.c.schedule_id == "odd")
@@ -392,11 +387,11 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
     from sqlalchemy import update
 
     from headgate._errors import ProjectionsRebuilding
-    from headgate._store.maintenance import rebuild
-    from headgate._store.schema import projection_checkpoints
+    from headgate._store.sql.maintenance import rebuild
+    from headgate._store.sql.schema import projection_checkpoints
 
     hg.put_schedule("s", spec="@every:60000", kind="k")
-    with hg.store.engine.begin() as connection:  # an interrupted rebuild
+    with hg._store.engine.begin() as connection:  # an interrupted rebuild
         connection.execute(
             update(projection_checkpoints)
             .where(projection_checkpoints.c.name == "jobs")
@@ -409,7 +404,7 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
     with pytest.raises(TimeoutError):
         hg.run_pending(timeout=1)  # paused, not spinning or writing
     assert hg.enqueue_events("s").events == []
-    rebuild(hg.store)
+    rebuild(hg._store)
     assert hg.run_pending()
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from headgate._domain.events import EnqueueAttempted, JobEnqueued, Outcome, ScheduleDefined
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
+from headgate._store.port import NO_STREAM, StreamAppend
+from headgate._store.sql.store import SqlStore
 
 
 def defined(
@@ -38,17 +39,17 @@ def attempted(
 
 
 def create_schedule(
-    store: EventStore, schedule_id: str = "nightly", next_run_ms: int = 60_000
+    store: SqlStore, schedule_id: str = "nightly", next_run_ms: int = 60_000
 ) -> None:
-    store.append(schedule_stream(schedule_id), NO_STREAM, [defined(schedule_id, next_run_ms)])
+    store.log.append(schedule_stream(schedule_id), NO_STREAM, [defined(schedule_id, next_run_ms)])
 
 
-def fire_tick(store: EventStore, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
+def fire_tick(store: SqlStore, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
     """What the scheduler writes for one successful tick: the job, and the record
     carrying the advance."""
-    version = store.stream_version(schedule_stream(schedule_id))
+    version = store.log.stream_version(schedule_stream(schedule_id))
     job_id = f"job-for-{schedule_id}-{tick_ms}"
-    store.append_unit(
+    store.log.append_unit(
         [
             StreamAppend(
                 job_stream(job_id),

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from headgate._store.schema import LIVE, ProjectionTables
+from headgate._store.sql.schema import LIVE, ProjectionTables
 
 
 def snapshot(engine: Engine, tables: ProjectionTables = LIVE) -> dict[str, list[tuple[Any, ...]]]:

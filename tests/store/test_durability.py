@@ -8,27 +8,28 @@ import subprocess
 import sys
 import textwrap
 
-from headgate._store.event_store import EventStore
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 
 WRITER = textwrap.dedent(
     """
     import sys
     from headgate._clock import SystemClock
-    from headgate._store.event_store import NO_STREAM, EventStore
+    from headgate._store.port import NO_STREAM
+    from headgate._store.sql.store import SqlStore
     from headgate._domain.events import ScheduleDeleted
-    store = EventStore(sys.argv[1], SystemClock())
+    store = SqlStore(sys.argv[1], SystemClock())
     n = 0
     while True:
         n += 1
-        store.append(f"schedule-{n}", NO_STREAM, [ScheduleDeleted(str(n))])
+        store.log.append(f"schedule-{n}", NO_STREAM, [ScheduleDeleted(str(n))])
         print(n, flush=True)
     """
 )
 
 
 def test_acknowledged_appends_survive_sigkill(store_url: str) -> None:
-    EventStore(store_url, FakeClock()).close()  # schema first, so the child only appends
+    SqlStore(store_url, FakeClock()).close()  # schema first, so the child only appends
     child = subprocess.Popen(
         [sys.executable, "-c", WRITER, store_url], stdout=subprocess.PIPE, text=True
     )
@@ -40,10 +41,12 @@ def test_acknowledged_appends_survive_sigkill(store_url: str) -> None:
             break
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
-    store = EventStore(store_url, FakeClock())
+    store = SqlStore(store_url, FakeClock())
     try:
-        streams = {entry.stream_id for entry in store.read_all(0, 10_000)}
+        streams = {entry.stream_id for entry in store.log.read_all(0, 10_000)}
         assert {f"schedule-{n}" for n in range(1, acknowledged + 1)} <= streams
-        assert [e.position for e in store.read_all(0, 10_000)] == list(range(1, store.head() + 1))
+        assert [e.position for e in store.log.read_all(0, 10_000)] == list(
+            range(1, store.log.head() + 1)
+        )
     finally:
         store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,80 +12,76 @@ from sqlalchemy import insert, select, text
 
 from headgate._domain.events import JobEnqueued, NextRunAdvanced, ScheduleDeleted
 from headgate._errors import ConcurrencyConflict
-from headgate._store.engine import SQLITE_PAGE_SIZE
-from headgate._store.event_store import (
-    ANY_VERSION,
-    NO_STREAM,
-    EventStore,
-    InstantNotReached,
-    StreamAppend,
-)
+from headgate._runtime.instants import InstantNotReached, InstantTiming
 from headgate._store.mapper import UPCASTERS, UnknownEventType
-from headgate._store.schema import events
+from headgate._store.port import ANY_VERSION, NO_STREAM, StreamAppend
+from headgate._store.sql.backends import SQLITE
+from headgate._store.sql.schema import events
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.store.builders import defined
 
 
-def test_append_then_read_stream_in_order(store: EventStore) -> None:
-    first = store.append("schedule-a", NO_STREAM, [defined("a")])
-    second = store.append(
+def test_append_then_read_stream_in_order(store: SqlStore) -> None:
+    first = store.log.append("schedule-a", NO_STREAM, [defined("a")])
+    second = store.log.append(
         "schedule-a", 1, [NextRunAdvanced("a", 120_000, 60_000), ScheduleDeleted("a")]
     )
     assert [e.version for e in first + second] == [1, 2, 3]
-    read = store.read_stream("schedule-a")
+    read = store.log.read_stream("schedule-a")
     assert [e.event for e in read] == [
         defined("a"),
         NextRunAdvanced("a", 120_000, 60_000),
         ScheduleDeleted("a"),
     ]
     assert all(e.recorded_at_ms == store.clock.now_ms() for e in read)
-    assert store.stream_version("schedule-a") == 3
-    assert store.stream_version("schedule-missing") == 0
+    assert store.log.stream_version("schedule-a") == 3
+    assert store.log.stream_version("schedule-missing") == 0
 
 
-def test_stale_expected_version_conflicts_and_writes_nothing(store: EventStore) -> None:
-    store.append("schedule-a", NO_STREAM, [defined("a")])
+def test_stale_expected_version_conflicts_and_writes_nothing(store: SqlStore) -> None:
+    store.log.append("schedule-a", NO_STREAM, [defined("a")])
     with pytest.raises(ConcurrencyConflict) as caught:
-        store.append("schedule-a", NO_STREAM, [ScheduleDeleted("a")])
+        store.log.append("schedule-a", NO_STREAM, [ScheduleDeleted("a")])
     assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == (
         "schedule-a",
         0,
         1,
     )
     with pytest.raises(ConcurrencyConflict):
-        store.append("schedule-a", 5, [ScheduleDeleted("a")])
-    assert len(store.read_stream("schedule-a")) == 1
-    assert store.head() == 1
+        store.log.append("schedule-a", 5, [ScheduleDeleted("a")])
+    assert len(store.log.read_stream("schedule-a")) == 1
+    assert store.log.head() == 1
 
 
-def test_any_version_appends_regardless(store: EventStore) -> None:
-    store.append("schedule-a", ANY_VERSION, [defined("a")])
-    store.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
-    assert store.stream_version("schedule-a") == 2
+def test_any_version_appends_regardless(store: SqlStore) -> None:
+    store.log.append("schedule-a", ANY_VERSION, [defined("a")])
+    store.log.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
+    assert store.log.stream_version("schedule-a") == 2
 
 
-def test_multi_stream_unit_is_all_or_nothing(store: EventStore) -> None:
-    store.append("schedule-a", NO_STREAM, [defined("a")])
+def test_multi_stream_unit_is_all_or_nothing(store: SqlStore) -> None:
+    store.log.append("schedule-a", NO_STREAM, [defined("a")])
     job = JobEnqueued("j1", "k", "default", {}, None, "a", 60_000)
     unit = [
         StreamAppend("job-j1", NO_STREAM, (job,)),
         StreamAppend("schedule-a", 0, (NextRunAdvanced("a", 120_000, 60_000),)),  # stale
     ]
     with pytest.raises(ConcurrencyConflict):
-        store.append_unit(unit)
-    assert store.read_stream("job-j1") == []
-    assert store.head() == 1
+        store.log.append_unit(unit)
+    assert store.log.read_stream("job-j1") == []
+    assert store.log.head() == 1
     unit[1] = StreamAppend("schedule-a", 1, (NextRunAdvanced("a", 120_000, 60_000),))
-    recorded = store.append_unit(unit)
+    recorded = store.log.append_unit(unit)
     assert [(e.stream_id, e.version, e.position) for e in recorded] == [
         ("job-j1", 1, 2),
         ("schedule-a", 2, 3),
     ]
 
 
-def test_one_conflicting_unit_does_not_fail_its_neighbours(store: EventStore) -> None:
-    store.append("schedule-b", NO_STREAM, [defined("b")])
-    results = store.append_units(
+def test_one_conflicting_unit_does_not_fail_its_neighbours(store: SqlStore) -> None:
+    store.log.append("schedule-b", NO_STREAM, [defined("b")])
+    results = store.log.append_units(
         [
             [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
             [StreamAppend("schedule-b", NO_STREAM, (defined("b"),))],  # exists already
@@ -94,43 +91,43 @@ def test_one_conflicting_unit_does_not_fail_its_neighbours(store: EventStore) ->
     assert isinstance(results[1], ConcurrencyConflict)
     assert [e.stream_id for e in results[0]] == ["schedule-a"]  # type: ignore[union-attr]
     assert [e.position for e in results[2]] == [3]  # type: ignore[union-attr]
-    assert store.head() == 3
+    assert store.log.head() == 3
 
 
-def test_units_in_one_batch_see_each_others_versions(store: EventStore) -> None:
-    results = store.append_units(
+def test_units_in_one_batch_see_each_others_versions(store: SqlStore) -> None:
+    results = store.log.append_units(
         [
             [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
             [StreamAppend("schedule-a", 1, (ScheduleDeleted("a"),))],
         ]
     )
     assert not any(isinstance(r, ConcurrencyConflict) for r in results)
-    assert store.stream_version("schedule-a") == 2
+    assert store.log.stream_version("schedule-a") == 2
 
 
-def test_positions_stay_gap_free_after_failed_writes(store: EventStore) -> None:
-    store.append("schedule-a", NO_STREAM, [defined("a")])
+def test_positions_stay_gap_free_after_failed_writes(store: SqlStore) -> None:
+    store.log.append("schedule-a", NO_STREAM, [defined("a")])
     with pytest.raises(ConcurrencyConflict):
-        store.append("schedule-a", NO_STREAM, [defined("a")])
-    with pytest.raises(RuntimeError), store.write() as transaction:
+        store.log.append("schedule-a", NO_STREAM, [defined("a")])
+    with pytest.raises(RuntimeError), store.log.write() as transaction:
         transaction.append_units([[StreamAppend("schedule-b", NO_STREAM, (defined("b"),))]])
         raise RuntimeError("the process gave up mid-transaction")
-    store.append("schedule-c", NO_STREAM, [defined("c")])
-    assert [e.position for e in store.read_all()] == [1, 2]
-    assert store.read_stream("schedule-b") == []
+    store.log.append("schedule-c", NO_STREAM, [defined("c")])
+    assert [e.position for e in store.log.read_all()] == [1, 2]
+    assert store.log.read_stream("schedule-b") == []
 
 
-def test_read_all_pages_by_position(store: EventStore) -> None:
+def test_read_all_pages_by_position(store: SqlStore) -> None:
     for name in "abcde":
-        store.append(f"schedule-{name}", NO_STREAM, [defined(name)])
-    assert [e.position for e in store.read_all(0, 2)] == [1, 2]
-    assert [e.position for e in store.read_all(2, 10)] == [3, 4, 5]
-    assert [e.position for e in store.read_all(1, 10, until_position=3)] == [2, 3]
-    assert store.read_all(5) == []
+        store.log.append(f"schedule-{name}", NO_STREAM, [defined(name)])
+    assert [e.position for e in store.log.read_all(0, 2)] == [1, 2]
+    assert [e.position for e in store.log.read_all(2, 10)] == [3, 4, 5]
+    assert [e.position for e in store.log.read_all(1, 10, until_position=3)] == [2, 3]
+    assert store.log.read_all(5) == []
 
 
-def test_body_is_versioned_json(store: EventStore) -> None:
-    store.append("schedule-a", NO_STREAM, [defined("a", payload={"b": [1, 2], "a": "é"})])
+def test_body_is_versioned_json(store: SqlStore) -> None:
+    store.log.append("schedule-a", NO_STREAM, [defined("a", payload={"b": [1, 2], "a": "é"})])
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
@@ -140,7 +137,7 @@ def test_body_is_versioned_json(store: EventStore) -> None:
 
 
 def test_old_event_shapes_are_upcast_on_read(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def add_last_enqueued(body: dict[str, object]) -> dict[str, object]:
         return {**body, "last_enqueued_ms": None}
@@ -158,10 +155,10 @@ def test_old_event_shapes_are_upcast_on_read(
                 recorded_at_ms=1,
             )
         )
-    assert store.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
+    assert store.log.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
 
 
-def test_an_unknown_event_type_is_a_clear_error(store: EventStore) -> None:
+def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:
     with store.engine.begin() as connection:
         connection.execute(
             insert(events).values(
@@ -175,10 +172,10 @@ def test_an_unknown_event_type_is_a_clear_error(store: EventStore) -> None:
             )
         )
     with pytest.raises(UnknownEventType, match="unknown event type 'Mystery'"):
-        store.read_all()
+        store.log.read_all()
 
 
-def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: EventStore) -> None:
+def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: SqlStore) -> None:
     writers, per_writer = 4, 60
     seen: list[int] = []
     done = threading.Event()
@@ -187,7 +184,7 @@ def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: Ev
     def write(index: int) -> None:
         try:
             for n in range(per_writer):
-                store.append(f"schedule-w{index}-{n}", NO_STREAM, [defined(f"w{index}-{n}")])
+                store.log.append(f"schedule-w{index}-{n}", NO_STREAM, [defined(f"w{index}-{n}")])
         except BaseException as error:  # surfaced below
             failures.append(error)
 
@@ -195,7 +192,7 @@ def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: Ev
         last = 0
         while True:
             finished = done.is_set()
-            batch = store.read_all(last, 1000)
+            batch = store.log.read_all(last, 1000)
             for entry in batch:
                 assert entry.position == last + 1, f"reader skipped from {last} to {entry.position}"
                 last = entry.position
@@ -217,13 +214,13 @@ def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: Ev
 
 
 def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
-    store = EventStore(f"sqlite:///{tmp_path / 'd.db'}", FakeClock())
+    store = SqlStore(f"sqlite:///{tmp_path / 'd.db'}", FakeClock())
     try:
         with store.engine.connect() as connection:
             assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
             assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
-            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE_PAGE_SIZE
+            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.PAGE_SIZE
     finally:
         store.close()
 
@@ -235,55 +232,69 @@ def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
     old.execute("PRAGMA journal_mode=WAL")
     old.execute("CREATE TABLE keep_me (x INTEGER)")
     old.close()
-    store = EventStore(f"sqlite:///{path}", FakeClock())
+    store = SqlStore(f"sqlite:///{path}", FakeClock())
     try:
-        store.append("schedule-a", NO_STREAM, [defined("a")])
+        store.log.append("schedule-a", NO_STREAM, [defined("a")])
         with store.engine.connect() as connection:
             assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
-        assert [e.event for e in store.read_stream("schedule-a")] == [defined("a")]
+        assert [e.event for e in store.log.read_stream("schedule-a")] == [defined("a")]
     finally:
         store.close()
 
 
+def _held_until(
+    clock: FakeClock, instant: int, cancel: threading.Event | None = None
+) -> Callable[[], None]:
+    """What the scheduler does before a held write commits: wait for the instant."""
+    timing = InstantTiming(clock, cancel or threading.Event())
+    return lambda: timing.hold_commit_until(instant)
+
+
 def test_a_write_held_for_an_instant_commits_when_the_clock_gets_there(
-    store: EventStore, clock: FakeClock
+    store: SqlStore, clock: FakeClock
 ) -> None:
     instant = clock.now_ms() + 100
     mover = threading.Timer(0.05, clock.set, args=(instant,))
     mover.start()
-    with store.write(not_before_ms=instant) as transaction:
+    with store.log.write(record_at_ms=instant) as transaction:
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+        _held_until(clock, instant)()
     mover.join()
-    (recorded,) = store.read_stream("schedule-a")
+    (recorded,) = store.log.read_stream("schedule-a")
     assert recorded.recorded_at_ms == instant
     assert clock.now_ms() >= instant
 
 
-def test_an_abandoned_hold_commits_nothing(store: EventStore, clock: FakeClock) -> None:
+def test_an_abandoned_hold_commits_nothing(store: SqlStore, clock: FakeClock) -> None:
     cancel = threading.Event()
     cancel.set()
+    instant = clock.now_ms() + 100
     with (
         pytest.raises(InstantNotReached),
-        store.write(not_before_ms=clock.now_ms() + 100, cancel=cancel) as transaction,
+        store.log.write(record_at_ms=instant) as transaction,
     ):
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
-    assert store.stream_version("schedule-a") == 0
-    assert store.head() == 0
+        _held_until(clock, instant, cancel)()
+    assert store.log.stream_version("schedule-a") == 0
+    assert store.log.head() == 0
     # A clock that never reaches the instant gives up too, after a bounded wait.
     # (Cancelling once the instant has passed changes nothing: see below.)
+    instant = clock.now_ms() + 50
     with (
         pytest.raises(InstantNotReached),
-        store.write(not_before_ms=clock.now_ms() + 50) as transaction,
+        store.log.write(record_at_ms=instant) as transaction,
     ):
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
-    assert store.head() == 0
+        _held_until(clock, instant)()
+    assert store.log.head() == 0
 
 
 def test_cancelling_after_the_instant_has_passed_still_commits(
-    store: EventStore, clock: FakeClock
+    store: SqlStore, clock: FakeClock
 ) -> None:
     cancel = threading.Event()
     cancel.set()
-    with store.write(not_before_ms=clock.now_ms(), cancel=cancel) as transaction:
+    with store.log.write(record_at_ms=clock.now_ms()) as transaction:
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
-    assert store.stream_version("schedule-a") == 1
+        _held_until(clock, clock.now_ms(), cancel)()
+    assert store.log.stream_version("schedule-a") == 1

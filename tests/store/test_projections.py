@@ -15,18 +15,19 @@ from headgate._domain.events import (
     ScheduleDeleted,
 )
 from headgate._errors import ValidationError
-from headgate._store import read_model
-from headgate._store.event_store import ANY_VERSION, NO_STREAM, EventStore
-from headgate._store.read_model import ReadModel
+from headgate._store.port import ANY_VERSION, NO_STREAM
+from headgate._store.sql import queries as read_model
+from headgate._store.sql.queries import SqlReads
+from headgate._store.sql.store import SqlStore
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 
 
-def _reads(store: EventStore) -> ReadModel:
-    return ReadModel(store.engine)
+def _reads(store: SqlStore) -> SqlReads:
+    return store.reads
 
 
 class TestSchedules:
-    def test_definition_creates_the_row(self, store: EventStore) -> None:
+    def test_definition_creates_the_row(self, store: SqlStore) -> None:
         create_schedule(store, "nightly", next_run_ms=60_000)
         row = _reads(store).schedule("nightly")
         assert row is not None
@@ -50,7 +51,7 @@ class TestSchedules:
             row.version,
         ) == (60_000, 60_000, 0, None, 1)
 
-    def test_a_tick_advances_next_run_and_the_version(self, store: EventStore) -> None:
+    def test_a_tick_advances_next_run_and_the_version(self, store: SqlStore) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         row = _reads(store).schedule("nightly")
@@ -62,21 +63,21 @@ class TestSchedules:
             2,
         )
 
-    def test_a_failed_attempt_keeps_the_tick_and_delays_the_retry(self, store: EventStore) -> None:
+    def test_a_failed_attempt_keeps_the_tick_and_delays_the_retry(self, store: SqlStore) -> None:
         create_schedule(store, "nightly")
         failed = attempted(
             "nightly", 60_000, Outcome.FAILED, "backpressure", attempt=3, retry_at_ms=64_000
         )
-        store.append("schedule-nightly", 1, [failed])
+        store.log.append("schedule-nightly", 1, [failed])
         row = _reads(store).schedule("nightly")
         assert row is not None
         assert (row.next_run_ms, row.due_at_ms, row.failures) == (60_000, 64_000, 3)
-        store.append("schedule-nightly", 2, [NextRunAdvanced("nightly", 120_000, 60_000)])
+        store.log.append("schedule-nightly", 2, [NextRunAdvanced("nightly", 120_000, 60_000)])
         row = _reads(store).schedule("nightly")
         assert row is not None
         assert (row.due_at_ms, row.failures) == (120_000, 0)
 
-    def test_an_attempt_says_where_it_left_the_schedule(self, store: EventStore) -> None:
+    def test_an_attempt_says_where_it_left_the_schedule(self, store: SqlStore) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         failed = attempted(
@@ -88,24 +89,24 @@ class TestSchedules:
             next_run_ms=120_000,
             last_enqueued_ms=60_000,
         )
-        store.append("schedule-nightly", 2, [failed])
+        store.log.append("schedule-nightly", 2, [failed])
         assert self._progress(store) == (120_000, 121_000, 1, 60_000)
         enqueued = attempted(
             "nightly", 120_000, attempt=2, next_run_ms=180_000, last_enqueued_ms=120_000
         )
-        store.append("schedule-nightly", 3, [enqueued])
+        store.log.append("schedule-nightly", 3, [enqueued])
         assert self._progress(store) == (180_000, 180_000, 0, 120_000)
 
     @staticmethod
-    def _progress(store: EventStore) -> tuple[object, ...]:
+    def _progress(store: SqlStore) -> tuple[object, ...]:
         row = _reads(store).schedule("nightly")
         assert row is not None
         return (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms)
 
-    def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: EventStore) -> None:
+    def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: SqlStore) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
-        store.append(
+        store.log.append(
             "schedule-nightly",
             2,
             [defined("nightly", 300_000, paused=True, last_enqueued_ms=60_000)],
@@ -120,14 +121,14 @@ class TestSchedules:
         )
 
     def test_due_read_is_bounded_ordered_and_skips_paused_and_deleted(
-        self, store: EventStore
+        self, store: SqlStore
     ) -> None:
         create_schedule(store, "late", next_run_ms=50_000)
         create_schedule(store, "early", next_run_ms=10_000)
         create_schedule(store, "future", next_run_ms=999_000)
-        store.append("schedule-paused", NO_STREAM, [defined("paused", 1_000, paused=True)])
+        store.log.append("schedule-paused", NO_STREAM, [defined("paused", 1_000, paused=True)])
         create_schedule(store, "gone", next_run_ms=1_000)
-        store.append("schedule-gone", ANY_VERSION, [ScheduleDeleted("gone")])
+        store.log.append("schedule-gone", ANY_VERSION, [ScheduleDeleted("gone")])
         with store.engine.connect() as connection:
             assert [r.schedule_id for r in read_model.due_schedules(connection, 60_000, 10)] == [
                 "early",
@@ -138,7 +139,7 @@ class TestSchedules:
             ]
             assert read_model.earliest_due_at(connection) == 10_000
 
-    def test_schedules_page_to_the_end(self, store: EventStore) -> None:
+    def test_schedules_page_to_the_end(self, store: SqlStore) -> None:
         for n in range(5):
             create_schedule(store, f"s{n}")
         reads = _reads(store)
@@ -156,7 +157,7 @@ class TestSchedules:
 
 
 class TestJobs:
-    def test_periodic_origin_is_stored(self, store: EventStore) -> None:
+    def test_periodic_origin_is_stored(self, store: SqlStore) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         job = _reads(store).job("job-for-nightly-60000")
@@ -167,9 +168,11 @@ class TestJobs:
             "pending",
         )
 
-    def test_ordinary_job_has_no_origin_and_can_finish(self, store: EventStore) -> None:
-        store.append("job-j1", NO_STREAM, [JobEnqueued("j1", "email.send", "mail", {"to": "x"})])
-        store.append("job-j1", 1, [JobFinished("j1", JobState.COMPLETED)])
+    def test_ordinary_job_has_no_origin_and_can_finish(self, store: SqlStore) -> None:
+        store.log.append(
+            "job-j1", NO_STREAM, [JobEnqueued("j1", "email.send", "mail", {"to": "x"})]
+        )
+        store.log.append("job-j1", 1, [JobFinished("j1", JobState.COMPLETED)])
         job = _reads(store).job("j1")
         assert job is not None
         assert (job.periodic_schedule_id, job.periodic_tick_ms, job.state, job.payload) == (
@@ -181,20 +184,20 @@ class TestJobs:
 
     @pytest.mark.parametrize(("schedule_id", "tick_ms"), [("nightly", None), (None, 60_000)])
     def test_half_an_origin_is_rejected_before_anything_is_written(
-        self, store: EventStore, schedule_id: str | None, tick_ms: int | None
+        self, store: SqlStore, schedule_id: str | None, tick_ms: int | None
     ) -> None:
         with pytest.raises(
             ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
         ):
-            store.append(
+            store.log.append(
                 "job-j1", NO_STREAM, [JobEnqueued("j1", "k", "q", {}, None, schedule_id, tick_ms)]
             )
-        assert store.head() == 0
+        assert store.log.head() == 0
 
-    def test_pending_counts_and_live_unique_keys(self, store: EventStore) -> None:
-        store.append("job-a", NO_STREAM, [JobEnqueued("a", "k", "q1", {}, "key-1")])
-        store.append("job-b", NO_STREAM, [JobEnqueued("b", "k", "q1", {}, "key-2")])
-        store.append("job-b", 1, [JobFinished("b", JobState.COMPLETED)])
+    def test_pending_counts_and_live_unique_keys(self, store: SqlStore) -> None:
+        store.log.append("job-a", NO_STREAM, [JobEnqueued("a", "k", "q1", {}, "key-1")])
+        store.log.append("job-b", NO_STREAM, [JobEnqueued("b", "k", "q1", {}, "key-2")])
+        store.log.append("job-b", 1, [JobFinished("b", JobState.COMPLETED)])
         with store.engine.connect() as connection:
             assert read_model.pending_counts(connection, ["q1", "q2"]) == {"q1": 1, "q2": 0}
             assert read_model.live_jobs_by_unique_key(connection, ["key-1", "key-2"]) == {
@@ -203,15 +206,15 @@ class TestJobs:
 
 
 class TestEnqueueHistory:
-    def _record(self, store: EventStore, schedule_id: str, count: int) -> None:
-        version = store.stream_version(f"schedule-{schedule_id}")
-        store.append(
+    def _record(self, store: SqlStore, schedule_id: str, count: int) -> None:
+        version = store.log.stream_version(f"schedule-{schedule_id}")
+        store.log.append(
             f"schedule-{schedule_id}",
             version,
             [attempted(schedule_id, n * 1000) for n in range(1, count + 1)],
         )
 
-    def test_keeps_the_newest_100_per_schedule(self, store: EventStore) -> None:
+    def test_keeps_the_newest_100_per_schedule(self, store: SqlStore) -> None:
         create_schedule(store, "a")
         create_schedule(store, "b")
         self._record(store, "a", 60)
@@ -223,7 +226,7 @@ class TestEnqueueHistory:
         assert page.items[-1].tick_ms == 6_000  # the oldest 5 of the first 60 are gone
         assert len(_reads(store).enqueue_history("b", 100, None).items) == 3
 
-    def test_paging_newest_first(self, store: EventStore) -> None:
+    def test_paging_newest_first(self, store: SqlStore) -> None:
         create_schedule(store, "a")
         self._record(store, "a", 100)
         reads = _reads(store)
@@ -237,9 +240,9 @@ class TestEnqueueHistory:
         rest = reads.enqueue_history("a", 100, sixth.next_cursor)
         assert len(rest.items) == 40 and rest.next_cursor is None
 
-    def test_records_carry_identity_outcome_and_reason_only(self, store: EventStore) -> None:
+    def test_records_carry_identity_outcome_and_reason_only(self, store: SqlStore) -> None:
         create_schedule(store, "a")
-        store.append(
+        store.log.append(
             "schedule-a",
             1,
             [
@@ -260,30 +263,28 @@ class TestEnqueueHistory:
         assert row.recorded_at_ms == store.clock.now_ms()
         assert row.event_id == 2
 
-    def test_history_survives_schedule_deletion(self, store: EventStore) -> None:
+    def test_history_survives_schedule_deletion(self, store: SqlStore) -> None:
         create_schedule(store, "a")
         fire_tick(store, "a", 60_000)
-        store.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
+        store.log.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
         assert [r.tick_ms for r in _reads(store).enqueue_history("a", 30, None).items] == [60_000]
         row = _reads(store).schedule("a")
         assert row is not None and row.deleted
 
     @pytest.mark.parametrize("limit", [0, 101, -1])
-    def test_limit_is_between_1_and_100(self, store: EventStore, limit: int) -> None:
+    def test_limit_is_between_1_and_100(self, store: SqlStore, limit: int) -> None:
         with pytest.raises(ValidationError, match="limit: must be an integer between 1 and 100"):
             _reads(store).enqueue_history("a", limit, None)
 
     @pytest.mark.parametrize("cursor", ["garbage!", "", "eyJ4IjoxfQ", "WyJzY2hlZHVsZXMiLCJhIl0"])
-    def test_malformed_or_foreign_cursors_are_rejected(
-        self, store: EventStore, cursor: str
-    ) -> None:
+    def test_malformed_or_foreign_cursors_are_rejected(self, store: SqlStore, cursor: str) -> None:
         with pytest.raises(ValidationError, match="cursor: is not a cursor returned by this list"):
             _reads(store).enqueue_history("a", 10, cursor)
 
 
-def test_quarantine_projection(store: EventStore) -> None:
-    store.append("quarantine-f1", NO_STREAM, [FingerprintQuarantined("f1", "poison")])
-    store.append("quarantine-f2", NO_STREAM, [FingerprintQuarantined("f2")])
-    store.append("quarantine-f2", 1, [FingerprintReleased("f2")])
+def test_quarantine_projection(store: SqlStore) -> None:
+    store.log.append("quarantine-f1", NO_STREAM, [FingerprintQuarantined("f1", "poison")])
+    store.log.append("quarantine-f2", NO_STREAM, [FingerprintQuarantined("f2")])
+    store.log.append("quarantine-f2", 1, [FingerprintReleased("f2")])
     with store.engine.connect() as connection:
         assert read_model.quarantined(connection, ["f1", "f2", "f3"]) == {"f1"}

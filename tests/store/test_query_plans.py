@@ -30,12 +30,12 @@ from headgate._domain.admission import AdmissionLimits
 from headgate._domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store import read_model
-from headgate._store.compaction import DAY_MS, CompactionPolicy, compact, finished_jobs_query
-from headgate._store.event_store import NO_STREAM, EventStore, StreamAppend
-from headgate._store.maintenance import rebuild
-from headgate._store.read_model import due_query, earliest_due_query
-from headgate._store.sql import probing_indexes
+from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, StreamAppend
+from headgate._store.sql import queries as read_model
+from headgate._store.sql.compaction import compact, finished_jobs_query
+from headgate._store.sql.maintenance import rebuild
+from headgate._store.sql.queries import due_query, earliest_due_query
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.store.builders import attempted, defined
 
@@ -50,7 +50,7 @@ from tests.store.builders import attempted, defined
     ids=["due", "earliest", "finished-jobs"],
 )
 def test_the_bounded_reads_use_their_index(
-    store: EventStore, query: Select[object], index: str
+    store: SqlStore, query: Select[object], index: str
 ) -> None:
     with store.engine.connect() as connection:
         compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
@@ -71,22 +71,22 @@ COUNT = 2_000
 GROWING_TABLES = "events, schedules, jobs, enqueue_history"
 
 
-def _store_outgrowing_its_statistics(store: EventStore) -> None:
+def _store_outgrowing_its_statistics(store: SqlStore) -> None:
     """COUNT schedules, each with one tick's job and record, written after
     PostgreSQL last analysed the tables, when they held a handful of rows."""
     defining = [
         [StreamAppend(schedule_stream(f"s{n}"), NO_STREAM, (defined(f"s{n}"),))]
         for n in range(COUNT)
     ]
-    store.append_units(defining[:10])
+    store.log.append_units(defining[:10])
     if store.is_postgresql:
         with store.engine.begin() as connection:
             connection.exec_driver_sql(f"ANALYZE {GROWING_TABLES}")
             # Autovacuum would analyse them again mid-test: the statistics must lag.
             for table in GROWING_TABLES.split(", "):
                 connection.exec_driver_sql(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
-    store.append_units(defining[10:])
-    store.append_units(
+    store.log.append_units(defining[10:])
+    store.log.append_units(
         [
             [
                 StreamAppend(
@@ -101,7 +101,7 @@ def _store_outgrowing_its_statistics(store: EventStore) -> None:
     )
 
 
-def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: EventStore) -> None:
+def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: SqlStore) -> None:
     _store_outgrowing_its_statistics(store)
     statements: list[tuple[str, Any]] = []
 
@@ -109,7 +109,7 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: EventStor
         statements.append((statement, parameters))
 
     wanted = range(0, COUNT, 2)
-    with store.write() as transaction:
+    with store.log.write() as transaction:
         event.listen(transaction.connection, "before_cursor_execute", capture)
         transaction.first_events(job_stream(f"next-{n}") for n in wanted)
         transaction.stream_versions(schedule_stream(f"s{n}") for n in wanted)
@@ -131,7 +131,7 @@ def _plan(connection: Connection, statement: str, parameters: Any) -> str:
 
 
 def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
-    store: EventStore, clock: FakeClock
+    store: SqlStore, clock: FakeClock
 ) -> None:
     """Plans as PostgreSQL ran them (auto_explain), for every statement a batch
     of ticks sends, those the driver sends directly (COPY, UPDATE ... FROM)
@@ -143,14 +143,14 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
         due = read_model.due_schedules(connection, clock.now_ms(), COUNT // 2)
     # With a queue limit, so the pending count (backpressure) is read too.
     limits = AdmissionLimits(default_queue_limit=1_000_000)
-    processor = TickProcessor(store, clock, limits=limits)
+    processor = TickProcessor(store.log, clock, limits=limits)
     plans = _plans_of(store, lambda: processor.fire(due, fence=None))
     assert any("Update on schedules" in plan for plan in plans), plans
     assert any("ix_jobs_queue_state" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 
-def _plans_of(store: EventStore, work: Callable[[], object]) -> list[str]:
+def _plans_of(store: SqlStore, work: Callable[[], object]) -> list[str]:
     """The plan of every statement `work` runs on new connections of the store."""
     plans: list[str] = []
 
@@ -173,14 +173,14 @@ def _plans_of(store: EventStore, work: Callable[[], object]) -> list[str]:
     return [plan for plan in plans if "plan:" in plan]
 
 
-def test_compaction_probes_indexes_on_postgresql(store: EventStore, clock: FakeClock) -> None:
+def test_compaction_probes_indexes_on_postgresql(store: SqlStore, clock: FakeClock) -> None:
     """Every statement of a compaction that trims attempts, removes finished jobs
     and expires manual keys, on tables grown long after they were analysed."""
     if not store.is_postgresql:
         pytest.skip("SQLite has no statistics to lag; compaction's index is checked above")
     _store_outgrowing_its_statistics(store)
     compact(store)  # examining the whole log, it may read all of it; the next run may not
-    store.append_units(
+    store.log.append_units(
         [
             [StreamAppend(job_stream(f"j{n}"), 1, (JobFinished(f"j{n}", JobState.COMPLETED),))]
             for n in range(0, COUNT, 2)
@@ -196,7 +196,7 @@ def test_compaction_probes_indexes_on_postgresql(store: EventStore, clock: FakeC
             for n in range(0, COUNT, 2)
         ]
     )
-    store.append_units(
+    store.log.append_units(
         [
             [StreamAppend(schedule_stream("s0"), version, (attempted("s0", version * 60_000),))]
             for version in range(2, 120)
@@ -218,7 +218,7 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
         pytest.skip("SQLite has no statistics to lag")
     hg = Headgate(store_url, clock=clock)
     try:
-        _store_outgrowing_its_statistics(hg.store)
+        _store_outgrowing_its_statistics(hg._store)
 
         def every_operation() -> None:
             hg.put_schedule("s1", spec="@every:1000", kind="report.build")
@@ -232,7 +232,7 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
             hg.finish_job("j5", "failed")
             hg.delete_schedule("s6")
 
-        plans = _plans_of(hg.store, every_operation)
+        plans = _plans_of(hg._store, every_operation)
     finally:
         hg.close()
     assert any("Update on jobs" in plan for plan in plans), plans
@@ -247,7 +247,7 @@ def _assert_every_plan_probes(plans: list[str]) -> None:
         assert not scanned and not re.search(r"(Hash|Merge)( \w+)* Join", plan), plan
 
 
-def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: EventStore) -> None:
+def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: SqlStore) -> None:
     if not store.is_postgresql:
         pytest.skip("the planner switches are PostgreSQL's")
     switches = "SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'), "
@@ -255,9 +255,9 @@ def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: Eve
     with store.engine.begin() as connection:
         connection.exec_driver_sql("SET enable_hashjoin = off")
         connection.exec_driver_sql("SET LOCAL enable_mergejoin = off")
-        with probing_indexes(connection):
+        with store.backend.probing_indexes(connection):
             inside = tuple(connection.exec_driver_sql(switches).one())
-            with probing_indexes(connection):
+            with store.backend.probing_indexes(connection):
                 pass
             still_inside = tuple(connection.exec_driver_sql(switches).one())
         after = tuple(connection.exec_driver_sql(switches).one())
@@ -266,14 +266,14 @@ def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: Eve
     assert after == ("on", "off", "off")
 
 
-def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: EventStore) -> None:
+def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: SqlStore) -> None:
     """A rebuild folds the log in batches into emptied tables whose statistics
     describe them as they were; each batch loads the rows it touches (500 keys at
     a time), which without index probes read the whole table every time."""
     if not store.is_postgresql:
         pytest.skip("SQLite has no statistics to lag")
     _store_outgrowing_its_statistics(store)
-    store.append_units(
+    store.log.append_units(
         [
             [StreamAppend(job_stream(f"j{n}"), 1, (JobFinished(f"j{n}", JobState.COMPLETED),))]
             for n in range(0, COUNT, 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,11 +23,11 @@ from headgate._domain.events import (
 )
 from headgate._domain.streams import schedule_stream
 from headgate._errors import ProjectionsRebuilding
-from headgate._store import compaction, maintenance, read_model
-from headgate._store.compaction import CompactionPolicy, compact
-from headgate._store.event_store import ANY_VERSION, EventStore
-from headgate._store.maintenance import REPLAY_PREFIX, rebuild, replay, verify
-from headgate._store.schema import (
+from headgate._store.port import ANY_VERSION, CompactionPolicy
+from headgate._store.sql import queries as read_model
+from headgate._store.sql.compaction import compact
+from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
+from headgate._store.sql.schema import (
     LIVE,
     compaction_state,
     events,
@@ -34,6 +35,7 @@ from headgate._store.schema import (
     projection_checkpoints,
     projection_tables,
 )
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
@@ -54,43 +56,49 @@ operation = st.one_of(
 )
 
 
-def _run(store: EventStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
+def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
     ticks = itertools.count(1)
     jobs: list[str] = []
     for op in operations:
         kind = op[0]
         sid = f"{prefix}s{op[1]}" if kind in ("define", "tick", "fail", "skip", "delete") else ""
-        exists = store.stream_version(f"schedule-{sid}") > 0 if sid else False
+        exists = store.log.stream_version(f"schedule-{sid}") > 0 if sid else False
         if kind == "define":
-            store.append(f"schedule-{sid}", ANY_VERSION, [defined(sid, 1000 * op[3], paused=op[2])])
+            store.log.append(
+                f"schedule-{sid}", ANY_VERSION, [defined(sid, 1000 * op[3], paused=op[2])]
+            )
         elif kind == "tick" and exists:
             tick = next(ticks) * 1000
             fire_tick(store, sid, tick)
             jobs.append(f"job-for-{sid}-{tick}")
         elif kind == "fail" and exists:
             event = attempted(sid, next(ticks), Outcome.FAILED, op[2], attempt=2, retry_at_ms=77)
-            store.append(f"schedule-{sid}", ANY_VERSION, [event])
+            store.log.append(f"schedule-{sid}", ANY_VERSION, [event])
         elif kind == "skip" and exists:
-            store.append(
+            store.log.append(
                 f"schedule-{sid}",
                 ANY_VERSION,
                 [attempted(sid, next(ticks), Outcome.SKIPPED, "quarantined")],
             )
         elif kind == "delete" and exists:
-            store.append(f"schedule-{sid}", ANY_VERSION, [ScheduleDeleted(sid)])
+            store.log.append(f"schedule-{sid}", ANY_VERSION, [ScheduleDeleted(sid)])
         elif kind == "finish" and jobs:
             job_id = jobs[op[1] % len(jobs)]
-            store.append(f"job-{job_id}", ANY_VERSION, [JobFinished(job_id, JobState.COMPLETED)])
+            store.log.append(
+                f"job-{job_id}", ANY_VERSION, [JobFinished(job_id, JobState.COMPLETED)]
+            )
         elif kind == "job":
             job_id = f"{prefix}plain{next(ticks)}"
-            store.append(f"job-{job_id}", 0, [JobEnqueued(job_id, "k", "q", {"n": op[1]}, None)])
+            store.log.append(
+                f"job-{job_id}", 0, [JobEnqueued(job_id, "k", "q", {"n": op[1]}, None)]
+            )
             jobs.append(job_id)
         elif kind == "quarantine":
             fingerprint = f"{prefix}f{op[1]}"
             event = (
                 FingerprintQuarantined(fingerprint) if op[2] else FingerprintReleased(fingerprint)
             )
-            store.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
+            store.log.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
         elif kind == "compact":
             compact(store, CompactionPolicy(finished_job_retention_ms=0))
 
@@ -100,7 +108,7 @@ def _run(store: EventStore, prefix: str, operations: list[tuple[Any, ...]]) -> N
 )
 @given(operations=st.lists(operation, min_size=1, max_size=40))
 def test_rebuild_equals_live_for_any_event_sequence(
-    store: EventStore, operations: list[tuple[Any, ...]]
+    store: SqlStore, operations: list[tuple[Any, ...]]
 ) -> None:
     store.clock.advance(1)  # type: ignore[attr-defined]
     _run(store, f"e{next(_examples)}-", operations)
@@ -110,7 +118,7 @@ def test_rebuild_equals_live_for_any_event_sequence(
     assert snapshot(store.engine) == live
 
 
-def _busy_store(store: EventStore, schedules: int = 5, ticks: int = 30) -> None:
+def _busy_store(store: SqlStore, schedules: int = 5, ticks: int = 30) -> None:
     for n in range(schedules):
         create_schedule(store, f"s{n}")
     for tick in range(1, ticks + 1):
@@ -118,7 +126,7 @@ def _busy_store(store: EventStore, schedules: int = 5, ticks: int = 30) -> None:
             fire_tick(store, f"s{n}", tick * 60_000)
 
 
-def test_verify_reports_a_row_that_differs(store: EventStore) -> None:
+def test_verify_reports_a_row_that_differs(store: SqlStore) -> None:
     _busy_store(store, schedules=2, ticks=3)
     with store.engine.begin() as connection:
         connection.execute(
@@ -134,7 +142,7 @@ def test_verify_reports_a_row_that_differs(store: EventStore) -> None:
     assert difference.rebuilt is not None and difference.rebuilt["kind"] == "report.build"
 
 
-def test_interrupted_rebuild_resumes_from_its_checkpoint(store: EventStore) -> None:
+def test_interrupted_rebuild_resumes_from_its_checkpoint(store: SqlStore) -> None:
     _busy_store(store)
     live = snapshot(store.engine)
     batches: list[int] = []
@@ -172,7 +180,7 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: EventStore) -> N
     assert verify(store).ok
 
 
-def test_rebuild_of_one_projection_leaves_the_others(store: EventStore) -> None:
+def test_rebuild_of_one_projection_leaves_the_others(store: SqlStore) -> None:
     _busy_store(store, schedules=2, ticks=2)
     live = snapshot(store.engine)
     report = rebuild(store, ["enqueue_history"])
@@ -184,7 +192,7 @@ def test_rebuild_of_one_projection_leaves_the_others(store: EventStore) -> None:
 
 @pytest.mark.parametrize("batch_size", [0, 10**23])
 def test_a_bad_batch_size_is_refused_before_anything_is_emptied(
-    store: EventStore, batch_size: int
+    store: SqlStore, batch_size: int
 ) -> None:
     _busy_store(store, schedules=2, ticks=2)
     live = snapshot(store.engine)
@@ -192,15 +200,15 @@ def test_a_bad_batch_size_is_refused_before_anything_is_emptied(
         with pytest.raises(ValueError, match=f"--batch-size: must be 1-100000, got {batch_size}"):
             command(store, batch_size=batch_size)  # type: ignore[operator]
     assert snapshot(store.engine) == live
-    with store.write():  # nothing left half rebuilt: writes go on
+    with store.log.write():  # nothing left half rebuilt: writes go on
         pass
 
 
 def test_replay_until_a_position_shows_the_past(
-    store: EventStore, store_url: str, tmp_path: Any, request: Any
+    store: SqlStore, store_url: str, tmp_path: Any, request: Any
 ) -> None:
     _busy_store(store, schedules=3, ticks=5)
-    position = store.head()
+    position = store.log.head()
     past = snapshot(store.engine)
     for n in range(3):
         fire_tick(store, f"s{n}", 6 * 60_000)
@@ -213,7 +221,7 @@ def test_replay_until_a_position_shows_the_past(
         report = replay(store, target_url, until=position)
         assert report.until == position
         assert report.applied["EnqueueAttempted"] == 15
-        target = EventStore(target_url, FakeClock())
+        target = SqlStore(target_url, FakeClock())
         assert snapshot(target.engine) == past
         target.close()
         with pytest.raises(ValueError, match="replay needs a fresh database"):
@@ -223,25 +231,25 @@ def test_replay_until_a_position_shows_the_past(
             drop_postgres_schema(request.getfixturevalue("postgres_server_url"), cleanup)
 
 
-def test_replay_into_scratch_tables(store: EventStore) -> None:
+def test_replay_into_scratch_tables(store: SqlStore) -> None:
     _busy_store(store, schedules=2, ticks=2)
     report = replay(store, None, until=3)
     assert report.rows["replay_schedules"] == 2
     assert report.rows["replay_jobs"] == 1
 
 
-def _busy_for_two_days(store: EventStore, ticks: int, finished: int) -> None:
+def _busy_for_two_days(store: SqlStore, ticks: int, finished: int) -> None:
     """One schedule fired `ticks` times, its first `finished` jobs done, two days ago."""
     create_schedule(store, "busy")
     for tick in range(1, ticks + 1):
         fire_tick(store, "busy", tick * 1000, interval_ms=1000)
     for tick in range(1, finished + 1):
         job_id = f"job-for-busy-{tick * 1000}"
-        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+        store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
 
 
-def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) -> None:
+def test_compaction_bounds_the_log_and_preserves_projections(store: SqlStore) -> None:
     _busy_for_two_days(store, ticks=250, finished=200)
     shown = _history_shown(store, "busy")
     assert [tick for tick, _ in shown] == [tick * 1000 for tick in range(250, 150, -1)]
@@ -268,7 +276,7 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: EventStore) 
     assert snapshot(store.engine) == after
 
 
-def _history_shown(store: EventStore, schedule_id: str) -> list[tuple[int, int]]:
+def _history_shown(store: SqlStore, schedule_id: str) -> list[tuple[int, int]]:
     """(tick, event id) of every attempt the history shows, newest first, page by page."""
     shown: list[tuple[int, int]] = []
     cursor = None
@@ -281,59 +289,61 @@ def _history_shown(store: EventStore, schedule_id: str) -> list[tuple[int, int]]
             cursor = page.next_cursor
 
 
+class _StopsDuringTheFirstTransaction(threading.Event):
+    """A stop that comes while the first transaction runs (its first check says go)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks > 1
+
+
 def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
+    store: SqlStore,
 ) -> None:
     """Each transaction takes a few streams or jobs, so ticks can interleave; a run
     stopped part-way keeps what it did and leaves the rest to the next run."""
-    monkeypatch.setattr(compaction, "STREAMS_PER_TRANSACTION", 2)
-    monkeypatch.setattr(compaction, "JOBS_PER_TRANSACTION", 3)
+    small = {"streams_per_transaction": 2, "jobs_per_transaction": 3}
     _busy_store(store, schedules=5, ticks=3)
     for n in range(5):
         for _ in range(2):  # two redefinitions: older definitions compaction trims
-            store.append(schedule_stream(f"s{n}"), ANY_VERSION, [defined(f"s{n}", 240_000)])
+            store.log.append(schedule_stream(f"s{n}"), ANY_VERSION, [defined(f"s{n}", 240_000)])
         job_id = f"job-for-s{n}-60000"
-        store.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+        store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
-    stop = threading.Event()
-    trim = compaction._trim_streams
-
-    def trim_then_stop(*args: Any) -> int:
-        stop.set()  # as if the runtime stopped during the first transaction
-        return int(trim(*args))
-
-    monkeypatch.setattr(compaction, "_trim_streams", trim_then_stop)
-    partial = compact(store, cancel=stop)
+    partial = compact(store, cancel=_StopsDuringTheFirstTransaction(), **small)
     assert partial.events_deleted == 4  # two streams' older definitions, one transaction
     assert _compacted_up_to(store) == 0 and verify(store).ok
-    monkeypatch.setattr(compaction, "_trim_streams", trim)
-    report = compact(store)
+    report = compact(store, **small)
     assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
-    assert _compacted_up_to(store) == store.head() and verify(store).ok
-    definitions = [e for e in store.read_all(0, 10_000) if e.type == "ScheduleDefined"]
+    assert _compacted_up_to(store) == store.log.head() and verify(store).ok
+    definitions = [e for e in store.log.read_all(0, 10_000) if e.type == "ScheduleDefined"]
     assert len(definitions) == 5
 
 
-def _compacted_up_to(store: EventStore) -> int:
+def _compacted_up_to(store: SqlStore) -> int:
     with store.engine.connect() as connection:
         return int(connection.execute(select(compaction_state.c.position)).scalar_one())
 
 
-def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: EventStore) -> None:
-    store.append("job-a", 0, [JobEnqueued("a", "k", "q", {}, "key-1")])
+def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: SqlStore) -> None:
+    store.log.append("job-a", 0, [JobEnqueued("a", "k", "q", {}, "key-1")])
     create_schedule(store, "unrelated")
-    store.append("job-a", 1, [JobFinished("a", JobState.COMPLETED)])
-    store.append("job-b", 0, [JobEnqueued("b", "k", "q", {}, "key-1")])
+    store.log.append("job-a", 1, [JobFinished("a", JobState.COMPLETED)])
+    store.log.append("job-b", 0, [JobEnqueued("b", "k", "q", {}, "key-1")])
     live = snapshot(store.engine)
     rebuild(store, batch_size=2)  # batches: [a enqueued, unrelated], [a finished, b enqueued]
     assert snapshot(store.engine) == live
 
 
-def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: EventStore) -> None:
+def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: SqlStore) -> None:
     """Before EnqueueAttempted v2 a settled attempt was followed by its own
     NextRunAdvanced; such a log must still rebuild to the schedule it describes."""
     create_schedule(store, "old")
-    head = store.head()
+    head = store.log.head()
     v1_attempt = (
         '{"attempt":1,"job_id":"job-for-old-60000","outcome":"enqueued","reason":"accepted",'
         '"retry_at_ms":null,"schedule_id":"old","tick_ms":60000}'
@@ -359,7 +369,7 @@ def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: Ev
             ],
         )
         connection.execute(update(log_head).values(position=head + 2))
-    assert store.read_stream("schedule-old")[1].event == attempted("old", 60_000)
+    assert store.log.read_stream("schedule-old")[1].event == attempted("old", 60_000)
     rebuild(store)
     assert verify(store).ok
     with store.engine.connect() as connection:
@@ -376,60 +386,57 @@ def test_a_log_from_before_attempts_carried_the_advance_rebuilds_alike(store: Ev
     assert [(h.tick_ms, h.outcome) for h in history] == [(60_000, "enqueued")]
 
 
-def _compacting_after_the_fold(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A busy store, and a compaction right after the unlocked fold of verify or
-    replay; returns the events each compaction deleted."""
+def _compacting_after_the_fold(
+    store: SqlStore,
+) -> tuple[Callable[[str, int, int], None], list[int]]:
+    """A busy store, and a progress callback for verify or replay that compacts as
+    soon as their unlocked fold reaches its target; returns it and the events
+    each compaction deleted."""
     _busy_for_two_days(store, ticks=150, finished=10)
-    fold = maintenance._fold_range
     compacted: list[int] = []
 
-    def fold_then_compact(*args: Any, **kwargs: Any) -> int:
-        reached = int(fold(*args, **kwargs))
-        compacted.append(compact(store).events_deleted)
-        return reached
+    def compact_once_folded(phase: str, reached: int, target: int) -> None:
+        if phase == "events" and reached == target and not compacted:
+            compacted.append(compact(store).events_deleted)
 
-    monkeypatch.setattr(maintenance, "_fold_range", fold_then_compact)
-    return compacted
+    return compact_once_folded, compacted
 
 
-def test_verify_agrees_when_compaction_runs_while_it_folds(
-    store: EventStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_verify_agrees_when_compaction_runs_while_it_folds(store: SqlStore) -> None:
     """verify folds most of the log without a lock; a compaction in between removes
     old attempts and finished jobs, and their live rows, which the scratch fold
     had already made."""
-    compacted = _compacting_after_the_fold(store, monkeypatch)
-    report = verify(store)
+    on_progress, compacted = _compacting_after_the_fold(store)
+    report = verify(store, on_progress=on_progress)
     assert compacted and compacted[0] > 0
     assert report.ok, report.differences
 
 
 @pytest.mark.parametrize("into", ["another database", "scratch tables"])
 def test_replay_agrees_when_compaction_runs_while_it_folds(
-    store: EventStore,
+    store: SqlStore,
     *,
     store_url: str,
     tmp_path: Any,
     request: Any,
-    monkeypatch: pytest.MonkeyPatch,
     into: str,
 ) -> None:
     """replay folds without a lock; a compaction meanwhile removes old attempts and
     finished jobs from the log. The target ends a fold of the log as it now is:
     what the live projections show."""
-    compacted = _compacting_after_the_fold(store, monkeypatch)
+    on_progress, compacted = _compacting_after_the_fold(store)
     server = request.getfixturevalue("postgres_server_url") if "postgresql" in store_url else None
     if into == "scratch tables":
-        replay(store, None)
+        replay(store, None, on_progress=on_progress)
         replayed = snapshot(store.engine, projection_tables(MetaData(), REPLAY_PREFIX))
     elif server is None:
         target_url = f"sqlite:///{tmp_path / 'replay.db'}"
-        replay(store, target_url)
+        replay(store, target_url, on_progress=on_progress)
         replayed = _snapshot_of(target_url)
     else:
         target_url, schema = fresh_postgres_url(server)
         try:
-            replay(store, target_url)
+            replay(store, target_url, on_progress=on_progress)
             replayed = _snapshot_of(target_url)
         finally:
             drop_postgres_schema(server, schema)
@@ -440,7 +447,7 @@ def test_replay_agrees_when_compaction_runs_while_it_folds(
 
 
 def _snapshot_of(url: str) -> dict[str, list[tuple[Any, ...]]]:
-    target = EventStore(url, FakeClock())
+    target = SqlStore(url, FakeClock())
     try:
         return snapshot(target.engine)
     finally:

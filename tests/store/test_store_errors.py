@@ -15,11 +15,12 @@ from headgate._errors import (
     StoreError,
     StoreUnavailable,
 )
-from headgate._store.engine import create_store_engine, parse_store_url, translated_errors
-from headgate._store.event_store import NO_STREAM, EventStore
-from headgate._store.maintenance import rebuild, verify
-from headgate._store.migrations import LATEST_VERSION, migrate, schema_version
-from headgate._store.schema import LIVE, LOG, events, projection_checkpoints, schema_migrations
+from headgate._store.port import NO_STREAM
+from headgate._store.sql.engine import create_store_engine, parse_store_url, translated_errors
+from headgate._store.sql.maintenance import rebuild, verify
+from headgate._store.sql.migrations import LATEST_VERSION, migrate, schema_version
+from headgate._store.sql.schema import LIVE, LOG, events, projection_checkpoints, schema_migrations
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import POSTGRES_URL, drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import create_schedule, defined, fire_tick
@@ -49,25 +50,25 @@ JOB_ROW = {
 
 def test_unreachable_postgresql_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable, match="store unavailable"):
-        EventStore("postgresql+psycopg://postgres@127.0.0.1:1/nowhere", FakeClock())
+        SqlStore("postgresql+psycopg://postgres@127.0.0.1:1/nowhere", FakeClock())
 
 
 def test_locked_sqlite_past_busy_timeout_is_store_unavailable(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
-    store = EventStore(f"sqlite:///{path}", FakeClock(), busy_timeout_s=0.2)
+    store = SqlStore(f"sqlite:///{path}", FakeClock(), busy_timeout_s=0.2)
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StoreUnavailable, match="database is locked"):
-            store.append("schedule-a", NO_STREAM, [defined("a")])
+            store.log.append("schedule-a", NO_STREAM, [defined("a")])
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    store.append("schedule-a", NO_STREAM, [defined("a")])
+    store.log.append("schedule-a", NO_STREAM, [defined("a")])
     store.close()
 
 
-def test_duplicate_stream_version_is_a_concurrency_conflict(store: EventStore) -> None:
+def test_duplicate_stream_version_is_a_concurrency_conflict(store: SqlStore) -> None:
     with (
         pytest.raises(ConcurrencyConflict),
         translated_errors("test"),
@@ -77,7 +78,7 @@ def test_duplicate_stream_version_is_a_concurrency_conflict(store: EventStore) -
         connection.execute(insert(events).values(position=2, **EVENT_ROW))
 
 
-def test_check_constraint_is_a_constraint_violation(store: EventStore) -> None:
+def test_check_constraint_is_a_constraint_violation(store: SqlStore) -> None:
     half_origin = {**JOB_ROW, "periodic_schedule_id": "s"}
     with (
         pytest.raises(ConstraintViolation, match="constraint"),
@@ -87,21 +88,21 @@ def test_check_constraint_is_a_constraint_violation(store: EventStore) -> None:
         connection.execute(insert(LIVE.jobs).values(**half_origin))
 
 
-def test_other_driver_errors_are_store_errors(store: EventStore) -> None:
+def test_other_driver_errors_are_store_errors(store: SqlStore) -> None:
     with pytest.raises(StoreError), translated_errors("test"), store.engine.begin() as connection:
         connection.execute(text("SELECT no_such_column FROM events"))
 
 
-def test_a_newer_schema_is_refused(store_url: str, store: EventStore) -> None:
+def test_a_newer_schema_is_refused(store_url: str, store: SqlStore) -> None:
     with store.engine.begin() as connection:
         connection.execute(
             insert(schema_migrations).values(version=999, description="future", applied_at_ms=1)
         )
     with pytest.raises(SchemaTooNew, match="version 999"):
-        EventStore(store_url, FakeClock())
+        SqlStore(store_url, FakeClock())
 
 
-def test_migrations_are_idempotent_and_versioned(store: EventStore) -> None:
+def test_migrations_are_idempotent_and_versioned(store: SqlStore) -> None:
     assert schema_version(store.engine) == LATEST_VERSION
     assert migrate(store.engine, 0) == []
 
@@ -123,10 +124,10 @@ def test_upgrade_keeps_existing_events(store_url: str) -> None:
             )
         )
     engine.dispose()
-    upgraded = EventStore(store_url, FakeClock())
+    upgraded = SqlStore(store_url, FakeClock())
     try:
         assert schema_version(upgraded.engine) == LATEST_VERSION
-        assert [e.stream_id for e in upgraded.read_all()] == ["schedule-a"]
+        assert [e.stream_id for e in upgraded.log.read_all()] == ["schedule-a"]
     finally:
         upgraded.close()
 
@@ -148,15 +149,14 @@ def test_plain_postgresql_urls_use_psycopg() -> None:
     assert parse_store_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
 
 
-def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
-    from headgate._store.bulk import bulk_insert, bulk_update
-
+def test_bulk_path_errors_are_translated_too(store: SqlStore) -> None:
+    backend = store.backend
     with (
         pytest.raises(ConcurrencyConflict),
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        bulk_insert(
+        backend.bulk_insert(
             connection, events, [{**EVENT_ROW, "position": 1}, {**EVENT_ROW, "position": 2}]
         )
     with (
@@ -164,8 +164,10 @@ def test_bulk_path_errors_are_translated_too(store: EventStore) -> None:
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        bulk_insert(connection, LIVE.jobs, [JOB_ROW])
-        bulk_update(connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}])
+        backend.bulk_insert(connection, LIVE.jobs, [JOB_ROW])
+        backend.bulk_update(
+            connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}]
+        )
 
 
 def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
@@ -201,7 +203,7 @@ def test_upgrade_gives_every_attempt_in_the_log_its_history_row(store_url: str) 
     """Until version 6 each write trimmed the history to the newest 100 rows per
     schedule, though the log could hold more; now a rebuild makes a row for
     every attempt in the log, and so must the live table, or verify fails."""
-    store = EventStore(store_url, FakeClock())
+    store = SqlStore(store_url, FakeClock())
     create_schedule(store, "busy")
     for tick in range(1, 131):
         fire_tick(store, "busy", tick * 1000, interval_ms=1000)
@@ -221,12 +223,12 @@ def test_upgrade_gives_every_attempt_in_the_log_its_history_row(store_url: str) 
 def test_upgrade_during_a_history_rebuild_leaves_the_rest_to_it(store_url: str) -> None:
     """A rebuild under way has folded the history up to its checkpoint: the
     migration fills in only below that, and the resumed rebuild does the rest."""
-    store = EventStore(store_url, FakeClock())
+    store = SqlStore(store_url, FakeClock())
     create_schedule(store, "busy")
     for tick in range(1, 131):
         fire_tick(store, "busy", tick * 1000, interval_ms=1000)
     history, checkpoints = LIVE.enqueue_history, projection_checkpoints
-    midway = store.head() // 2
+    midway = store.log.head() // 2
     with store.engine.begin() as connection:  # an interrupted rebuild, trimmed as before
         oldest = select(history.c.event_id).order_by(history.c.event_id).limit(10)
         connection.execute(delete(history).where(history.c.event_id.in_(oldest.scalar_subquery())))

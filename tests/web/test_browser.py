@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from headgate._store.event_store import EventStore
+from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.web.serving import serving, wait_until_answering
 
@@ -77,9 +77,9 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
 
-    store = EventStore(f"sqlite:///{tmp_path / 'headgate.db'}", FakeClock())
+    store = SqlStore(f"sqlite:///{tmp_path / 'headgate.db'}", FakeClock())
     try:
-        manual = [e for e in store.read_all(0, 100_000) if e.type == "ManualRunRequested"]
+        manual = [e for e in store.log.read_all(0, 100_000) if e.type == "ManualRunRequested"]
         assert len(manual) == 1, "double-clicks make exactly one manual job"
     finally:
         store.close()

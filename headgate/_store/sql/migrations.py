@@ -22,11 +22,12 @@ from sqlalchemy.engine import Connection
 from headgate._domain.events import EnqueueAttempted
 from headgate._errors import SchemaTooNew
 from headgate._projections import ALL_PROJECTIONS, ENQUEUE_HISTORY
-from headgate._store.engine import is_postgresql, translated_errors, write_transaction
-from headgate._store.event_rows import decode_row
 from headgate._store.mapper import type_name
-from headgate._store.projector import fold_into_table
-from headgate._store.schema import (
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import translated_errors, write_transaction
+from headgate._store.sql.event_rows import decode_row
+from headgate._store.sql.projector import fold_into_table
+from headgate._store.sql.schema import (
     DUE_INDEX_WHERE,
     FINISHED_JOBS_WHERE,
     LIVE,
@@ -37,8 +38,6 @@ from headgate._store.schema import (
     projection_checkpoints,
     schema_migrations,
 )
-
-_MIGRATION_LOCK_KEY: Final = 0x48474D49  # "HGMI"
 
 
 @dataclass(frozen=True)
@@ -149,10 +148,7 @@ def migrate(engine: Engine, clock_ms: int, target: int = LATEST_VERSION) -> list
     """Bring the schema up to `target`; returns the versions applied now."""
     applied: list[int] = []
     with write_transaction(engine, "migrating the schema") as connection:
-        if is_postgresql(engine):
-            connection.execute(
-                text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
-            )
+        backend_of(engine).lock_for_migration(connection)
         schema_migrations.create(connection, checkfirst=True)
         current = connection.execute(select(func.max(schema_migrations.c.version))).scalar()
         current = current or 0

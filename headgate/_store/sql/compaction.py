@@ -23,45 +23,26 @@ completes; a run cut short (a crash, a stop) is simply done again.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import EnqueueAttempted, JobEnqueued, JobFinished, ManualRunRequested
 from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
-from headgate._store.engine import translated_errors
-from headgate._store.event_store import EventStore
 from headgate._store.mapper import type_name
-from headgate._store.projector import CHUNK
-from headgate._store.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
-from headgate._store.sql import probing_indexes
+from headgate._store.port import CompactionPolicy, CompactionReport
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.projector import CHUNK
+from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
 
-DAY_MS: Final = 86_400_000
+if TYPE_CHECKING:
+    from headgate._store.sql.store import SqlStore
+
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
 JOB_TYPES: Final = (type_name(JobEnqueued), type_name(JobFinished))
 MANUAL_TYPE: Final = type_name(ManualRunRequested)
-
-
-@dataclass(frozen=True)
-class CompactionPolicy:
-    attempts_per_schedule: int = 100
-    finished_job_retention_ms: int = DAY_MS
-    manual_key_retention_ms: int = 7 * DAY_MS
-
-    def __post_init__(self) -> None:
-        if self.manual_key_retention_ms < DAY_MS:
-            raise ValueError("manual_key_retention_ms: idempotency keys are kept at least 24 hours")
-        if self.attempts_per_schedule < 100:
-            raise ValueError("attempts_per_schedule: the history keeps the newest 100 attempts")
-
-
-@dataclass(frozen=True)
-class CompactionReport:
-    streams_examined: int
-    events_deleted: int
-    jobs_removed: int
 
 
 STREAMS_PER_TRANSACTION: Final = 50
@@ -69,58 +50,46 @@ JOBS_PER_TRANSACTION: Final = 500
 
 
 def compact(
-    store: EventStore,
+    store: SqlStore,
     policy: CompactionPolicy | None = None,
     cancel: threading.Event | None = None,
+    *,
+    streams_per_transaction: int = STREAMS_PER_TRANSACTION,
+    jobs_per_transaction: int = JOBS_PER_TRANSACTION,
 ) -> CompactionReport:
     """One compaction run; with `cancel` set it stops between transactions."""
     policy = policy or CompactionPolicy()
     stopped = cancel or threading.Event()
+    log = store.log
     # What to examine is read outside any write: the scan may be long, and
     # streams written meanwhile are examined by the next run.
-    until = store.head()
+    until = log.head()
     with translated_errors("reading what to compact"), store.engine.connect() as connection:
         since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
         touched = _streams_written_between(connection, since, until)
     deleted = jobs_removed = 0
-    for start in range(0, len(touched), STREAMS_PER_TRANSACTION):
+    for start in range(0, len(touched), streams_per_transaction):
         if stopped.is_set():
             return CompactionReport(len(touched), deleted, jobs_removed)
-        with store.write() as transaction:
-            chunk = touched[start : start + STREAMS_PER_TRANSACTION]
+        with log.write() as transaction:
+            chunk = touched[start : start + streams_per_transaction]
             deleted += _trim_streams(transaction.connection, chunk, policy)
     while not stopped.is_set():
-        with store.write() as transaction:
+        with log.write() as transaction:
             removed, job_events = _remove_finished_jobs(
-                transaction.connection, transaction.now_ms, policy, JOBS_PER_TRANSACTION
+                transaction.connection, transaction.now_ms, policy, jobs_per_transaction
             )
         jobs_removed, deleted = jobs_removed + removed, deleted + job_events
-        if removed < JOBS_PER_TRANSACTION:
+        if removed < jobs_per_transaction:
             break
     if stopped.is_set():
         return CompactionReport(len(touched), deleted, jobs_removed)
-    with store.write() as transaction:
+    with log.write() as transaction:
         deleted += _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
         transaction.connection.execute(update(compaction_state).values(position=until))
-    if store.is_postgresql:
-        _vacuum(store)
+    with translated_errors("reclaiming space after compaction"):
+        store.backend.reclaim_space(store.engine, [events, log_head, *LIVE.all()])
     return CompactionReport(len(touched), deleted, jobs_removed)
-
-
-def _vacuum(store: EventStore) -> None:
-    """Make the space of deleted and updated rows reusable now.
-
-    Autovacuum would get there eventually; doing it right after compaction
-    keeps a busy log's footprint flat whatever autovacuum's settings are.
-    Plain VACUUM takes no lock that blocks readers or writers.
-    """
-    tables = [events, log_head, *LIVE.all()]
-    names = ", ".join(store.engine.dialect.identifier_preparer.format_table(t) for t in tables)
-    with (
-        translated_errors("vacuuming after compaction"),
-        store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection,
-    ):
-        connection.execute(text(f"VACUUM {names}"))
 
 
 def _streams_written_between(connection: Connection, after: int, until: int) -> list[str]:
@@ -197,7 +166,7 @@ def _remove_finished_jobs(
     if not finished:
         return 0, 0
     streams = [job_stream(job_id) for job_id in finished]
-    with probing_indexes(connection):
+    with backend_of(connection).probing_indexes(connection):
         event_count = connection.execute(
             delete(events).where(events.c.stream_id.in_(streams))
         ).rowcount

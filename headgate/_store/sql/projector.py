@@ -19,9 +19,8 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.events import RecordedEvent
 from headgate._projections import AnyProjection
-from headgate._store.bulk import bulk_insert, bulk_update
-from headgate._store.schema import ProjectionTables, projection_checkpoints
-from headgate._store.sql import is_one_of, probing_indexes
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.schema import ProjectionTables, projection_checkpoints
 
 CHUNK: Final = 500
 Row = TypeVar("Row")
@@ -88,7 +87,7 @@ def fold_into_table(
     deltas, folded = _split_by_need(projection, rest)
     if deltas:
         rows = [{**changes, projection.key_column: key} for key, changes in deltas.items()]
-        bulk_update(connection, table, projection.key_column, rows)
+        backend_of(connection).bulk_update(connection, table, projection.key_column, rows)
     existing: dict[Hashable, Any] = {}
     if folded and not projection.append_only:
         keys = list(dict.fromkeys(key for key, _ in folded))
@@ -151,10 +150,11 @@ def load_rows(
     column = table.c[key_column]
     wanted = list(dict.fromkeys(keys))
     rows: dict[Any, Row] = {}
-    with probing_indexes(connection):
+    backend = backend_of(connection)
+    with backend.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            query = select(table).where(is_one_of(connection, column, chunk))
+            query = select(table).where(backend.is_one_of(column, chunk))
             for row in connection.execute(query).mappings():
                 rows[row[key_column]] = row_type(**row)
     return rows
@@ -186,15 +186,16 @@ def _write_changes(
     # (a job leaving `pending` frees its unique key) must do so before a new row
     # in the same batch takes it.
     key_column = table.c[projection.key_column]
+    backend = backend_of(connection)
     if deletes:
-        with probing_indexes(connection):
+        with backend.probing_indexes(connection):
             for start in range(0, len(deletes), CHUNK):
                 chunk = deletes[start : start + CHUNK]
                 connection.execute(delete(table).where(key_column.in_(chunk)))
     if updates:
-        bulk_update(connection, table, projection.key_column, updates)
+        backend.bulk_update(connection, table, projection.key_column, updates)
     if inserts:
-        bulk_insert(connection, table, inserts)
+        backend.bulk_insert(connection, table, inserts)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

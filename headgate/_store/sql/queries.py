@@ -1,28 +1,29 @@
 """Queries over the projections: what the scheduler, the API and the console read.
 
 Each query is a function of a Connection so it can run inside a write
-transaction (seeing that transaction's own appends) or on its own.
+transaction (seeing that transaction's own appends) or on its own
+(`SqlReads`, the port's read side).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
-from typing import Any, Final, Generic, TypeVar
+from dataclasses import fields
+from typing import Any, Final
 
 from sqlalchemy import Engine, Select, func, select, text
 from sqlalchemy.engine import Connection
 
-from headgate._domain.cursors import decode_cursor, encode_cursor, is_clean_text
-from headgate._errors import ValidationError
+from headgate._domain.admission import check_limit, could_be_stored
+from headgate._domain.cursors import decode_cursor, encode_cursor
 from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.engine import translated_errors
-from headgate._store.projector import CHUNK
-from headgate._store.schema import DUE_INDEX_WHERE, LIVE, LIVE_UNIQUE_KEY_WHERE
-from headgate._store.sql import each_of, is_one_of
+from headgate._store.port import Page, Reads
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.projector import CHUNK
+from headgate._store.sql.schema import DUE_INDEX_WHERE, LIVE, LIVE_UNIQUE_KEY_WHERE
 
-T = TypeVar("T")
 HISTORY_CURSOR: Final = "enqueue-events"
 SCHEDULES_CURSOR: Final = "schedules"
 
@@ -38,23 +39,6 @@ index only for a query whose condition matches it (SQLite textually), and
 SQLAlchemy's own rendering of `paused IS false` does not."""
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: str | None
-
-
-def check_limit(limit: int, maximum: int) -> None:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-        raise ValidationError("limit", f"must be an integer between 1 and {maximum}, got {limit!r}")
-
-
-def could_be_stored(identifier: object) -> bool:
-    """Ids the store could hold. Anything else (NUL, lone surrogates, over-long) is
-    simply absent: no query is sent with text the database would reject."""
-    return isinstance(identifier, str) and is_clean_text(identifier, 255)
 
 
 def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
@@ -131,7 +115,7 @@ def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict
 def _live_holders(connection: Connection, keys: list[str]) -> Select[Any]:
     """(key, the pending job holding it or None), per key: one probe of the
     partial unique index each."""
-    wanted = each_of(connection, keys, _jobs.c.unique_key)
+    wanted = backend_of(connection).each_of(keys, _jobs.c.unique_key)
     holder = select(_jobs.c.job_id).where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
     return select(wanted.c.value, holder.scalar_subquery())
 
@@ -140,7 +124,7 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
     wanted = list(dict.fromkeys(queues))
     query = (
         select(_jobs.c.queue, func.count())
-        .where(_jobs.c.state == "pending", is_one_of(connection, _jobs.c.queue, wanted))
+        .where(_jobs.c.state == "pending", backend_of(connection).is_one_of(_jobs.c.queue, wanted))
         .group_by(_jobs.c.queue)
     )
     counts = dict.fromkeys(wanted, 0)
@@ -151,7 +135,7 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
 def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
     wanted = list(dict.fromkeys(fingerprints))
     query = select(_quarantine.c.fingerprint).where(
-        is_one_of(connection, _quarantine.c.fingerprint, wanted)
+        backend_of(connection).is_one_of(_quarantine.c.fingerprint, wanted)
     )
     return {str(value) for value in connection.execute(query).scalars()}
 
@@ -190,7 +174,7 @@ def enqueue_history_page(
     return Page(items, next_cursor)
 
 
-class ReadModel:
+class SqlReads(Reads):
     """The read queries, each on its own short read transaction."""
 
     def __init__(self, engine: Engine) -> None:

@@ -26,19 +26,19 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.streams import JOB_PREFIX, job_stream
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
-from headgate._store.engine import create_store_engine, translated_errors, write_transaction
-from headgate._store.event_rows import decode_row, events_between
-from headgate._store.event_store import EventStore
-from headgate._store.migrations import migrate
-from headgate._store.projector import CHUNK, fold_into_table
-from headgate._store.schema import (
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import create_store_engine, translated_errors, write_transaction
+from headgate._store.sql.event_rows import decode_row, events_between
+from headgate._store.sql.migrations import migrate
+from headgate._store.sql.projector import CHUNK, fold_into_table
+from headgate._store.sql.schema import (
     LIVE,
     ProjectionTables,
     events,
     projection_checkpoints,
     projection_tables,
 )
-from headgate._store.sql import is_one_of, probing_indexes
+from headgate._store.sql.store import SqlStore
 
 DEFAULT_BATCH: Final = 5000
 MAX_BATCH: Final = 100_000
@@ -69,7 +69,7 @@ class RebuildReport:
 
 
 def rebuild(
-    store: EventStore,
+    store: SqlStore,
     names: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH,
     on_progress: ProgressCallback | None = None,
@@ -77,7 +77,7 @@ def rebuild(
     chosen = select_projections(names)
     require_batch_size(batch_size)  # before the live tables are emptied
     report = RebuildReport()
-    with store.write(while_rebuilding=True) as transaction:
+    with store.log.write(while_rebuilding=True) as transaction:
         states = _checkpoints(transaction.connection)
         for projection in chosen:
             if states[projection.name][1]:
@@ -86,7 +86,7 @@ def rebuild(
             transaction.connection.execute(delete(LIVE.by_name(projection.table)))
             _set_checkpoint(transaction.connection, projection.name, 0, rebuilding=True)
     while True:
-        with store.write(while_rebuilding=True) as transaction:
+        with store.log.write(while_rebuilding=True) as transaction:
             connection, head = transaction.connection, transaction.head
             states = _checkpoints(connection)
             behind = [p for p in chosen if states[p.name][0] < head]
@@ -171,7 +171,7 @@ class FoldTarget:
 
 
 def _fold_range(
-    store: EventStore,
+    store: SqlStore,
     target: FoldTarget,
     *,
     after: int,
@@ -183,7 +183,7 @@ def _fold_range(
     """Fold events in (after, until] into the target; returns the position reached."""
     position = after
     while position < until:
-        batch = store.read_all(position, batch_size, until_position=until)
+        batch = store.log.read_all(position, batch_size, until_position=until)
         if not batch:
             break
         with write_transaction(target.engine, "writing projections") as connection:
@@ -221,7 +221,7 @@ MAX_REPORTED_DIFFERENCES: Final = 50
 
 
 def verify(
-    store: EventStore,
+    store: SqlStore,
     names: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH,
     on_progress: ProgressCallback | None = None,
@@ -231,7 +231,7 @@ def verify(
     report = VerifyReport()
     with scratch_tables(store.engine, VERIFY_PREFIX) as scratch:
         counts: Counter[str] = Counter()
-        start_head = store.head()
+        start_head = store.log.head()
         reached = _fold_range(
             store,
             FoldTarget(store.engine, scratch),
@@ -241,7 +241,7 @@ def verify(
             counts=counts,
             on_progress=on_progress,
         )
-        with store.write(while_rebuilding=True) as transaction:
+        with store.log.write(while_rebuilding=True) as transaction:
             connection = transaction.connection
             _drop_what_compaction_removed(connection, scratch, reached)
             for recorded in _read_batch(connection, reached, transaction.head, None):
@@ -314,7 +314,7 @@ class ReplayReport:
 
 
 def replay(
-    store: EventStore,
+    store: SqlStore,
     to_url: str | None = None,
     until: int | None = None,
     batch_size: int = DEFAULT_BATCH,
@@ -324,7 +324,7 @@ def replay(
     require_batch_size(batch_size)
     if until is not None and until < 0:
         raise ValueError(f"--until: must be a position >= 0, got {until}")
-    head = store.head()
+    head = store.log.head()
     stop = head if until is None else min(until, head)
     if to_url is None:
         with scratch_tables(store.engine, REPLAY_PREFIX, keep=True) as tables:
@@ -343,7 +343,7 @@ def replay(
 
 
 def _replay_into(
-    store: EventStore,
+    store: SqlStore,
     target: FoldTarget,
     report: ReplayReport,
     batch_size: int,
@@ -363,7 +363,7 @@ def _replay_into(
 
 
 def _drop_rows_whose_events_are_gone(
-    store: EventStore, target: FoldTarget, folded_up_to: int
+    store: SqlStore, target: FoldTarget, folded_up_to: int
 ) -> None:
     """A compaction running while replay folded (without a lock, so writers go
     on) removed old attempts and finished jobs from the log: the target's rows
@@ -396,8 +396,9 @@ def _drop_rows_whose_events_are_gone(
 
 
 def _attempts_in_log(source: Connection, positions: list[int], _folded_up_to: int) -> set[Any]:
-    query = select(events.c.position).where(is_one_of(source, events.c.position, positions))
-    with probing_indexes(source):
+    backend = backend_of(source)
+    query = select(events.c.position).where(backend.is_one_of(events.c.position, positions))
+    with backend.probing_indexes(source):
         return set(source.execute(query).scalars())
 
 
@@ -405,12 +406,13 @@ def _jobs_in_log(source: Connection, job_ids: list[str], folded_up_to: int) -> s
     """Jobs whose stream still starts within the fold (a reused Enqueue-now id
     that came back later was not folded: it goes, as in verify)."""
     streams = [job_stream(job_id) for job_id in job_ids]
+    backend = backend_of(source)
     query = select(events.c.stream_id).where(
-        is_one_of(source, events.c.stream_id, streams),
+        backend.is_one_of(events.c.stream_id, streams),
         events.c.version == 1,
         events.c.position <= folded_up_to,
     )
-    with probing_indexes(source):
+    with backend.probing_indexes(source):
         return {stream.removeprefix(JOB_PREFIX) for stream in source.execute(query).scalars()}
 
 

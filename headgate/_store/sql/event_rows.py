@@ -1,6 +1,6 @@
-"""Events as rows of the `events` table, and back.
+"""Events as rows of the events table, and back (the mapper does the encoding).
 
-Apart from the event store so that migrations, which the store runs as it
+Apart from the event log so that migrations, which the store runs as it
 opens, can read the log too.
 """
 
@@ -12,7 +12,7 @@ from sqlalchemy import Select, select
 
 from headgate._domain.events import RecordedEvent
 from headgate._store.mapper import decode, encode
-from headgate._store.schema import events
+from headgate._store.sql.schema import events
 
 
 def event_row(entry: RecordedEvent) -> dict[str, object]:

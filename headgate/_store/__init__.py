@@ -1,0 +1,1 @@
+"""Storage: the port (`port.py`), the event mapper, and the SQL adapter (`sql/`)."""

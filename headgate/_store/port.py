@@ -1,0 +1,369 @@
+"""The store port: everything Headgate keeps, as a small set of named operations.
+
+The runtime, the commands and the `Headgate` facade depend on these
+interfaces only. `headgate._store.sql` is the one implementation (SQLAlchemy,
+on SQLite or PostgreSQL) and the only code that knows a database dialect.
+What every implementation must guarantee is written once, as the contract
+suite in `tests/store/contract/`, which runs against each backend.
+
+A store has four parts:
+
+* `EventLog`: atomic multi-stream appends with optimistic concurrency, made
+  inside a serialised `WriteTransaction` that also answers the reads a
+  decision needs (so a command reads exactly the state it changes);
+* `Leases`: operational state (not events) with fencing terms, which make
+  exactly one process hold a duty;
+* `Reads`: the projections, for the scheduler's due read, the API and the
+  console, each on its own short read transaction;
+* compaction, which keeps the log bounded.
+
+Errors are Headgate's own (`headgate._errors`), never a driver's:
+`StoreUnavailable` (unreachable, locked past the busy timeout),
+`StoreClosed`, `ProjectionsRebuilding`, `LeaseLost`, `ConcurrencyConflict`,
+`ConstraintViolation` and `StoreError` for the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from headgate._clock import Clock
+from headgate._domain.decisions import Candidate, GateFacts
+from headgate._domain.events import DomainEvent, RecordedEvent
+from headgate._errors import ConcurrencyConflict
+from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
+
+__all__ = [
+    "ANY_VERSION",
+    "DAY_MS",
+    "NO_STREAM",
+    "Claimant",
+    "CompactionPolicy",
+    "CompactionReport",
+    "EventLog",
+    "Fence",
+    "Lease",
+    "Leases",
+    "Page",
+    "Reads",
+    "Store",
+    "StreamAppend",
+    "Unit",
+    "UnitResult",
+    "WriteTransaction",
+]
+
+NO_STREAM: Final = 0
+"""Expected version of a stream that must not exist yet."""
+ANY_VERSION: Final = -1
+"""Expected version that accepts any current version."""
+MAX_STREAM_ID_LENGTH: Final = 255
+DAY_MS: Final = 86_400_000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StreamAppend:
+    """Events for one stream, valid only if the stream is at `expected_version`."""
+
+    stream_id: str
+    expected_version: int
+    events: tuple[DomainEvent, ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.stream_id) <= MAX_STREAM_ID_LENGTH:
+            raise ValueError(f"stream id must be 1-{MAX_STREAM_ID_LENGTH} characters")
+        if not self.events:
+            raise ValueError(f"an append to {self.stream_id!r} needs at least one event")
+
+
+Unit = Sequence[StreamAppend]
+"""Stream appends that land together or not at all."""
+UnitResult = list[RecordedEvent] | ConcurrencyConflict
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A write made under a lease: valid only while the lease is at this term."""
+
+    lease: str
+    term: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    name: str
+    holder: str
+    host: str
+    pid: int
+    term: int
+    acquired_at_ms: int
+    expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """Who asks for a lease."""
+
+    holder: str
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    attempts_per_schedule: int = 100
+    finished_job_retention_ms: int = DAY_MS
+    manual_key_retention_ms: int = 7 * DAY_MS
+
+    def __post_init__(self) -> None:
+        if self.manual_key_retention_ms < DAY_MS:
+            raise ValueError("manual_key_retention_ms: idempotency keys are kept at least 24 hours")
+        if self.attempts_per_schedule < 100:
+            raise ValueError("attempts_per_schedule: the history keeps the newest 100 attempts")
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    streams_examined: int
+    events_deleted: int
+    jobs_removed: int
+
+
+class WriteTransaction(ABC):
+    """One serialised write transaction: read what a decision needs, then append.
+
+    No other writer (in this process or any other) commits between its
+    reads and its commit, so what it reads stays true until it commits.
+    Appends become visible to its own reads at once; everything commits
+    when the `EventLog.write` block exits cleanly, and nothing does if it
+    raises.
+    """
+
+    @property
+    @abstractmethod
+    def now_ms(self) -> int:
+        """The instant events appended here are recorded at (store time)."""
+
+    @property
+    @abstractmethod
+    def head(self) -> int:
+        """The last log position assigned, this transaction's appends included."""
+
+    @abstractmethod
+    def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
+        """Current version of each stream; 0 for a stream that does not exist."""
+
+    @abstractmethod
+    def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
+        """The first event of each of these streams that exists.
+
+        Only for streams compaction never trims from the front (jobs, manual
+        runs): there a missing first event means a missing stream.
+        """
+
+    @abstractmethod
+    def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
+        """Append each unit whose expected versions all hold, in order, with gap-free
+        log positions and the projections updated in this transaction.
+
+        A unit with a stale expected version gets a `ConcurrencyConflict` in its
+        result slot and writes nothing; its neighbours are appended regardless.
+        """
+
+    @abstractmethod
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule's projection row (deleted ones included), or None."""
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobRow | None:
+        """The job's projection row, or None."""
+
+    @abstractmethod
+    def gate_facts(
+        self, candidates: Sequence[Candidate], count_queues: Collection[str]
+    ) -> GateFacts:
+        """What the admission gate needs to decide these candidates, read in bulk:
+        the jobs that already exist under their ids, the live holders of their
+        unique keys, which of their fingerprints are quarantined, and the
+        pending jobs of each queue in `count_queues` (counting costs a scan
+        of that queue's index, so only queues with a limit are named)."""
+
+
+class EventLog(ABC):
+    """The record of truth: streams of events, appended with optimistic concurrency."""
+
+    @abstractmethod
+    def write(
+        self,
+        fence: Fence | None = None,
+        *,
+        record_at_ms: int | None = None,
+        while_rebuilding: bool = False,
+    ) -> AbstractContextManager[WriteTransaction]:
+        """A serialised write transaction; commits when the block exits cleanly.
+
+        With `fence`, raises LeaseLost unless the lease is held at that term
+        and unexpired, checked inside the transaction, so a holder paused past
+        its expiry writes nothing. Raises ProjectionsRebuilding while a
+        projection lags the log (decisions read projections); only maintenance
+        passes `while_rebuilding`. With `record_at_ms`, events are recorded at
+        that instant (or now, if later): for a commit the caller holds until
+        the clock reaches it, which the store then keeps as short as it can
+        (on SQLite, no checkpoint inside it: call `checkpoint` afterwards).
+        Raises StoreClosed after `Store.close`.
+        """
+
+    @abstractmethod
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database without blocking anyone, where
+        the backend has one to fold (SQLite); otherwise nothing."""
+
+    @abstractmethod
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        """The stream's events, oldest first."""
+
+    @abstractmethod
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
+    ) -> list[RecordedEvent]:
+        """Events with position > after_position (and <= until_position), in log order.
+
+        Positions are gap-free in commit order, so a reader tailing by position
+        never skips an event that commits later with a lower position.
+        """
+
+    @abstractmethod
+    def head(self) -> int:
+        """The last assigned position (0 for an empty log)."""
+
+    @abstractmethod
+    def stream_version(self, stream_id: str) -> int:
+        """The stream's latest version; 0 if it has no events."""
+
+    def append(
+        self,
+        stream_id: str,
+        expected_version: int,
+        new_events: Sequence[DomainEvent],
+        *,
+        fence: Fence | None = None,
+    ) -> list[RecordedEvent]:
+        """Append to one stream; raises ConcurrencyConflict if it is not at `expected_version`."""
+        return self.append_unit(
+            [StreamAppend(stream_id, expected_version, tuple(new_events))], fence=fence
+        )
+
+    def append_unit(self, unit: Unit, *, fence: Fence | None = None) -> list[RecordedEvent]:
+        """Append to several streams atomically; raises ConcurrencyConflict on any stale one."""
+        (result,) = self.append_units([unit], fence=fence)
+        if isinstance(result, ConcurrencyConflict):
+            raise result
+        return result
+
+    def append_units(
+        self, units: Sequence[Unit], *, fence: Fence | None = None
+    ) -> list[UnitResult]:
+        """Group commit: many independent units in one transaction."""
+        with self.write(fence) as transaction:
+            return transaction.append_units(units)
+
+
+class Leases(ABC):
+    """Named leases with fencing terms: operational state, not events.
+
+    A lease's term increases on every takeover. A holder renews only while it
+    still holds its own term and the lease has not expired; once it has
+    expired anyone (the old holder included) may take it, bumping the term,
+    so writes fenced with an older term are refused. Expiry is store time.
+    """
+
+    @abstractmethod
+    def acquire(
+        self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
+    ) -> Lease | None:
+        """Renew (if `current_term` is still ours and live) or take over an expired or
+        absent lease. Returns the lease when `claimant` holds it afterwards, else None.
+        Two claimants racing for a free lease: exactly one gets it."""
+
+    @abstractmethod
+    def release(self, name: str, holder: str, term: int) -> None:
+        """Expire our own lease now (if still ours at `term`), so a standby can take
+        over without waiting for the TTL."""
+
+    @abstractmethod
+    def status(self, name: str) -> Lease | None:
+        """The lease row as stored (possibly expired), or None if never taken."""
+
+
+class Reads(ABC):
+    """The projections, each read on its own short read transaction.
+
+    Ids a store could not hold (NUL, lone surrogates, over-long) are simply
+    absent: no query is sent with text the database would reject.
+    """
+
+    @abstractmethod
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule's row (deleted ones included), or None."""
+
+    @abstractmethod
+    def schedules_page(self, limit: int, cursor: str | None) -> Page[ScheduleRow]:
+        """Live (not deleted) schedules ordered by id; ValidationError for a bad
+        limit or a cursor this list did not return."""
+
+    @abstractmethod
+    def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
+        """Live, unpaused schedules due by `now_ms`, oldest due first, at most `limit`:
+        bounded however many schedules exist."""
+
+    @abstractmethod
+    def earliest_due_at(self) -> int | None:
+        """When the next live, unpaused schedule is due, or None if there is none."""
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobRow | None:
+        """The job's row, or None."""
+
+    @abstractmethod
+    def enqueue_history(
+        self, schedule_id: str, limit: int, cursor: str | None
+    ) -> Page[EnqueueHistoryRow]:
+        """The schedule's automatic attempts, newest first, the newest 100 only; it
+        outlives the schedule. ValidationError for a bad limit or cursor."""
+
+
+class Store(ABC):
+    """Everything Headgate keeps, in one database."""
+
+    clock: Clock
+    """Store time: what lease expiry and recorded instants are measured in."""
+    log: EventLog
+    leases: Leases
+    reads: Reads
+
+    @abstractmethod
+    def compact(
+        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+    ) -> CompactionReport:
+        """Keep what each stream needs and delete the rest, in small transactions
+        (so other writers wait for one of them at most); stops between them once
+        `cancel` is set. A rebuild from the compacted log reproduces the live
+        projections exactly. The runtime runs it while it holds the scheduler
+        lease."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Refuse further writes (StoreClosed) and release the connections; a write
+        in flight finishes first."""

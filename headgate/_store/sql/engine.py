@@ -1,0 +1,115 @@
+"""Store URLs, engines, write transactions, and driver-error translation.
+
+Each backend's engine settings are in `backends.py`; here, what is the same
+for both: which URLs are accepted, and how a driver's errors become
+Headgate's own at the adapter's edge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Final
+
+from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, Connection, make_url
+
+from headgate._errors import (
+    ConcurrencyConflict,
+    ConstraintViolation,
+    StoreError,
+    StoreUnavailable,
+)
+from headgate._store.sql.backends import POSTGRESQL, SQLITE, backend_named
+
+BUSY_TIMEOUT_S: Final = 30.0
+WRITE: Final = {"headgate_write": True}
+"""Execution options marking a connection's transaction as a write."""
+
+
+def parse_store_url(url: str) -> URL:
+    """Validate a store URL; plain `postgresql://` means the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except (sa_exc.ArgumentError, ValueError):
+        raise ValueError(f"store URL: {url!r} is not a database URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        if parsed.drivername not in ("postgresql", "postgresql+psycopg"):
+            raise ValueError(
+                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
+                "use postgresql:// (psycopg 3)"
+            )
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
+            raise ValueError(
+                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
+                "use sqlite:///path.db"
+            )
+        if not parsed.database or parsed.database == ":memory:":
+            raise ValueError(
+                "store URL: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+            )
+        if parsed.query:
+            raise ValueError(
+                f"store URL: SQLite takes no options here ({', '.join(parsed.query)}); "
+                "Headgate sets its own"
+            )
+        return parsed
+    raise ValueError(
+        f"store URL: {backend!r} is not supported; use sqlite:///path.db or postgresql://"
+    )
+
+
+def create_store_engine(
+    url: str, busy_timeout_s: float = BUSY_TIMEOUT_S, *, single_connection: bool = False
+) -> Engine:
+    """An engine for `url`. `single_connection` (SQLite): one connection, reused
+    by every caller, for a process's serialised writes (see SqlEventLog)."""
+    parsed = parse_store_url(url)
+    backend = backend_named(parsed.get_backend_name())
+    return backend.create_engine(parsed, busy_timeout_s, single_connection=single_connection)
+
+
+@contextlib.contextmanager
+def write_transaction(engine: Engine, where: str) -> Iterator[Connection]:
+    """A connection inside a write transaction (BEGIN IMMEDIATE on SQLite)."""
+    with (
+        translated_errors(where),
+        engine.execution_options(**WRITE).connect() as connection,
+        connection.begin(),
+    ):
+        yield connection
+
+
+@contextlib.contextmanager
+def translated_errors(where: str) -> Iterator[None]:
+    """Re-raise driver errors as Headgate's own, keeping the original as the cause."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except sa_exc.IntegrityError as error:
+        detail = _first_line(error)
+        if any(backend.is_stream_version_conflict(detail) for backend in (SQLITE, POSTGRESQL)):
+            raise ConcurrencyConflict(None, None, None) from error
+        raise ConstraintViolation(f"{where}: a constraint rejected the write: {detail}") from error
+    except (
+        sa_exc.OperationalError,
+        sa_exc.InterfaceError,
+        sa_exc.TimeoutError,
+        sa_exc.DisconnectionError,
+    ) as error:
+        raise StoreUnavailable(f"{where}: store unavailable: {_first_line(error)}") from error
+    except sa_exc.DBAPIError as error:
+        raise StoreError(f"{where}: store error: {_first_line(error)}") from error
+    except sa_exc.SQLAlchemyError as error:
+        raise StoreError(f"{where}: {_first_line(error)}") from error
+
+
+def _first_line(error: sa_exc.SQLAlchemyError) -> str:
+    original = getattr(error, "orig", None)
+    text = str(original if original is not None else error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

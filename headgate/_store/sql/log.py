@@ -1,0 +1,258 @@
+"""The event log on SQL: atomic multi-stream appends with optimistic concurrency.
+
+Appends are serialised by locking the single log-head row (SQLite's write
+lock does the same), so positions are assigned gap-free in commit order and
+a reader tailing by position can never skip an event that commits later with
+a lower position. Holding that lock also makes the stream versions read
+inside a write transaction stable until commit, which is how a batch checks
+every expected version up front and appends the rest without per-event
+round trips. Projections are applied inline, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.engine import Connection
+
+from headgate._clock import StoreClock
+from headgate._domain.decisions import Candidate, GateFacts
+from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
+from headgate._domain.streams import job_stream
+from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
+from headgate._projections import JobRow, ScheduleRow
+from headgate._store.port import (
+    ANY_VERSION,
+    EventLog,
+    Fence,
+    Unit,
+    UnitResult,
+    WriteTransaction,
+)
+from headgate._store.sql import queries
+from headgate._store.sql.backends import SqlBackend
+from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.event_rows import decode_row, event_row, events_between
+from headgate._store.sql.projector import CHUNK, Projector
+from headgate._store.sql.schema import events, leases, log_head
+
+if TYPE_CHECKING:
+    from headgate._store.sql.store import SqlStore
+
+
+class SqlWriteTransaction(WriteTransaction):
+    def __init__(
+        self,
+        connection: Connection,
+        backend: SqlBackend,
+        projector: Projector,
+        now_ms: int,
+        head: int,
+    ) -> None:
+        self.connection = connection
+        """The transaction's connection, for the adapter's own maintenance code."""
+        self._backend = backend
+        self._now_ms = now_ms
+        self._projector = projector
+        self._head = head
+        self._versions: dict[str, int] = {}
+        """Stream versions already learned in this transaction (stable: we hold the lock)."""
+
+    @property
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    @property
+    def head(self) -> int:
+        return self._head
+
+    def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
+        known = self._versions
+        versions: dict[str, int] = {}
+        wanted: list[str] = []
+        for stream_id in dict.fromkeys(stream_ids):
+            if stream_id in known:
+                versions[stream_id] = known[stream_id]
+            else:
+                versions[stream_id] = 0
+                wanted.append(stream_id)
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            versions.update(
+                {
+                    stream: int(version)
+                    for stream, version in self.connection.execute(self._latest_versions(chunk))
+                    if version is not None
+                }
+            )
+        return versions
+
+    def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
+        """(stream id, its latest version or None), per id."""
+        wanted = self._backend.each_of(stream_ids, events.c.stream_id)
+        latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
+        return select(wanted.c.value, latest.scalar_subquery())
+
+    def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
+        wanted = list(dict.fromkeys(stream_ids))
+        found: dict[str, DomainEvent] = {}
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            for row in self.connection.execute(self._backend.first_of_each(events, chunk)):
+                found[row.stream_id] = decode_row(row).event
+        # A stream without a first event does not exist: its version is known.
+        self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
+        return found
+
+    def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
+        versions = self.stream_versions(a.stream_id for unit in units for a in unit)
+        head_before = self._head
+        rows: list[dict[str, object]] = []
+        recorded: list[RecordedEvent] = []
+        results: list[UnitResult] = []
+        for unit in units:
+            conflict = _first_conflict(unit, versions)
+            if conflict is not None:
+                results.append(conflict)
+                continue
+            unit_recorded: list[RecordedEvent] = []
+            for stream_append in unit:
+                for event in stream_append.events:
+                    self._head += 1
+                    versions[stream_append.stream_id] += 1
+                    entry = RecordedEvent(
+                        self._head,
+                        stream_append.stream_id,
+                        versions[stream_append.stream_id],
+                        self._now_ms,
+                        event,
+                    )
+                    unit_recorded.append(entry)
+                    rows.append(event_row(entry))
+            recorded.extend(unit_recorded)
+            results.append(unit_recorded)
+        self._versions.update(versions)
+        if rows:
+            self._backend.bulk_insert(self.connection, events, rows)
+            self.connection.execute(
+                update(log_head).where(log_head.c.id == 1).values(position=self._head)
+            )
+            self._projector.apply_live(self.connection, recorded, head_before)
+        return results
+
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        return queries.schedule(self.connection, schedule_id)
+
+    def job(self, job_id: str) -> JobRow | None:
+        return queries.job(self.connection, job_id)
+
+    def gate_facts(
+        self, candidates: Sequence[Candidate], count_queues: Collection[str]
+    ) -> GateFacts:
+        if not candidates:
+            return GateFacts({}, {}, frozenset(), {})
+        connection = self.connection
+        first = self.first_events(job_stream(c.job.job_id) for c in candidates)
+        existing = {
+            event.job_id: event for event in first.values() if isinstance(event, JobEnqueued)
+        }
+        keys = [c.job.unique_key for c in candidates if c.job.unique_key is not None]
+        return GateFacts(
+            existing_jobs=existing,
+            unique_key_holders=queries.live_jobs_by_unique_key(connection, keys) if keys else {},
+            quarantined=frozenset(
+                queries.quarantined(connection, {c.fingerprint for c in candidates})
+            ),
+            pending=queries.pending_counts(connection, count_queues) if count_queues else {},
+        )
+
+
+def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict | None:
+    for stream_append in unit:
+        actual = versions[stream_append.stream_id]
+        expected = stream_append.expected_version
+        if expected not in (ANY_VERSION, actual):
+            return ConcurrencyConflict(stream_append.stream_id, expected, actual)
+    return None
+
+
+class SqlEventLog(EventLog):
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+        self._backend = store.backend
+        self._engine = store.engine
+        self._clock = store.clock
+
+    @contextlib.contextmanager
+    def write(
+        self,
+        fence: Fence | None = None,
+        *,
+        record_at_ms: int | None = None,
+        while_rebuilding: bool = False,
+    ) -> Iterator[SqlWriteTransaction]:
+        with self._store.serialised_write("writing to the store") as connection:
+            head_query = self._backend.locked(select(log_head.c.position).where(log_head.c.id == 1))
+            head = int(connection.execute(head_query).scalar_one())
+            if isinstance(self._clock, StoreClock) and self._clock.reading_due:
+                self._store.synchronise_clock(connection)
+            if not while_rebuilding:
+                self._refuse_while_rebuilding(connection, head)
+            self._backend.begin_write(connection, held=record_at_ms is not None)
+            now = self._clock.now_ms()
+            if record_at_ms is not None:
+                now = max(now, record_at_ms)
+            if fence is not None:
+                self._check_fence(connection, fence, now)
+            yield SqlWriteTransaction(connection, self._backend, self._store.projector, now, head)
+
+    def _refuse_while_rebuilding(self, connection: Connection, head: int) -> None:
+        lagging = self._store.projector.lagging(connection, head)
+        if lagging:
+            names = ", ".join(
+                f"{name} at {position} of {head}" for name, position in lagging.items()
+            )
+            raise ProjectionsRebuilding(
+                f"projections are being rebuilt ({names}); writes resume when "
+                "`headgate projections rebuild` finishes"
+            )
+
+    def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
+        query = self._backend.locked(
+            select(leases.c.term, leases.c.expires_at_ms).where(leases.c.name == fence.lease),
+            shared=True,
+        )
+        row = connection.execute(query).first()
+        if row is None or row.term != fence.term or row.expires_at_ms <= now_ms:
+            raise LeaseLost(
+                f"lease {fence.lease!r} is no longer held at term {fence.term}; write refused"
+            )
+
+    def checkpoint(self) -> None:
+        with translated_errors("checkpointing the log"), self._engine.connect() as connection:
+            self._backend.checkpoint(connection)
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        query = select(events).where(events.c.stream_id == stream_id).order_by(events.c.version)
+        with translated_errors("reading a stream"), self._engine.connect() as connection:
+            return [decode_row(row) for row in connection.execute(query)]
+
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
+    ) -> list[RecordedEvent]:
+        query = events_between(after_position, until_position, limit)
+        with translated_errors("reading the log"), self._engine.connect() as connection:
+            return [decode_row(row) for row in connection.execute(query)]
+
+    def head(self) -> int:
+        query = select(log_head.c.position).where(log_head.c.id == 1)
+        with translated_errors("reading the log head"), self._engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def stream_version(self, stream_id: str) -> int:
+        query = select(func.max(events.c.version)).where(events.c.stream_id == stream_id)
+        with translated_errors("reading a stream version"), self._engine.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)

@@ -1,0 +1,151 @@
+"""Store maintenance, for operators and scripts: what `headgate projections` and
+`headgate events` run, as functions.
+
+Each takes a store URL that must already exist (a typo never creates an
+empty database), opens the store, does its work and closes it. Reports are
+plain dataclasses; `on_progress(phase, reached, target)` is called as long
+work advances.
+
+    from headgate import ops
+    report = ops.verify("sqlite:///headgate.db")
+    assert report.ok
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from headgate._clock import SystemClock
+from headgate._store.mapper import encode
+from headgate._store.port import CompactionReport
+from headgate._store.sql import maintenance
+from headgate._store.sql.engine import parse_store_url
+from headgate._store.sql.maintenance import (
+    DEFAULT_BATCH,
+    MAX_BATCH,
+    RebuildReport,
+    ReplayReport,
+    RowDifference,
+    VerifyReport,
+)
+from headgate._store.sql.store import SqlStore
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "MAX_BATCH",
+    "CompactionReport",
+    "LoggedEvent",
+    "ProgressCallback",
+    "RebuildReport",
+    "ReplayReport",
+    "RowDifference",
+    "VerifyReport",
+    "compact",
+    "read_events",
+    "rebuild",
+    "replay",
+    "verify",
+]
+
+ProgressCallback = Callable[[str, int, int], None]
+"""(phase, position reached, target position)."""
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """One event as the log stores it."""
+
+    position: int
+    stream_id: str
+    version: int
+    recorded_at_ms: int
+    type: str
+    schema_version: int
+    body: str
+    """Canonical JSON text."""
+
+
+@contextmanager
+def _existing_store(url: str) -> Iterator[SqlStore]:
+    parsed = parse_store_url(url)
+    if parsed.get_backend_name() == "sqlite" and not Path(str(parsed.database)).exists():
+        raise ValueError(f"--db: no database at {parsed.database}")
+    store = SqlStore(url, SystemClock())
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def rebuild(
+    url: str,
+    projections: Sequence[str] | None = None,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    on_progress: ProgressCallback | None = None,
+) -> RebuildReport:
+    """Empty the live projection tables and refold the log into them (resumable:
+    run it again after an interruption). Writes are refused meanwhile."""
+    with _existing_store(url) as store:
+        return maintenance.rebuild(store, projections, batch_size, on_progress)
+
+
+def verify(
+    url: str,
+    projections: Sequence[str] | None = None,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    on_progress: ProgressCallback | None = None,
+) -> VerifyReport:
+    """Refold the log into scratch tables and compare them with the live ones."""
+    with _existing_store(url) as store:
+        return maintenance.verify(store, projections, batch_size, on_progress)
+
+
+def replay(
+    url: str,
+    to_url: str | None = None,
+    *,
+    until: int | None = None,
+    batch_size: int = DEFAULT_BATCH,
+    on_progress: ProgressCallback | None = None,
+) -> ReplayReport:
+    """Fold the log (up to position `until`) into a fresh database's projection
+    tables, or into scratch tables beside the live ones; copies no events."""
+    with _existing_store(url) as store:
+        return maintenance.replay(store, to_url, until, batch_size, on_progress)
+
+
+def read_events(
+    url: str, *, after: int = 0, limit: int = 50, stream: str | None = None
+) -> list[LoggedEvent]:
+    """Events after log position `after`, in order (of one stream, if given)."""
+    with _existing_store(url) as store:
+        if stream is not None:
+            recorded = [e for e in store.log.read_stream(stream) if e.position > after][:limit]
+        else:
+            recorded = store.log.read_all(after, limit)
+    logged = []
+    for entry in recorded:
+        type_name, schema_version, body = encode(entry.event)
+        logged.append(
+            LoggedEvent(
+                entry.position,
+                entry.stream_id,
+                entry.version,
+                entry.recorded_at_ms,
+                type_name,
+                schema_version,
+                body,
+            )
+        )
+    return logged
+
+
+def compact(url: str) -> CompactionReport:
+    """One compaction run (the scheduler's lease holder runs one every minute)."""
+    with _existing_store(url) as store:
+        return store.compact()

@@ -1,0 +1,162 @@
+"""Fault injection by wrapping a store: the port's operations, with hooks around them.
+
+A test builds `FaultyStore(SqlStore(url, clock))`, hands it to `Headgate`, and
+sets the hooks on its `faults` (at any time: they are read on every call) to
+fail an append, kill the process at a step, or watch what was written. The
+real store does all the work; nothing of it is patched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from headgate._domain.decisions import Candidate, GateFacts
+from headgate._domain.events import DomainEvent, EnqueueAttempted, RecordedEvent
+from headgate._projections import JobRow, ScheduleRow
+from headgate._store.port import (
+    CompactionPolicy,
+    CompactionReport,
+    EventLog,
+    Fence,
+    Store,
+    Unit,
+    UnitResult,
+    WriteTransaction,
+)
+
+
+@dataclass
+class Faults:
+    before_append: Callable[[Sequence[Unit]], None] | None = None
+    """Called with the units before they are appended; raise to fail the append."""
+    after_append: Callable[[Sequence[Unit], int | None], None] | None = None
+    """Called once they are appended, inside the transaction, with the write's
+    `record_at_ms` (set for a commit held for an instant)."""
+    after_commit: Callable[[Sequence[Unit]], None] | None = None
+    """Called after a write committed, with every unit it appended."""
+    around_compaction: (
+        Callable[[Callable[[], CompactionReport], threading.Event | None], CompactionReport] | None
+    ) = None
+    """Runs a compaction (the callable, given the run's cancel event) its own way:
+    slowly, or not at all."""
+
+
+def die() -> None:
+    """Kill this process at once, as SIGKILL or an OOM kill would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def records_ticks(units: Iterable[Unit]) -> bool:
+    """Whether the units include an enqueue-attempt record (a tick, not a definition)."""
+    return any(
+        isinstance(event, EnqueueAttempted) for unit in units for a in unit for event in a.events
+    )
+
+
+class FaultyTransaction(WriteTransaction):
+    def __init__(self, inner: WriteTransaction, faults: Faults, record_at_ms: int | None) -> None:
+        self._inner = inner
+        self._faults = faults
+        self._record_at_ms = record_at_ms
+        self.appended: list[Unit] = []
+
+    @property
+    def now_ms(self) -> int:
+        return self._inner.now_ms
+
+    @property
+    def head(self) -> int:
+        return self._inner.head
+
+    def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
+        return self._inner.stream_versions(stream_ids)
+
+    def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
+        return self._inner.first_events(stream_ids)
+
+    def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
+        if self._faults.before_append is not None:
+            self._faults.before_append(units)
+        results = self._inner.append_units(units)
+        self.appended.extend(
+            unit for unit, result in zip(units, results, strict=True) if isinstance(result, list)
+        )
+        if self._faults.after_append is not None:
+            self._faults.after_append(units, self._record_at_ms)
+        return results
+
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        return self._inner.schedule(schedule_id)
+
+    def job(self, job_id: str) -> JobRow | None:
+        return self._inner.job(job_id)
+
+    def gate_facts(
+        self, candidates: Sequence[Candidate], count_queues: Collection[str]
+    ) -> GateFacts:
+        return self._inner.gate_facts(candidates, count_queues)
+
+
+class FaultyLog(EventLog):
+    def __init__(self, inner: EventLog, faults: Faults) -> None:
+        self._inner = inner
+        self._faults = faults
+
+    @contextlib.contextmanager
+    def write(
+        self,
+        fence: Fence | None = None,
+        *,
+        record_at_ms: int | None = None,
+        while_rebuilding: bool = False,
+    ) -> Iterator[WriteTransaction]:
+        with self._inner.write(
+            fence, record_at_ms=record_at_ms, while_rebuilding=while_rebuilding
+        ) as inner:
+            transaction = FaultyTransaction(inner, self._faults, record_at_ms)
+            yield transaction
+        if self._faults.after_commit is not None:
+            self._faults.after_commit(transaction.appended)
+
+    def checkpoint(self) -> None:
+        self._inner.checkpoint()
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        return self._inner.read_stream(stream_id)
+
+    def read_all(
+        self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
+    ) -> list[RecordedEvent]:
+        return self._inner.read_all(after_position, limit, until_position)
+
+    def head(self) -> int:
+        return self._inner.head()
+
+    def stream_version(self, stream_id: str) -> int:
+        return self._inner.stream_version(stream_id)
+
+
+class FaultyStore(Store):
+    def __init__(self, inner: Store, faults: Faults | None = None) -> None:
+        self.inner = inner
+        self.faults = faults if faults is not None else Faults()
+        self.clock = inner.clock
+        self.log = FaultyLog(inner.log, self.faults)
+        self.leases = inner.leases
+        self.reads = inner.reads
+
+    def compact(
+        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+    ) -> CompactionReport:
+        run = lambda: self.inner.compact(policy, cancel)  # noqa: E731
+        if self.faults.around_compaction is not None:
+            return self.faults.around_compaction(run, cancel)
+        return run()
+
+    def close(self) -> None:
+        self.inner.close()
