@@ -270,7 +270,7 @@ def storage(backend: str, ticks: int) -> list[list[object]]:
             if done in checkpoints:
                 with store.engine.connect() as connection:
                     event_rows = connection.execute(
-                        text("SELECT COUNT(*) FROM events")
+                        text("SELECT COUNT(*) FROM headgate_events")
                     ).scalar_one()
                 rows.append(
                     [backend, f"{done:,}", f"{_database_bytes(store) / 1e6:.2f}", f"{event_rows:,}"]

@@ -307,9 +307,12 @@ def our_rows_loop(backend: str, count: int) -> float:
         elapsed = time.perf_counter() - began
         with engine.connect() as connection:
             advanced = connection.execute(
-                text("SELECT COUNT(*) FROM schedules WHERE next_run_ms > :t"), {"t": START_MS}
+                text("SELECT COUNT(*) FROM headgate_schedules WHERE next_run_ms > :t"),
+                {"t": START_MS},
             ).scalar_one()
-            records = connection.execute(text("SELECT COUNT(*) FROM enqueue_history")).scalar_one()
+            records = connection.execute(
+                text("SELECT COUNT(*) FROM headgate_enqueue_history")
+            ).scalar_one()
         assert advanced == records == count, (advanced, records)
         engine.dispose()
     return count / elapsed
@@ -338,11 +341,14 @@ def catch_up_ours(backend: str, count: int) -> float:
         assert hg.run_pending(timeout=600)
         elapsed = time.perf_counter() - began
         with hg._store.engine.connect() as connection:
-            jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+            jobs = connection.execute(text("SELECT COUNT(*) FROM headgate_jobs")).scalar_one()
             advanced = connection.execute(
-                text("SELECT COUNT(*) FROM schedules WHERE next_run_ms > :t"), {"t": START_MS}
+                text("SELECT COUNT(*) FROM headgate_schedules WHERE next_run_ms > :t"),
+                {"t": START_MS},
             ).scalar_one()
-            records = connection.execute(text("SELECT COUNT(*) FROM enqueue_history")).scalar_one()
+            records = connection.execute(
+                text("SELECT COUNT(*) FROM headgate_enqueue_history")
+            ).scalar_one()
         assert jobs == advanced == records == count, (jobs, advanced, records)
         hg.close()
         return count / elapsed
@@ -434,10 +440,10 @@ def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
         hg.stop()
         with hg._store.engine.connect() as connection:
             jobs = connection.execute(
-                text("SELECT COUNT(*) FROM jobs WHERE periodic_schedule_id IS NOT NULL")
+                text("SELECT COUNT(*) FROM headgate_jobs WHERE periodic_schedule_id IS NOT NULL")
             ).scalar_one()
             fired = connection.execute(
-                text("SELECT COUNT(*) FROM jobs WHERE periodic_tick_ms <= :last"),
+                text("SELECT COUNT(*) FROM headgate_jobs WHERE periodic_tick_ms <= :last"),
                 {"last": last_due},
             ).scalar_one()
         seconds_ticked = (last_due - first_tick) // 1000 + 1
@@ -504,7 +510,7 @@ def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[obj
                         # A tick after the kill can only have been fired by another
                         # process; timed when seen (up to one poll late: conservative).
                         fired = connection.execute(
-                            text("SELECT 1 FROM jobs WHERE periodic_tick_ms > :k LIMIT 1"),
+                            text("SELECT 1 FROM headgate_jobs WHERE periodic_tick_ms > :k LIMIT 1"),
                             {"k": killed_ms},
                         ).first()
                     if fired is not None:

@@ -55,8 +55,8 @@ def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[s
     _populate(store_url)
     assert main(["events", "replay", "--db", store_url, "--until", "10"]) == 0
     out = capsys.readouterr().out
-    assert "replayed events up to position 10 into scratch tables replay_*" in out
-    assert "table replay_schedules: 3 rows" in out
+    assert "replayed events up to position 10 into scratch tables headgate_replay_*" in out
+    assert "table headgate_replay_schedules: 3 rows" in out
 
 
 @pytest.mark.parametrize(

@@ -131,7 +131,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
                 int(t)
                 for (t,) in connection.execute(
                     text(
-                        "SELECT periodic_tick_ms FROM jobs WHERE periodic_schedule_id = 'pulse' ORDER BY 1"
+                        "SELECT periodic_tick_ms FROM headgate_jobs WHERE periodic_schedule_id = 'pulse' ORDER BY 1"
                     )
                 )
             ]

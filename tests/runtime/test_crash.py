@@ -104,7 +104,7 @@ def _durable(store_url: str) -> dict[str, object]:
     try:
         types = Counter(e.type for e in hg._store.log.read_all(0, 100_000))
         with hg._store.engine.connect() as connection:
-            jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+            jobs = connection.execute(text("SELECT COUNT(*) FROM headgate_jobs")).scalar_one()
         return {
             "jobs": jobs,
             "records": types["EnqueueAttempted"],
@@ -155,7 +155,7 @@ def _assert_each_tick_once(
         with hg._store.engine.connect() as connection:
             duplicates = connection.execute(
                 text(
-                    "SELECT periodic_schedule_id, periodic_tick_ms, COUNT(*) FROM jobs "
+                    "SELECT periodic_schedule_id, periodic_tick_ms, COUNT(*) FROM headgate_jobs "
                     "GROUP BY periodic_schedule_id, periodic_tick_ms HAVING COUNT(*) > 1"
                 )
             ).all()
@@ -282,7 +282,7 @@ def _per_schedule(hg: Headgate) -> dict[str, list[int]]:
     logged = hg._store.log.read_all(0, 100_000)
     with hg._store.engine.connect() as connection:
         history = connection.execute(
-            text("SELECT schedule_id, COUNT(*) FROM enqueue_history GROUP BY schedule_id")
+            text("SELECT schedule_id, COUNT(*) FROM headgate_enqueue_history GROUP BY schedule_id")
         ).all()
     return {
         "definitions": sorted(

@@ -380,7 +380,7 @@ def _store_locked_elsewhere(store_url: str) -> Iterator[None]:
     engine = create_store_engine(store_url)
     try:
         with engine.begin() as connection:
-            connection.exec_driver_sql("LOCK TABLE leases IN ACCESS EXCLUSIVE MODE")
+            connection.exec_driver_sql("LOCK TABLE headgate_leases IN ACCESS EXCLUSIVE MODE")
             yield
     finally:
         engine.dispose()

@@ -106,7 +106,7 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
         with observer._store.engine.connect() as connection:
             manual = connection.execute(
                 text(
-                    "SELECT COUNT(*) FROM jobs WHERE kind = 'soak.tick' AND periodic_tick_ms IS NULL"
+                    "SELECT COUNT(*) FROM headgate_jobs WHERE kind = 'soak.tick' AND periodic_tick_ms IS NULL"
                 )
             ).scalar_one()
         assert manual == len(keys), "one Enqueue-now job per idempotency key"
@@ -131,7 +131,9 @@ def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) 
     observer.run_now(schedule_id, idempotency_key=key)
     with observer._store.engine.connect() as connection:
         pending = connection.execute(
-            text("SELECT job_id FROM jobs WHERE state = 'pending' ORDER BY job_id LIMIT 20")
+            text(
+                "SELECT job_id FROM headgate_jobs WHERE state = 'pending' ORDER BY job_id LIMIT 20"
+            )
         ).scalars()
         for job_id in list(pending):
             observer.finish_job(job_id)
@@ -157,7 +159,7 @@ def _assert_every_tick_once(observer: Headgate) -> None:
                 int(tick)
                 for (tick,) in connection.execute(
                     text(
-                        "SELECT periodic_tick_ms FROM jobs WHERE periodic_schedule_id = :s ORDER BY 1"
+                        "SELECT periodic_tick_ms FROM headgate_jobs WHERE periodic_schedule_id = :s ORDER BY 1"
                     ),
                     {"s": schedule_id},
                 )

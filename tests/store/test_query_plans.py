@@ -43,9 +43,9 @@ from tests.store.builders import attempted, defined
 @pytest.mark.parametrize(
     ("query", "index"),
     [
-        (due_query(1_704_067_200_000, 500), "ix_schedules_due_order"),
-        (earliest_due_query(), "ix_schedules_due_order"),
-        (finished_jobs_query(1_704_067_200_000, 500), "ix_jobs_finished"),
+        (due_query(1_704_067_200_000, 500), "ix_headgate_schedules_due_order"),
+        (earliest_due_query(), "ix_headgate_schedules_due_order"),
+        (finished_jobs_query(1_704_067_200_000, 500), "ix_headgate_jobs_finished"),
     ],
     ids=["due", "earliest", "finished-jobs"],
 )
@@ -68,7 +68,7 @@ def test_the_bounded_reads_use_their_index(
 
 
 COUNT = 2_000
-GROWING_TABLES = "events, schedules, jobs, enqueue_history"
+GROWING_TABLES = "headgate_events, headgate_schedules, headgate_jobs, headgate_enqueue_history"
 
 
 def _store_outgrowing_its_statistics(store: SqlStore) -> None:
@@ -119,8 +119,10 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: SqlStore)
         assert len(lookups) >= 3
         for statement, parameters in lookups:
             plan = _plan(transaction.connection, statement, parameters)
-            assert "Seq Scan" not in plan and "SCAN events" not in plan, plan
-            assert "SCAN jobs" not in plan and "ix_jobs_queue_state" not in plan, plan
+            assert "Seq Scan" not in plan and "SCAN headgate_events" not in plan, plan
+            assert (
+                "SCAN headgate_jobs" not in plan and "ix_headgate_jobs_queue_state" not in plan
+            ), plan
 
 
 def _plan(connection: Connection, statement: str, parameters: Any) -> str:
@@ -145,8 +147,8 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
     limits = AdmissionLimits(default_queue_limit=1_000_000)
     processor = TickProcessor(store.log, clock, limits=limits)
     plans = _plans_of(store, lambda: processor.fire(due, fence=None))
-    assert any("Update on schedules" in plan for plan in plans), plans
-    assert any("ix_jobs_queue_state" in plan for plan in plans), plans
+    assert any("Update on headgate_schedules" in plan for plan in plans), plans
+    assert any("ix_headgate_jobs_queue_state" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 
@@ -205,7 +207,7 @@ def test_compaction_probes_indexes_on_postgresql(store: SqlStore, clock: FakeClo
     clock.advance(8 * DAY_MS)
     policy = CompactionPolicy(finished_job_retention_ms=DAY_MS)
     plans = _plans_of(store, lambda: compact(store, policy))
-    assert any("Delete on enqueue_history" in plan for plan in plans), plans
+    assert any("Delete on headgate_enqueue_history" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 
@@ -235,7 +237,7 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
         plans = _plans_of(hg._store, every_operation)
     finally:
         hg.close()
-    assert any("Update on jobs" in plan for plan in plans), plans
+    assert any("Update on headgate_jobs" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 
@@ -281,6 +283,6 @@ def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: SqlStore) -> 
     )
     plans = _plans_of(store, lambda: rebuild(store))
     emptying = re.compile(r"Query Text: DELETE FROM \w+\n")  # a rebuild empties them first
-    loads = [plan for plan in plans if "Query Text: SELECT jobs." in plan]
+    loads = [plan for plan in plans if "Query Text: SELECT headgate_jobs." in plan]
     assert loads, plans
     _assert_every_plan_probes([plan for plan in plans if not emptying.search(plan)])

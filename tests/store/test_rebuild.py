@@ -234,8 +234,8 @@ def test_replay_until_a_position_shows_the_past(
 def test_replay_into_scratch_tables(store: SqlStore) -> None:
     _busy_store(store, schedules=2, ticks=2)
     report = replay(store, None, until=3)
-    assert report.rows["replay_schedules"] == 2
-    assert report.rows["replay_jobs"] == 1
+    assert report.rows["headgate_replay_schedules"] == 2
+    assert report.rows["headgate_replay_jobs"] == 1
 
 
 def _busy_for_two_days(store: SqlStore, ticks: int, finished: int) -> None:

@@ -56,6 +56,9 @@ class SqlBackend(ABC):
     dropped whenever another connection writes, stays warm)."""
     clock_is_local: bool
     """The store's clock is this host's (SQLite); else the server's is read."""
+    renames_constraints: bool
+    """ALTER can rename a table's indexes and constraints (else a table must be
+    made anew to change their names)."""
 
     @abstractmethod
     def create_engine(
@@ -141,6 +144,7 @@ class _Sqlite(SqlBackend):
     name = "sqlite"
     one_writer_connection = True
     clock_is_local = True
+    renames_constraints = False
     PAGE_SIZE: Final = 16_384
 
     def create_engine(
@@ -235,7 +239,7 @@ class _Sqlite(SqlBackend):
         pass  # the migration's write transaction (BEGIN IMMEDIATE) is the lock
 
     def is_stream_version_conflict(self, detail: str) -> bool:
-        return "events.stream_id, " in detail and "events.version" in detail
+        return "headgate_events.stream_id, headgate_events.version" in detail
 
 
 IDLE_IN_TRANSACTION_MS: Final = 5_000
@@ -278,6 +282,7 @@ class _PostgreSQL(SqlBackend):
     name = "postgresql"
     one_writer_connection = False
     clock_is_local = False
+    renames_constraints = True
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
@@ -464,7 +469,7 @@ class _PostgreSQL(SqlBackend):
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
 
     def is_stream_version_conflict(self, detail: str) -> bool:
-        return "uq_events_stream_version" in detail
+        return "uq_headgate_events_stream_version" in detail
 
 
 SQLITE: Final = _Sqlite()

@@ -43,8 +43,8 @@ from headgate._store.sql.store import SqlStore
 DEFAULT_BATCH: Final = 5000
 MAX_BATCH: Final = 100_000
 """A batch is read into memory and written in one transaction."""
-VERIFY_PREFIX: Final = "verify_"
-REPLAY_PREFIX: Final = "replay_"
+VERIFY_PREFIX: Final = "headgate_verify_"
+REPLAY_PREFIX: Final = "headgate_replay_"
 ProgressCallback = Callable[[str, int, int], None]
 """(projection or phase name, position reached, target position)."""
 
@@ -333,7 +333,7 @@ def replay(
         return report
     engine = create_store_engine(to_url)
     try:
-        migrate(engine, store.clock.now_ms())
+        migrate(engine)
         _require_empty(engine)
         report = ReplayReport(to_url, stop)
         _replay_into(store, FoldTarget(engine, LIVE), report, batch_size, on_progress)

@@ -1,10 +1,17 @@
 """The database schema, in SQLAlchemy Core, shared by SQLite and PostgreSQL.
 
-`LOG` holds the record of truth (the event log) and operational state (log
-head, leases, checkpoints). Projection tables are built by a function so the
-same shape can be created under a prefix as scratch tables for `--verify` and
-`replay`. These objects describe the latest schema; `migrations.py` creates and
-alters a database to match them, and a test checks the two agree.
+Every table's name starts with `headgate_`, so Headgate can live in a host's
+own database (PostgreSQL's `public` schema, or a host's SQLite file) beside
+the host's tables. `LOG` holds the record of truth (the event log) and
+operational state (log head, leases, checkpoints). Projection tables are
+built by a function so the same shape can be created under another prefix as
+scratch tables for `--verify` and `replay`.
+
+These objects describe the latest schema. They are never used to create a
+live store: the migrations (`migrations/versions/`) do that, each revision
+stating its own DDL, and `tests/store/test_schema.py` fails when a database
+migrated from the first revision differs from what these objects create.
+So a change here needs a new revision.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from sqlalchemy import (
     text,
 )
 
+TABLE_PREFIX: Final = "headgate_"
 LOG = MetaData()
 
 DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
@@ -39,7 +47,7 @@ LIVE_UNIQUE_KEY_WHERE: Final = "state = 'pending' AND unique_key IS NOT NULL"
 """The partial unique index on live jobs' unique keys: lookups say it in these words."""
 
 events = Table(
-    "events",
+    f"{TABLE_PREFIX}events",
     LOG,
     Column("position", BigInteger, primary_key=True, autoincrement=False),
     Column("stream_id", String(255), nullable=False),
@@ -48,11 +56,11 @@ events = Table(
     Column("schema_version", SmallInteger, nullable=False),
     Column("body", Text, nullable=False),
     Column("recorded_at_ms", BigInteger, nullable=False),
-    UniqueConstraint("stream_id", "version", name="uq_events_stream_version"),
+    UniqueConstraint("stream_id", "version", name=f"uq_{TABLE_PREFIX}events_stream_version"),
 )
 
 log_head = Table(
-    "log_head",
+    f"{TABLE_PREFIX}log_head",
     LOG,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("position", BigInteger, nullable=False),
@@ -61,7 +69,7 @@ log_head = Table(
 serialises appends so positions are gap-free and commit in order."""
 
 projection_checkpoints = Table(
-    "projection_checkpoints",
+    f"{TABLE_PREFIX}projection_checkpoints",
     LOG,
     Column("name", String(64), primary_key=True),
     Column("position", BigInteger, nullable=False),
@@ -69,7 +77,7 @@ projection_checkpoints = Table(
 )
 
 leases = Table(
-    "leases",
+    f"{TABLE_PREFIX}leases",
     LOG,
     Column("name", String(64), primary_key=True),
     Column("holder", String(128), nullable=False),
@@ -81,20 +89,12 @@ leases = Table(
 )
 
 compaction_state = Table(
-    "compaction_state",
+    f"{TABLE_PREFIX}compaction_state",
     LOG,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("position", BigInteger, nullable=False),
 )
 """One row: the log position up to which streams have been compacted."""
-
-schema_migrations = Table(
-    "schema_migrations",
-    LOG,
-    Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("description", String(255), nullable=False),
-    Column("applied_at_ms", BigInteger, nullable=False),
-)
 
 
 @dataclass(frozen=True)
@@ -199,4 +199,4 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
     return ProjectionTables(schedules, jobs, enqueue_history, quarantine)
 
 
-LIVE = projection_tables(LOG)
+LIVE = projection_tables(LOG, TABLE_PREFIX)

@@ -76,7 +76,7 @@ class SqlStore(Store):
         self._closed = False
         renew_in_forked_children(self)
         quiesce_for_forks(self)
-        migrate(self.engine, clock.now_ms())
+        migrate(self.engine)
         with translated_errors("reading the store's clock"), self.engine.connect() as connection:
             self.synchronise_clock(connection)
         self.log = SqlEventLog(self)

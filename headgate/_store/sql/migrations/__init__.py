@@ -1,0 +1,119 @@
+"""Schema migrations: Alembic revisions, applied when a store opens.
+
+Each revision in `versions/` states its own DDL, frozen when it was written:
+editing `schema.py` never changes what an earlier revision creates (a test
+compares a database migrated from the first revision with `schema.py`).
+Revisions are numbered 1, 2, 3, ... (revision ids "0001", "0002", ...) and
+form one line. Headgate keeps its own version table, `headgate_alembic_version`,
+so it never touches a host's own Alembic history in a shared database.
+
+The whole upgrade runs in one write transaction (SQLite and PostgreSQL both
+have transactional DDL), so a crash mid-upgrade leaves the previous version
+intact; concurrent starts are serialised (SQLite's write lock; an advisory
+lock on PostgreSQL). A store made before Headgate used Alembic (its version
+in `schema_migrations`, its tables unprefixed) is carried over into revision
+1 first: `legacy.py`.
+
+To add a revision: copy the newest file in `versions/`, give it the next
+number as `revision` and the newest as `down_revision`, write its DDL with
+`alembic.op` (never from `schema.py`'s objects), and change `schema.py` to
+match.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.engine import Connection
+
+from headgate._errors import SchemaTooNew
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import translated_errors, write_transaction
+from headgate._store.sql.migrations import legacy
+
+__all__ = ["LATEST_VERSION", "VERSION_TABLE", "migrate", "revision_id", "schema_version"]
+
+VERSION_TABLE: Final = "headgate_alembic_version"
+HERE: Final = Path(__file__).parent
+
+
+def revision_id(version: int) -> str:
+    return f"{version:04d}"
+
+
+def _script() -> ScriptDirectory:
+    return ScriptDirectory(str(HERE))
+
+
+def _versions() -> list[int]:
+    return sorted(int(revision.revision) for revision in _script().walk_revisions())
+
+
+LATEST_VERSION: Final = _versions()[-1]
+
+
+def _config(connection: Connection) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(HERE))
+    config.attributes["connection"] = connection
+    return config
+
+
+def migrate(engine: Engine, target: int = LATEST_VERSION) -> list[int]:
+    """Bring the schema up to revision `target`; returns the revisions applied now
+    (a store carried over from before Alembic counts as applying revision 1)."""
+    with write_transaction(engine, "migrating the schema") as connection:
+        backend_of(engine).lock_for_migration(connection)
+        current = _current_version(connection)
+        applied: list[int] = []
+        if current is None:
+            current = _carry_over_legacy_store(connection)
+            applied = [1] if current else []
+        if current >= target:
+            return applied
+        command.upgrade(_config(connection), revision_id(target))
+        return [*applied, *range(current + 1, target + 1)]
+
+
+def schema_version(engine: Engine) -> int:
+    """The store's revision (0 for an empty database or one from before Alembic)."""
+    with translated_errors("reading the schema version"), engine.connect() as connection:
+        return _current_version(connection) or 0
+
+
+def _current_version(connection: Connection) -> int | None:
+    """The revision Alembic recorded, or None if it has recorded none."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    rows = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if not rows:
+        return None
+    (stored,) = rows  # one line of revisions: one head
+    known = {revision_id(version): version for version in _versions()}
+    if stored not in known:
+        raise SchemaTooNew(
+            f"the database schema is at revision {stored!r}, which this Headgate does not "
+            f"know (it knows up to {revision_id(LATEST_VERSION)}); upgrade Headgate"
+        )
+    return known[stored]
+
+
+def _carry_over_legacy_store(connection: Connection) -> int:
+    """A store from before Alembic, moved into revision 1 (see legacy.py); returns
+    the revision it is at now: 1, or 0 if there was none."""
+    version = legacy.recorded_version(connection)
+    if version is None:
+        return 0
+    legacy.bring_to_last_version(connection, version)
+    if backend_of(connection).renames_constraints:
+        legacy.rename_in_place(connection)
+        command.stamp(_config(connection), revision_id(1))
+    else:
+        command.upgrade(_config(connection), revision_id(1))
+        legacy.copy_into_new_tables(connection)
+    return 1

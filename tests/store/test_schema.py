@@ -1,0 +1,347 @@
+"""The schema migrations build exactly what the code describes, on both backends,
+and carry an existing store (unprefixed tables, versioned before Alembic) over
+in place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import (
+    Column,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    delete,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
+
+from headgate._errors import SchemaTooNew
+from headgate._store.port import NO_STREAM
+from headgate._store.sql.engine import create_store_engine
+from headgate._store.sql.maintenance import rebuild, verify
+from headgate._store.sql.migrations import (
+    LATEST_VERSION,
+    VERSION_TABLE,
+    migrate,
+    revision_id,
+    schema_version,
+)
+from headgate._store.sql.migrations import legacy as legacy_steps
+from headgate._store.sql.schema import LIVE, LOG, events, projection_checkpoints
+from headgate._store.sql.store import SqlStore
+from headgate.testing import FakeClock
+from tests.conftest import drop_postgres_schema, fresh_postgres_url
+from tests.store.builders import create_schedule, defined, fire_tick
+from tests.store.legacy import legacy, make_legacy_store
+from tests.store.schema_shape import differences, schema_shape
+from tests.store.snapshots import snapshot
+
+
+@pytest.fixture
+def fresh_url(
+    store_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[[], str]]:
+    """Makes more empty databases on the same backend as `store_url`."""
+    made: list[str] = []
+
+    def make() -> str:
+        if store_url.startswith("sqlite"):
+            made.append(str(len(made)))
+            return f"sqlite:///{tmp_path / f'fresh-{len(made)}.db'}"
+        url, schema = fresh_postgres_url(request.getfixturevalue("postgres_server_url"))
+        made.append(schema)
+        return url
+
+    yield make
+    if not store_url.startswith("sqlite"):
+        for schema in made:
+            drop_postgres_schema(request.getfixturevalue("postgres_server_url"), schema)
+
+
+def _described_by(metadata: MetaData, url: str) -> dict[str, object]:
+    engine = create_store_engine(url)
+    try:
+        metadata.create_all(engine)
+        return schema_shape(engine)
+    finally:
+        engine.dispose()
+
+
+def _migrated_step_by_step(url: str) -> Engine:
+    engine = create_store_engine(url)
+    for version in range(1, LATEST_VERSION + 1):
+        assert migrate(engine, target=version) == [version]
+    return engine
+
+
+def _without_version_table(shape: dict[str, object]) -> dict[str, object]:
+    return {table: part for table, part in shape.items() if table != VERSION_TABLE}
+
+
+def test_a_store_migrated_from_the_first_revision_has_exactly_the_described_schema(
+    store_url: str, fresh_url: Callable[[], str]
+) -> None:
+    """Column types, nullability and defaults, keys, unique and check constraints,
+    index columns and partial-index predicates, with their names."""
+    engine = _migrated_step_by_step(store_url)
+    try:
+        migrated = _without_version_table(schema_shape(engine))
+    finally:
+        engine.dispose()
+    assert differences(migrated, _described_by(LOG, fresh_url())) == []
+
+
+def test_the_comparison_fails_on_a_change_with_no_migration(
+    store_url: str, fresh_url: Callable[[], str]
+) -> None:
+    """What a schema.py edit without a revision would look like: a column, an
+    index predicate and a nullability that the migrations never made."""
+    edited = MetaData()
+    for table in LOG.sorted_tables:
+        table.to_metadata(edited)
+    jobs = edited.tables[LIVE.jobs.name]
+    jobs.append_column(Column("priority", Integer, nullable=False, server_default="0"))
+    for index in list(jobs.indexes):
+        if index.name == f"ix_{LIVE.jobs.name}_finished":
+            jobs.indexes.discard(index)
+    Index(
+        f"ix_{LIVE.jobs.name}_finished",
+        jobs.c.updated_at_ms,
+        sqlite_where=text("state = 'x'"),
+        postgresql_where=text("state = 'x'"),
+    )
+    edited.tables[LIVE.schedules.name].c.spec.nullable = True
+    engine = _migrated_step_by_step(store_url)
+    try:
+        migrated = _without_version_table(schema_shape(engine))
+    finally:
+        engine.dispose()
+    found = differences(migrated, _described_by(edited, fresh_url()))
+    assert any(
+        line.startswith(f"{LIVE.jobs.name}.columns") and "priority" in line for line in found
+    )
+    assert any(line.startswith(f"{LIVE.jobs.name}.indexes") and "'x'" in line for line in found)
+    assert any(line.startswith(f"{LIVE.schedules.name}.columns") for line in found)
+
+
+def _busy(store: SqlStore) -> None:
+    create_schedule(store, "a")
+    create_schedule(store, "b", next_run_ms=120_000)
+    for tick in (60_000, 120_000, 180_000):
+        fire_tick(store, "a", tick)
+    fire_tick(store, "b", 120_000)
+
+
+@pytest.mark.parametrize("version", [6, 3])
+def test_an_existing_store_is_carried_over_in_place(
+    store_url: str, fresh_url: Callable[[], str], version: int
+) -> None:
+    """A store as a build before Alembic left it: its version in
+    `schema_migrations`, tables without the prefix. Opening it runs the steps it
+    missed, renames (or on SQLite copies) every table, keeps every row, and
+    records revision 1: exactly the described schema."""
+    current = SqlStore(fresh_url(), FakeClock())
+    try:
+        _busy(current)
+        expected_events = current.log.read_all(0, 10_000)
+        expected_rows = snapshot(current.engine)
+        make_legacy_store(store_url, version=version, copy_from=current)
+    finally:
+        current.close()
+    upgraded = SqlStore(store_url, FakeClock())
+    try:
+        tables = set(inspect(upgraded.engine).get_table_names())
+        assert tables == {table.name for table in LOG.sorted_tables} | {VERSION_TABLE}
+        with upgraded.engine.connect() as connection:
+            stamped = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+        assert stamped == [(revision_id(LATEST_VERSION),)]
+        assert upgraded.log.read_all(0, 10_000) == expected_events
+        assert snapshot(upgraded.engine) == expected_rows
+        assert verify(upgraded).ok
+        shape = _without_version_table(schema_shape(upgraded.engine))
+        described = _described_by(LOG, fresh_url())
+        assert differences(shape, described) == []
+        upgraded.log.append("schedule-c", NO_STREAM, [defined("c")])  # and it writes on
+        assert upgraded.reads.schedule("c") is not None
+    finally:
+        upgraded.close()
+
+
+def test_a_hosts_own_tables_of_the_old_names_are_left_alone(store_url: str) -> None:
+    """A host's database with its own `events` and a Rails-style `schema_migrations`:
+    Headgate starts beside them and touches neither."""
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE TABLE events (id INTEGER PRIMARY KEY, what TEXT)")
+        connection.exec_driver_sql("INSERT INTO events VALUES (1, 'the host''s')")
+        connection.exec_driver_sql("CREATE TABLE schema_migrations (version VARCHAR(32))")
+        connection.exec_driver_sql("INSERT INTO schema_migrations VALUES ('20240101')")
+    engine.dispose()
+    store = SqlStore(store_url, FakeClock())
+    try:
+        store.log.append("schedule-a", NO_STREAM, [defined("a")])
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT what FROM events").all() == [("the host's",)]
+            assert connection.exec_driver_sql("SELECT version FROM schema_migrations").all() == [
+                ("20240101",)
+            ]
+            assert connection.execute(select(LIVE.schedules.c.schedule_id)).scalars().all() == ["a"]
+    finally:
+        store.close()
+
+
+def test_a_newer_schema_is_refused(store_url: str, store: SqlStore) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0999'"))
+    with pytest.raises(SchemaTooNew, match="revision '0999'"):
+        SqlStore(store_url, FakeClock())
+
+
+def test_a_newer_legacy_numbering_is_refused(store_url: str) -> None:
+    make_legacy_store(store_url, version=6)
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            "INSERT INTO schema_migrations VALUES (999, 'from the future', 0)"
+        )
+    engine.dispose()
+    with pytest.raises(SchemaTooNew, match="version 999"):
+        SqlStore(store_url, FakeClock())
+
+
+def test_migrations_are_idempotent_and_versioned(store: SqlStore) -> None:
+    assert schema_version(store.engine) == LATEST_VERSION
+    assert migrate(store.engine) == []
+
+
+def test_upgrade_keeps_existing_events(store_url: str) -> None:
+    make_legacy_store(store_url, version=1)
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(
+            insert(legacy(events)).values(
+                position=1,
+                stream_id="schedule-a",
+                version=1,
+                type="ScheduleDeleted",
+                schema_version=1,
+                body='{"schedule_id":"a"}',
+                recorded_at_ms=5,
+            )
+        )
+    engine.dispose()
+    upgraded = SqlStore(store_url, FakeClock())
+    try:
+        assert schema_version(upgraded.engine) == LATEST_VERSION
+        assert [e.stream_id for e in upgraded.log.read_all()] == ["schedule-a"]
+    finally:
+        upgraded.close()
+
+
+def _legacy_indexes(
+    url: str, version: int, then_step: int, table: str
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Index columns of a legacy table at `version`, and after legacy step `then_step`."""
+    engine = create_store_engine(url)
+    try:
+        with engine.begin() as connection:
+            legacy_steps.create_at_version(connection, version)
+            before = {
+                ix["name"]: ix["column_names"] for ix in inspect(connection).get_indexes(table)
+            }
+            legacy_steps.run_steps(connection, then_step, then_step)
+            after = {
+                ix["name"]: ix["column_names"] for ix in inspect(connection).get_indexes(table)
+            }
+        return before, after
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_orders_the_due_index_by_schedule_too(store_url: str) -> None:
+    before, indexes = _legacy_indexes(store_url, 3, 4, "schedules")
+    assert before["ix_schedules_due"] == ["due_at_ms"]  # the index as version 3 created it
+    assert "ix_schedules_due" not in indexes
+    assert indexes["ix_schedules_due_order"] == ["due_at_ms", "schedule_id"]
+
+
+def test_upgrade_indexes_finished_jobs_for_compaction(store_url: str) -> None:
+    before, indexes = _legacy_indexes(store_url, 4, 5, "jobs")
+    assert "ix_jobs_finished" not in before
+    assert indexes["ix_jobs_finished"] == ["updated_at_ms"]
+
+
+def _legacy_store_with_a_long_history(store_url: str, fresh_url: Callable[[], str]) -> int:
+    """A version-5 store whose history the write path trimmed (as those builds
+    did), 130 attempts in the log; returns the log head."""
+    current = SqlStore(fresh_url(), FakeClock())
+    try:
+        create_schedule(current, "busy")
+        for tick in range(1, 131):
+            fire_tick(current, "busy", tick * 1000, interval_ms=1000)
+        head = current.log.head()
+        make_legacy_store(store_url, version=5, copy_from=current)
+    finally:
+        current.close()
+    return head
+
+
+def test_upgrade_gives_every_attempt_in_the_log_its_history_row(
+    store_url: str, fresh_url: Callable[[], str]
+) -> None:
+    """Until version 6 each write trimmed the history to the newest 100 rows per
+    schedule, though the log could hold more; now a rebuild makes a row for
+    every attempt in the log, and so must the live table, or verify fails."""
+    _legacy_store_with_a_long_history(store_url, fresh_url)
+    history = legacy(LIVE.enqueue_history)
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:  # as the trim on every write left it
+        oldest = select(history.c.event_id).order_by(history.c.event_id).limit(30)
+        connection.execute(delete(history).where(history.c.event_id.in_(oldest.scalar_subquery())))
+        assert connection.execute(select(func.count()).select_from(history)).scalar_one() == 100
+    engine.dispose()
+    store = SqlStore(store_url, FakeClock())
+    try:
+        with store.engine.connect() as connection:
+            count = select(func.count()).select_from(LIVE.enqueue_history)
+            assert connection.execute(count).scalar_one() == 130
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_upgrade_during_a_history_rebuild_leaves_the_rest_to_it(
+    store_url: str, fresh_url: Callable[[], str]
+) -> None:
+    """A rebuild under way has folded the history up to its checkpoint: the
+    migration fills in only below that, and the resumed rebuild does the rest."""
+    midway = _legacy_store_with_a_long_history(store_url, fresh_url) // 2
+    history, checkpoints = legacy(LIVE.enqueue_history), legacy(projection_checkpoints)
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:  # an interrupted rebuild, trimmed as before
+        oldest = select(history.c.event_id).order_by(history.c.event_id).limit(10)
+        connection.execute(delete(history).where(history.c.event_id.in_(oldest.scalar_subquery())))
+        connection.execute(delete(history).where(history.c.event_id > midway))
+        connection.execute(
+            update(checkpoints)
+            .where(checkpoints.c.name == "enqueue_history")
+            .values(position=midway, rebuilding=True)
+        )
+    engine.dispose()
+    store = SqlStore(store_url, FakeClock())
+    try:
+        with store.engine.connect() as connection:
+            rows = connection.execute(select(LIVE.enqueue_history.c.event_id)).scalars().all()
+        assert rows and max(rows) <= midway
+        assert rebuild(store, ["enqueue_history"]).resumed == ["enqueue_history"]
+        assert verify(store).ok
+    finally:
+        store.close()
