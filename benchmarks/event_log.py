@@ -218,7 +218,7 @@ def _definition(schedule_id: str) -> ScheduleDefined:
 
 
 def _database_bytes(store: SqlStore) -> int:
-    if store.is_postgresql:
+    if store.backend.name == "postgresql":
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.execute(text("VACUUM"))
             return int(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -68,38 +69,72 @@ def test_changes_agree_with_apply(definition: ScheduleDefined, events: list[obje
         assert row is not None
 
 
-def _where_it_stands(definition: ScheduleDefined, events: list[object]) -> tuple[object, ...]:
-    """The schedule row's progress, as the event model says, folded by hand."""
-    next_run = due = definition.next_run_ms
-    failures, last, deleted = 0, definition.last_enqueued_ms, False
-    for event in events:
-        if isinstance(event, NextRunAdvanced):
-            next_run = due = event.next_run_ms
-            failures, last = 0, event.last_enqueued_ms
-        elif isinstance(event, EnqueueAttempted):
-            failed = event.outcome is Outcome.FAILED
-            if event.next_run_ms is not None:  # v2: the attempt says where it left the schedule
-                next_run, last = event.next_run_ms, event.last_enqueued_ms
-                if not failed or event.retry_at_ms is not None:
-                    due = next_run
-            failures = event.attempt if failed else 0
-            if failed and event.retry_at_ms is not None:
-                due = event.retry_at_ms
-        elif isinstance(event, ScheduleDeleted):
-            deleted = True
-    return next_run, due, failures, last, deleted
+def _attempt(outcome: Outcome, **fields: object) -> EnqueueAttempted:
+    return EnqueueAttempted("s", 60_000, "j", outcome, "r", **fields)  # type: ignore[arg-type]
 
 
-@given(definition=definitions, events=st.lists(later_events, min_size=1, max_size=8))
+FAILED, ENQUEUED = Outcome.FAILED, Outcome.ENQUEUED
+WORKED_EXAMPLES = {
+    "a tick enqueued advances": (
+        [_attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000)],
+        (120_000, 120_000, 0, 60_000, False),
+    ),
+    "a skipped tick advances without enqueuing": (
+        [_attempt(Outcome.SKIPPED, next_run_ms=120_000, last_enqueued_ms=None)],
+        (120_000, 120_000, 0, None, False),
+    ),
+    "a failure keeps the tick and is due at its retry": (
+        [_attempt(FAILED, attempt=1, retry_at_ms=61_000, next_run_ms=60_000)],
+        (60_000, 61_000, 1, None, False),
+    ),
+    "two failures, then the tick succeeds": (
+        [
+            _attempt(FAILED, attempt=1, retry_at_ms=61_000, next_run_ms=60_000),
+            _attempt(FAILED, attempt=2, retry_at_ms=63_000, next_run_ms=60_000),
+            _attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000),
+        ],
+        (120_000, 120_000, 0, 60_000, False),
+    ),
+    "a failure without a retry time keeps the due time it had": (
+        [
+            _attempt(FAILED, attempt=1, retry_at_ms=61_000, next_run_ms=60_000),
+            _attempt(FAILED, attempt=2, next_run_ms=60_000),
+        ],
+        (60_000, 61_000, 2, None, False),
+    ),
+    "a v1 attempt says nothing of next_run; its own advance followed": (
+        [_attempt(ENQUEUED), NextRunAdvanced("s", 120_000, 60_000)],
+        (120_000, 120_000, 0, 60_000, False),
+    ),
+    "a v1 failure is due at its retry": (
+        [_attempt(FAILED, attempt=1, retry_at_ms=61_000)],
+        (60_000, 61_000, 1, None, False),
+    ),
+    "a deletion keeps where the schedule stood": (
+        [
+            _attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000),
+            ScheduleDeleted("s"),
+        ],
+        (120_000, 120_000, 0, 60_000, True),
+    ),
+}
+
+
+@pytest.mark.parametrize(("events", "stands"), WORKED_EXAMPLES.values(), ids=list(WORKED_EXAMPLES))
 def test_the_schedule_row_is_where_the_events_left_it(
-    definition: ScheduleDefined, events: list[object]
+    events: list[object], stands: tuple[object, ...]
 ) -> None:
+    """(next_run_ms, due_at_ms, failures, last_enqueued_ms, deleted) after a
+    definition at next_run_ms 60000 and then these events."""
+    definition = ScheduleDefined("s", "@every:60000", "k", "q", None, "skip", 1, False, 60_000)  # type: ignore[arg-type]
     row = SCHEDULES.apply(None, RecordedEvent(1, "schedule-s", 1, 10, definition))
     for offset, event in enumerate(events, start=2):
         row = SCHEDULES.apply(row, RecordedEvent(offset, "schedule-s", offset, 10, event))  # type: ignore[arg-type]
     assert row is not None
-    stands = (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms, row.deleted)
-    assert stands == _where_it_stands(definition, events)
+    assert (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms, row.deleted) == (
+        stands
+    )
+    assert row.version == len(events) + 1
 
 
 job_events = st.builds(

@@ -99,7 +99,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
 
         time.sleep(1.0)
         stale = second
-        if observer._store.is_postgresql:
+        if observer._store.backend.name == "postgresql":
             # A process frozen inside a transaction keeps its row locks until the
             # server ends its session (idle_in_transaction_session_timeout), so
             # the takeover may take that long. SQLite has no such timeout (a
@@ -154,7 +154,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
                 assert not [e for e in entries if e["event"] == "enqueue attempt"], (
                     f"process {pid} never held the lease, yet fired ticks"
                 )
-        if observer._store.is_postgresql:
+        if observer._store.backend.name == "postgresql":
             after_resume = [
                 e for e in logs[stale] if e["event"] == "enqueue attempt" and _at(e) > resumed_at
             ]

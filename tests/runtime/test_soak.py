@@ -87,7 +87,11 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
                 other.terminate()
                 other.wait(timeout=30)
                 runtimes[runtimes.index(other)] = _runtime(store_url, log)
-            elif action == "freeze holder" and holder is not None and observer._store.is_postgresql:
+            elif (
+                action == "freeze holder"
+                and holder is not None
+                and observer._store.backend.name == "postgresql"
+            ):
                 # Past its lease, and past the session timeout that frees its locks.
                 holder.send_signal(signal.SIGSTOP)
                 time.sleep((IDLE_IN_TRANSACTION_MS + TTL_MS) / 1000 + 0.5)

@@ -61,6 +61,10 @@ class SqlBackend(ABC):
     made anew to change their names)."""
 
     @abstractmethod
+    def checked_url(self, url: URL) -> URL:
+        """The store URL as this backend takes it; ValueError naming what is wrong."""
+
+    @abstractmethod
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
     ) -> Engine:
@@ -146,6 +150,23 @@ class _Sqlite(SqlBackend):
     clock_is_local = True
     renames_constraints = False
     PAGE_SIZE: Final = 16_384
+
+    def checked_url(self, url: URL) -> URL:
+        if url.drivername not in ("sqlite", "sqlite+pysqlite"):
+            raise ValueError(
+                f"store URL: driver {url.get_driver_name()!r} is not supported; "
+                "use sqlite:///path.db"
+            )
+        if not url.database or url.database == ":memory:":
+            raise ValueError(
+                "store URL: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+            )
+        if url.query:
+            raise ValueError(
+                f"store URL: SQLite takes no options here ({', '.join(url.query)}); "
+                "Headgate sets its own"
+            )
+        return url
 
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
@@ -286,6 +307,15 @@ class _PostgreSQL(SqlBackend):
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
+
+    def checked_url(self, url: URL) -> URL:
+        """Plain `postgresql://` means the psycopg 3 driver."""
+        if url.drivername not in ("postgresql", "postgresql+psycopg"):
+            raise ValueError(
+                f"store URL: driver {url.get_driver_name()!r} is not supported; "
+                "use postgresql:// (psycopg 3)"
+            )
+        return url.set(drivername="postgresql+psycopg")
 
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
@@ -475,6 +505,7 @@ class _PostgreSQL(SqlBackend):
 SQLITE: Final = _Sqlite()
 POSTGRESQL: Final = _PostgreSQL()
 _BY_NAME: Final[dict[str, SqlBackend]] = {SQLITE.name: SQLITE, POSTGRESQL.name: POSTGRESQL}
+BACKEND_NAMES: Final = frozenset(_BY_NAME)
 
 
 def backend_named(name: str) -> SqlBackend:

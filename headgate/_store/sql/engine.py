@@ -21,7 +21,7 @@ from headgate._errors import (
     StoreError,
     StoreUnavailable,
 )
-from headgate._store.sql.backends import POSTGRESQL, SQLITE, backend_named
+from headgate._store.sql.backends import BACKEND_NAMES, POSTGRESQL, SQLITE, backend_named
 
 BUSY_TIMEOUT_S: Final = 30.0
 WRITE: Final = {"headgate_write": True}
@@ -29,38 +29,17 @@ WRITE: Final = {"headgate_write": True}
 
 
 def parse_store_url(url: str) -> URL:
-    """Validate a store URL; plain `postgresql://` means the psycopg 3 driver."""
+    """Validate a store URL (each backend checks its own; see backends.py)."""
     try:
         parsed = make_url(url)
     except (sa_exc.ArgumentError, ValueError):
         raise ValueError(f"store URL: {url!r} is not a database URL") from None
-    backend = parsed.get_backend_name()
-    if backend == "postgresql":
-        if parsed.drivername not in ("postgresql", "postgresql+psycopg"):
-            raise ValueError(
-                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
-                "use postgresql:// (psycopg 3)"
-            )
-        return parsed.set(drivername="postgresql+psycopg")
-    if backend == "sqlite":
-        if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
-            raise ValueError(
-                f"store URL: driver {parsed.get_driver_name()!r} is not supported; "
-                "use sqlite:///path.db"
-            )
-        if not parsed.database or parsed.database == ":memory:":
-            raise ValueError(
-                "store URL: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
-            )
-        if parsed.query:
-            raise ValueError(
-                f"store URL: SQLite takes no options here ({', '.join(parsed.query)}); "
-                "Headgate sets its own"
-            )
-        return parsed
-    raise ValueError(
-        f"store URL: {backend!r} is not supported; use sqlite:///path.db or postgresql://"
-    )
+    name = parsed.get_backend_name()
+    if name not in BACKEND_NAMES:
+        raise ValueError(
+            f"store URL: {name!r} is not supported; use sqlite:///path.db or postgresql://"
+        )
+    return backend_named(name).checked_url(parsed)
 
 
 def create_store_engine(

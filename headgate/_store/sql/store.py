@@ -83,10 +83,6 @@ class SqlStore(Store):
         self.leases = SqlLeases(self)
         self.reads = SqlReads(self.engine)
 
-    @property
-    def is_postgresql(self) -> bool:
-        return self.backend.name == "postgresql"
-
     def compact(
         self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
     ) -> CompactionReport:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from sqlalchemy import insert, select, text
 
 from headgate._domain.events import JobEnqueued, NextRunAdvanced, ScheduleDeleted
 from headgate._errors import ConcurrencyConflict
 from headgate._runtime.instants import InstantNotReached, InstantTiming
-from headgate._store.mapper import UPCASTERS, UnknownEventType
-from headgate._store.port import ANY_VERSION, NO_STREAM, StreamAppend
-from headgate._store.sql.backends import SQLITE
-from headgate._store.sql.schema import events
-from headgate._store.sql.store import SqlStore
+from headgate._store.port import ANY_VERSION, NO_STREAM, Store, StreamAppend
 from headgate.testing import FakeClock
 from tests.store.builders import defined
 
 
-def test_append_then_read_stream_in_order(store: SqlStore) -> None:
+def test_append_then_read_stream_in_order(store: Store) -> None:
     first = store.log.append("schedule-a", NO_STREAM, [defined("a")])
     second = store.log.append(
         "schedule-a", 1, [NextRunAdvanced("a", 120_000, 60_000), ScheduleDeleted("a")]
@@ -39,7 +32,7 @@ def test_append_then_read_stream_in_order(store: SqlStore) -> None:
     assert store.log.stream_version("schedule-missing") == 0
 
 
-def test_stale_expected_version_conflicts_and_writes_nothing(store: SqlStore) -> None:
+def test_stale_expected_version_conflicts_and_writes_nothing(store: Store) -> None:
     store.log.append("schedule-a", NO_STREAM, [defined("a")])
     with pytest.raises(ConcurrencyConflict) as caught:
         store.log.append("schedule-a", NO_STREAM, [ScheduleDeleted("a")])
@@ -54,13 +47,13 @@ def test_stale_expected_version_conflicts_and_writes_nothing(store: SqlStore) ->
     assert store.log.head() == 1
 
 
-def test_any_version_appends_regardless(store: SqlStore) -> None:
+def test_any_version_appends_regardless(store: Store) -> None:
     store.log.append("schedule-a", ANY_VERSION, [defined("a")])
     store.log.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
     assert store.log.stream_version("schedule-a") == 2
 
 
-def test_multi_stream_unit_is_all_or_nothing(store: SqlStore) -> None:
+def test_multi_stream_unit_is_all_or_nothing(store: Store) -> None:
     store.log.append("schedule-a", NO_STREAM, [defined("a")])
     job = JobEnqueued("j1", "k", "default", {}, None, "a", 60_000)
     unit = [
@@ -79,7 +72,7 @@ def test_multi_stream_unit_is_all_or_nothing(store: SqlStore) -> None:
     ]
 
 
-def test_one_conflicting_unit_does_not_fail_its_neighbours(store: SqlStore) -> None:
+def test_one_conflicting_unit_does_not_fail_its_neighbours(store: Store) -> None:
     store.log.append("schedule-b", NO_STREAM, [defined("b")])
     results = store.log.append_units(
         [
@@ -94,7 +87,7 @@ def test_one_conflicting_unit_does_not_fail_its_neighbours(store: SqlStore) -> N
     assert store.log.head() == 3
 
 
-def test_units_in_one_batch_see_each_others_versions(store: SqlStore) -> None:
+def test_units_in_one_batch_see_each_others_versions(store: Store) -> None:
     results = store.log.append_units(
         [
             [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
@@ -105,7 +98,7 @@ def test_units_in_one_batch_see_each_others_versions(store: SqlStore) -> None:
     assert store.log.stream_version("schedule-a") == 2
 
 
-def test_positions_stay_gap_free_after_failed_writes(store: SqlStore) -> None:
+def test_positions_stay_gap_free_after_failed_writes(store: Store) -> None:
     store.log.append("schedule-a", NO_STREAM, [defined("a")])
     with pytest.raises(ConcurrencyConflict):
         store.log.append("schedule-a", NO_STREAM, [defined("a")])
@@ -117,7 +110,7 @@ def test_positions_stay_gap_free_after_failed_writes(store: SqlStore) -> None:
     assert store.log.read_stream("schedule-b") == []
 
 
-def test_read_all_pages_by_position(store: SqlStore) -> None:
+def test_read_all_pages_by_position(store: Store) -> None:
     for name in "abcde":
         store.log.append(f"schedule-{name}", NO_STREAM, [defined(name)])
     assert [e.position for e in store.log.read_all(0, 2)] == [1, 2]
@@ -126,56 +119,7 @@ def test_read_all_pages_by_position(store: SqlStore) -> None:
     assert store.log.read_all(5) == []
 
 
-def test_body_is_versioned_json(store: SqlStore) -> None:
-    store.log.append("schedule-a", NO_STREAM, [defined("a", payload={"b": [1, 2], "a": "é"})])
-    with store.engine.connect() as connection:
-        row = connection.execute(select(events)).one()
-    assert row.type == "ScheduleDefined"
-    assert row.schema_version == 1
-    assert row.body.startswith('{"backfill_limit":1,')
-    assert '"payload":{"a":"é","b":[1,2]}' in row.body
-
-
-def test_old_event_shapes_are_upcast_on_read(
-    store: SqlStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def add_last_enqueued(body: dict[str, object]) -> dict[str, object]:
-        return {**body, "last_enqueued_ms": None}
-
-    monkeypatch.setitem(UPCASTERS, ("NextRunAdvanced", 0), add_last_enqueued)
-    with store.engine.begin() as connection:
-        connection.execute(
-            insert(events).values(
-                position=1,
-                stream_id="schedule-a",
-                version=1,
-                type="NextRunAdvanced",
-                schema_version=0,
-                body='{"next_run_ms":5,"schedule_id":"a"}',
-                recorded_at_ms=1,
-            )
-        )
-    assert store.log.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
-
-
-def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:
-    with store.engine.begin() as connection:
-        connection.execute(
-            insert(events).values(
-                position=1,
-                stream_id="x",
-                version=1,
-                type="Mystery",
-                schema_version=1,
-                body="{}",
-                recorded_at_ms=1,
-            )
-        )
-    with pytest.raises(UnknownEventType, match="unknown event type 'Mystery'"):
-        store.log.read_all()
-
-
-def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: SqlStore) -> None:
+def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: Store) -> None:
     writers, per_writer = 4, 60
     seen: list[int] = []
     done = threading.Event()
@@ -213,35 +157,6 @@ def test_tailing_reader_never_misses_an_event_under_concurrent_writers(store: Sq
     assert seen == list(range(1, writers * per_writer + 1))
 
 
-def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
-    store = SqlStore(f"sqlite:///{tmp_path / 'd.db'}", FakeClock())
-    try:
-        with store.engine.connect() as connection:
-            assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-            assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
-            assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
-            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.PAGE_SIZE
-    finally:
-        store.close()
-
-
-def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    old = sqlite3.connect(path)  # as an earlier build created it
-    old.execute("PRAGMA page_size=4096")
-    old.execute("PRAGMA journal_mode=WAL")
-    old.execute("CREATE TABLE keep_me (x INTEGER)")
-    old.close()
-    store = SqlStore(f"sqlite:///{path}", FakeClock())
-    try:
-        store.log.append("schedule-a", NO_STREAM, [defined("a")])
-        with store.engine.connect() as connection:
-            assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
-        assert [e.event for e in store.log.read_stream("schedule-a")] == [defined("a")]
-    finally:
-        store.close()
-
-
 def _held_until(
     clock: FakeClock, instant: int, cancel: threading.Event | None = None
 ) -> Callable[[], None]:
@@ -251,7 +166,7 @@ def _held_until(
 
 
 def test_a_write_held_for_an_instant_commits_when_the_clock_gets_there(
-    store: SqlStore, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     instant = clock.now_ms() + 100
     mover = threading.Timer(0.05, clock.set, args=(instant,))
@@ -265,7 +180,7 @@ def test_a_write_held_for_an_instant_commits_when_the_clock_gets_there(
     assert clock.now_ms() >= instant
 
 
-def test_an_abandoned_hold_commits_nothing(store: SqlStore, clock: FakeClock) -> None:
+def test_an_abandoned_hold_commits_nothing(store: Store, clock: FakeClock) -> None:
     cancel = threading.Event()
     cancel.set()
     instant = clock.now_ms() + 100
@@ -290,7 +205,7 @@ def test_an_abandoned_hold_commits_nothing(store: SqlStore, clock: FakeClock) ->
 
 
 def test_cancelling_after_the_instant_has_passed_still_commits(
-    store: SqlStore, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     cancel = threading.Event()
     cancel.set()

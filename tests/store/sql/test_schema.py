@@ -40,9 +40,9 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import create_schedule, defined, fire_tick
-from tests.store.legacy import legacy, make_legacy_store
-from tests.store.schema_shape import differences, schema_shape
 from tests.store.snapshots import snapshot
+from tests.store.sql.legacy import legacy, make_legacy_store
+from tests.store.sql.schema_shape import differences, schema_shape
 
 
 @pytest.fixture

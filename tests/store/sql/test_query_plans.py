@@ -54,7 +54,7 @@ def test_the_bounded_reads_use_their_index(
 ) -> None:
     with store.engine.connect() as connection:
         compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
-        if store.is_postgresql:
+        if store.backend.name == "postgresql":
             # Tables this small would be scanned anyway; forbid that to learn
             # whether the index can serve the query, in its order.
             connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
@@ -79,7 +79,7 @@ def _store_outgrowing_its_statistics(store: SqlStore) -> None:
         for n in range(COUNT)
     ]
     store.log.append_units(defining[:10])
-    if store.is_postgresql:
+    if store.backend.name == "postgresql":
         with store.engine.begin() as connection:
             connection.exec_driver_sql(f"ANALYZE {GROWING_TABLES}")
             # Autovacuum would analyse them again mid-test: the statistics must lag.
@@ -138,7 +138,7 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
     """Plans as PostgreSQL ran them (auto_explain), for every statement a batch
     of ticks sends, those the driver sends directly (COPY, UPDATE ... FROM)
     included, while the statistics say the tables hold ten rows."""
-    if not store.is_postgresql:
+    if store.backend.name != "postgresql":
         pytest.skip("SQLite has no statistics to lag; its lookups are checked above")
     _store_outgrowing_its_statistics(store)
     with store.engine.connect() as connection:
@@ -178,7 +178,7 @@ def _plans_of(store: SqlStore, work: Callable[[], object]) -> list[str]:
 def test_compaction_probes_indexes_on_postgresql(store: SqlStore, clock: FakeClock) -> None:
     """Every statement of a compaction that trims attempts, removes finished jobs
     and expires manual keys, on tables grown long after they were analysed."""
-    if not store.is_postgresql:
+    if store.backend.name != "postgresql":
         pytest.skip("SQLite has no statistics to lag; compaction's index is checked above")
     _store_outgrowing_its_statistics(store)
     compact(store)  # examining the whole log, it may read all of it; the next run may not
@@ -250,7 +250,7 @@ def _assert_every_plan_probes(plans: list[str]) -> None:
 
 
 def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: SqlStore) -> None:
-    if not store.is_postgresql:
+    if store.backend.name != "postgresql":
         pytest.skip("the planner switches are PostgreSQL's")
     switches = "SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'), "
     switches += "current_setting('enable_mergejoin')"
@@ -272,7 +272,7 @@ def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: SqlStore) -> 
     """A rebuild folds the log in batches into emptied tables whose statistics
     describe them as they were; each batch loads the rows it touches (500 keys at
     a time), which without index probes read the whole table every time."""
-    if not store.is_postgresql:
+    if store.backend.name != "postgresql":
         pytest.skip("SQLite has no statistics to lag")
     _store_outgrowing_its_statistics(store)
     store.log.append_units(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
@@ -15,19 +16,16 @@ from headgate._domain.events import (
     ScheduleDeleted,
 )
 from headgate._errors import ValidationError
-from headgate._store.port import ANY_VERSION, NO_STREAM
-from headgate._store.sql import queries as read_model
-from headgate._store.sql.queries import SqlReads
-from headgate._store.sql.store import SqlStore
+from headgate._store.port import ANY_VERSION, NO_STREAM, Reads, Store
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
 
 
-def _reads(store: SqlStore) -> SqlReads:
+def _reads(store: Store) -> Reads:
     return store.reads
 
 
 class TestSchedules:
-    def test_definition_creates_the_row(self, store: SqlStore) -> None:
+    def test_definition_creates_the_row(self, store: Store) -> None:
         create_schedule(store, "nightly", next_run_ms=60_000)
         row = _reads(store).schedule("nightly")
         assert row is not None
@@ -51,7 +49,7 @@ class TestSchedules:
             row.version,
         ) == (60_000, 60_000, 0, None, 1)
 
-    def test_a_tick_advances_next_run_and_the_version(self, store: SqlStore) -> None:
+    def test_a_tick_advances_next_run_and_the_version(self, store: Store) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         row = _reads(store).schedule("nightly")
@@ -63,7 +61,7 @@ class TestSchedules:
             2,
         )
 
-    def test_a_failed_attempt_keeps_the_tick_and_delays_the_retry(self, store: SqlStore) -> None:
+    def test_a_failed_attempt_keeps_the_tick_and_delays_the_retry(self, store: Store) -> None:
         create_schedule(store, "nightly")
         failed = attempted(
             "nightly", 60_000, Outcome.FAILED, "backpressure", attempt=3, retry_at_ms=64_000
@@ -77,7 +75,7 @@ class TestSchedules:
         assert row is not None
         assert (row.due_at_ms, row.failures) == (120_000, 0)
 
-    def test_an_attempt_says_where_it_left_the_schedule(self, store: SqlStore) -> None:
+    def test_an_attempt_says_where_it_left_the_schedule(self, store: Store) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         failed = attempted(
@@ -98,12 +96,12 @@ class TestSchedules:
         assert self._progress(store) == (180_000, 180_000, 0, 120_000)
 
     @staticmethod
-    def _progress(store: SqlStore) -> tuple[object, ...]:
+    def _progress(store: Store) -> tuple[object, ...]:
         row = _reads(store).schedule("nightly")
         assert row is not None
         return (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms)
 
-    def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: SqlStore) -> None:
+    def test_redefinition_keeps_last_enqueued_from_the_snapshot(self, store: Store) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         store.log.append(
@@ -120,26 +118,19 @@ class TestSchedules:
             3,
         )
 
-    def test_due_read_is_bounded_ordered_and_skips_paused_and_deleted(
-        self, store: SqlStore
-    ) -> None:
+    def test_due_read_is_bounded_ordered_and_skips_paused_and_deleted(self, store: Store) -> None:
         create_schedule(store, "late", next_run_ms=50_000)
         create_schedule(store, "early", next_run_ms=10_000)
         create_schedule(store, "future", next_run_ms=999_000)
         store.log.append("schedule-paused", NO_STREAM, [defined("paused", 1_000, paused=True)])
         create_schedule(store, "gone", next_run_ms=1_000)
         store.log.append("schedule-gone", ANY_VERSION, [ScheduleDeleted("gone")])
-        with store.engine.connect() as connection:
-            assert [r.schedule_id for r in read_model.due_schedules(connection, 60_000, 10)] == [
-                "early",
-                "late",
-            ]
-            assert [r.schedule_id for r in read_model.due_schedules(connection, 60_000, 1)] == [
-                "early"
-            ]
-            assert read_model.earliest_due_at(connection) == 10_000
+        reads = store.reads
+        assert [r.schedule_id for r in reads.due_schedules(60_000, 10)] == ["early", "late"]
+        assert [r.schedule_id for r in reads.due_schedules(60_000, 1)] == ["early"]
+        assert reads.earliest_due_at() == 10_000
 
-    def test_schedules_page_to_the_end(self, store: SqlStore) -> None:
+    def test_schedules_page_to_the_end(self, store: Store) -> None:
         for n in range(5):
             create_schedule(store, f"s{n}")
         reads = _reads(store)
@@ -157,7 +148,7 @@ class TestSchedules:
 
 
 class TestJobs:
-    def test_periodic_origin_is_stored(self, store: SqlStore) -> None:
+    def test_periodic_origin_is_stored(self, store: Store) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         job = _reads(store).job("job-for-nightly-60000")
@@ -168,7 +159,7 @@ class TestJobs:
             "pending",
         )
 
-    def test_ordinary_job_has_no_origin_and_can_finish(self, store: SqlStore) -> None:
+    def test_ordinary_job_has_no_origin_and_can_finish(self, store: Store) -> None:
         store.log.append(
             "job-j1", NO_STREAM, [JobEnqueued("j1", "email.send", "mail", {"to": "x"})]
         )
@@ -184,7 +175,7 @@ class TestJobs:
 
     @pytest.mark.parametrize(("schedule_id", "tick_ms"), [("nightly", None), (None, 60_000)])
     def test_half_an_origin_is_rejected_before_anything_is_written(
-        self, store: SqlStore, schedule_id: str | None, tick_ms: int | None
+        self, store: Store, schedule_id: str | None, tick_ms: int | None
     ) -> None:
         with pytest.raises(
             ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
@@ -194,19 +185,19 @@ class TestJobs:
             )
         assert store.log.head() == 0
 
-    def test_pending_counts_and_live_unique_keys(self, store: SqlStore) -> None:
+    def test_pending_counts_and_live_unique_keys(self, store: Store) -> None:
         store.log.append("job-a", NO_STREAM, [JobEnqueued("a", "k", "q1", {}, "key-1")])
         store.log.append("job-b", NO_STREAM, [JobEnqueued("b", "k", "q1", {}, "key-2")])
         store.log.append("job-b", 1, [JobFinished("b", JobState.COMPLETED)])
-        with store.engine.connect() as connection:
-            assert read_model.pending_counts(connection, ["q1", "q2"]) == {"q1": 1, "q2": 0}
-            assert read_model.live_jobs_by_unique_key(connection, ["key-1", "key-2"]) == {
-                "key-1": "a"
-            }
+        facts = _gate_facts(
+            store, [_candidate("c1", "key-1"), _candidate("c2", "key-2")], ["q1", "q2"]
+        )
+        assert facts.pending == {"q1": 1, "q2": 0}
+        assert facts.unique_key_holders == {"key-1": "a"}
 
 
 class TestEnqueueHistory:
-    def _record(self, store: SqlStore, schedule_id: str, count: int) -> None:
+    def _record(self, store: Store, schedule_id: str, count: int) -> None:
         version = store.log.stream_version(f"schedule-{schedule_id}")
         store.log.append(
             f"schedule-{schedule_id}",
@@ -214,7 +205,7 @@ class TestEnqueueHistory:
             [attempted(schedule_id, n * 1000) for n in range(1, count + 1)],
         )
 
-    def test_keeps_the_newest_100_per_schedule(self, store: SqlStore) -> None:
+    def test_keeps_the_newest_100_per_schedule(self, store: Store) -> None:
         create_schedule(store, "a")
         create_schedule(store, "b")
         self._record(store, "a", 60)
@@ -226,7 +217,7 @@ class TestEnqueueHistory:
         assert page.items[-1].tick_ms == 6_000  # the oldest 5 of the first 60 are gone
         assert len(_reads(store).enqueue_history("b", 100, None).items) == 3
 
-    def test_paging_newest_first(self, store: SqlStore) -> None:
+    def test_paging_newest_first(self, store: Store) -> None:
         create_schedule(store, "a")
         self._record(store, "a", 100)
         reads = _reads(store)
@@ -240,7 +231,7 @@ class TestEnqueueHistory:
         rest = reads.enqueue_history("a", 100, sixth.next_cursor)
         assert len(rest.items) == 40 and rest.next_cursor is None
 
-    def test_records_carry_identity_outcome_and_reason_only(self, store: SqlStore) -> None:
+    def test_records_carry_identity_outcome_and_reason_only(self, store: Store) -> None:
         create_schedule(store, "a")
         store.log.append(
             "schedule-a",
@@ -263,7 +254,7 @@ class TestEnqueueHistory:
         assert row.recorded_at_ms == store.clock.now_ms()
         assert row.event_id == 2
 
-    def test_history_survives_schedule_deletion(self, store: SqlStore) -> None:
+    def test_history_survives_schedule_deletion(self, store: Store) -> None:
         create_schedule(store, "a")
         fire_tick(store, "a", 60_000)
         store.log.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
@@ -272,19 +263,28 @@ class TestEnqueueHistory:
         assert row is not None and row.deleted
 
     @pytest.mark.parametrize("limit", [0, 101, -1])
-    def test_limit_is_between_1_and_100(self, store: SqlStore, limit: int) -> None:
+    def test_limit_is_between_1_and_100(self, store: Store, limit: int) -> None:
         with pytest.raises(ValidationError, match="limit: must be an integer between 1 and 100"):
             _reads(store).enqueue_history("a", limit, None)
 
     @pytest.mark.parametrize("cursor", ["garbage!", "", "eyJ4IjoxfQ", "WyJzY2hlZHVsZXMiLCJhIl0"])
-    def test_malformed_or_foreign_cursors_are_rejected(self, store: SqlStore, cursor: str) -> None:
+    def test_malformed_or_foreign_cursors_are_rejected(self, store: Store, cursor: str) -> None:
         with pytest.raises(ValidationError, match="cursor: is not a cursor returned by this list"):
             _reads(store).enqueue_history("a", 10, cursor)
 
 
-def test_quarantine_projection(store: SqlStore) -> None:
+def test_quarantine_projection(store: Store) -> None:
     store.log.append("quarantine-f1", NO_STREAM, [FingerprintQuarantined("f1", "poison")])
     store.log.append("quarantine-f2", NO_STREAM, [FingerprintQuarantined("f2")])
     store.log.append("quarantine-f2", 1, [FingerprintReleased("f2")])
-    with store.engine.connect() as connection:
-        assert read_model.quarantined(connection, ["f1", "f2", "f3"]) == {"f1"}
+    candidates = [_candidate(f"c{n}", fingerprint=f"f{n}") for n in (1, 2, 3)]
+    assert _gate_facts(store, candidates, []).quarantined == {"f1"}
+
+
+def _candidate(job_id: str, unique_key: str | None = None, fingerprint: str = "fp") -> Candidate:
+    return Candidate(JobEnqueued(job_id, "k", "q1", {}, unique_key), fingerprint, 2)
+
+
+def _gate_facts(store: Store, candidates: list[Candidate], queues: list[str]) -> GateFacts:
+    with store.log.write() as transaction:
+        return transaction.gate_facts(candidates, queues)

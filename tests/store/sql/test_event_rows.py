@@ -1,0 +1,97 @@
+"""How the SQL adapter stores events: canonical JSON bodies with versions, old
+shapes upcast on read, and SQLite's durability settings."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, select, text
+
+from headgate._domain.events import NextRunAdvanced
+from headgate._store.mapper import UPCASTERS, UnknownEventType
+from headgate._store.port import NO_STREAM
+from headgate._store.sql.backends import SQLITE
+from headgate._store.sql.schema import events
+from headgate._store.sql.store import SqlStore
+from headgate.testing import FakeClock
+from tests.store.builders import defined
+
+
+def test_body_is_versioned_json(store: SqlStore) -> None:
+    store.log.append("schedule-a", NO_STREAM, [defined("a", payload={"b": [1, 2], "a": "é"})])
+    with store.engine.connect() as connection:
+        row = connection.execute(select(events)).one()
+    assert row.type == "ScheduleDefined"
+    assert row.schema_version == 1
+    assert row.body.startswith('{"backfill_limit":1,')
+    assert '"payload":{"a":"é","b":[1,2]}' in row.body
+
+
+def test_old_event_shapes_are_upcast_on_read(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def add_last_enqueued(body: dict[str, object]) -> dict[str, object]:
+        return {**body, "last_enqueued_ms": None}
+
+    monkeypatch.setitem(UPCASTERS, ("NextRunAdvanced", 0), add_last_enqueued)
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="schedule-a",
+                version=1,
+                type="NextRunAdvanced",
+                schema_version=0,
+                body='{"next_run_ms":5,"schedule_id":"a"}',
+                recorded_at_ms=1,
+            )
+        )
+    assert store.log.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
+
+
+def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="x",
+                version=1,
+                type="Mystery",
+                schema_version=1,
+                body="{}",
+                recorded_at_ms=1,
+            )
+        )
+    with pytest.raises(UnknownEventType, match="unknown event type 'Mystery'"):
+        store.log.read_all()
+
+
+def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path / 'd.db'}", FakeClock())
+    try:
+        with store.engine.connect() as connection:
+            assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+            assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
+            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.PAGE_SIZE
+    finally:
+        store.close()
+
+
+def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)  # as an earlier build created it
+    old.execute("PRAGMA page_size=4096")
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute("CREATE TABLE keep_me (x INTEGER)")
+    old.close()
+    store = SqlStore(f"sqlite:///{path}", FakeClock())
+    try:
+        store.log.append("schedule-a", NO_STREAM, [defined("a")])
+        with store.engine.connect() as connection:
+            assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
+        assert [e.event for e in store.log.read_stream("schedule-a")] == [defined("a")]
+    finally:
+        store.close()

@@ -1,0 +1,119 @@
+"""The layout's import rules (ARCHITECTURE.md), checked on the source itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVERS = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
+
+
+def _modules() -> dict[str, set[str]]:
+    """Every module of the package (projections included, by its installed name)
+    and the modules it imports, absolute."""
+    found: dict[str, set[str]] = {}
+    for package_dir, name in (
+        (ROOT / "headgate", "headgate"),
+        (ROOT / "projections", "headgate._projections"),
+    ):
+        for path in package_dir.rglob("*.py"):
+            if (
+                "_projections" in path.relative_to(ROOT).parts[:2]
+                and package_dir.name == "headgate"
+            ):
+                continue  # the symlink: counted under its real folder
+            parts = list(path.relative_to(package_dir).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            module = ".".join([name, *parts])
+            imports: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    imports.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                    imports.add(node.module)
+                    imports.update(f"{node.module}.{alias.name}" for alias in node.names)
+            found[module] = imports
+    return found
+
+
+MODULES = _modules()
+
+
+def _importing(prefix: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    return {
+        module: sorted(i for i in imports if i.startswith(forbidden))
+        for module, imports in MODULES.items()
+        if module == prefix or module.startswith(prefix + ".")
+        if any(i.startswith(forbidden) for i in imports)
+    }
+
+
+def test_the_modules_were_found() -> None:
+    assert "headgate._store.port" in MODULES and "headgate._projections.jobs" in MODULES
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        # The domain is pure: no storage, no actors, no logging, nothing above it.
+        (
+            "headgate._domain",
+            (
+                *DRIVERS,
+                "pykka",
+                "structlog",
+                "headgate._store",
+                "headgate._runtime",
+                "headgate._projections",
+                "headgate._app",
+                "headgate._commands",
+                "headgate.web",
+            ),
+        ),
+        # Projections are folds of domain events.
+        (
+            "headgate._projections",
+            (*DRIVERS, "pykka", "headgate._store", "headgate._runtime", "headgate._app"),
+        ),
+        # The port and the mapper know no database.
+        ("headgate._store.port", DRIVERS),
+        ("headgate._store.mapper", DRIVERS),
+        # The runtime and the commands use the store through its port only.
+        ("headgate._runtime", (*DRIVERS, "headgate._store.sql")),
+        ("headgate._commands", (*DRIVERS, "headgate._store.sql")),
+        ("headgate.web", (*DRIVERS, "headgate._store")),
+    ],
+)
+def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]) -> None:
+    assert _importing(package, forbidden) == {}
+
+
+def test_only_the_sql_adapter_knows_a_database_and_only_composition_roots_open_it() -> None:
+    drivers = _importing("headgate", DRIVERS)
+    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
+    adapter_users = {
+        module
+        for module, imports in MODULES.items()
+        if not module.startswith("headgate._store.sql")
+        and any(i.startswith("headgate._store.sql") for i in imports)
+    }
+    assert adapter_users == {"headgate._app", "headgate.ops"}
+
+
+def test_dialect_names_appear_only_in_the_backends_module() -> None:
+    """SQLite/PostgreSQL differences are decided once, in backends.py."""
+    sql = ROOT / "headgate" / "_store" / "sql"
+    branching = [
+        str(path.relative_to(ROOT))
+        for path in sql.rglob("*.py")
+        if path.name != "backends.py"
+        and any(
+            marker in path.read_text()
+            for marker in ('== "postgresql"', "== 'postgresql'", '== "sqlite"', "is_postgresql")
+        )
+    ]
+    assert branching == []
