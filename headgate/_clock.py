@@ -57,7 +57,8 @@ class StoreClock:
     """Readings within this of the running time are jitter, not drift: ignored,
     so store time does not wobble with every round trip."""
 
-    def __init__(self, local: Clock | None = None) -> None:
+    def __init__(self, local: Clock | None = None, *, read_every_s: float = READ_EVERY_S) -> None:
+        self._read_every_ns = read_every_s * 1e9
         self._local = local if local is not None else SystemClock()
         self._anchor = (self._local.now_ms(), _elapsed_ns())
         """(store ms, monotonic ns) at the last reading, replaced as one value."""
@@ -65,7 +66,7 @@ class StoreClock:
 
     @property
     def reading_due(self) -> bool:
-        return _elapsed_ns() - self._read_at_ns >= self.READ_EVERY_S * 1e9
+        return _elapsed_ns() - self._read_at_ns >= self._read_every_ns
 
     @property
     def offset_ms(self) -> int:

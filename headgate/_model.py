@@ -77,6 +77,10 @@ class Job:
 
 @dataclass(frozen=True)
 class EnqueueEvent:
+    """One automatic tick attempt, as operators see it (`enqueue_events`, the API's
+    enqueue-events): an `EnqueueAttempted` event, read from the enqueue_history
+    projection (`EnqueueHistoryRow`). `event_id` is the event's log position."""
+
     event_id: int
     schedule_id: str
     tick_ms: int

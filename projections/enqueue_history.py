@@ -24,6 +24,8 @@ KEEP_PER_SCHEDULE: Final = 100
 
 @dataclass(frozen=True)
 class EnqueueHistoryRow:
+    """An `EnqueueAttempted` event as the history holds it (public: `EnqueueEvent`)."""
+
     event_id: int
     schedule_id: str
     tick_ms: int

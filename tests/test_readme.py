@@ -64,3 +64,30 @@ def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -
     assert not hg.running
     with Headgate(url) as observer:
         assert observer.lease_status() is None, "closing with the host released the lease"
+
+
+def test_the_testing_example_runs(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _python_blocks()[2]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "enqueued"
+
+
+def test_the_ops_example_runs(tmp_path: Path) -> None:
+    Headgate(f"sqlite:///{tmp_path / 'headgate.db'}").close()
+    result = subprocess.run(
+        [sys.executable, "-c", _python_blocks()[3]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "True 0"

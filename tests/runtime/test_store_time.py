@@ -107,13 +107,12 @@ def test_a_clock_stepped_back_keeps_the_holder_and_its_term(store_url: str) -> N
 
 
 def test_a_process_that_never_schedules_still_rereads_the_stores_clock(
-    store_url: str, monkeypatch: pytest.MonkeyPatch
+    store_url: str,
 ) -> None:
     """An API-only process (no lease renewals) reads the store's clock in a write
     once its reading is old: SQLite's clock is this host's, PostgreSQL's the server's."""
-    monkeypatch.setattr(StoreClock, "READ_EVERY_S", 0.0)
     local = HostClock()
-    clock = StoreClock(local)
+    clock = StoreClock(local, read_every_s=0.0)
     hg = Headgate(store_url, clock=clock, config=CONFIG)
     try:
         local.shift_ms = 5_000  # this host's clock is stepped

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from headgate._domain.events import EnqueueAttempted, JobEnqueued, Outcome, ScheduleDefined
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._store.port import NO_STREAM, StreamAppend
-from headgate._store.sql.store import SqlStore
+from headgate._store.port import NO_STREAM, Store, StreamAppend
 
 
 def defined(
@@ -38,13 +37,11 @@ def attempted(
     )  # type: ignore[arg-type]
 
 
-def create_schedule(
-    store: SqlStore, schedule_id: str = "nightly", next_run_ms: int = 60_000
-) -> None:
+def create_schedule(store: Store, schedule_id: str = "nightly", next_run_ms: int = 60_000) -> None:
     store.log.append(schedule_stream(schedule_id), NO_STREAM, [defined(schedule_id, next_run_ms)])
 
 
-def fire_tick(store: SqlStore, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
+def fire_tick(store: Store, schedule_id: str, tick_ms: int, interval_ms: int = 60_000) -> None:
     """What the scheduler writes for one successful tick: the job, and the record
     carrying the advance."""
     version = store.log.stream_version(schedule_stream(schedule_id))
