@@ -47,7 +47,13 @@ from headgate._domain.streams import (
     quarantine_stream,
     schedule_stream,
 )
-from headgate._errors import AdmissionRejected, DuplicateJob, NotFound, ValidationError
+from headgate._errors import (
+    AdmissionRejected,
+    ConcurrencyConflict,
+    DuplicateJob,
+    NotFound,
+    ValidationError,
+)
 from headgate._json import JsonValue, canonical_json
 from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import JobRow, ScheduleRow
@@ -289,8 +295,9 @@ def _refusal(decision: Decision, job: JobEnqueued, limits: AdmissionLimits) -> E
         )
     if decision.reason is Reason.INVALID_REQUEST:
         return ValidationError("payload", "is not admissible under the current limits")
-    # The job's id is taken (a command's ids are fresh or checked first): a bug.
-    return AdmissionRejected(decision.reason.value, f"job {job.job_id} already exists")
+    # The job's id is taken (a replay, or an id collision): a command's ids are
+    # fresh or checked first, so another writer got there in between.
+    return ConcurrencyConflict(job_stream(job.job_id), NO_STREAM, None)
 
 
 def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:

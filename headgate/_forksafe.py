@@ -17,8 +17,6 @@ import os
 import weakref
 from typing import Protocol
 
-from headgate._structlog_compat import release_write_locks_held_at_fork
-
 
 class ForkAware(Protocol):
     def after_fork_in_child(self) -> None:
@@ -57,7 +55,6 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    release_write_locks_held_at_fork()
     for owner in list(_RENEWED):
         owner.after_fork_in_child()
 

@@ -26,17 +26,15 @@ import sys
 from typing import Any, Final
 
 import structlog
-from structlog.typing import Processor
+
+# structlog's writers keep a lock per file, which a fork must not leave held.
+from headgate import _structlog_compat  # noqa: F401 (registers itself)
 
 __all__ = ["configure_logging", "get_logger"]
 
-_STDLIB_PROCESSORS: Final[list[Processor]] = [
-    structlog.processors.StackInfoRenderer(),
-    structlog.processors.format_exc_info,
-    structlog.dev.ConsoleRenderer(
-        colors=False, pad_event_to=0, exception_formatter=structlog.dev.plain_traceback
-    ),
-]
+_RENDER: Final = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
+"""`event key=value ...` for a stdlib record's message; the record carries the
+exception itself, so the host's handlers (a formatter, Sentry) render it."""
 
 
 class HeadgateLogger:
@@ -45,19 +43,14 @@ class HeadgateLogger:
     def __init__(self, name: str) -> None:
         self._configured = structlog.get_logger(name)
         self._stdlib = logging.getLogger(name)
-        self._over_stdlib = structlog.wrap_logger(
-            self._stdlib,
-            processors=_STDLIB_PROCESSORS,
-            wrapper_class=structlog.stdlib.BoundLogger,
-        )
 
     def _emit(self, level: int, method: str, event: str, kwargs: dict[str, Any]) -> None:
         if structlog.is_configured():
             getattr(self._configured, method)(event, **kwargs)
         elif self._stdlib.isEnabledFor(level):  # a dropped line costs no rendering
-            if method == "exception":  # the traceback goes into the rendered text, once
-                method, kwargs = "error", {"exc_info": True, **kwargs}
-            getattr(self._over_stdlib, method)(event, **kwargs)
+            exc_info = kwargs.pop("exc_info", method == "exception")
+            message = _RENDER(self._stdlib, method, {"event": event, **kwargs})
+            self._stdlib.log(level, message, exc_info=exc_info)
 
     def debug(self, event: str, **kwargs: Any) -> None:
         self._emit(logging.DEBUG, "debug", event, kwargs)

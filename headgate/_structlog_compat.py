@@ -17,6 +17,8 @@ from typing import Final
 
 from structlog import _output
 
+from headgate._forksafe import renew_in_forked_children
+
 __all__ = ["release_write_locks_held_at_fork"]
 
 WRITE_LOCKS_ATTRIBUTE: Final = "WRITE_LOCKS"
@@ -28,8 +30,19 @@ def write_locks() -> MutableMapping[object, threading.Lock]:
     return locks
 
 
+class _WriteLocksAtFork:
+    """Registered with `_forksafe` (held strongly here: it keeps weak references)."""
+
+    def after_fork_in_child(self) -> None:
+        release_write_locks_held_at_fork()
+
+
 def release_write_locks_held_at_fork() -> None:
     """In a forked child: free the write locks a parent thread held at the fork."""
     for lock in list(write_locks().values()):
         if lock.locked():
             lock.release()
+
+
+_AT_FORK: Final = _WriteLocksAtFork()
+renew_in_forked_children(_AT_FORK)

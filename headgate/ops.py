@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from headgate._clock import SystemClock
 from headgate._store.mapper import encode
 from headgate._store.port import CompactionReport
 from headgate._store.sql import maintenance
+from headgate._store.sql.backends import backend_named
 from headgate._store.sql.engine import parse_store_url
 from headgate._store.sql.maintenance import (
     DEFAULT_BATCH,
@@ -71,7 +71,7 @@ class LoggedEvent:
 @contextmanager
 def _existing_store(url: str) -> Iterator[SqlStore]:
     parsed = parse_store_url(url)
-    if parsed.get_backend_name() == "sqlite" and not Path(str(parsed.database)).exists():
+    if backend_named(parsed.get_backend_name()).is_missing(parsed):
         raise ValueError(f"--db: no database at {parsed.database}")
     store = SqlStore(url, SystemClock())
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,15 +106,64 @@ def test_only_the_sql_adapter_knows_a_database_and_only_composition_roots_open_i
 
 
 def test_dialect_names_appear_only_in_the_backends_module() -> None:
-    """SQLite/PostgreSQL differences are decided once, in backends.py."""
-    sql = ROOT / "headgate" / "_store" / "sql"
-    branching = [
-        str(path.relative_to(ROOT))
-        for path in sql.rglob("*.py")
-        if path.name != "backends.py"
-        and any(
-            marker in path.read_text()
-            for marker in ('== "postgresql"', "== 'postgresql'", '== "sqlite"', "is_postgresql")
-        )
-    ]
-    assert branching == []
+    """SQLite/PostgreSQL differences are decided once, in backends.py: no other module
+    of the package branches on a dialect or issues a dialect's own statements."""
+    markers = (
+        '== "postgresql"',
+        "== 'postgresql'",
+        '== "sqlite"',
+        "== 'sqlite'",
+        "get_backend_name() ==",
+        "dialect.name ==",
+        "PRAGMA ",
+        "ALTER INDEX",
+        "pg_",
+        "with_for_update",
+        "on_conflict_do_nothing",
+    )
+    offending = {
+        str(path.relative_to(ROOT)): [marker for marker in markers if marker in path.read_text()]
+        for folder in (ROOT / "headgate", ROOT / "projections")
+        for path in folder.rglob("*.py")
+        if path.name != "backends.py" and "_projections" not in path.parts
+    }
+    assert {path: found for path, found in offending.items() if found} == {}
+
+
+STDLIB = sys.stdlib_module_names
+
+
+def _closure(module: str) -> set[str]:
+    """Every module `module` imports, directly or through the package's own modules."""
+    seen: set[str] = set()
+    pending = [module]
+    while pending:
+        current = pending.pop()
+        for imported in MODULES.get(current, ()):
+            if imported in seen:
+                continue
+            seen.add(imported)
+            if imported in MODULES:
+                pending.append(imported)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("package", "allowed"),
+    [
+        ("headgate._domain", {"croniter", "headgate"}),
+        ("headgate._projections", {"croniter", "headgate"}),
+    ],
+)
+def test_pure_layers_reach_nothing_but_the_stdlib_and_croniter(
+    package: str, allowed: set[str]
+) -> None:
+    """Transitively: what the domain and the projections import, and what that imports."""
+    for module in (m for m in MODULES if m == package or m.startswith(package + ".")):
+        reached = {name.split(".")[0] for name in _closure(module)}
+        outside = reached - STDLIB - allowed
+        assert outside == set(), f"{module} reaches {sorted(outside)}"
+        inner = {name for name in _closure(module) if name.startswith("headgate.")}
+        assert {
+            name for name in inner if name.startswith(("headgate._store", "headgate._runtime"))
+        } == set(), f"{module} reaches {sorted(inner)}"

@@ -13,7 +13,7 @@ do); a schedule that cannot be planned is logged.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -102,12 +102,18 @@ Owned = tuple[list[StreamAppend], TickRecord | None]
 
 
 def plan_batch(
-    rows: Sequence[ScheduleRow], now_ms: int, max_ticks: int, limits: AdmissionLimits
+    rows: Sequence[ScheduleRow],
+    now_ms: int,
+    max_ticks: int,
+    limits: AdmissionLimits,
+    then: Callable[[SchedulePlan], None] | None = None,
 ) -> PreparedBatch:
     """Plan the ticks due at `now_ms`, at most `max_ticks` of them.
 
-    Ticks beyond the budget stay due for the next sweep: a schedule advances
-    only past the ticks it fired.
+    `then` refines each plan before its ticks count against the budget (the
+    hook runner cuts a plan short at a failing hook, leaving the budget to the
+    next schedules). Ticks beyond the budget stay due for the next sweep: a
+    schedule advances only past the ticks it fired.
     """
     prepared = PreparedBatch()
     budget = max_ticks
@@ -116,6 +122,8 @@ def plan_batch(
             prepared.deferred += 1
             continue
         plan = plan_schedule(row, now_ms, budget, limits)
+        if then is not None:
+            then(plan)
         budget -= max(len(plan.ticks), 1)
         prepared.plans.append(plan)
     return prepared

@@ -59,10 +59,7 @@ class TickProcessor:
         """Plan the ticks due at `at_ms` (default now), at most `max_ticks` of them,
         and run the before-enqueue hooks on them."""
         now = self._clock.now_ms() if at_ms is None else at_ms
-        prepared = plan_batch(rows, now, self._max_ticks, self._limits)
-        for plan in prepared.plans:
-            self._hooks.before(plan)
-        return prepared
+        return plan_batch(rows, now, self._max_ticks, self._limits, then=self._hooks.before)
 
     def commit(
         self, prepared: PreparedBatch, fence: Fence | None, at_ms: int | None = None

@@ -9,12 +9,14 @@ hand around that window.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
+from headgate._runtime.tick_batch import TickProcessor
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
@@ -125,4 +127,33 @@ def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
     cpu_before = time.process_time()
     fire(hg)  # half a second of batch, nearly all of it asleep in the hook
     assert time.process_time() - cpu_before < 0.25
+    assert jobs_for(hg, "s") == [INSTANT]
+
+
+def test_a_batch_opened_inside_its_write_estimate_still_waits_for_the_instant(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    """The write opens a little ahead of the instant (its estimated write time);
+    its commit must still wait for the clock. A clock that never gets there
+    leaves nothing written: the batch is postponed and stays due."""
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    clock.set(INSTANT - 5)  # past the time the batch opens, short of its instant
+    rows = hg._store.reads.due_schedules(INSTANT, 10)
+    report = TickProcessor(hg._store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
+    assert (report.postponed, report.recorded) == (1, [])
+    assert jobs_for(hg, "s") == [] and hg.enqueue_events("s").events == []
+    assert hg.get_schedule("s").next_run_ms == INSTANT
+
+
+def test_a_held_batch_commits_once_the_clock_reaches_its_instant(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("s", spec="@every:60000", kind="k")
+    clock.set(INSTANT - 5)
+    rows = hg._store.reads.due_schedules(INSTANT, 10)
+    mover = threading.Timer(0.05, clock.set, args=(INSTANT,))
+    mover.start()
+    report = TickProcessor(hg._store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
+    mover.join()
+    assert len(report.recorded) == 1 and report.committed_at_ms == INSTANT
     assert jobs_for(hg, "s") == [INSTANT]

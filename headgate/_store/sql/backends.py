@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -63,6 +64,11 @@ class SqlBackend(ABC):
     @abstractmethod
     def checked_url(self, url: URL) -> URL:
         """The store URL as this backend takes it; ValueError naming what is wrong."""
+
+    @abstractmethod
+    def is_missing(self, url: URL) -> bool:
+        """True when the URL names no store that exists yet (and opening it would make
+        one); False when it may exist (a server says so only once connected to)."""
 
     @abstractmethod
     def create_engine(
@@ -119,8 +125,20 @@ class SqlBackend(ABC):
         """Settings for one write transaction; `held` commits at an instant."""
 
     @abstractmethod
-    def checkpoint(self, connection: Connection) -> None:
+    def checkpoint(self, engine: Engine) -> None:
         """Fold a write-ahead log into the database without blocking anyone."""
+
+    @abstractmethod
+    def rename_tables(
+        self,
+        connection: Connection,
+        tables: Mapping[str, str],
+        indexes: Mapping[str, str],
+        checks: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """Rename tables (with their primary keys), indexes (unique constraints
+        included) and check constraints (old name -> (table's new name, new name))
+        in place; only where `renames_constraints`."""
 
     @abstractmethod
     def reclaim_space(self, engine: Engine, tables: Sequence[Table]) -> None:
@@ -167,6 +185,9 @@ class _Sqlite(SqlBackend):
                 "Headgate sets its own"
             )
         return url
+
+    def is_missing(self, url: URL) -> bool:
+        return not Path(str(url.database)).exists()
 
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
@@ -250,8 +271,18 @@ class _Sqlite(SqlBackend):
     def server_now_ms(self, connection: Connection) -> int:
         raise NotImplementedError("a SQLite store's clock is this host's")
 
-    def checkpoint(self, connection: Connection) -> None:
-        connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+    def checkpoint(self, engine: Engine) -> None:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def rename_tables(
+        self,
+        connection: Connection,
+        tables: Mapping[str, str],
+        indexes: Mapping[str, str],
+        checks: Mapping[str, tuple[str, str]],
+    ) -> None:
+        raise NotImplementedError("SQLite cannot rename a table's inline constraints")
 
     def reclaim_space(self, engine: Engine, tables: Sequence[Table]) -> None:
         pass  # SQLite reuses freed pages by itself (VACUUM would rewrite the file)
@@ -316,6 +347,9 @@ class _PostgreSQL(SqlBackend):
                 "use postgresql:// (psycopg 3)"
             )
         return url.set(drivername="postgresql+psycopg")
+
+    def is_missing(self, url: URL) -> bool:
+        return False  # the server says so when connected to (a clear StoreUnavailable)
 
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
@@ -484,8 +518,26 @@ class _PostgreSQL(SqlBackend):
     def begin_write(self, connection: Connection, *, held: bool) -> None:
         pass  # nothing to set: the server checkpoints on its own schedule
 
-    def checkpoint(self, connection: Connection) -> None:
-        pass  # the server checkpoints its write-ahead log itself
+    def checkpoint(self, engine: Engine) -> None:
+        pass  # the server checkpoints its write-ahead log itself (and no connection is used)
+
+    def rename_tables(
+        self,
+        connection: Connection,
+        tables: Mapping[str, str],
+        indexes: Mapping[str, str],
+        checks: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """A primary key is named `<table>_pkey`; an index (a unique constraint's
+        too) is renamed by ALTER INDEX, a check constraint by ALTER TABLE."""
+        execute = connection.exec_driver_sql
+        for old, new in tables.items():
+            execute(f"ALTER TABLE {old} RENAME TO {new}")
+            execute(f"ALTER INDEX {old}_pkey RENAME TO {new}_pkey")
+        for old, new in indexes.items():
+            execute(f"ALTER INDEX {old} RENAME TO {new}")
+        for old, (table, new) in checks.items():
+            execute(f"ALTER TABLE {table} RENAME CONSTRAINT {old} TO {new}")
 
     def reclaim_space(self, engine: Engine, tables: Sequence[Table]) -> None:
         """VACUUM: autovacuum would get there eventually; doing it right after

@@ -232,8 +232,8 @@ class SqlEventLog(EventLog):
             )
 
     def checkpoint(self) -> None:
-        with translated_errors("checkpointing the log"), self._engine.connect() as connection:
-            self._backend.checkpoint(connection)
+        with translated_errors("checkpointing the log"):
+            self._backend.checkpoint(self._engine)
 
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         query = select(events).where(events.c.stream_id == stream_id).order_by(events.c.version)

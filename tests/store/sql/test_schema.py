@@ -32,6 +32,7 @@ from headgate._store.sql.migrations import (
     VERSION_TABLE,
     migrate,
     revision_id,
+    revisions_on_disk,
     schema_version,
 )
 from headgate._store.sql.migrations import legacy as legacy_steps
@@ -147,7 +148,8 @@ def test_an_existing_store_is_carried_over_in_place(
     """A store as a build before Alembic left it: its version in
     `schema_migrations`, tables without the prefix. Opening it runs the steps it
     missed, renames (or on SQLite copies) every table, keeps every row, and
-    records revision 1: exactly the described schema."""
+    records revision 1: exactly the described schema. `schema_migrations` stays,
+    at version 7, which the builds before refuse (they know up to 6)."""
     current = SqlStore(fresh_url(), FakeClock())
     try:
         _busy(current)
@@ -159,14 +161,21 @@ def test_an_existing_store_is_carried_over_in_place(
     upgraded = SqlStore(store_url, FakeClock())
     try:
         tables = set(inspect(upgraded.engine).get_table_names())
-        assert tables == {table.name for table in LOG.sorted_tables} | {VERSION_TABLE}
+        expected_tables = {table.name for table in LOG.sorted_tables}
+        assert tables == expected_tables | {VERSION_TABLE, "schema_migrations"}
         with upgraded.engine.connect() as connection:
             stamped = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+            legacy_marks = connection.exec_driver_sql(
+                "SELECT max(version), count(*) FROM schema_migrations"
+            ).one()
+            assert legacy_steps.recorded_version(connection) is None  # nothing left to carry
         assert stamped == [(revision_id(LATEST_VERSION),)]
+        assert tuple(legacy_marks) == (7, 7)
         assert upgraded.log.read_all(0, 10_000) == expected_events
         assert snapshot(upgraded.engine) == expected_rows
         assert verify(upgraded).ok
         shape = _without_version_table(schema_shape(upgraded.engine))
+        shape.pop("schema_migrations")
         described = _described_by(LOG, fresh_url())
         assert differences(shape, described) == []
         upgraded.log.append("schedule-c", NO_STREAM, [defined("c")])  # and it writes on
@@ -257,7 +266,7 @@ def _legacy_indexes(
             before = {
                 ix["name"]: ix["column_names"] for ix in inspect(connection).get_indexes(table)
             }
-            legacy_steps.run_steps(connection, then_step, then_step)
+            assert legacy_steps.run_steps(connection, then_step, then_step) == [then_step]
             after = {
                 ix["name"]: ix["column_names"] for ix in inspect(connection).get_indexes(table)
             }
@@ -279,28 +288,32 @@ def test_upgrade_indexes_finished_jobs_for_compaction(store_url: str) -> None:
     assert indexes["ix_jobs_finished"] == ["updated_at_ms"]
 
 
-def _legacy_store_with_a_long_history(store_url: str, fresh_url: Callable[[], str]) -> int:
-    """A version-5 store whose history the write path trimmed (as those builds
-    did), 130 attempts in the log; returns the log head."""
+def _legacy_store_with_a_long_history(
+    store_url: str, fresh_url: Callable[[], str], version: int = 5
+) -> int:
+    """A store at legacy `version` with 130 attempts in the log (its history is
+    trimmed by the caller, as those builds did); returns the log head."""
     current = SqlStore(fresh_url(), FakeClock())
     try:
         create_schedule(current, "busy")
         for tick in range(1, 131):
             fire_tick(current, "busy", tick * 1000, interval_ms=1000)
         head = current.log.head()
-        make_legacy_store(store_url, version=5, copy_from=current)
+        make_legacy_store(store_url, version=version, copy_from=current)
     finally:
         current.close()
     return head
 
 
+@pytest.mark.parametrize("recorded", [5, 6])
 def test_upgrade_gives_every_attempt_in_the_log_its_history_row(
-    store_url: str, fresh_url: Callable[[], str]
+    store_url: str, fresh_url: Callable[[], str], recorded: int
 ) -> None:
     """Until version 6 each write trimmed the history to the newest 100 rows per
     schedule, though the log could hold more; now a rebuild makes a row for
-    every attempt in the log, and so must the live table, or verify fails."""
-    _legacy_store_with_a_long_history(store_url, fresh_url)
+    every attempt in the log, and so must the live table, or verify fails.
+    (Recorded as at 6 already, step 6 does not run: verify sees the gap.)"""
+    _legacy_store_with_a_long_history(store_url, fresh_url, version=recorded)
     history = legacy(LIVE.enqueue_history)
     engine = create_store_engine(store_url)
     with engine.begin() as connection:  # as the trim on every write left it
@@ -312,8 +325,8 @@ def test_upgrade_gives_every_attempt_in_the_log_its_history_row(
     try:
         with store.engine.connect() as connection:
             count = select(func.count()).select_from(LIVE.enqueue_history)
-            assert connection.execute(count).scalar_one() == 130
-        assert verify(store).ok
+            assert connection.execute(count).scalar_one() == (130 if recorded == 5 else 100)
+        assert verify(store).ok is (recorded == 5)
     finally:
         store.close()
 
@@ -345,3 +358,28 @@ def test_upgrade_during_a_history_rebuild_leaves_the_rest_to_it(
         assert verify(store).ok
     finally:
         store.close()
+
+
+def test_the_latest_revision_is_the_newest_file_in_versions() -> None:
+    assert revisions_on_disk() == list(range(1, LATEST_VERSION + 1))
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+def test_a_legacy_store_at_any_version_reaches_the_described_schema(
+    store_url: str, fresh_url: Callable[[], str], version: int
+) -> None:
+    """Including the earliest line, whose step 3 made no compaction state."""
+    make_legacy_store(store_url, version=version)
+    if version >= 3:
+        engine = create_store_engine(store_url)
+        with engine.begin() as connection:
+            connection.exec_driver_sql("DROP TABLE compaction_state")
+        engine.dispose()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [1]
+        shape = _without_version_table(schema_shape(engine))
+        shape.pop("schema_migrations")
+        assert differences(shape, _described_by(LOG, fresh_url())) == []
+    finally:
+        engine.dispose()

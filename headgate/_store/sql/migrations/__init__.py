@@ -22,42 +22,53 @@ match.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import Connection
 
 from headgate._errors import SchemaTooNew
+from headgate._logs import get_logger
 from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import translated_errors, write_transaction
 from headgate._store.sql.migrations import legacy
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 __all__ = ["LATEST_VERSION", "VERSION_TABLE", "migrate", "revision_id", "schema_version"]
 
 VERSION_TABLE: Final = "headgate_alembic_version"
+LATEST_VERSION: Final = 1
+"""The newest revision in versions/ (a test checks the two agree)."""
 HERE: Final = Path(__file__).parent
+ALEMBIC_LOGGERS: Final = ("alembic.runtime.migration", "alembic.runtime.plugins")
+"""Alembic narrates every run at INFO ("Context impl ...", "Will assume
+non-transactional DDL", which is not so here); Headgate logs one line instead."""
+log = get_logger("headgate")
 
 
 def revision_id(version: int) -> str:
     return f"{version:04d}"
 
 
-def _script() -> ScriptDirectory:
-    return ScriptDirectory(str(HERE))
+def revisions_on_disk() -> list[int]:
+    """Every revision in versions/, as Alembic reads them."""
+    from alembic.script import ScriptDirectory  # noqa: PLC0415 (Alembic loads only to migrate)
 
-
-def _versions() -> list[int]:
-    return sorted(int(revision.revision) for revision in _script().walk_revisions())
-
-
-LATEST_VERSION: Final = _versions()[-1]
+    return sorted(
+        int(revision.revision) for revision in ScriptDirectory(str(HERE)).walk_revisions()
+    )
 
 
 def _config(connection: Connection) -> Config:
+    from alembic.config import Config  # noqa: PLC0415 (as above)
+
     config = Config()
     config.set_main_option("script_location", str(HERE))
     config.attributes["connection"] = connection
@@ -76,8 +87,31 @@ def migrate(engine: Engine, target: int = LATEST_VERSION) -> list[int]:
             applied = [1] if current else []
         if current >= target:
             return applied
-        command.upgrade(_config(connection), revision_id(target))
+        with _alembic() as command:
+            command.upgrade(_config(connection), revision_id(target))
+        log.info("store schema migrated", revision=revision_id(target))
         return [*applied, *range(current + 1, target + 1)]
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+@contextlib.contextmanager
+def _alembic() -> Iterator[ModuleType]:
+    """Alembic's commands, with its INFO narration dropped (see ALEMBIC_LOGGERS)."""
+    quiet = _BelowWarning()
+    loggers = [logging.getLogger(name) for name in ALEMBIC_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        from alembic import command  # noqa: PLC0415 (Alembic loads only to migrate)
+
+        yield command
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
 def schema_version(engine: Engine) -> int:
@@ -94,7 +128,7 @@ def _current_version(connection: Connection) -> int | None:
     if not rows:
         return None
     (stored,) = rows  # one line of revisions: one head
-    known = {revision_id(version): version for version in _versions()}
+    known = {revision_id(version): version for version in range(1, LATEST_VERSION + 1)}
     if stored not in known:
         raise SchemaTooNew(
             f"the database schema is at revision {stored!r}, which this Headgate does not "
@@ -110,10 +144,12 @@ def _carry_over_legacy_store(connection: Connection) -> int:
     if version is None:
         return 0
     legacy.bring_to_last_version(connection, version)
-    if backend_of(connection).renames_constraints:
-        legacy.rename_in_place(connection)
-        command.stamp(_config(connection), revision_id(1))
-    else:
-        command.upgrade(_config(connection), revision_id(1))
-        legacy.copy_into_new_tables(connection)
+    with _alembic() as command:
+        if backend_of(connection).renames_constraints:
+            legacy.rename_in_place(connection)
+            command.stamp(_config(connection), revision_id(1))
+        else:
+            command.upgrade(_config(connection), revision_id(1))
+            legacy.copy_into_new_tables(connection)
+    log.info("store carried over from before Alembic", legacy_version=version, revision="0001")
     return 1

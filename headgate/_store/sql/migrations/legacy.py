@@ -8,8 +8,9 @@ same name is left alone), brought to version 6 by the steps below, frozen as
 those builds ran them, and then moved under the new names: renamed in place
 on PostgreSQL (instant); on SQLite, which cannot rename a table's inline
 constraints, copied into the tables revision 1 creates (about a second per
-million events), the old tables dropped. `schema_migrations` goes last, and
-Alembic records revision 1, all in the caller's one transaction.
+million events), the old tables dropped. `schema_migrations` stays, marked as
+moved (so the old builds refuse the store), and Alembic records revision 1,
+all in the caller's one transaction.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from sqlalchemy.engine import Connection
 from headgate._domain.events import EnqueueAttempted, RecordedEvent
 from headgate._errors import SchemaTooNew
 from headgate._store.mapper import decode, type_name
+from headgate._store.sql.backends import backend_of
 
 VERSION_TABLE: Final = "schema_migrations"
 FIRST_DESCRIPTION: Final = "event log and log head"
 """How those stores describe version 1: a host's own `schema_migrations` does not."""
 LAST_VERSION: Final = 6
+MOVED_VERSION: Final = 7
+MOVED_DESCRIPTION: Final = "moved to the headgate_ tables, versioned by Alembic"
 TABLES: Final = (
     "events",
     "log_head",
@@ -64,22 +68,29 @@ def recorded_version(connection: Connection) -> int | None:
     ).scalar()
     if first != FIRST_DESCRIPTION:
         return None
-    latest = connection.execute(sa.text(f"SELECT max(version) FROM {VERSION_TABLE}"))
-    return int(latest.scalar_one())
+    latest = int(
+        connection.execute(sa.text(f"SELECT max(version) FROM {VERSION_TABLE}")).scalar_one()
+    )
+    return None if latest == MOVED_VERSION else latest
 
 
-def bring_to_last_version(connection: Connection, version: int) -> None:
-    """Run the steps a store at `version` missed, as those builds would have."""
+def bring_to_last_version(connection: Connection, version: int) -> list[int]:
+    """Run the steps a store at `version` missed, as those builds would have;
+    returns them."""
     if version > LAST_VERSION:
         raise SchemaTooNew(
             f"the database schema is at version {version} of an older numbering this "
             f"Headgate does not know; upgrade Headgate"
         )
-    run_steps(connection, version + 1, LAST_VERSION)
+    steps = run_steps(connection, version + 1, LAST_VERSION)
+    # The earliest builds' step 3 made leases only, and no later step added the
+    # compaction state: a store of that line lacks it at any version.
+    _compaction_state(Operations(MigrationContext.configure(connection)))
+    return steps
 
 
-def run_steps(connection: Connection, first: int, last: int) -> None:
-    """The steps `first` to `last`, each recorded in `schema_migrations`."""
+def run_steps(connection: Connection, first: int, last: int) -> list[int]:
+    """The steps `first` to `last`, each recorded in `schema_migrations`; returns them."""
     op = Operations(MigrationContext.configure(connection))
     for step in range(first, last + 1):
         STEPS[step](op)
@@ -90,23 +101,43 @@ def run_steps(connection: Connection, first: int, last: int) -> None:
             ),
             {"v": step, "d": DESCRIPTIONS[step]},
         )
+    return list(range(first, last + 1))
 
 
 def rename_in_place(connection: Connection) -> None:
-    """PostgreSQL: every table, index and constraint under its new name."""
-    execute = connection.exec_driver_sql
-    for table in TABLES:
-        execute(f"ALTER TABLE {table} RENAME TO {NEW_PREFIX}{table}")
-        execute(f"ALTER INDEX {table}_pkey RENAME TO {NEW_PREFIX}{table}_pkey")
-    execute("ALTER INDEX uq_events_stream_version RENAME TO uq_headgate_events_stream_version")
-    execute(
-        f"ALTER TABLE {NEW_PREFIX}jobs RENAME CONSTRAINT ck_jobs_periodic_origin_pair "
-        "TO ck_headgate_jobs_periodic_origin_pair"
+    """Where ALTER renames constraints (PostgreSQL): every table, index and
+    constraint under its new name."""
+    backend_of(connection).rename_tables(
+        connection,
+        tables={table: NEW_PREFIX + table for table in TABLES},
+        indexes={index: _prefixed(index) for index in (*INDEXES, "uq_events_stream_version")},
+        checks={
+            "ck_jobs_periodic_origin_pair": (
+                f"{NEW_PREFIX}jobs",
+                _prefixed("ck_jobs_periodic_origin_pair"),
+            )
+        },
     )
-    for index in INDEXES:
-        kind, _, rest = index.partition("_")
-        execute(f"ALTER INDEX {index} RENAME TO {kind}_{NEW_PREFIX}{rest}")
-    execute(f"DROP TABLE {VERSION_TABLE}")
+    _mark_moved(connection)
+
+
+def _prefixed(name: str) -> str:
+    """ix_jobs_finished -> ix_headgate_jobs_finished."""
+    kind, _, rest = name.partition("_")
+    return f"{kind}_{NEW_PREFIX}{rest}"
+
+
+def _mark_moved(connection: Connection) -> None:
+    """Record the move as version 7 of the old numbering: the builds before it check
+    that table at start and refuse a store at a version they do not know, so an
+    old host restarted after the upgrade stops instead of starting afresh on
+    empty tables of the old names."""
+    connection.execute(
+        sa.text(
+            f"INSERT INTO {VERSION_TABLE} (version, description, applied_at_ms) VALUES (:v, :d, 0)"
+        ),
+        {"v": MOVED_VERSION, "d": MOVED_DESCRIPTION},
+    )
 
 
 def copy_into_new_tables(connection: Connection) -> None:
@@ -119,7 +150,7 @@ def copy_into_new_tables(connection: Connection) -> None:
             f"INSERT INTO {NEW_PREFIX}{table} ({columns}) SELECT {columns} FROM {table}"
         )
         connection.exec_driver_sql(f"DROP TABLE {table}")
-    connection.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
+    _mark_moved(connection)
 
 
 # The steps, frozen as those builds ran them -------------------------------------
