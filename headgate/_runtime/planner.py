@@ -158,23 +158,39 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
     # Parsed apart from the hooks' snapshot: a hook mutating its copy must not
     # reach the stored job.
     payload = json.loads(row.payload)
+    shared = _Shared.of(row)
     for index, (tick_ms, next_run_ms) in enumerate(zip(ticks, following, strict=True)):
         attempt = row.failures + 1 if index == 0 else 1
         planned = _tick(
-            row, payload=payload, tick_ms=tick_ms, attempt=attempt, next_run_ms=next_run_ms
+            row, shared, payload=payload, tick_ms=tick_ms, attempt=attempt, next_run_ms=next_run_ms
         )
         # The gate's validation, checked before hooks run: limits may have
         # changed since the schedule was stored, and a tick the gate will
         # refuse is not shown to hooks (decide refuses it again at write time).
-        if not is_admissible(planned.candidate, limits):
+        # Every tick of a schedule has its kind and payload: one check will do.
+        if index == 0 and not is_admissible(planned.candidate, limits):
             plan.ticks.append(_with_failure(planned, Reason.INVALID_REQUEST))
             break
         plan.ticks.append(planned)
     return plan
 
 
+@dataclass(frozen=True)
+class _Shared:
+    """What every tick of one schedule's plan has in common (computed once: a
+    catch-up plans thousands of ticks)."""
+
+    fingerprint: str
+    payload_bytes: int
+
+    @classmethod
+    def of(cls, row: ScheduleRow) -> _Shared:
+        return cls(fingerprint_of_text(row.kind, row.payload), len(row.payload.encode()))
+
+
 def _tick(
     row: ScheduleRow,
+    shared: _Shared | None = None,
     *,
     payload: JsonValue,
     tick_ms: int,
@@ -192,9 +208,8 @@ def _tick(
         row.schedule_id,
         tick_ms,
     )
-    candidate = Candidate(
-        job, fingerprint_of_text(row.kind, row.payload), len(row.payload.encode())
-    )
+    shared = shared or _Shared.of(row)
+    candidate = Candidate(job, shared.fingerprint, shared.payload_bytes)
     context = TickContext(tick_ms, job_id, attempt, row)
     return PlannedTick(candidate, context, failure, next_run_ms)
 
