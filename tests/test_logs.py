@@ -133,3 +133,22 @@ def test_with_no_logging_configured_warnings_still_reach_stderr(tmp_path: Path) 
     assert "enqueue hook failed" in finished.stderr
     assert "RuntimeError: hook broke" in finished.stderr
     assert "enqueue attempt" not in finished.stderr
+
+
+def test_migrating_a_store_says_one_line_and_alembic_says_nothing(tmp_path: Path) -> None:
+    """Alembic narrates every run at INFO; a host logging at INFO sees Headgate's
+    own line instead, and importing Headgate loads no Alembic at all."""
+    finished = _run(
+        f"""
+        import logging, sys
+        logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
+        import headgate
+        assert "alembic" not in sys.modules
+        headgate.Headgate("sqlite:///{tmp_path}/h.db").close()
+        headgate.Headgate("sqlite:///{tmp_path}/h.db").close()  # up to date: silent
+        """
+    )
+    assert finished.returncode == 0, finished.stderr
+    lines = [line for line in finished.stderr.splitlines() if line.strip()]
+    assert not [line for line in lines if line.startswith("alembic")], lines
+    assert sum("store schema migrated" in line for line in lines) == 1, lines

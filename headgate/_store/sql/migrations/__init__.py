@@ -143,8 +143,8 @@ def _carry_over_legacy_store(connection: Connection) -> int:
     version = legacy.recorded_version(connection)
     if version is None:
         return 0
-    legacy.bring_to_last_version(connection, version)
     with _alembic() as command:
+        legacy.bring_to_last_version(connection, version)
         if backend_of(connection).renames_constraints:
             legacy.rename_in_place(connection)
             command.stamp(_config(connection), revision_id(1))

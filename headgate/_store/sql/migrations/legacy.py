@@ -16,17 +16,18 @@ all in the caller's one transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
-from alembic.operations import Operations
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import EnqueueAttempted, RecordedEvent
 from headgate._errors import SchemaTooNew
 from headgate._store.mapper import decode, type_name
 from headgate._store.sql.backends import backend_of
+
+if TYPE_CHECKING:
+    from alembic.operations import Operations
 
 VERSION_TABLE: Final = "schema_migrations"
 FIRST_DESCRIPTION: Final = "event log and log head"
@@ -85,13 +86,21 @@ def bring_to_last_version(connection: Connection, version: int) -> list[int]:
     steps = run_steps(connection, version + 1, LAST_VERSION)
     # The earliest builds' step 3 made leases only, and no later step added the
     # compaction state: a store of that line lacks it at any version.
-    _compaction_state(Operations(MigrationContext.configure(connection)))
+    _compaction_state(_operations(connection))
     return steps
+
+
+def _operations(connection: Connection) -> Operations:
+    """Alembic's operations on this connection (Alembic loads only to migrate)."""
+    from alembic.migration import MigrationContext  # noqa: PLC0415
+    from alembic.operations import Operations  # noqa: PLC0415
+
+    return Operations(MigrationContext.configure(connection))
 
 
 def run_steps(connection: Connection, first: int, last: int) -> list[int]:
     """The steps `first` to `last`, each recorded in `schema_migrations`; returns them."""
-    op = Operations(MigrationContext.configure(connection))
+    op = _operations(connection)
     for step in range(first, last + 1):
         STEPS[step](op)
         connection.execute(
