@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -86,3 +87,12 @@ def store(store_url: str, clock: FakeClock) -> Iterator[SqlStore]:
     event_store = SqlStore(store_url, clock)
     yield event_store
     event_store.close()
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_a_host_left_it() -> Iterator[None]:
+    """structlog.testing.capture_logs leaves structlog marked configured (with
+    its defaults, which print to stdout): a later test would then see Headgate's
+    log lines in its captured output. Each test starts unconfigured."""
+    yield
+    structlog.reset_defaults()
