@@ -1,21 +1,34 @@
 """Projections: plain functions of (row state, event) that materialise read models."""
 
 from headgate._projections.base import AnyProjection, Projection
+from headgate._projections.crash_blame import CRASH_BLAME, CrashBlameRow
 from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
+from headgate._projections.job_attempts import JOB_ATTEMPTS, JobAttemptRow
 from headgate._projections.jobs import JOBS, JobRow
 from headgate._projections.quarantine import QUARANTINE, QuarantineRow
 from headgate._projections.schedules import SCHEDULES, ScheduleRow
 
-ALL_PROJECTIONS: tuple[AnyProjection, ...] = (SCHEDULES, JOBS, ENQUEUE_HISTORY, QUARANTINE)
+ALL_PROJECTIONS: tuple[AnyProjection, ...] = (
+    SCHEDULES,
+    JOBS,
+    ENQUEUE_HISTORY,
+    QUARANTINE,
+    JOB_ATTEMPTS,
+    CRASH_BLAME,
+)
 
 __all__ = [
     "ALL_PROJECTIONS",
+    "CRASH_BLAME",
     "ENQUEUE_HISTORY",
     "JOBS",
+    "JOB_ATTEMPTS",
     "QUARANTINE",
     "SCHEDULES",
     "AnyProjection",
+    "CrashBlameRow",
     "EnqueueHistoryRow",
+    "JobAttemptRow",
     "JobRow",
     "Projection",
     "QuarantineRow",

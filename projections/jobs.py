@@ -1,11 +1,30 @@
-"""The jobs read model: one row per job, with its periodic origin."""
+"""The jobs read model: one row per job, with its periodic origin and where it
+stands in its lifecycle.
+
+Every event after a job's first sets columns whatever the row held (`changes`),
+so the projector updates job rows without loading them: claims and
+completions, the hot path of running jobs, cost one bulk update per batch.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
-from headgate._domain.events import JobEnqueued, JobFinished, JobState, RecordedEvent
+from headgate._domain.events import (
+    JobAbandoned,
+    JobAttemptFailed,
+    JobCancelled,
+    JobClaimed,
+    JobEnqueued,
+    JobFinished,
+    JobQuarantined,
+    JobReleased,
+    JobRetried,
+    JobState,
+    JobSucceeded,
+    RecordedEvent,
+)
 from headgate._json import canonical_json_of_plain
 from headgate._projections.base import Projection
 
@@ -23,9 +42,39 @@ class JobRow:
     updated_at_ms: int
     periodic_schedule_id: str | None
     periodic_tick_ms: int | None
+    attempts: int
+    """Attempts that ran to an end (succeeded or failed); the running one is attempts + 1."""
+    crash_count: int
+    """Times its worker died while running it (counted apart from attempts)."""
+    run_at_ms: int
+    """When it may run (next): its enqueue time, a retry's backoff, or a scheduled time."""
+    max_attempts: int | None
+    timeout_ms: int | None
+    worker_id: str | None
+    """The worker running it (state running), else None."""
+    deadline_ms: int | None
+    """When the running attempt times out."""
+    version: int
+    """The job stream's version this row reflects: the next transition's expected version."""
+    result: str | None
+    """Canonical JSON text of a succeeded job's result."""
+    error_type: str | None
+    error_message: str | None
+    """The last failed attempt's error (the message may be withheld: see JobAttemptFailed)."""
 
 
-_KEYED: Final = (JobEnqueued, JobFinished)
+_KEYED: Final = (
+    JobEnqueued,
+    JobClaimed,
+    JobSucceeded,
+    JobAttemptFailed,
+    JobReleased,
+    JobAbandoned,
+    JobQuarantined,
+    JobCancelled,
+    JobRetried,
+    JobFinished,
+)
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -51,17 +100,97 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "updated_at_ms": recorded.recorded_at_ms,
         "periodic_schedule_id": event.periodic_schedule_id,
         "periodic_tick_ms": event.periodic_tick_ms,
+        "attempts": 0,
+        "crash_count": 0,
+        "run_at_ms": recorded.recorded_at_ms if event.run_at_ms is None else event.run_at_ms,
+        "max_attempts": event.max_attempts,
+        "timeout_ms": event.timeout_ms,
+        "worker_id": None,
+        "deadline_ms": None,
+        "version": recorded.version,
+        "result": None,
+        "error_type": None,
+        "error_message": None,
     }
 
 
-def apply(row: JobRow | None, recorded: RecordedEvent) -> JobRow | None:
+_OFF_WORKER: Final = {"worker_id": None, "deadline_ms": None}
+
+
+def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
+    """The columns a later event sets, or None for an event that does not touch a
+    job's row (JobEnqueued creates it: see `creates`)."""
     event = recorded.event
+    delta: dict[str, Any]
+    if isinstance(event, JobClaimed):
+        delta = {
+            "state": JobState.RUNNING.value,
+            "worker_id": event.worker_id,
+            "deadline_ms": event.deadline_ms,
+        }
+    elif isinstance(event, JobSucceeded):
+        delta = {
+            "state": JobState.COMPLETED.value,
+            "attempts": event.attempt,
+            "result": canonical_json_of_plain(event.result),
+            **_OFF_WORKER,
+        }
+    elif isinstance(event, JobAttemptFailed):
+        delta = {
+            "attempts": event.attempt,
+            "error_type": event.error_type,
+            "error_message": event.error_message,
+            **_OFF_WORKER,
+        }
+        if event.retry_at_ms is None:
+            delta["state"] = JobState.FAILED.value
+        else:
+            delta["state"] = JobState.PENDING.value
+            delta["run_at_ms"] = event.retry_at_ms
+    elif isinstance(event, JobReleased):
+        delta = {"state": JobState.PENDING.value, **_OFF_WORKER}
+    elif isinstance(event, JobAbandoned):
+        delta = {
+            "state": JobState.PENDING.value,
+            "crash_count": event.crash_count,
+            **_OFF_WORKER,
+        }
+    elif isinstance(event, JobQuarantined):
+        delta = {
+            "state": JobState.QUARANTINED.value,
+            "crash_count": event.crash_count,
+            **_OFF_WORKER,
+        }
+    elif isinstance(event, JobCancelled):
+        delta = {"state": JobState.CANCELLED.value, **_OFF_WORKER}
+    elif isinstance(event, JobRetried):
+        delta = {
+            "state": JobState.PENDING.value,
+            "attempts": 0,
+            "crash_count": 0,
+            "run_at_ms": recorded.recorded_at_ms,
+            "result": None,
+            "error_type": None,
+            "error_message": None,
+            **_OFF_WORKER,
+        }
+    elif isinstance(event, JobFinished):
+        delta = {"state": event.state.value, **_OFF_WORKER}
+    else:
+        return None
+    delta["version"] = recorded.version
+    delta["updated_at_ms"] = recorded.recorded_at_ms
+    return delta
+
+
+def apply(row: JobRow | None, recorded: RecordedEvent) -> JobRow | None:
     created = creates(recorded)
     if created is not None:
         return JobRow(**created)
-    if isinstance(event, JobFinished) and row is not None:
-        return replace(row, state=event.state.value, updated_at_ms=recorded.recorded_at_ms)
-    return row
+    delta = changes(recorded)
+    if delta is None or row is None:
+        return row
+    return JobRow(**{**row.__dict__, **delta})
 
 
 JOBS: Projection[JobRow] = Projection(
@@ -72,4 +201,5 @@ JOBS: Projection[JobRow] = Projection(
     key=key,
     apply=apply,
     creates=creates,
+    changes=changes,
 )

@@ -39,6 +39,9 @@ class ScheduleRow:
     """The schedule stream's version this row reflects: the compare-and-set token."""
     deleted: bool
     updated_at_ms: int
+    max_attempts: int | None
+    """Options the schedule's jobs carry (None: the handler's defaults)."""
+    timeout_ms: int | None
 
 
 _KEYED: Final = (ScheduleDefined, ScheduleDeleted, EnqueueAttempted, NextRunAdvanced)
@@ -127,6 +130,8 @@ def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
         version=recorded.version,
         deleted=False,
         updated_at_ms=recorded.recorded_at_ms,
+        max_attempts=event.max_attempts,
+        timeout_ms=event.timeout_ms,
     )
 
 

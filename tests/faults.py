@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from headgate._domain.decisions import Candidate, GateFacts
@@ -23,9 +23,11 @@ from headgate._store.port import (
     CompactionReport,
     EventLog,
     Fence,
+    Listener,
     Store,
     Unit,
     UnitResult,
+    WorkerRow,
     WriteTransaction,
 )
 
@@ -101,6 +103,29 @@ class FaultyTransaction(WriteTransaction):
     ) -> GateFacts:
         return self._inner.gate_facts(candidates, count_queues)
 
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        return self._inner.jobs(job_ids)
+
+    def claimable(
+        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    ) -> list[JobRow]:
+        return self._inner.claimable(capacity, kinds, now_ms)
+
+    def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
+        return self._inner.running_on(worker_ids)
+
+    def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
+        return self._inner.crash_blame(fingerprints)
+
+    def expired_workers(self, now_ms: int) -> list[WorkerRow]:
+        return self._inner.expired_workers(now_ms)
+
+    def forget_workers(self, worker_ids: Collection[str]) -> None:
+        self._inner.forget_workers(worker_ids)
+
+    def notify_enqueued(self, queues: Collection[str]) -> None:
+        self._inner.notify_enqueued(queues)
+
 
 class FaultyLog(EventLog):
     def __init__(self, inner: EventLog, faults: Faults) -> None:
@@ -148,7 +173,11 @@ class FaultyStore(Store):
         self.clock = inner.clock
         self.log = FaultyLog(inner.log, self.faults)
         self.leases = inner.leases
+        self.workers = inner.workers
         self.reads = inner.reads
+
+    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+        return self.inner.listen(on_enqueued)
 
     def compact(
         self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None

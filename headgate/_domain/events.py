@@ -30,9 +30,19 @@ class MissedRunPolicy(StrEnum):
 
 class JobState(StrEnum):
     PENDING = "pending"
+    """Waiting for its run_at and a worker (also after a retry, a release or a rescue)."""
+    RUNNING = "running"
+    """Claimed by a worker, whose heartbeat keeps it."""
     COMPLETED = "completed"
     FAILED = "failed"
+    """Out of attempts (or finished as failed by a host consuming outside Headgate)."""
     CANCELLED = "cancelled"
+    QUARANTINED = "quarantined"
+    """Crashed its worker too often: held, with its fingerprint, until an operator acts."""
+
+
+UNFINISHED_STATES: frozenset[JobState] = frozenset({JobState.PENDING, JobState.RUNNING})
+"""States in which a job holds its unique key and counts against its queue's limit."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,11 @@ class ScheduleDefined(DomainEvent):
     It carries the schedule's whole state (including `last_enqueued_ms`, copied
     from the current row), so the latest one is also the schedule's snapshot:
     compaction may drop everything older and a rebuild still folds to the same row.
+    `max_attempts` and `timeout_ms` are the options its ticks' jobs carry (None:
+    the handler's defaults); version 1 had neither.
     """
+
+    schema_version: ClassVar[int] = 2
 
     schedule_id: str
     spec: str
@@ -59,6 +73,8 @@ class ScheduleDefined(DomainEvent):
     paused: bool
     next_run_ms: int
     last_enqueued_ms: int | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_missed", MissedRunPolicy(self.on_missed))
@@ -116,6 +132,12 @@ class NextRunAdvanced(DomainEvent):
 
 @dataclass(frozen=True)
 class JobEnqueued(DomainEvent):
+    """A job was created. `run_at_ms` None means as soon as it is recorded;
+    `max_attempts` and `timeout_ms` None mean the handler's (or Headgate's) defaults.
+    Version 1 had none of these three."""
+
+    schema_version: ClassVar[int] = 2
+
     job_id: str
     kind: str
     queue: str
@@ -123,12 +145,99 @@ class JobEnqueued(DomainEvent):
     unique_key: str | None = None
     periodic_schedule_id: str | None = None
     periodic_tick_ms: int | None = None
+    run_at_ms: int | None = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):
             raise ValidationError(
                 "periodic_origin", "needs both schedule_id and tick_ms, or neither"
             )
+
+
+@dataclass(frozen=True)
+class JobClaimed(DomainEvent):
+    """A worker took the job to run an attempt (number `attempt`, 1 for the first)
+    and must finish it by `deadline_ms`."""
+
+    job_id: str
+    worker_id: str
+    attempt: int
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class JobSucceeded(DomainEvent):
+    """The attempt's handler returned; `result` is its JSON value (bounded).
+    `started_at_ms` is when the worker started the handler."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    started_at_ms: int
+    result: JsonValue = None
+
+
+@dataclass(frozen=True)
+class JobAttemptFailed(DomainEvent):
+    """The attempt's handler raised, returned something unstorable, or ran past its
+    deadline. `retry_at_ms` is when the job runs again; None means it is out of
+    attempts and has failed. `error_message` is truncated, and None where the host
+    keeps exception texts out of the store."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    started_at_ms: int
+    error_type: str
+    error_message: str | None
+    retry_at_ms: int | None
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class JobReleased(DomainEvent):
+    """A worker stopping gracefully gave the job back unfinished: it runs again at
+    once, elsewhere, and no attempt or crash is counted."""
+
+    job_id: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class JobAbandoned(DomainEvent):
+    """The job's worker stopped heartbeating (it crashed, or froze past its lease):
+    the rescuer made the job claimable again, its `crash_count` now this."""
+
+    job_id: str
+    worker_id: str
+    crash_count: int
+
+
+@dataclass(frozen=True)
+class JobQuarantined(DomainEvent):
+    """The job crashed its workers too often (`crash_count`); held until an
+    operator retries it. Its fingerprint is quarantined in the same unit."""
+
+    job_id: str
+    fingerprint: str
+    crash_count: int
+
+
+@dataclass(frozen=True)
+class JobCancelled(DomainEvent):
+    """An operator cancelled the job (pending, or running: its worker is told)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class JobRetried(DomainEvent):
+    """An operator sent a failed, cancelled or quarantined job back to run again,
+    with its attempt and crash counts reset (its attempt history stays)."""
+
+    job_id: str
 
 
 @dataclass(frozen=True)
@@ -158,6 +267,18 @@ class FingerprintQuarantined(DomainEvent):
 @dataclass(frozen=True)
 class FingerprintReleased(DomainEvent):
     fingerprint: str
+
+
+@dataclass(frozen=True)
+class FingerprintCrashBlamed(DomainEvent):
+    """A worker died running `job_id`, of this fingerprint, which takes its share of
+    the crash (shared among the jobs that worker ran). `blame_milli` is the
+    fingerprint's whole blame now, in thousandths of a crash: the latest of these
+    events alone says where it stands, whatever compaction dropped before it."""
+
+    fingerprint: str
+    job_id: str
+    blame_milli: int
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,19 @@ from typing import Final, TypeAlias
 from headgate._domain.events import (
     DomainEvent,
     EnqueueAttempted,
+    FingerprintCrashBlamed,
     FingerprintQuarantined,
     FingerprintReleased,
+    JobAbandoned,
+    JobAttemptFailed,
+    JobCancelled,
+    JobClaimed,
     JobEnqueued,
     JobFinished,
+    JobQuarantined,
+    JobReleased,
+    JobRetried,
+    JobSucceeded,
     ManualRunRequested,
     NextRunAdvanced,
     ScheduleDefined,
@@ -50,6 +59,15 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
         ManualRunRequested,
         FingerprintQuarantined,
         FingerprintReleased,
+        JobClaimed,
+        JobSucceeded,
+        JobAttemptFailed,
+        JobReleased,
+        JobAbandoned,
+        JobQuarantined,
+        JobCancelled,
+        JobRetried,
+        FingerprintCrashBlamed,
     )
 }
 """Stored type name -> event class. A stored name never changes: renaming an
@@ -69,8 +87,20 @@ def _attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {**body, "next_run_ms": None, "last_enqueued_ms": None}
 
 
+def _job_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before jobs ran in Headgate, they had no run time or options: now, and defaults."""
+    return {**body, "run_at_ms": None, "max_attempts": None, "timeout_ms": None}
+
+
+def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before jobs ran in Headgate, schedules gave their jobs no options: defaults."""
+    return {**body, "max_attempts": None, "timeout_ms": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
-    (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2
+    (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
+    (type_name(JobEnqueued), 1): _job_options_v1_to_v2,
+    (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 

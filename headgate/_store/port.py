@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
@@ -36,7 +36,7 @@ from headgate._clock import Clock
 from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import DomainEvent, RecordedEvent
 from headgate._errors import ConcurrencyConflict
-from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
+from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
 
 __all__ = [
     "ANY_VERSION",
@@ -47,14 +47,19 @@ __all__ = [
     "CompactionReport",
     "EventLog",
     "Fence",
+    "JobFilter",
     "Lease",
     "Leases",
+    "Listener",
     "Page",
     "Reads",
     "Store",
     "StreamAppend",
     "Unit",
     "UnitResult",
+    "WorkerBeat",
+    "WorkerRow",
+    "Workers",
     "WriteTransaction",
 ]
 
@@ -113,6 +118,44 @@ class Claimant:
     holder: str
     host: str
     pid: int
+
+
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A worker process's heartbeat: who it is, what it serves, what it holds."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: Mapping[str, int]
+    """queue -> capacity."""
+    started_at_ms: int
+    running: int
+    overdue: int
+    """Handlers still running past their timeout (their threads cannot be killed)."""
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    worker_id: str
+    host: str
+    pid: int
+    queues: Mapping[str, int]
+    started_at_ms: int
+    heartbeat_at_ms: int
+    expires_at_ms: int
+    running: int
+    overdue: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a listing shows (None: any)."""
+
+    state: str | None = None
+    queue: str | None = None
+    kind: str | None = None
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +232,40 @@ class WriteTransaction(ABC):
     @abstractmethod
     def job(self, job_id: str) -> JobRow | None:
         """The job's projection row, or None."""
+
+    @abstractmethod
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        """The rows of those jobs that exist, by id."""
+
+    @abstractmethod
+    def claimable(
+        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    ) -> list[JobRow]:
+        """Pending jobs of these kinds whose run_at_ms has come, per queue at most
+        `capacity[queue]` of them, oldest run_at first (then by id). The caller
+        claims them in this transaction, so no other writer gets them."""
+
+    @abstractmethod
+    def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
+        """Jobs in state running on these workers."""
+
+    @abstractmethod
+    def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
+        """Each fingerprint's crash blame (thousandths of a crash); 0 if none."""
+
+    @abstractmethod
+    def expired_workers(self, now_ms: int) -> list[WorkerRow]:
+        """Workers whose heartbeat has expired by now_ms."""
+
+    @abstractmethod
+    def forget_workers(self, worker_ids: Collection[str]) -> None:
+        """Remove these workers' heartbeat rows (their jobs have been taken back)."""
+
+    @abstractmethod
+    def notify_enqueued(self, queues: Collection[str]) -> None:
+        """When this transaction commits, wake the workers of other processes that
+        listen (see `Store.listen`) for these queues; nothing where the backend
+        cannot notify (they poll)."""
 
     @abstractmethod
     def gate_facts(
@@ -307,6 +384,31 @@ class Leases(ABC):
         """The lease row as stored (possibly expired), or None if never taken."""
 
 
+class Workers(ABC):
+    """Worker heartbeats: operational state, one row per worker process start."""
+
+    @abstractmethod
+    def beat(self, beat: WorkerBeat, ttl_ms: int) -> WorkerRow:
+        """Record that the worker is alive until store time now + ttl_ms (creating
+        its row, or renewing it)."""
+
+    @abstractmethod
+    def stop(self, worker_id: str) -> None:
+        """Remove a worker's row when it stops gracefully (its jobs are released)."""
+
+    @abstractmethod
+    def live(self, now_ms: int) -> list[WorkerRow]:
+        """Workers whose heartbeat has not expired by now_ms, oldest first."""
+
+
+class Listener(ABC):
+    """A running subscription to enqueue notifications from other processes."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop listening (waits for the listening thread)."""
+
+
 class Reads(ABC):
     """The projections, each read on its own short read transaction.
 
@@ -343,6 +445,19 @@ class Reads(ABC):
         """The schedule's automatic attempts, newest first, the newest 100 only; it
         outlives the schedule. ValidationError for a bad limit or cursor."""
 
+    @abstractmethod
+    def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
+        """Jobs matching `where`, newest first (by creation, then id); bounded pages
+        with an opaque cursor. ValidationError for a bad limit or cursor."""
+
+    @abstractmethod
+    def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
+        """The job's ended attempts, newest first, at most `limit`."""
+
+    @abstractmethod
+    def pending_kinds(self) -> dict[str, int]:
+        """Pending jobs by kind (to warn of kinds no handler serves)."""
+
 
 class Store(ABC):
     """Everything Headgate keeps, in one database."""
@@ -351,7 +466,15 @@ class Store(ABC):
     """Store time: what lease expiry and recorded instants are measured in."""
     log: EventLog
     leases: Leases
+    workers: Workers
     reads: Reads
+
+    @abstractmethod
+    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+        """Call `on_enqueued(queue)` (on a thread of the store's) whenever another
+        process commits a job to a queue; None where the backend cannot notify
+        (workers then poll). Notifications may be lost while reconnecting:
+        they only shorten a wait, and polling covers the rest."""
 
     @abstractmethod
     def compact(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -13,9 +14,8 @@ def snapshot(engine: Engine, tables: ProjectionTables = LIVE) -> dict[str, list[
     """Every row of every projection table, keyed by the unprefixed table name."""
     result: dict[str, list[tuple[Any, ...]]] = {}
     with engine.connect() as connection:
-        for name, table in zip(
-            ("schedules", "jobs", "enqueue_history", "quarantine"), tables.all(), strict=True
-        ):
+        for name in (field.name for field in fields(tables)):
+            table = tables.by_name(name)
             rows = connection.execute(select(table)).all()
             result[name] = sorted((tuple(row) for row in rows), key=repr)
     return result

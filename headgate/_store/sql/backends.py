@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
@@ -43,6 +44,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
+from headgate._store.port import Listener
 from headgate._store.sql import bulk
 
 __all__ = ["POSTGRESQL", "SQLITE", "SqlBackend", "backend_named", "backend_of"]
@@ -151,6 +153,19 @@ class SqlBackend(ABC):
     @abstractmethod
     def is_stream_version_conflict(self, detail: str) -> bool:
         """Whether a unique-violation message is two appends of one stream version."""
+
+    @abstractmethod
+    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
+        """Tell listening processes, when this transaction commits, that jobs were
+        enqueued on these queues (nothing where the backend cannot)."""
+
+    @abstractmethod
+    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+        """A listener calling `on_enqueued(queue)` for notifications from other
+        processes; None where the backend has none."""
+
+
+ENQUEUED_CHANNEL: Final = "headgate_enqueued"
 
 
 class _Sqlite(SqlBackend):
@@ -292,6 +307,12 @@ class _Sqlite(SqlBackend):
 
     def is_stream_version_conflict(self, detail: str) -> bool:
         return "headgate_events.stream_id, headgate_events.version" in detail
+
+    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
+        pass  # no notifications: workers in other processes poll
+
+    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+        return None
 
 
 IDLE_IN_TRANSACTION_MS: Final = 5_000
@@ -552,6 +573,53 @@ class _PostgreSQL(SqlBackend):
 
     def is_stream_version_conflict(self, detail: str) -> bool:
         return "uq_headgate_events_stream_version" in detail
+
+    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
+        """NOTIFY is transactional: listeners hear it when (and only if) this commits."""
+        for queue in sorted(set(queues)):
+            connection.execute(
+                text("SELECT pg_notify(:channel, :queue)"),
+                {"channel": ENQUEUED_CHANNEL, "queue": queue},
+            )
+
+    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+        return _PostgresListener(url.set(drivername="postgresql"), on_enqueued)
+
+
+class _PostgresListener(Listener):
+    """LISTEN on a connection of its own (not the pool's), on a daemon thread that
+    reconnects with back-off; a pooler in transaction mode cannot carry LISTEN,
+    which is why workers can be set to poll only."""
+
+    RECONNECT_MAX_S: Final = 30.0
+    WAIT_S: Final = 1.0
+
+    def __init__(self, url: URL, on_enqueued: Callable[[str], None]) -> None:
+        self._conninfo = url.render_as_string(hide_password=False)
+        self._on_enqueued = on_enqueued
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="headgate-listen", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import psycopg  # noqa: PLC0415 (PostgreSQL only)
+
+        delay = 0.1
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {ENQUEUED_CHANNEL}")
+                    delay = 0.1
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=self.WAIT_S):
+                            self._on_enqueued(note.payload)
+            except Exception:  # a dropped connection: reconnect, polling covers the gap
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.RECONNECT_MAX_S)
 
 
 SQLITE: Final = _Sqlite()

@@ -28,7 +28,20 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
-from headgate._domain.events import EnqueueAttempted, JobEnqueued, JobFinished, ManualRunRequested
+from headgate._domain.events import (
+    EnqueueAttempted,
+    JobAbandoned,
+    JobAttemptFailed,
+    JobCancelled,
+    JobClaimed,
+    JobEnqueued,
+    JobFinished,
+    JobQuarantined,
+    JobReleased,
+    JobRetried,
+    JobSucceeded,
+    ManualRunRequested,
+)
 from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
 from headgate._store.mapper import type_name
 from headgate._store.port import CompactionPolicy, CompactionReport
@@ -41,7 +54,23 @@ if TYPE_CHECKING:
     from headgate._store.sql.store import SqlStore
 
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
-JOB_TYPES: Final = (type_name(JobEnqueued), type_name(JobFinished))
+JOB_TYPES: Final = tuple(
+    type_name(job_type)
+    for job_type in (
+        JobEnqueued,
+        JobClaimed,
+        JobSucceeded,
+        JobAttemptFailed,
+        JobReleased,
+        JobAbandoned,
+        JobQuarantined,
+        JobCancelled,
+        JobRetried,
+        JobFinished,
+    )
+)
+"""A job's stream is never trimmed: it goes whole, with its rows, once the job is
+finished and past retention."""
 MANUAL_TYPE: Final = type_name(ManualRunRequested)
 
 
@@ -171,6 +200,8 @@ def _remove_finished_jobs(
             delete(events).where(events.c.stream_id.in_(streams))
         ).rowcount
         connection.execute(delete(jobs).where(jobs.c.job_id.in_(finished)))
+        attempts = LIVE.job_attempts
+        connection.execute(delete(attempts).where(attempts.c.job_id.in_(finished)))
     return len(finished), int(event_count)
 
 

@@ -12,7 +12,7 @@ round trips. Projections are applied inline, in the same transaction.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, func, select, update
@@ -30,9 +30,10 @@ from headgate._store.port import (
     Fence,
     Unit,
     UnitResult,
+    WorkerRow,
     WriteTransaction,
 )
-from headgate._store.sql import queries
+from headgate._store.sql import queries, worker_rows
 from headgate._store.sql.backends import SqlBackend
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, event_row, events_between
@@ -148,6 +149,30 @@ class SqlWriteTransaction(WriteTransaction):
 
     def job(self, job_id: str) -> JobRow | None:
         return queries.job(self.connection, job_id)
+
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        return queries.jobs(self.connection, job_ids)
+
+    def claimable(
+        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    ) -> list[JobRow]:
+        with self._backend.probing_indexes(self.connection):
+            return queries.claimable(self.connection, capacity, kinds, now_ms)
+
+    def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
+        return queries.running_on(self.connection, worker_ids)
+
+    def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
+        return queries.crash_blame(self.connection, fingerprints)
+
+    def expired_workers(self, now_ms: int) -> list[WorkerRow]:
+        return worker_rows.expired(self.connection, now_ms)
+
+    def forget_workers(self, worker_ids: Collection[str]) -> None:
+        worker_rows.forget(self.connection, worker_ids)
+
+    def notify_enqueued(self, queues: Collection[str]) -> None:
+        self._backend.notify_enqueued(self.connection, queues)
 
     def gate_facts(
         self, candidates: Sequence[Candidate], count_queues: Collection[str]

@@ -268,9 +268,10 @@ def _drop_what_compaction_removed(
     too. A job counts as gone even if its id has come back since (an Enqueue
     now key reused after both expired): the rest of the fold makes it anew."""
     history, jobs = scratch.enqueue_history, scratch.jobs
-    connection.execute(
-        delete(history).where(~exists().where(events.c.position == history.c.event_id))
-    )
+    for by_position in (history, scratch.job_attempts):  # rows keyed by their event
+        connection.execute(
+            delete(by_position).where(~exists().where(events.c.position == by_position.c.event_id))
+        )
     connection.execute(
         delete(jobs).where(
             ~exists().where(
@@ -375,6 +376,7 @@ def _drop_rows_whose_events_are_gone(
     history, jobs = target.tables.enqueue_history, target.tables.jobs
     for column, still_in_log in (
         (history.c.event_id, _attempts_in_log),
+        (target.tables.job_attempts.c.event_id, _attempts_in_log),
         (jobs.c.job_id, _jobs_in_log),
     ):
         after: Any = None

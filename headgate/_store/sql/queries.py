@@ -7,25 +7,35 @@ transaction (seeing that transaction's own appends) or on its own
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from typing import Any, Final
 
-from sqlalchemy import Engine, Select, func, select, text
+from sqlalchemy import Engine, Select, and_, func, or_, select, text
 from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import decode_cursor, encode_cursor
-from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
+from headgate._domain.events import UNFINISHED_STATES
+from headgate._errors import ValidationError
+from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.port import Page, Reads
+from headgate._store.port import JobFilter, Page, Reads
 from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.projector import CHUNK
-from headgate._store.sql.schema import DUE_INDEX_WHERE, LIVE, LIVE_UNIQUE_KEY_WHERE
+from headgate._store.sql.schema import (
+    CLAIMABLE_WHERE,
+    DUE_INDEX_WHERE,
+    LIVE,
+    LIVE_UNIQUE_KEY_WHERE,
+    RUNNING_WHERE,
+)
 
 HISTORY_CURSOR: Final = "enqueue-events"
 SCHEDULES_CURSOR: Final = "schedules"
+JOBS_CURSOR: Final = "jobs"
+UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
 
 _schedules, _jobs, _history, _quarantine = (
     LIVE.schedules,
@@ -38,6 +48,9 @@ _LIVE_AND_UNPAUSED: Final = text(DUE_INDEX_WHERE)
 index only for a query whose condition matches it (SQLite textually), and
 SQLAlchemy's own rendering of `paused IS false` does not."""
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
+_CLAIMABLE: Final = text(CLAIMABLE_WHERE)
+_RUNNING: Final = text(RUNNING_WHERE)
+_attempts, _blame = LIVE.job_attempts, LIVE.crash_blame
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 
 
@@ -102,6 +115,129 @@ def job(connection: Connection, job_id: str) -> JobRow | None:
     return None if row is None else JobRow(**row)
 
 
+def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
+    """The rows of those jobs that exist, by id (one indexed lookup per chunk)."""
+    wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
+    found: dict[str, JobRow] = {}
+    backend = backend_of(connection)
+    for start in range(0, len(wanted), CHUNK):
+        query = select(_jobs).where(
+            backend.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
+        )
+        found.update((row["job_id"], JobRow(**row)) for row in connection.execute(query).mappings())
+    return found
+
+
+def claimable(
+    connection: Connection, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+) -> list[JobRow]:
+    """Due pending jobs of these kinds, per queue up to its capacity, by the claim
+    index (queue, run_at_ms, job_id): each queue's read stops after its rows."""
+    if not kinds:
+        return []
+    backend = backend_of(connection)
+    found: list[JobRow] = []
+    for queue, count in capacity.items():
+        if count <= 0:
+            continue
+        query = (
+            select(_jobs)
+            .where(
+                _CLAIMABLE,
+                _jobs.c.queue == queue,
+                _jobs.c.run_at_ms <= now_ms,
+                backend.is_one_of(_jobs.c.kind, list(kinds)),
+            )
+            .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+            .limit(count)
+        )
+        found.extend(JobRow(**row) for row in connection.execute(query).mappings())
+    return found
+
+
+def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
+    if not worker_ids:
+        return []
+    query = select(_jobs).where(
+        _RUNNING, backend_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
+    )
+    return [JobRow(**row) for row in connection.execute(query).mappings()]
+
+
+def crash_blame(connection: Connection, fingerprints: Collection[str]) -> dict[str, int]:
+    wanted = list(dict.fromkeys(fingerprints))
+    if not wanted:
+        return {}
+    query = select(_blame.c.fingerprint, _blame.c.blame_milli).where(
+        backend_of(connection).is_one_of(_blame.c.fingerprint, wanted)
+    )
+    blamed = dict.fromkeys(wanted, 0)
+    blamed.update({str(f): int(b) for f, b in connection.execute(query)})
+    return blamed
+
+
+def jobs_page(
+    connection: Connection, where: JobFilter, limit: int, cursor: str | None, maximum: int = 200
+) -> Page[JobRow]:
+    """Newest first, by (created_at_ms, job_id); the cursor is where the last page stopped."""
+    check_limit(limit, maximum)
+    query = select(_jobs)
+    for column, wanted in (
+        (_jobs.c.state, where.state),
+        (_jobs.c.queue, where.queue),
+        (_jobs.c.kind, where.kind),
+        (_jobs.c.periodic_schedule_id, where.schedule_id),
+    ):
+        if wanted is not None:
+            if not could_be_stored(wanted):
+                return Page([], None)
+            query = query.where(column == wanted)
+    if cursor is not None:
+        created, job_id = _job_cursor(cursor)
+        query = query.where(
+            or_(
+                _jobs.c.created_at_ms < created,
+                and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
+            )
+        )
+    query = query.order_by(_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc()).limit(limit + 1)
+    items = [JobRow(**row) for row in connection.execute(query).mappings()]
+    more = len(items) > limit
+    items = items[:limit]
+    last = items[-1] if more else None
+    next_cursor = (
+        None if last is None else encode_cursor(JOBS_CURSOR, f"{last.created_at_ms}:{last.job_id}")
+    )
+    return Page(items, next_cursor)
+
+
+def _job_cursor(cursor: str) -> tuple[int, str]:
+    position = str(decode_cursor(JOBS_CURSOR, cursor, str))
+    created, _, job_id = position.partition(":")
+    if not created.isdigit() or not job_id:
+        raise ValidationError(
+            "cursor", "is not a cursor returned by this list; pass next_cursor back unchanged"
+        )
+    return int(created), job_id
+
+
+def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAttemptRow]:
+    if not could_be_stored(job_id):
+        return []
+    query = (
+        select(_attempts)
+        .where(_attempts.c.job_id == job_id)
+        .order_by(_attempts.c.event_id.desc())
+        .limit(limit)
+    )
+    return [JobAttemptRow(**row) for row in connection.execute(query).mappings()]
+
+
+def pending_kinds(connection: Connection) -> dict[str, int]:
+    query = select(_jobs.c.kind, func.count()).where(_CLAIMABLE).group_by(_jobs.c.kind)
+    return {str(kind): int(count) for kind, count in connection.execute(query)}
+
+
 def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict[str, str]:
     """unique key -> id of the pending job holding it."""
     found: dict[str, str] = {}
@@ -124,7 +260,10 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
     wanted = list(dict.fromkeys(queues))
     query = (
         select(_jobs.c.queue, func.count())
-        .where(_jobs.c.state == "pending", backend_of(connection).is_one_of(_jobs.c.queue, wanted))
+        .where(
+            _jobs.c.state.in_(UNFINISHED),
+            backend_of(connection).is_one_of(_jobs.c.queue, wanted),
+        )
         .group_by(_jobs.c.queue)
     )
     counts = dict.fromkeys(wanted, 0)
@@ -199,6 +338,18 @@ class SqlReads(Reads):
     def job(self, job_id: str) -> JobRow | None:
         with translated_errors("reading a job"), self._engine.connect() as connection:
             return job(connection, job_id)
+
+    def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
+        with translated_errors("listing jobs"), self._engine.connect() as connection:
+            return jobs_page(connection, where, limit, cursor)
+
+    def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
+        with translated_errors("reading a job's attempts"), self._engine.connect() as connection:
+            return job_attempts(connection, job_id, limit)
+
+    def pending_kinds(self) -> dict[str, int]:
+        with translated_errors("counting pending jobs"), self._engine.connect() as connection:
+            return pending_kinds(connection)
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None

@@ -41,10 +41,14 @@ LOG = MetaData()
 
 DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
 """The due read's partial index covers live, unpaused schedules only."""
-FINISHED_JOBS_WHERE: Final = "state <> 'pending'"
+FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
-LIVE_UNIQUE_KEY_WHERE: Final = "state = 'pending' AND unique_key IS NOT NULL"
-"""The partial unique index on live jobs' unique keys: lookups say it in these words."""
+LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
+"""The partial unique index on unfinished jobs' unique keys: lookups say it in these words."""
+CLAIMABLE_WHERE: Final = "state = 'pending'"
+"""The claim index: pending jobs by (queue, run_at_ms, job_id)."""
+RUNNING_WHERE: Final = "state = 'running'"
+"""Running jobs by worker, for rescue and for a worker's own checks."""
 
 events = Table(
     f"{TABLE_PREFIX}events",
@@ -96,6 +100,24 @@ compaction_state = Table(
 )
 """One row: the log position up to which streams have been compacted."""
 
+workers = Table(
+    f"{TABLE_PREFIX}workers",
+    LOG,
+    Column("worker_id", String(128), primary_key=True),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", Text, nullable=False),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("heartbeat_at_ms", BigInteger, nullable=False),
+    Column("expires_at_ms", BigInteger, nullable=False),
+    Column("running", Integer, nullable=False),
+    Column("overdue", Integer, nullable=False),
+)
+"""One row per worker process start: operational state, like a lease. Its
+heartbeat moves expires_at_ms on; once that passes, the rescuer takes the
+worker's running jobs back (and removes the row). `queues` is JSON
+{queue: capacity}; `overdue` counts handlers still running past their timeout."""
+
 
 @dataclass(frozen=True)
 class ProjectionTables:
@@ -103,13 +125,22 @@ class ProjectionTables:
     jobs: Table
     enqueue_history: Table
     quarantine: Table
+    job_attempts: Table
+    crash_blame: Table
 
     def by_name(self, table_name: str) -> Table:
         table: Table = getattr(self, table_name)
         return table
 
     def all(self) -> tuple[Table, ...]:
-        return (self.schedules, self.jobs, self.enqueue_history, self.quarantine)
+        return (
+            self.schedules,
+            self.jobs,
+            self.enqueue_history,
+            self.quarantine,
+            self.job_attempts,
+            self.crash_blame,
+        )
 
 
 def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
@@ -132,6 +163,8 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("version", Integer, nullable=False),
         Column("deleted", Boolean, nullable=False),
         Column("updated_at_ms", BigInteger, nullable=False),
+        Column("max_attempts", Integer),
+        Column("timeout_ms", BigInteger),
     )
     Index(
         f"ix_{prefix}schedules_due_order",
@@ -153,6 +186,17 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("updated_at_ms", BigInteger, nullable=False),
         Column("periodic_schedule_id", String(255)),
         Column("periodic_tick_ms", BigInteger),
+        Column("attempts", Integer, nullable=False, server_default=text("0")),
+        Column("crash_count", Integer, nullable=False, server_default=text("0")),
+        Column("run_at_ms", BigInteger, nullable=False, server_default=text("0")),
+        Column("max_attempts", Integer),
+        Column("timeout_ms", BigInteger),
+        Column("worker_id", String(128)),
+        Column("deadline_ms", BigInteger),
+        Column("version", Integer, nullable=False, server_default=text("1")),
+        Column("result", Text),
+        Column("error_type", String(255)),
+        Column("error_message", Text),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",
@@ -166,6 +210,21 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         postgresql_where=text(LIVE_UNIQUE_KEY_WHERE),
     )
     Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
+    Index(
+        f"ix_{prefix}jobs_claimable",
+        jobs.c.queue,
+        jobs.c.run_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(CLAIMABLE_WHERE),
+        postgresql_where=text(CLAIMABLE_WHERE),
+    )
+    Index(f"ix_{prefix}jobs_created", jobs.c.created_at_ms, jobs.c.job_id)
+    Index(
+        f"ix_{prefix}jobs_running",
+        jobs.c.worker_id,
+        sqlite_where=text(RUNNING_WHERE),
+        postgresql_where=text(RUNNING_WHERE),
+    )
     Index(
         f"ix_{prefix}jobs_finished",
         jobs.c.updated_at_ms,
@@ -196,7 +255,29 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("note", String(255), nullable=False),
         Column("quarantined_at_ms", BigInteger, nullable=False),
     )
-    return ProjectionTables(schedules, jobs, enqueue_history, quarantine)
+    job_attempts = Table(
+        f"{prefix}job_attempts",
+        metadata,
+        Column("event_id", BigInteger, primary_key=True, autoincrement=False),
+        Column("job_id", String(255), nullable=False),
+        Column("attempt", Integer, nullable=False),
+        Column("outcome", String(16), nullable=False),
+        Column("worker_id", String(128)),
+        Column("started_at_ms", BigInteger),
+        Column("ended_at_ms", BigInteger, nullable=False),
+        Column("error_type", String(255)),
+        Column("error_message", Text),
+    )
+    Index(f"ix_{prefix}job_attempts_job", job_attempts.c.job_id, job_attempts.c.event_id)
+    crash_blame = Table(
+        f"{prefix}crash_blame",
+        metadata,
+        Column("fingerprint", String(128), primary_key=True),
+        Column("blame_milli", Integer, nullable=False),
+        Column("last_job_id", String(255), nullable=False),
+        Column("updated_at_ms", BigInteger, nullable=False),
+    )
+    return ProjectionTables(schedules, jobs, enqueue_history, quarantine, job_attempts, crash_blame)
 
 
 LIVE = projection_tables(LOG, TABLE_PREFIX)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from sqlalchemy.engine import Connection
@@ -13,12 +13,13 @@ from headgate._clock import Clock, StoreClock
 from headgate._errors import StoreClosed
 from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
-from headgate._store.port import CompactionPolicy, CompactionReport, Store
+from headgate._store.port import CompactionPolicy, CompactionReport, Listener, Store
 from headgate._store.sql import compaction
 from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
+    parse_store_url,
     translated_errors,
     write_transaction,
 )
@@ -28,6 +29,7 @@ from headgate._store.sql.migrations import migrate
 from headgate._store.sql.projector import Projector
 from headgate._store.sql.queries import SqlReads
 from headgate._store.sql.schema import LIVE
+from headgate._store.sql.worker_rows import SqlWorkers
 
 CLOSE_WAIT_S: Final = 5.0
 """How long close() waits for a write in flight before leaving the write to close up."""
@@ -43,6 +45,7 @@ class SqlStore(Store):
 
     log: SqlEventLog
     leases: SqlLeases
+    workers: SqlWorkers
     reads: SqlReads
 
     def __init__(
@@ -81,7 +84,12 @@ class SqlStore(Store):
             self.synchronise_clock(connection)
         self.log = SqlEventLog(self)
         self.leases = SqlLeases(self)
+        self.workers = SqlWorkers(self)
         self.reads = SqlReads(self.engine)
+        self._url = parse_store_url(url)
+
+    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+        return self.backend.listen(self._url, on_enqueued)
 
     def compact(
         self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None

@@ -7,6 +7,8 @@ store with the steps those builds ran, holding a current store's rows.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import delete, insert, inspect, select
 from sqlalchemy.sql.expression import TableClause, column, table
 
@@ -15,10 +17,14 @@ from headgate._store.sql.migrations import legacy as legacy_steps
 from headgate._store.sql.schema import LOG, TABLE_PREFIX
 from headgate._store.sql.store import SqlStore
 
+LEGACY_PROJECTIONS = ("schedules", "jobs", "enqueue_history", "quarantine")
 
-def legacy(live: TableClause) -> TableClause:
-    """A live table under the name it had before the prefix."""
-    return table(live.name.removeprefix(TABLE_PREFIX), *(column(c.name) for c in live.columns))
+
+def legacy(live: TableClause, columns: Collection[str] | None = None) -> TableClause:
+    """A live table under the name it had before the prefix (with only `columns`,
+    those that table had then, if given)."""
+    kept = [c.name for c in live.columns if columns is None or c.name in columns]
+    return table(live.name.removeprefix(TABLE_PREFIX), *(column(name) for name in kept))
 
 
 def make_legacy_store(url: str, version: int = 6, copy_from: SqlStore | None = None) -> None:
@@ -33,10 +39,15 @@ def make_legacy_store(url: str, version: int = 6, copy_from: SqlStore | None = N
             present = set(inspect(target).get_table_names())
             with copy_from.engine.connect() as source:
                 for live in LOG.sorted_tables:
-                    old = legacy(live)
-                    if old.name not in present:
+                    name = live.name.removeprefix(TABLE_PREFIX)
+                    if name not in present:
                         continue
-                    rows = [dict(row) for row in source.execute(select(live)).mappings()]
+                    had = {c["name"] for c in inspect(target).get_columns(name)}
+                    old = legacy(live, had)
+                    query = select(*(live.c[c.name] for c in old.columns))
+                    if name == "projection_checkpoints":  # only the projections of its day
+                        query = query.where(live.c.name.in_(LEGACY_PROJECTIONS))
+                    rows = [dict(row) for row in source.execute(query).mappings()]
                     target.execute(delete(old))
                     if rows:
                         target.execute(insert(old), rows)

@@ -24,7 +24,7 @@ def test_body_is_versioned_json(store: SqlStore) -> None:
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
-    assert row.schema_version == 1
+    assert row.schema_version == 2  # ScheduleDefined: v2 since schedules carry job options
     assert row.body.startswith('{"backfill_limit":1,')
     assert '"payload":{"a":"é","b":[1,2]}' in row.body
 

@@ -23,6 +23,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.streams import schedule_stream
 from headgate._errors import ProjectionsRebuilding
+from headgate._projections import ALL_PROJECTIONS
 from headgate._store.port import ANY_VERSION, CompactionPolicy
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact
@@ -161,7 +162,7 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: SqlStore) -> Non
                 select(projection_checkpoints.c.name, projection_checkpoints.c.position)
             ).all()
         )
-        assert states == {"schedules": 120, "jobs": 120, "enqueue_history": 120, "quarantine": 120}
+        assert states == {p.name: 120 for p in ALL_PROJECTIONS}
     partial = snapshot(store.engine)
     assert 0 < len(partial["jobs"]) < len(live["jobs"])
     # While projections are rebuilding, nothing may decide on half-built tables.
@@ -172,7 +173,7 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: SqlStore) -> Non
     assert snapshot(store.engine) == partial
     # Resuming reaches the head; then writes flow again.
     report = rebuild(store, batch_size=40)
-    assert report.resumed == ["schedules", "jobs", "enqueue_history", "quarantine"]
+    assert report.resumed == [p.name for p in ALL_PROJECTIONS]
     assert snapshot(store.engine) == live
     assert verify(store).ok
     fire_tick(store, "s1", 31 * 60_000)

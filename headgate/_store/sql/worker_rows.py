@@ -1,0 +1,87 @@
+"""Worker heartbeats on SQL: one row per worker process start (operational state)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Connection
+
+from headgate._store.port import WorkerBeat, WorkerRow, Workers
+from headgate._store.sql.backends import backend_of
+from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.schema import workers
+
+if TYPE_CHECKING:
+    from headgate._store.sql.store import SqlStore
+
+
+def _row(mapping: Any) -> WorkerRow:
+    return WorkerRow(**{**mapping, "queues": json.loads(mapping["queues"])})
+
+
+def expired(connection: Connection, now_ms: int) -> list[WorkerRow]:
+    query = select(workers).where(workers.c.expires_at_ms <= now_ms).order_by(workers.c.worker_id)
+    return [_row(row) for row in connection.execute(query).mappings()]
+
+
+def forget(connection: Connection, worker_ids: Collection[str]) -> None:
+    if worker_ids:
+        backend = backend_of(connection)
+        connection.execute(
+            delete(workers).where(backend.is_one_of(workers.c.worker_id, list(worker_ids)))
+        )
+
+
+class SqlWorkers(Workers):
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+        self._engine = store.engine
+        self._clock = store.clock
+
+    def beat(self, beat: WorkerBeat, ttl_ms: int) -> WorkerRow:
+        with self._store.serialised_write("renewing a worker's heartbeat") as connection:
+            self._store.synchronise_clock(connection)
+            now = self._clock.now_ms()
+            values = {
+                "host": beat.host,
+                "pid": beat.pid,
+                "queues": json.dumps(dict(beat.queues), sort_keys=True),
+                "started_at_ms": beat.started_at_ms,
+                "heartbeat_at_ms": now,
+                "expires_at_ms": now + ttl_ms,
+                "running": beat.running,
+                "overdue": beat.overdue,
+            }
+            renewed = connection.execute(
+                update(workers).where(workers.c.worker_id == beat.worker_id).values(**values)
+            ).rowcount
+            if not renewed:
+                statement = self._store.backend.insert_if_absent(workers, "worker_id")
+                connection.execute(statement.values(worker_id=beat.worker_id, **values))
+        return WorkerRow(
+            worker_id=beat.worker_id,
+            host=beat.host,
+            pid=beat.pid,
+            queues=dict(beat.queues),
+            started_at_ms=beat.started_at_ms,
+            heartbeat_at_ms=now,
+            expires_at_ms=now + ttl_ms,
+            running=beat.running,
+            overdue=beat.overdue,
+        )
+
+    def stop(self, worker_id: str) -> None:
+        with self._store.serialised_write("removing a worker's heartbeat") as connection:
+            connection.execute(delete(workers).where(workers.c.worker_id == worker_id))
+
+    def live(self, now_ms: int) -> list[WorkerRow]:
+        query = (
+            select(workers)
+            .where(workers.c.expires_at_ms > now_ms)
+            .order_by(workers.c.started_at_ms, workers.c.worker_id)
+        )
+        with translated_errors("reading workers"), self._engine.connect() as connection:
+            return [_row(row) for row in connection.execute(query).mappings()]

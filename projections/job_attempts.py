@@ -1,0 +1,102 @@
+"""Each job's attempts, newest first: one row per attempt's end.
+
+An attempt ends when its handler returns (succeeded), raises or runs past its
+deadline (failed, timed_out), when its worker stops and gives it back
+(released) or dies (crashed), or when the crash that ends it quarantines the
+job (quarantined). Rows are keyed by the event's log position and go with
+their job when compaction removes it; reads show a job's newest 20.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from headgate._domain.events import (
+    JobAbandoned,
+    JobAttemptFailed,
+    JobQuarantined,
+    JobReleased,
+    JobSucceeded,
+    RecordedEvent,
+)
+from headgate._projections.base import Projection
+
+SHOWN_PER_JOB: Final = 20
+
+
+@dataclass(frozen=True)
+class JobAttemptRow:
+    event_id: int
+    job_id: str
+    attempt: int
+    """The attempt's number (for a release or crash: the number it would have had)."""
+    outcome: str
+    """succeeded, failed, timed_out, released, crashed or quarantined."""
+    worker_id: str | None
+    started_at_ms: int | None
+    ended_at_ms: int
+    error_type: str | None
+    error_message: str | None
+
+
+_ENDS: Final = (JobSucceeded, JobAttemptFailed, JobReleased, JobAbandoned, JobQuarantined)
+
+
+def key(recorded: RecordedEvent) -> int | None:
+    return recorded.position if isinstance(recorded.event, _ENDS) else None
+
+
+def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
+    event = recorded.event
+    row: dict[str, Any] = {
+        "event_id": recorded.position,
+        "ended_at_ms": recorded.recorded_at_ms,
+        "started_at_ms": None,
+        "error_type": None,
+        "error_message": None,
+    }
+    if isinstance(event, JobSucceeded):
+        row.update(
+            job_id=event.job_id,
+            attempt=event.attempt,
+            outcome="succeeded",
+            worker_id=event.worker_id,
+            started_at_ms=event.started_at_ms,
+        )
+    elif isinstance(event, JobAttemptFailed):
+        row.update(
+            job_id=event.job_id,
+            attempt=event.attempt,
+            outcome="timed_out" if event.timed_out else "failed",
+            worker_id=event.worker_id,
+            started_at_ms=event.started_at_ms,
+            error_type=event.error_type,
+            error_message=event.error_message,
+        )
+    elif isinstance(event, JobReleased):
+        row.update(job_id=event.job_id, attempt=0, outcome="released", worker_id=event.worker_id)
+    elif isinstance(event, JobAbandoned):
+        row.update(job_id=event.job_id, attempt=0, outcome="crashed", worker_id=event.worker_id)
+    elif isinstance(event, JobQuarantined):
+        row.update(job_id=event.job_id, attempt=0, outcome="quarantined", worker_id=None)
+    else:
+        return None
+    return row
+
+
+def apply(row: JobAttemptRow | None, recorded: RecordedEvent) -> JobAttemptRow | None:
+    created = creates(recorded)
+    return row if created is None else JobAttemptRow(**created)
+
+
+JOB_ATTEMPTS: Projection[JobAttemptRow] = Projection(
+    name="job_attempts",
+    table="job_attempts",
+    row_type=JobAttemptRow,
+    key_column="event_id",
+    key=key,
+    apply=apply,
+    creates=creates,
+    append_only=True,
+)
