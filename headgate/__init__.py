@@ -22,6 +22,7 @@ from headgate._errors import (
     ConcurrencyConflict,
     DuplicateJob,
     HeadgateError,
+    JobStateConflict,
     LeaseLost,
     NotFound,
     ProjectionsRebuilding,
@@ -32,16 +33,21 @@ from headgate._errors import (
     ValidationError,
 )
 from headgate._model import (
+    DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
     Job,
+    JobAttempt,
+    JobsPage,
     LeaseStatus,
     PeriodicOrigin,
     RunNowResult,
     Schedule,
     SchedulesPage,
+    WorkerStatus,
 )
-from headgate._runtime.config import RuntimeConfig
+from headgate._runtime.config import RuntimeConfig, WorkerConfig
+from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 
 __all__ = [
@@ -51,6 +57,7 @@ __all__ = [
     "Clock",
     "ConcurrencyConflict",
     "CronSpec",
+    "DrainSummary",
     "DuplicateJob",
     "EnqueueEvent",
     "EnqueueEventsPage",
@@ -60,6 +67,10 @@ __all__ = [
     "HeadgateError",
     "InvalidSpec",
     "Job",
+    "JobAttempt",
+    "JobContext",
+    "JobStateConflict",
+    "JobsPage",
     "LeaseLost",
     "LeaseStatus",
     "NotFound",
@@ -78,6 +89,8 @@ __all__ = [
     "SystemClock",
     "TickContext",
     "ValidationError",
+    "WorkerConfig",
+    "WorkerStatus",
     "due_ticks",
     "next_tick_ms",
     "parse_spec",

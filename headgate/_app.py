@@ -25,34 +25,44 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pykka
 
 from headgate._clock import Clock, StoreClock
 from headgate._commands import Commands, ScheduleDefinition, validate_definition
 from headgate._domain.admission import require_kind, require_payload
+from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
-from headgate._errors import NotFound, StoreUnavailable
+from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._errors import NotFound, StoreUnavailable, ValidationError
 from headgate._forksafe import renew_in_forked_children
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._model import (
+    DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
     Job,
+    JobsPage,
     LeaseStatus,
     RunNowResult,
     Schedule,
     SchedulesPage,
+    WorkerStatus,
 )
+from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._runtime.actors import RunPending, SchedulerActor, Wake
-from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
+from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store.port import Claimant, CompactionReport, Store
+from headgate._runtime.worker_pool import WorkerPool, drain
+from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
 from headgate._store.sql.store import open_store
 
+H = TypeVar("H", bound=Handler)
 DEFAULT_URL = "sqlite:///headgate.db"
 STOP_TIMEOUT_S = 30.0
 EXIT_STOP_TIMEOUT_S = 5.0
@@ -105,8 +115,12 @@ class Headgate:
         self._commands = Commands(self._store, self.config.limits)
         self._leases = self._store.leases
         self._hooks = list(hooks)
+        self._handlers = HandlerRegistry()
+        self._declared: dict[str, ScheduleDefinition] = {}
+        """Schedules declared in code (`periodic`): upserted at start."""
         self._scheduler: pykka.ActorRef[SchedulerActor] | None = None
         self._processor: TickProcessor | None = None
+        self._pool: WorkerPool | None = None
         self._lifecycle = threading.Lock()
         renew_in_forked_children(self)
 
@@ -120,39 +134,68 @@ class Headgate:
 
     @property
     def running(self) -> bool:
-        return self._scheduler is not None
+        return self._scheduler is not None or self._pool is not None
 
-    def start(self) -> Headgate:
-        """Start the actor runtime: the scheduler duty (if this process wins the lease)
-        and the schedule actors."""
+    def start(
+        self, workers: WorkerConfig | bool | None = None, *, scheduler: bool = True
+    ) -> Headgate:
+        """Start the runtime: the scheduler duty (if this process wins its lease) and
+        the workers that run the registered handlers. Returns at once.
+
+        `workers`: a WorkerConfig; None runs workers when handlers are registered
+        (on their queues, a small capacity each); False runs none. `scheduler`:
+        False runs workers only (`headgate worker`). Schedules declared with
+        `periodic` are upserted first (an unchanged spec keeps its phase).
+        """
         with self._lifecycle:
-            if self._scheduler is not None:
+            if self.running:
                 return self
-            claimant = Claimant(
-                holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
-                host=socket.gethostname(),
-                pid=os.getpid(),
-            )
-            processor = TickProcessor(
-                self._store.log,
-                self.clock,
-                self._hooks,
-                self.config.limits,
-                max_ticks=self.config.max_ticks_per_batch,
-            )
-            self._scheduler = SchedulerActor.start(
-                self._store, self.clock, self.config, processor, claimant
-            )
-            self._processor = processor
+            for definition in self._declared.values():
+                self._upsert_schedule(definition)
+            if scheduler:
+                self._start_scheduler()
+            config = self._worker_config(workers)
+            if config is not None:
+                self._pool = WorkerPool(self._store, self.clock, self._handlers, config)
+                self._pool.start()
             _RUNNING.add(self)
-            log.info("runtime started", holder=claimant.holder)
         return self
+
+    def _worker_config(self, workers: WorkerConfig | bool | None) -> WorkerConfig | None:
+        if workers is False or (workers is None and not self._handlers):
+            return None
+        if isinstance(workers, WorkerConfig):
+            if not self._handlers:
+                raise ValueError("workers: no handlers are registered (use @hg.handler)")
+            return workers
+        return WorkerConfig()
+
+    def _start_scheduler(self) -> None:
+        claimant = Claimant(
+            holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
+        processor = TickProcessor(
+            self._store.log,
+            self.clock,
+            self._hooks,
+            self.config.limits,
+            max_ticks=self.config.max_ticks_per_batch,
+            on_enqueued=self._poke_workers,
+        )
+        self._scheduler = SchedulerActor.start(
+            self._store, self.clock, self.config, processor, claimant
+        )
+        self._processor = processor
+        log.info("runtime started", holder=claimant.holder)
 
     def after_fork_in_child(self) -> None:
         """A forked child has none of the parent's actor threads: it is not running
         (start() starts its own actors, which then compete for the lease)."""
         self._scheduler = None
         self._processor = None
+        self._pool = None
         self._lifecycle = threading.Lock()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
@@ -166,7 +209,10 @@ class Headgate:
         with self._lifecycle:
             scheduler, self._scheduler = self._scheduler, None
             processor, self._processor = self._processor, None
+            pool, self._pool = self._pool, None
             _RUNNING.discard(self)
+            if pool is not None:
+                pool.stop()
             if scheduler is None:
                 return
             if processor is not None:
@@ -265,30 +311,169 @@ class Headgate:
             [EnqueueEvent.from_row(row) for row in page.items], page.next_cursor
         )
 
-    # jobs ----------------------------------------------------------------
+    # handlers and jobs ---------------------------------------------------
+
+    def handler(
+        self,
+        kind: str,
+        *,
+        queue: str = "default",
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+    ) -> Callable[[H], H]:
+        """Register the decorated function (sync or async, taking a JobContext) to run
+        jobs of `kind`. Its return value (plain JSON) is the job's result; what it
+        raises fails the attempt, retried with backoff up to `max_attempts`; an
+        attempt running past `timeout_s` fails too. Register before start()."""
+
+        def register(function: H) -> H:
+            self._handlers.add(
+                handler_spec(
+                    kind, function, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s
+                )
+            )
+            return function
+
+        return register
+
+    def periodic(
+        self,
+        schedule_id: str,
+        *,
+        spec: str,
+        kind: str | None = None,
+        payload: JsonValue = None,
+        queue: str = "default",
+        on_missed: str = "skip",
+        backfill_limit: int = 1,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+    ) -> Callable[[H], H]:
+        """A handler and its schedule, declared together: the decorated function
+        handles jobs of `kind` (default: the schedule's id), and start() upserts
+        the schedule (an unchanged spec keeps its phase, as put_schedule does)."""
+        job_kind = schedule_id if kind is None else kind
+        definition = validate_definition(
+            schedule_id,
+            spec=spec,
+            kind=job_kind,
+            payload=payload,
+            queue=queue,
+            on_missed=on_missed,
+            backfill_limit=backfill_limit,
+            paused=False,
+            limits=self.config.limits,
+        )
+        register = self.handler(
+            job_kind, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s
+        )
+
+        def declare(function: H) -> H:
+            register(function)
+            self._declared[definition.schedule_id] = definition
+            return function
+
+        return declare
 
     def enqueue(
         self,
         kind: str,
         payload: JsonValue = None,
         *,
-        queue: str = "default",
+        queue: str | None = None,
         unique_key: str | None = None,
         periodic_origin: object = None,
+        run_at_ms: int | None = None,
+        max_attempts: int | None = None,
+        timeout_s: float | None = None,
     ) -> Job:
+        """Enqueue a job of `kind` to run at `run_at_ms` (None: now) on `queue` (None:
+        its handler's, else "default"), with its own `max_attempts` and
+        `timeout_s` (None: its handler's). A `unique_key` held by an unfinished
+        job raises DuplicateJob; a quarantined kind and payload, or a full queue,
+        AdmissionRejected."""
+        spec = self._handlers.get(kind) if isinstance(kind, str) else None
         row = self._commands.enqueue(
-            kind, payload, queue=queue, unique_key=unique_key, periodic_origin=periodic_origin
+            kind,
+            payload,
+            queue=queue if queue is not None else (spec.queue if spec else "default"),
+            unique_key=unique_key,
+            periodic_origin=periodic_origin,
+            run_at_ms=run_at_ms,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
         )
+        self._poke_workers()
         return Job.from_row(row)
 
     def get_job(self, job_id: str) -> Job:
+        """A job, with its newest attempts (newest first)."""
         row = self._reads.job(job_id)
         if row is None:
             raise NotFound(f"no job {job_id!r}")
-        return Job.from_row(row)
+        return Job.from_row(row, self._reads.job_attempts(job_id, SHOWN_PER_JOB))
+
+    def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobsPage:
+        """Jobs, newest first, filtered; pass next_cursor back for the next page."""
+        if state is not None and state not in {s.value for s in JobState}:
+            states = ", ".join(s.value for s in JobState)
+            raise ValidationError("state", f"must be one of {states}, got {state!r}")
+        where = JobFilter(state=state, queue=queue, kind=kind, schedule_id=schedule_id)
+        page = self._reads.jobs_page(where, limit, cursor)
+        return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
+
+    def cancel_job(self, job_id: str) -> Job:
+        """Cancel a pending or running job; JobStateConflict from any other state."""
+        return Job.from_row(self._commands.cancel_job(job_id))
+
+    def retry_job(self, job_id: str) -> Job:
+        """Run a failed, cancelled or quarantined job again, now, with its attempt and
+        crash counts reset; JobStateConflict from any other state."""
+        job = Job.from_row(self._commands.retry_job(job_id))
+        self._poke_workers()
+        return job
 
     def finish_job(self, job_id: str, state: str = "completed") -> Job:
+        """For a host that consumes jobs outside Headgate: mark a pending job finished."""
         return Job.from_row(self._commands.finish_job(job_id, state))
+
+    def workers(self) -> list[WorkerStatus]:
+        """The live worker processes sharing this store."""
+        return [
+            WorkerStatus(
+                row.worker_id,
+                row.host,
+                row.pid,
+                dict(row.queues),
+                row.running,
+                row.overdue,
+                row.started_at_ms,
+                row.heartbeat_at_ms,
+                row.expires_at_ms,
+            )
+            for row in self._store.workers.live(self.clock.now_ms())
+        ]
+
+    def drain(self, timeout: float = 30.0, *, queues: Sequence[str] | None = None) -> DrainSummary:
+        """Run every due job of the registered kinds now, in this thread, until none
+        is left (or `timeout` seconds pass), and say what ran. For tests and
+        scripts: with a FakeClock, advance it past a retry's backoff and drain
+        again to run the retry."""
+        if not self._handlers:
+            raise ValueError("drain: no handlers are registered (use @hg.handler)")
+        served = (
+            list(queues) if queues is not None else sorted({*self._handlers.by_queue(), "default"})
+        )
+        return drain(self._store, self.clock, self._handlers, served, timeout)
 
     # operations ----------------------------------------------------------
 
@@ -318,3 +503,8 @@ class Headgate:
         scheduler = self._scheduler
         if scheduler is not None:
             scheduler.tell(Wake())
+
+    def _poke_workers(self) -> None:
+        pool = self._pool
+        if pool is not None:
+            pool.poke()

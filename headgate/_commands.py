@@ -21,18 +21,24 @@ from headgate._domain.admission import (
     could_be_stored,
     require_bool,
     require_kind,
+    require_max_attempts,
     require_name,
     require_note,
     require_optional_key,
     require_payload,
     require_policy,
+    require_timeout_ms,
 )
 from headgate._domain.decisions import Candidate, Decision, Reason, decide
 from headgate._domain.events import (
+    UNFINISHED_STATES,
+    DomainEvent,
     FingerprintQuarantined,
     FingerprintReleased,
+    JobCancelled,
     JobEnqueued,
     JobFinished,
+    JobRetried,
     JobState,
     ManualRunRequested,
     MissedRunPolicy,
@@ -51,6 +57,7 @@ from headgate._errors import (
     AdmissionRejected,
     ConcurrencyConflict,
     DuplicateJob,
+    JobStateConflict,
     NotFound,
     ValidationError,
 )
@@ -72,6 +79,8 @@ class ScheduleDefinition:
     on_missed: str
     backfill_limit: int
     paused: bool
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
 
 def validate_definition(
@@ -85,6 +94,8 @@ def validate_definition(
     backfill_limit: object,
     paused: object,
     limits: AdmissionLimits,
+    max_attempts: object = None,
+    timeout_s: object = None,
 ) -> ScheduleDefinition:
     identifier = require_name("id", schedule_id)
     if not isinstance(spec, str):
@@ -104,6 +115,8 @@ def validate_definition(
         on_missed=policy.value,
         backfill_limit=limit,
         paused=require_bool("paused", paused),
+        max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
+        timeout_ms=None if timeout_s is None else require_timeout_ms(timeout_s),
     )
 
 
@@ -140,6 +153,8 @@ class Commands:
                 paused=definition.paused,
                 next_run_ms=next_run,
                 last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
+                max_attempts=definition.max_attempts,
+                timeout_ms=definition.timeout_ms,
             )
             version = transaction.stream_versions([stream])[stream]
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
@@ -199,8 +214,13 @@ class Commands:
         queue: object = "default",
         unique_key: object = None,
         periodic_origin: object = None,
+        run_at_ms: object = None,
+        max_attempts: object = None,
+        timeout_s: object = None,
     ) -> JobRow:
-        """An ordinary job (or, with periodic_origin, one attributed to a schedule tick)."""
+        """An ordinary job (or, with periodic_origin, one attributed to a schedule tick),
+        to run at `run_at_ms` (None: now), with its own attempts and timeout (None:
+        its handler's)."""
         origin = _origin(periodic_origin)
         job = JobEnqueued(
             new_job_id(),
@@ -210,18 +230,58 @@ class Commands:
             require_optional_key("unique_key", unique_key, MAX_UNIQUE_KEY_LENGTH),
             origin.schedule_id if origin else None,
             origin.tick_ms if origin else None,
+            run_at_ms=_run_at(run_at_ms),
+            max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
+            timeout_ms=None if timeout_s is None else require_timeout_ms(timeout_s),
         )
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
         with self._log.write() as transaction:
             self._admit(transaction, job, payload_text)
             _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
+            transaction.notify_enqueued([job.queue])
             row = transaction.job(job.job_id)
         assert row is not None
         return row
 
+    def cancel_job(self, job_id: str) -> JobRow:
+        """Cancel a pending or running job (a running one's worker is told to stop, and
+        whatever its handler returns is not recorded)."""
+        return self._transition(
+            job_id, JobCancelled(job_id), allowed=UNFINISHED_STATES, action="cancel"
+        )
+
+    def retry_job(self, job_id: str) -> JobRow:
+        """Send a failed, cancelled or quarantined job back to run now, its attempt and
+        crash counts reset (its fingerprint stays quarantined until released)."""
+        return self._transition(
+            job_id,
+            JobRetried(job_id),
+            allowed=frozenset({JobState.FAILED, JobState.CANCELLED, JobState.QUARANTINED}),
+            action="retry",
+        )
+
+    def _transition(
+        self, job_id: str, event: DomainEvent, *, allowed: frozenset[JobState], action: str
+    ) -> JobRow:
+        with self._log.write() as transaction:
+            row = transaction.job(job_id)
+            if row is None:
+                raise NotFound(f"no job {job_id!r}")
+            if JobState(row.state) not in allowed:
+                states = " or ".join(sorted(state.value for state in allowed))
+                raise JobStateConflict(
+                    f"cannot {action} job {job_id}: it is {row.state}; only a {states} job can be"
+                )
+            _append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
+            if isinstance(event, JobRetried):
+                transaction.notify_enqueued([row.queue])
+            updated = transaction.job(job_id)
+        assert updated is not None
+        return updated
+
     def finish_job(self, job_id: str, state: object) -> JobRow:
-        finished = {s.value: s for s in JobState if s is not JobState.PENDING}
+        finished = {s.value: s for s in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)}
         if not isinstance(state, str) or state not in finished:
             raise ValidationError("state", f"must be one of {', '.join(finished)}, got {state!r}")
         stream = job_stream(job_id)
@@ -309,6 +369,8 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
         and row.on_missed == definition.on_missed
         and row.backfill_limit == definition.backfill_limit
         and row.paused == definition.paused
+        and row.max_attempts == definition.max_attempts
+        and row.timeout_ms == definition.timeout_ms
     )
 
 
@@ -335,6 +397,16 @@ def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> S
 
 def _payload(row: ScheduleRow) -> JsonValue:
     return json.loads(row.payload)
+
+
+def _run_at(value: object) -> int | None:
+    if value is None:
+        return None
+    in_range = isinstance(value, int) and 0 <= value <= MAX_INSTANT_MS
+    if isinstance(value, bool) or not in_range:
+        raise ValidationError("run_at_ms", f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}")
+    assert isinstance(value, int)
+    return value
 
 
 def _origin(value: object) -> PeriodicOrigin | None:

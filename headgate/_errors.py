@@ -67,6 +67,10 @@ class NotFound(HeadgateError, LookupError):
     """The named schedule or job does not exist."""
 
 
+class JobStateConflict(HeadgateError):
+    """An operator action that the job's state does not allow (retry a pending job)."""
+
+
 class AdmissionRejected(HeadgateError):
     """The admission gate refused a job (quarantined, or its queue is full)."""
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from headgate._json import JsonValue
-from headgate._projections import EnqueueHistoryRow, JobRow, ScheduleRow
+from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
 
 
 class PeriodicOrigin(NamedTuple):
@@ -29,6 +30,9 @@ class Schedule:
     last_enqueued_ms: int | None
     retry_at_ms: int | None
     """Set while the current tick is failing and waits for its retry."""
+    max_attempts: int | None = None
+    """What its jobs carry (None: the handler's)."""
+    timeout_ms: int | None = None
 
     @classmethod
     def from_row(cls, row: ScheduleRow) -> Schedule:
@@ -44,6 +48,35 @@ class Schedule:
             next_run_ms=row.next_run_ms,
             last_enqueued_ms=row.last_enqueued_ms,
             retry_at_ms=row.due_at_ms if row.failures else None,
+            max_attempts=row.max_attempts,
+            timeout_ms=row.timeout_ms,
+        )
+
+
+@dataclass(frozen=True)
+class JobAttempt:
+    """How one attempt at a job ended (newest first in `Job.attempt_history`)."""
+
+    attempt: int
+    """Its number; 0 for a release or crash, which are not attempts."""
+    outcome: str
+    """succeeded, failed, timed_out, released, crashed or quarantined."""
+    worker_id: str | None
+    started_at_ms: int | None
+    ended_at_ms: int
+    error_type: str | None
+    error_message: str | None
+
+    @classmethod
+    def from_row(cls, row: JobAttemptRow) -> JobAttempt:
+        return cls(
+            row.attempt,
+            row.outcome,
+            row.worker_id,
+            row.started_at_ms,
+            row.ended_at_ms,
+            row.error_type,
+            row.error_message,
         )
 
 
@@ -54,12 +87,29 @@ class Job:
     queue: str
     payload: JsonValue
     state: str
+    """pending, running, completed, failed, cancelled or quarantined."""
     unique_key: str | None
     created_at_ms: int
     periodic_origin: PeriodicOrigin | None
+    attempts: int = 0
+    """Attempts that ran to an end."""
+    crash_count: int = 0
+    run_at_ms: int = 0
+    """When it runs (next)."""
+    max_attempts: int | None = None
+    """None: its handler's."""
+    timeout_ms: int | None = None
+    worker_id: str | None = None
+    """The worker running it, while it runs."""
+    result: JsonValue = None
+    error_type: str | None = None
+    error_message: str | None = None
+    updated_at_ms: int = 0
+    attempt_history: tuple[JobAttempt, ...] = ()
+    """The newest ended attempts, newest first (filled by get_job)."""
 
     @classmethod
-    def from_row(cls, row: JobRow) -> Job:
+    def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
         origin = None
         if row.periodic_schedule_id is not None and row.periodic_tick_ms is not None:
             origin = PeriodicOrigin(row.periodic_schedule_id, row.periodic_tick_ms)
@@ -72,7 +122,53 @@ class Job:
             unique_key=row.unique_key,
             created_at_ms=row.created_at_ms,
             periodic_origin=origin,
+            attempts=row.attempts,
+            crash_count=row.crash_count,
+            run_at_ms=row.run_at_ms,
+            max_attempts=row.max_attempts,
+            timeout_ms=row.timeout_ms,
+            worker_id=row.worker_id,
+            result=None if row.result is None else json.loads(row.result),
+            error_type=row.error_type,
+            error_message=row.error_message,
+            updated_at_ms=row.updated_at_ms,
+            attempt_history=tuple(JobAttempt.from_row(attempt) for attempt in attempts),
         )
+
+
+@dataclass(frozen=True)
+class JobsPage:
+    jobs: list[Job]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A live worker process."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: dict[str, int]
+    """queue -> capacity."""
+    running: int
+    overdue: int
+    """Handlers still running past their timeout."""
+    started_at_ms: int
+    heartbeat_at_ms: int
+    expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class DrainSummary:
+    """What `Headgate.drain` ran."""
+
+    ran: int
+    succeeded: int
+    failed: int
+    """Out of attempts."""
+    retrying: int
+    """Failed an attempt and will run again later."""
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,9 @@ class FaultyTransaction(WriteTransaction):
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         return self._inner.crash_blame(fingerprints)
 
+    def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
+        return self._inner.quarantined(fingerprints)
+
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         return self._inner.expired_workers(now_ms)
 

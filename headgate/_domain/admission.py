@@ -172,3 +172,30 @@ def could_be_stored(identifier: object) -> bool:
     """Ids a store could hold. Anything else (NUL, lone surrogates, over-long) is
     simply absent: no query is sent with text the database would reject."""
     return isinstance(identifier, str) and is_clean_text(identifier, MAX_STORED_ID_LENGTH)
+
+
+MAX_TIMEOUT_S: Final = 7 * 24 * 3600
+MAX_ATTEMPTS_LIMIT: Final = 10_000
+
+
+def require_max_attempts(value: object) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= MAX_ATTEMPTS_LIMIT
+    ):
+        raise ValidationError(
+            "max_attempts", f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}, got {value!r}"
+        )
+    return value
+
+
+def require_timeout_ms(timeout_s: object) -> int:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
+        raise ValidationError("timeout_s", f"must be a number of seconds, got {timeout_s!r}")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # NaN fails this too
+        raise ValidationError(
+            "timeout_s",
+            f"must be more than 0 and at most {MAX_TIMEOUT_S} (a week), got {timeout_s}",
+        )
+    return max(int(timeout_s * 1000), 1)

@@ -164,6 +164,13 @@ class BatchWriter:
                 units.append(owned)
                 owners.append(plan)
         results = transaction.append_units([unit for unit, _ in units])
+        enqueued = {
+            plan.row.queue
+            for plan, (_, record), result in zip(owners, units, results, strict=True)
+            if record is not None and record.decision.append_job and isinstance(result, list)
+        }
+        if enqueued:
+            transaction.notify_enqueued(enqueued)
         changed: set[str] = set()
         for plan, (_, record), result in zip(owners, units, results, strict=True):
             if isinstance(result, ConcurrencyConflict):

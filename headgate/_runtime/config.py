@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -52,3 +53,61 @@ class RuntimeConfig:
             raise ValueError("prepare_ahead_ms must be between 0 and half of lease_ttl_ms")
         if not 1 <= self.shards <= 64:
             raise ValueError("shards must be between 1 and 64")
+
+
+RESCUER_LEASE: Final = "rescuer"
+DEFAULT_CAPACITY: Final = 4
+"""Concurrent jobs per queue when the host names no capacity."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How this process runs jobs (`Headgate.start(workers=...)`).
+
+    `queues` maps each queue to serve to its capacity (jobs at once); None
+    serves the queues of the registered handlers, DEFAULT_CAPACITY each.
+    """
+
+    queues: Mapping[str, int] | None = None
+    heartbeat_ttl_ms: int = 10_000
+    """A worker that has not renewed its heartbeat this long is taken for dead and
+    its running jobs are rescued (renewed every quarter of it)."""
+    rescue_interval_ms: int = 5_000
+    """How often the rescuer (one process, by lease) looks for dead workers."""
+    poll_interval_ms: int = 1_000
+    """How often an idle worker looks for due jobs without being woken."""
+    listen: bool = True
+    """Be woken by other processes' enqueues (PostgreSQL LISTEN/NOTIFY). False polls
+    only: for connection poolers that cannot carry LISTEN (PgBouncer in
+    transaction mode)."""
+    shutdown_timeout_s: float = 30.0
+    """On stop, how long running handlers may finish before their jobs are given
+    back to run elsewhere."""
+    crash_limit: int = 3
+    """Crashes after which a job, or a fingerprint's blame, is quarantined."""
+    store_error_messages: bool = True
+    """False keeps exception texts out of the store (the type is kept)."""
+    max_result_bytes: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        if self.queues is not None:
+            for queue, capacity in self.queues.items():
+                valid = isinstance(capacity, int) and not isinstance(capacity, bool)
+                if not valid or not 1 <= capacity <= 1000:
+                    raise ValueError(
+                        f"queues[{queue!r}]: capacity must be 1-1000, got {capacity!r}"
+                    )
+        if self.heartbeat_ttl_ms < 400:
+            raise ValueError("heartbeat_ttl_ms must be at least 400")
+        if self.rescue_interval_ms < 100:
+            raise ValueError("rescue_interval_ms must be at least 100")
+        if self.poll_interval_ms < 10:
+            raise ValueError("poll_interval_ms must be at least 10")
+        if self.shutdown_timeout_s < 0:
+            raise ValueError("shutdown_timeout_s must not be negative")
+        if self.crash_limit < 2:
+            raise ValueError("crash_limit must be at least 2: one crash never quarantines")
+
+    @property
+    def heartbeat_every_ms(self) -> int:
+        return max(self.heartbeat_ttl_ms // 4, 100)

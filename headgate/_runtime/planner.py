@@ -207,6 +207,8 @@ def _tick(
         tick_unique_key(row.schedule_id, tick_ms),
         row.schedule_id,
         tick_ms,
+        max_attempts=row.max_attempts,
+        timeout_ms=row.timeout_ms,
     )
     shared = shared or _Shared.of(row)
     candidate = Candidate(job, shared.fingerprint, shared.payload_bytes)

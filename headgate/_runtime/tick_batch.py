@@ -14,7 +14,7 @@ its parts so it can be driven and tested directly:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from headgate._clock import Clock
 from headgate._domain.admission import AdmissionLimits
@@ -38,7 +38,11 @@ class TickProcessor:
         hooks: Sequence[EnqueueHook] = (),
         limits: AdmissionLimits | None = None,
         max_ticks: int = 1_000,
+        *,
+        on_enqueued: Callable[[], None] | None = None,
     ) -> None:
+        """`on_enqueued` is told after a batch enqueued jobs (wakes this process's workers)."""
+        self._on_enqueued = on_enqueued
         self._clock = clock
         self._limits = limits or AdmissionLimits()
         self._max_ticks = max_ticks
@@ -69,6 +73,8 @@ class TickProcessor:
 
     def finish(self, report: BatchReport) -> None:
         """Log every recorded attempt and run the after-enqueue hooks."""
+        if self._on_enqueued is not None and any(r.decision.append_job for r in report.recorded):
+            self._on_enqueued()
         for record in report.recorded:
             _log_attempt(record)
             self._hooks.after(record, report.committed_at_ms)

@@ -254,6 +254,10 @@ class WriteTransaction(ABC):
         """Each fingerprint's crash blame (thousandths of a crash); 0 if none."""
 
     @abstractmethod
+    def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
+        """Which of these fingerprints are quarantined."""
+
+    @abstractmethod
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         """Workers whose heartbeat has expired by now_ms."""
 
@@ -453,6 +457,11 @@ class Reads(ABC):
     @abstractmethod
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         """The job's ended attempts, newest first, at most `limit`."""
+
+    @abstractmethod
+    def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
+        """The earliest run_at_ms among pending jobs of these kinds on these queues
+        (a job scheduled for later: when to look again), or None."""
 
     @abstractmethod
     def pending_kinds(self) -> dict[str, int]:

@@ -165,6 +165,11 @@ class SqlWriteTransaction(WriteTransaction):
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         return queries.crash_blame(self.connection, fingerprints)
 
+    def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
+        if not fingerprints:
+            return frozenset()
+        return frozenset(queries.quarantined(self.connection, fingerprints))
+
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         return worker_rows.expired(self.connection, now_ms)
 

@@ -233,6 +233,27 @@ def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAtt
     return [JobAttemptRow(**row) for row in connection.execute(query).mappings()]
 
 
+def earliest_claimable(
+    connection: Connection, queues: Collection[str], kinds: Collection[str]
+) -> int | None:
+    """Per queue, the claim index's first entry of these kinds; the earliest of them."""
+    if not queues or not kinds:
+        return None
+    backend = backend_of(connection)
+    earliest: int | None = None
+    for queue in queues:
+        query = (
+            select(_jobs.c.run_at_ms)
+            .where(_CLAIMABLE, _jobs.c.queue == queue, backend.is_one_of(_jobs.c.kind, list(kinds)))
+            .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+            .limit(1)
+        )
+        found = connection.execute(query).scalar()
+        if found is not None and (earliest is None or found < earliest):
+            earliest = int(found)
+    return earliest
+
+
 def pending_kinds(connection: Connection) -> dict[str, int]:
     query = select(_jobs.c.kind, func.count()).where(_CLAIMABLE).group_by(_jobs.c.kind)
     return {str(kind): int(count) for kind, count in connection.execute(query)}
@@ -350,6 +371,10 @@ class SqlReads(Reads):
     def pending_kinds(self) -> dict[str, int]:
         with translated_errors("counting pending jobs"), self._engine.connect() as connection:
             return pending_kinds(connection)
+
+    def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
+        with translated_errors("reading pending jobs"), self._engine.connect() as connection:
+            return earliest_claimable(connection, queues, kinds)
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None

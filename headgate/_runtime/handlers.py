@@ -1,0 +1,119 @@
+"""Job handlers: what a host registers, and what each run of one is told.
+
+A handler is a plain function of a `JobContext`, sync or async, registered
+for a job kind with `Headgate.handler` (or `Headgate.periodic`, which also
+declares the schedule). Its return value (plain JSON) is stored as the job's
+result; what it raises fails the attempt, which is retried with backoff
+until `max_attempts`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from headgate._domain.admission import (
+    MAX_QUEUE_LENGTH,
+    require_kind,
+    require_max_attempts,
+    require_name,
+    require_timeout_ms,
+)
+from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._errors import ValidationError
+from headgate._json import JsonValue
+from headgate._model import PeriodicOrigin
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """One run of a job, as its handler sees it. Made by Headgate only.
+
+    `cancelled` is set when the handler should stop: its deadline passed, an
+    operator cancelled the job, or the worker is shutting down and gave the job
+    back. A sync handler should check it in long loops (an async one is
+    cancelled at its deadline); whatever it returns after that is not recorded.
+    """
+
+    id: str
+    kind: str
+    queue: str
+    payload: JsonValue
+    attempt: int
+    """1 for the first attempt; crashes do not count (see crash_count)."""
+    max_attempts: int
+    crash_count: int
+    """Times a worker died running this job before: a handler may take care."""
+    periodic_origin: PeriodicOrigin | None
+    deadline_ms: int
+    """When this attempt times out (store time, epoch ms)."""
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+Handler = Callable[[JobContext], Any]
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    kind: str
+    function: Handler
+    queue: str
+    max_attempts: int
+    timeout_ms: int
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+
+def handler_spec(
+    kind: object,
+    function: Handler,
+    *,
+    queue: object = "default",
+    max_attempts: object = DEFAULT_MAX_ATTEMPTS,
+    timeout_s: object = DEFAULT_TIMEOUT_MS / 1000,
+) -> HandlerSpec:
+    """A validated handler registration; bad options raise ValidationError."""
+    if not callable(function):
+        raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
+    return HandlerSpec(
+        kind=require_kind(kind),
+        function=function,
+        queue=require_name("queue", queue, MAX_QUEUE_LENGTH),
+        max_attempts=require_max_attempts(max_attempts),
+        timeout_ms=require_timeout_ms(timeout_s),
+    )
+
+
+class HandlerRegistry:
+    """The handlers of one Headgate, by kind."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, HandlerSpec] = {}
+        self._lock = threading.Lock()
+
+    def add(self, spec: HandlerSpec) -> None:
+        with self._lock:
+            if spec.kind in self._by_kind:
+                raise ValidationError("kind", f"a handler for {spec.kind!r} is already registered")
+            self._by_kind[spec.kind] = spec
+
+    def get(self, kind: str) -> HandlerSpec | None:
+        return self._by_kind.get(kind)
+
+    def kinds(self) -> frozenset[str]:
+        return frozenset(self._by_kind)
+
+    def by_queue(self) -> Mapping[str, frozenset[str]]:
+        """queue -> the kinds registered on it."""
+        queues: dict[str, set[str]] = {}
+        for spec in self._by_kind.values():
+            queues.setdefault(spec.queue, set()).add(spec.kind)
+        return {queue: frozenset(kinds) for queue, kinds in queues.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_kind)

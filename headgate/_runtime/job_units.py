@@ -1,0 +1,117 @@
+"""What a worker appends for the jobs it runs: pure functions of job rows.
+
+Every transition of a job is one event on its stream at the version the
+worker last saw (the compare-and-set): a claim at the pending row's version,
+the attempt's end at the claim's. A worker that lost its job (rescued while
+it was frozen, cancelled by an operator) finds the stream moved on, and its
+append is refused with nothing recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from headgate._domain.events import (
+    DomainEvent,
+    JobAttemptFailed,
+    JobClaimed,
+    JobReleased,
+    JobSucceeded,
+)
+from headgate._domain.job_rules import ErrorRecord, next_run_after_failure
+from headgate._domain.streams import job_stream
+from headgate._json import JsonValue
+from headgate._model import PeriodicOrigin
+from headgate._projections import JobRow
+from headgate._runtime.handlers import HandlerSpec
+from headgate._store.port import StreamAppend
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker took: what it needs to run the attempt and record its end."""
+
+    job_id: str
+    kind: str
+    queue: str
+    payload: JsonValue
+    attempt: int
+    max_attempts: int
+    crash_count: int
+    periodic_origin: PeriodicOrigin | None
+    deadline_ms: int
+    claimed_version: int
+    """The job stream's version once the claim is recorded: the end appends at it."""
+
+
+def claim(
+    row: JobRow, spec: HandlerSpec, worker_id: str, now_ms: int
+) -> tuple[StreamAppend, Claim]:
+    """The claim of a pending job's next attempt, with the job's own options over
+    the handler's."""
+    timeout_ms = row.timeout_ms if row.timeout_ms is not None else spec.timeout_ms
+    attempt = row.attempts + 1
+    deadline = now_ms + timeout_ms
+    event = JobClaimed(row.job_id, worker_id, attempt, deadline)
+    origin = None
+    if row.periodic_schedule_id is not None and row.periodic_tick_ms is not None:
+        origin = PeriodicOrigin(row.periodic_schedule_id, row.periodic_tick_ms)
+    taken = Claim(
+        job_id=row.job_id,
+        kind=row.kind,
+        queue=row.queue,
+        payload=json.loads(row.payload),
+        attempt=attempt,
+        max_attempts=row.max_attempts if row.max_attempts is not None else spec.max_attempts,
+        crash_count=row.crash_count,
+        periodic_origin=origin,
+        deadline_ms=deadline,
+        claimed_version=row.version + 1,
+    )
+    return StreamAppend(job_stream(row.job_id), row.version, (event,)), taken
+
+
+def capacity_left(capacity: Mapping[str, int], busy: Mapping[str, int]) -> dict[str, int]:
+    """Free slots per queue."""
+    return {queue: size - busy.get(queue, 0) for queue, size in capacity.items()}
+
+
+def succeeded(
+    claimed: Claim, worker_id: str, started_at_ms: int, result: JsonValue
+) -> StreamAppend:
+    event = JobSucceeded(claimed.job_id, claimed.attempt, worker_id, started_at_ms, result)
+    return _on_stream(claimed, event)
+
+
+def failed(
+    claimed: Claim,
+    worker_id: str,
+    started_at_ms: int,
+    error: ErrorRecord,
+    now_ms: int,
+    *,
+    timed_out: bool = False,
+) -> StreamAppend:
+    """The attempt failed: retried after a backoff, or the job has failed."""
+    retry_at = next_run_after_failure(claimed.job_id, claimed.attempt, claimed.max_attempts, now_ms)
+    event = JobAttemptFailed(
+        claimed.job_id,
+        claimed.attempt,
+        worker_id,
+        started_at_ms,
+        error.error_type,
+        error.message,
+        retry_at,
+        timed_out,
+    )
+    return _on_stream(claimed, event)
+
+
+def released(claimed: Claim, worker_id: str) -> StreamAppend:
+    return _on_stream(claimed, JobReleased(claimed.job_id, worker_id))
+
+
+def _on_stream(claimed: Claim, event: DomainEvent) -> StreamAppend:
+    return StreamAppend(job_stream(claimed.job_id), claimed.claimed_version, (event,))
