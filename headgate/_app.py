@@ -363,6 +363,8 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=False,
             limits=self.config.limits,
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
         )
         register = self.handler(
             job_kind, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s
@@ -432,8 +434,14 @@ class Headgate:
         return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
 
     def cancel_job(self, job_id: str) -> Job:
-        """Cancel a pending or running job; JobStateConflict from any other state."""
-        return Job.from_row(self._commands.cancel_job(job_id))
+        """Cancel a pending or running job; JobStateConflict from any other state. A
+        running one's handler is told (`job.cancelled`): at once in this process,
+        at its worker's next heartbeat elsewhere."""
+        job = Job.from_row(self._commands.cancel_job(job_id))
+        pool = self._pool
+        if pool is not None:
+            pool.check_now()
+        return job
 
     def retry_job(self, job_id: str) -> Job:
         """Run a failed, cancelled or quarantined job again, now, with its attempt and

@@ -10,16 +10,24 @@ from hypothesis import strategies as st
 
 from headgate._domain.events import (
     EnqueueAttempted,
+    JobAbandoned,
+    JobAttemptFailed,
+    JobCancelled,
+    JobClaimed,
     JobEnqueued,
     JobFinished,
+    JobQuarantined,
+    JobReleased,
+    JobRetried,
     JobState,
+    JobSucceeded,
     NextRunAdvanced,
     Outcome,
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
 )
-from headgate._projections import ENQUEUE_HISTORY, JOBS, SCHEDULES
+from headgate._projections import ENQUEUE_HISTORY, JOB_ATTEMPTS, JOBS, SCHEDULES
 
 ms = st.integers(0, 2**50)
 definitions = st.builds(
@@ -167,3 +175,109 @@ def test_creates_agrees_with_apply(event: object, position: int, recorded_at: in
         values = projection.creates(recorded)
         if values is not None:
             assert projection.apply(None, recorded) == projection.row_type(**values)
+
+
+job_ids = st.just("j")
+job_lifecycle = st.one_of(
+    st.builds(JobClaimed, job_ids, st.text(max_size=5), st.integers(1, 30), ms),
+    st.builds(
+        JobSucceeded,
+        job_ids,
+        st.integers(1, 30),
+        st.text(max_size=5),
+        ms,
+        st.none() | st.integers() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    ),
+    st.builds(
+        JobAttemptFailed,
+        job_ids,
+        st.integers(1, 30),
+        st.text(max_size=5),
+        ms,
+        st.text(max_size=10),
+        st.none() | st.text(max_size=10),
+        st.none() | ms,
+        st.booleans(),
+    ),
+    st.builds(JobReleased, job_ids, st.text(max_size=5)),
+    st.builds(JobAbandoned, job_ids, st.text(max_size=5), st.integers(1, 5)),
+    st.builds(JobQuarantined, job_ids, st.text(max_size=5), st.integers(1, 5)),
+    st.builds(JobCancelled, job_ids),
+    st.builds(JobRetried, job_ids),
+    st.builds(JobFinished, job_ids, st.sampled_from(list(JobState))),
+)
+
+
+@given(events=st.lists(job_lifecycle, min_size=1, max_size=8), run_at=st.none() | ms)
+def test_job_changes_agree_with_apply(events: list[object], run_at: int | None) -> None:
+    """Every event after a job's first says which columns it sets, whatever the row held."""
+    enqueued = JobEnqueued("j", "k", "q", {"n": 1}, "key", None, None, run_at, 5, 1_000)
+    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, enqueued))
+    assert row is not None and JOBS.changes is not None
+    for offset, event in enumerate(events, start=2):
+        recorded = RecordedEvent(offset, "job-j", offset, 10 + offset, event)  # type: ignore[arg-type]
+        delta = JOBS.changes(recorded)
+        assert delta is not None
+        folded = JOBS.apply(row, recorded)
+        assert folded == replace(row, **delta)
+        assert folded is not None and folded.version == offset
+        row = folded
+
+
+@given(event=job_lifecycle, position=st.integers(1, 2**40), recorded_at=ms)
+def test_job_attempt_rows_are_what_apply_makes(
+    event: object, position: int, recorded_at: int
+) -> None:
+    recorded = RecordedEvent(position, "job-j", 2, recorded_at, event)  # type: ignore[arg-type]
+    assert JOB_ATTEMPTS.creates is not None
+    values = JOB_ATTEMPTS.creates(recorded)
+    if values is not None:
+        assert JOB_ATTEMPTS.apply(None, recorded) == JOB_ATTEMPTS.row_type(**values)
+        assert values["event_id"] == position and values["ended_at_ms"] == recorded_at
+
+
+JOB_WORKED_EXAMPLES = {
+    "claimed, then it succeeds": (
+        [JobClaimed("j", "w", 1, 900), JobSucceeded("j", 1, "w", 100, {"ok": True})],
+        ("completed", 1, 0, None, '{"ok":true}'),
+    ),
+    "a failed attempt waits for its retry": (
+        [JobClaimed("j", "w", 1, 900), JobAttemptFailed("j", 1, "w", 100, "E", "m", 5_000)],
+        ("pending", 1, 0, None, None),
+    ),
+    "out of attempts, it has failed": (
+        [JobClaimed("j", "w", 1, 900), JobAttemptFailed("j", 1, "w", 100, "E", "m", None)],
+        ("failed", 1, 0, None, None),
+    ),
+    "a crash counts apart from attempts": (
+        [JobClaimed("j", "w", 1, 900), JobAbandoned("j", "w", 1), JobClaimed("j", "v", 1, 950)],
+        ("running", 0, 1, "v", None),
+    ),
+    "a release counts neither": (
+        [JobClaimed("j", "w", 1, 900), JobReleased("j", "w")],
+        ("pending", 0, 0, None, None),
+    ),
+    "a retry resets the counts": (
+        [
+            JobClaimed("j", "w", 1, 900),
+            JobAbandoned("j", "w", 3),
+            JobQuarantined("j", "fp", 3),
+            JobRetried("j"),
+        ],
+        ("pending", 0, 0, None, None),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("events", "stands"), JOB_WORKED_EXAMPLES.values(), ids=list(JOB_WORKED_EXAMPLES)
+)
+def test_the_job_row_is_where_the_events_left_it(
+    events: list[object], stands: tuple[object, ...]
+) -> None:
+    """(state, attempts, crash_count, worker_id, result) after these events."""
+    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, JobEnqueued("j", "k", "q", None)))
+    for offset, event in enumerate(events, start=2):
+        row = JOBS.apply(row, RecordedEvent(offset, "job-j", offset, 10, event))  # type: ignore[arg-type]
+    assert row is not None
+    assert (row.state, row.attempts, row.crash_count, row.worker_id, row.result) == stands

@@ -82,6 +82,7 @@ class _Ended:
     run: _Run
     result: JsonValue = None
     error: ErrorRecord | None = None
+    timed_out: bool = False
 
 
 @dataclass
@@ -164,6 +165,12 @@ class WorkerPool:
 
     def poke(self) -> None:
         """Something may be due: look now."""
+        self._wake.set()
+
+    def check_now(self) -> None:
+        """A job may have been taken from this worker (an operator cancelled it):
+        look at the running jobs now, not at the next heartbeat."""
+        self._next_check_ms = 0
         self._wake.set()
 
     def stop(self, timeout_s: float | None = None) -> None:
@@ -311,7 +318,12 @@ class WorkerPool:
                 run.claim, self.identity.holder, run.started_at_ms, end.result
             )
         return job_units.failed(
-            run.claim, self.identity.holder, run.started_at_ms, end.error, now_ms
+            run.claim,
+            self.identity.holder,
+            run.started_at_ms,
+            end.error,
+            now_ms,
+            timed_out=end.timed_out,
         )
 
     def _settle(self, run: _Run, append: StreamAppend, result: object, *, released: bool) -> None:
@@ -417,7 +429,9 @@ class WorkerPool:
             ended = _Ended(run, error=error_record(error, keep_messages=keep))
         with self._lock:
             if run.overdue or run.done or cancelled or run.context.cancelled.is_set():
-                if self._runs.get(run.claim.job_id) is run and run.overdue:
+                # Settled already (timed out, given back) or taken away (cancelled,
+                # rescued): its thread is free again, and nothing more is recorded.
+                if self._runs.get(run.claim.job_id) is run:
                     del self._runs[run.claim.job_id]
                 late = True
             else:
@@ -447,7 +461,7 @@ class WorkerPool:
                 error = ErrorRecord(
                     "TimeoutError", f"the handler ran past its timeout ({seconds:g} s)"
                 )
-                self._ended.append(_Ended(run, error=error))
+                self._ended.append(_Ended(run, error=error, timed_out=True))
         for run in late:
             run.context.cancelled.set()
             self._cancel_task(run)

@@ -592,7 +592,8 @@ class _PostgresListener(Listener):
     which is why workers can be set to poll only."""
 
     RECONNECT_MAX_S: Final = 30.0
-    WAIT_S: Final = 1.0
+    WAIT_S: Final = 0.25
+    """How long a wait for notifications lasts before it checks for close()."""
 
     def __init__(self, url: URL, on_enqueued: Callable[[str], None]) -> None:
         self._conninfo = url.render_as_string(hide_password=False)

@@ -1,0 +1,235 @@
+"""The store's part in running jobs: claiming, the job lifecycle's reads, crash
+blame, worker heartbeats, listings and notifications."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from headgate._domain.events import (
+    FingerprintCrashBlamed,
+    FingerprintQuarantined,
+    FingerprintReleased,
+    JobAttemptFailed,
+    JobClaimed,
+    JobEnqueued,
+    JobSucceeded,
+)
+from headgate._errors import ConcurrencyConflict, ValidationError
+from headgate._store.port import ANY_VERSION, NO_STREAM, JobFilter, Store, StreamAppend, WorkerBeat
+from headgate.testing import FakeClock
+from tests.store.contract.conftest import StoreFactory
+
+
+def _enqueue(
+    store: Store, job_id: str, *, kind: str = "k", queue: str = "q", run_at_ms: int | None = None
+) -> None:
+    job = JobEnqueued(job_id, kind, queue, {"n": job_id}, run_at_ms=run_at_ms)
+    store.log.append(f"job-{job_id}", NO_STREAM, [job])
+
+
+def _claim(store: Store, job_id: str, worker: str = "w1", attempt: int = 1) -> None:
+    version = store.log.stream_version(f"job-{job_id}")
+    store.log.append(f"job-{job_id}", version, [JobClaimed(job_id, worker, attempt, 10**13)])
+
+
+def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
+    store: Store, clock: FakeClock
+) -> None:
+    now = clock.now_ms()
+    _enqueue(store, "late", run_at_ms=now - 10)
+    _enqueue(store, "early", run_at_ms=now - 100)
+    _enqueue(store, "later-still", run_at_ms=now - 1)
+    _enqueue(store, "future", run_at_ms=now + 1_000)
+    _enqueue(store, "other-queue", queue="r")
+    _enqueue(store, "other-kind", kind="unknown")
+    with store.log.write() as transaction:
+        rows = transaction.claimable({"q": 2, "r": 5}, {"k"}, transaction.now_ms)
+    assert [row.job_id for row in rows] == ["early", "late", "other-queue"]
+    with store.log.write() as transaction:
+        assert transaction.claimable({"q": 10}, {"k"}, now + 1_000)[-1].job_id == "future"
+        assert transaction.claimable({"q": 0}, {"k"}, now) == []
+        assert transaction.claimable({"q": 10}, set(), now) == []
+
+
+def test_a_claimed_job_is_not_claimable_again_and_a_stale_claim_is_refused(store: Store) -> None:
+    _enqueue(store, "a")
+    _claim(store, "a")
+    with store.log.write() as transaction:
+        assert transaction.claimable({"q": 10}, {"k"}, transaction.now_ms) == []
+        (running,) = transaction.running_on(["w1"])
+        assert (running.job_id, running.state, running.worker_id, running.version) == (
+            "a",
+            "running",
+            "w1",
+            2,
+        )
+    with pytest.raises(ConcurrencyConflict):  # another worker, from a stale read at version 1
+        store.log.append("job-a", 1, [JobClaimed("a", "w2", 1, 10**13)])
+
+
+def test_two_workers_claiming_at_once_never_share_a_job(make_store: StoreFactory) -> None:
+    first = make_store()
+    for n in range(40):
+        _enqueue(first, f"j{n:02}")
+    stores = [first, make_store(), make_store()]
+    taken: list[list[str]] = [[] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    def claim_all(index: int, store: Store) -> None:
+        barrier.wait()
+        while True:
+            with store.log.write() as transaction:
+                rows = transaction.claimable({"q": 3}, {"k"}, transaction.now_ms)
+                units = [
+                    [
+                        StreamAppend(
+                            f"job-{r.job_id}", r.version, (JobClaimed(r.job_id, f"w{index}", 1, 1),)
+                        )
+                    ]
+                    for r in rows
+                ]
+                results = transaction.append_units(units)
+            taken[index].extend(
+                r.job_id
+                for r, result in zip(rows, results, strict=True)
+                if isinstance(result, list)
+            )
+            if not rows:
+                return
+
+    threads = [threading.Thread(target=claim_all, args=(i, s)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    every = [job_id for share in taken for job_id in share]
+    assert sorted(every) == [f"j{n:02}" for n in range(40)]
+
+
+def test_a_job_row_follows_its_attempts(store: Store, clock: FakeClock) -> None:
+    _enqueue(store, "a")
+    _claim(store, "a")
+    store.log.append(
+        "job-a", 2, [JobAttemptFailed("a", 1, "w1", 5, "ValueError", "bad", clock.now_ms() + 500)]
+    )
+    with store.log.write() as transaction:
+        row = transaction.jobs(["a", "missing"])["a"]
+    assert (row.state, row.attempts, row.run_at_ms, row.worker_id, row.error_type) == (
+        "pending",
+        1,
+        clock.now_ms() + 500,
+        None,
+        "ValueError",
+    )
+    _claim(store, "a", attempt=2)
+    store.log.append("job-a", 4, [JobSucceeded("a", 2, "w1", 7, {"done": 2})])
+    job = store.reads.job("a")
+    assert job is not None and (job.state, job.attempts, job.result) == (
+        "completed",
+        2,
+        '{"done":2}',
+    )
+    attempts = store.reads.job_attempts("a", 10)
+    assert [(a.attempt, a.outcome, a.error_type) for a in attempts] == [
+        (2, "succeeded", None),
+        (1, "failed", "ValueError"),
+    ]
+    assert [a.attempt for a in store.reads.job_attempts("a", 1)] == [2]
+
+
+def test_crash_blame_carries_the_total_and_a_release_forgets_it(store: Store) -> None:
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintCrashBlamed("fp", "a", 500)])
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintCrashBlamed("fp", "b", 1_500)])
+    with store.log.write() as transaction:
+        assert transaction.crash_blame(["fp", "other"]) == {"fp": 1_500, "other": 0}
+        assert transaction.quarantined(["fp"]) == frozenset()
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintQuarantined("fp", "crash limit")])
+    with store.log.write() as transaction:
+        assert transaction.quarantined(["fp", "other"]) == frozenset({"fp"})
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintReleased("fp")])
+    with store.log.write() as transaction:
+        assert transaction.crash_blame(["fp"]) == {"fp": 0}
+        assert transaction.quarantined(["fp"]) == frozenset()
+
+
+def _beat(worker_id: str, running: int = 0) -> WorkerBeat:
+    return WorkerBeat(worker_id, "host", 1, {"q": 4}, 1, running, 0)
+
+
+def test_heartbeats_keep_a_worker_live_until_they_stop(store: Store, clock: FakeClock) -> None:
+    store.workers.beat(_beat("w1"), ttl_ms=1_000)
+    store.workers.beat(_beat("w2"), ttl_ms=1_000)
+    clock.advance(600)
+    store.workers.beat(_beat("w1", running=2), ttl_ms=1_000)
+    clock.advance(600)  # w2 is 1,200 ms past its beat, w1 600
+    assert [(w.worker_id, w.running) for w in store.workers.live(clock.now_ms())] == [("w1", 2)]
+    with store.log.write() as transaction:
+        assert [w.worker_id for w in transaction.expired_workers(transaction.now_ms)] == ["w2"]
+        transaction.forget_workers(["w2"])
+        assert transaction.expired_workers(transaction.now_ms) == []
+    store.workers.stop("w1")
+    assert store.workers.live(clock.now_ms()) == []
+
+
+def test_jobs_list_newest_first_filtered_and_paged(store: Store, clock: FakeClock) -> None:
+    for n in range(5):
+        _enqueue(store, f"j{n}", queue="even" if n % 2 == 0 else "odd")
+        clock.advance(1)
+    first = store.reads.jobs_page(JobFilter(), 2, None)
+    second = store.reads.jobs_page(JobFilter(), 2, first.next_cursor)
+    third = store.reads.jobs_page(JobFilter(), 2, second.next_cursor)
+    assert [r.job_id for r in first.items + second.items + third.items] == [
+        "j4",
+        "j3",
+        "j2",
+        "j1",
+        "j0",
+    ]
+    assert third.next_cursor is None
+    assert [r.job_id for r in store.reads.jobs_page(JobFilter(queue="odd"), 10, None).items] == [
+        "j3",
+        "j1",
+    ]
+    assert store.reads.jobs_page(JobFilter(state="running"), 10, None).items == []
+    with pytest.raises(ValidationError, match="cursor"):
+        store.reads.jobs_page(JobFilter(), 2, "not-a-cursor")
+
+
+def test_what_waits_and_when(store: Store, clock: FakeClock) -> None:
+    now = clock.now_ms()
+    _enqueue(store, "a", run_at_ms=now + 5_000)
+    _enqueue(store, "b", kind="nobody", run_at_ms=now + 1_000)
+    assert store.reads.earliest_claimable(["q"], ["k"]) == now + 5_000
+    assert store.reads.earliest_claimable(["q"], ["k", "nobody"]) == now + 1_000
+    assert store.reads.earliest_claimable(["elsewhere"], ["k"]) is None
+    assert store.reads.pending_kinds() == {"k": 1, "nobody": 1}
+
+
+def test_an_enqueue_notifies_listeners_when_it_commits_only(
+    store: Store, make_store: StoreFactory
+) -> None:
+    heard: list[str] = []
+    arrived = threading.Event()
+
+    def on_enqueued(queue: str) -> None:
+        heard.append(queue)
+        arrived.set()
+
+    listener = make_store().listen(on_enqueued)
+    if listener is None:
+        pytest.skip("this backend does not notify: its workers poll")
+    try:
+        time.sleep(0.3)  # the listener connects
+        with pytest.raises(RuntimeError), store.log.write() as transaction:
+            transaction.notify_enqueued(["rolled-back"])
+            raise RuntimeError("never committed")
+        with store.log.write() as transaction:
+            transaction.notify_enqueued(["q", "r"])
+        assert arrived.wait(10)
+        time.sleep(0.2)
+        assert sorted(heard) == ["q", "r"]
+    finally:
+        listener.close()
