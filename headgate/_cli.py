@@ -7,9 +7,11 @@ stderr with a non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
+from headgate._runtime.config import WorkerConfig
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 from headgate.web import create_app
 
@@ -75,9 +78,30 @@ def _build_parser() -> argparse.ArgumentParser:
         "serve", help="run the scheduler runtime, the control API and the console"
     )
     _add_db(serve)
+    _add_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
     serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
     serve.set_defaults(handler=_serve)
+
+    worker = commands.add_parser(
+        "worker", help="run the workers of an app's handlers (no scheduler, no web server)"
+    )
+    _add_app(worker, required=True)
+    worker.add_argument(
+        "--queue",
+        action="append",
+        type=_queue_capacity,
+        metavar="NAME=N",
+        help="serve this queue with N jobs at once (repeatable; default: the handlers' queues)",
+    )
+    worker.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
+    )
+    worker.set_defaults(handler=_worker)
 
     ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
     ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
@@ -136,6 +160,44 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_app(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--app",
+        required=required,
+        metavar="MODULE:NAME",
+        help="the Headgate object of your service, whose handlers run here "
+        "(e.g. myservice.jobs:hg; imported with the working directory on the path)",
+    )
+
+
+def load_app(reference: str) -> Headgate:
+    """The Headgate named by `module:attribute` (as Celery's -A, Procrastinate's --app)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--app: {reference!r} is not MODULE:NAME (e.g. myservice.jobs:hg)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"--app: cannot import {module_name!r}: {error}") from None
+    found: object = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise ValueError(f"--app: {module_name!r} has no {attribute!r}")
+    if not isinstance(found, Headgate):
+        raise ValueError(f"--app: {reference} is a {type(found).__name__}, not a Headgate")
+    return found
+
+
+def _queue_capacity(text: str) -> tuple[str, int]:
+    name, _, count = text.partition("=")
+    if not name or not count.isdigit() or not 1 <= int(count) <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N with N from 1 to 1000")
+    return name, int(count)
+
+
 def _int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number from `low` to `high`."""
 
@@ -158,7 +220,7 @@ def _integer(text: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
     configure_logging()
-    hg = Headgate(args.db)
+    hg = load_app(args.app) if args.app else Headgate(args.db)
     app = create_app(hg, manage_runtime=True)
     print(f"headgate: serving {args.db} on http://{args.host}:{args.port}/", file=sys.stderr)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
@@ -168,6 +230,25 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(handled, lambda *_: None)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     print("headgate: stopped; scheduler lease released", file=sys.stderr)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """Workers only, until SIGTERM or Ctrl-C: then running jobs get the shutdown
+    timeout to finish, the rest are given back, and the process exits 0."""
+    configure_logging()
+    hg = load_app(args.app)
+    queues = dict(args.queue) if args.queue else None
+    stopping = threading.Event()
+    for handled in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(handled, lambda *_: stopping.set())
+    hg.start(WorkerConfig(queues=queues, shutdown_timeout_s=args.shutdown_timeout), scheduler=False)
+    print(f"headgate: worker running the handlers of {args.app}", file=sys.stderr)
+    try:
+        stopping.wait()
+    finally:
+        hg.close()
+    print("headgate: worker stopped", file=sys.stderr)
     return 0
 
 

@@ -50,7 +50,7 @@ def test_the_readme_gives_exactly_two_shell_commands() -> None:
 def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -> None:
     """The host's lifespan starts Headgate and closes it; the API answers under the mount."""
     url = f"sqlite:///{tmp_path / 'host.db'}"
-    example = _python_blocks()[1].replace("postgresql+psycopg://app@db/app", url)
+    example = _python_blocks()[2].replace("postgresql+psycopg://app@db/app", url)
     namespace: dict[str, Any] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     hg = namespace["hg"]
@@ -68,7 +68,7 @@ def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -
 
 def test_the_testing_example_runs(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", _python_blocks()[2]],
+        [sys.executable, "-c", _python_blocks()[3]],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -82,7 +82,7 @@ def test_the_testing_example_runs(tmp_path: Path) -> None:
 def test_the_ops_example_runs(tmp_path: Path) -> None:
     Headgate(f"sqlite:///{tmp_path / 'headgate.db'}").close()
     result = subprocess.run(
-        [sys.executable, "-c", _python_blocks()[3]],
+        [sys.executable, "-c", _python_blocks()[4]],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -91,3 +91,21 @@ def test_the_ops_example_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "True 0"
+
+
+def test_the_jobs_example_runs_the_handler(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _python_blocks()[1]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "sending to ada@example.com (attempt 1)",
+        "{'sent': 'ada@example.com'}",
+    ]
+    with Headgate(f"sqlite:///{tmp_path / 'jobs.db'}") as hg:
+        assert hg.get_schedule("nightly-report").kind == "nightly-report"

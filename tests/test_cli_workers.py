@@ -1,0 +1,106 @@
+"""The command line runs a host's handlers, as Celery's -A and Procrastinate's
+--app do: `headgate worker --app module:hg` and `headgate serve --app`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from headgate import Headgate
+from tests.web.serving import headgate_command, serving, wait_until_answering
+
+APP = textwrap.dedent(
+    """
+    from pathlib import Path
+    from headgate import Headgate, JobContext
+
+    hg = Headgate("sqlite:///{database}")
+
+    @hg.handler("write", queue="files")
+    def write(job: JobContext) -> str:
+        Path(job.payload["path"]).write_text("ran")
+        return "written"
+    """
+)
+
+
+def _app(tmp_path: Path) -> Path:
+    database = tmp_path / "jobs.db"
+    (tmp_path / "myservice_jobs.py").write_text(APP.format(database=database))
+    return database
+
+
+def _wait_for(path: Path, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was never written"
+        time.sleep(0.05)
+
+
+def test_a_worker_runs_the_apps_handlers_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    database = _app(tmp_path)
+    worker = subprocess.Popen(
+        [headgate_command(), "worker", "--app", "myservice_jobs:hg", "--queue", "files=2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            job = client.enqueue("write", {"path": str(tmp_path / "out.txt")}, queue="files")
+            _wait_for(tmp_path / "out.txt")
+            deadline = time.monotonic() + 10
+            while client.get_job(job.id).state != "completed":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert client.get_job(job.id).result == "written"
+            assert [w.queues for w in client.workers()] == [{"files": 2}]
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=20) == 0
+            assert client.workers() == [], "a clean stop removes the heartbeat"
+            assert client.lease_status() is None, "a worker never takes the scheduler lease"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    output = worker.stdout.read() if worker.stdout else ""
+    assert "Traceback" not in output
+
+
+def test_serve_runs_the_apps_handlers_beside_the_api(tmp_path: Path) -> None:
+    database = _app(tmp_path)
+    with serving(tmp_path, "--app", "myservice_jobs:hg") as (process, base):
+        assert wait_until_answering(f"{base}/api/v1/periodic") < 15
+        with Headgate(f"sqlite:///{database}") as client:
+            client.enqueue("write", {"path": str(tmp_path / "served.txt")}, queue="files")
+            _wait_for(tmp_path / "served.txt")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize(
+    ("app", "says"),
+    [
+        ("nope", "is not MODULE:NAME"),
+        ("no_such_module:hg", "cannot import 'no_such_module'"),
+        ("myservice_jobs:missing", "has no 'missing'"),
+        ("myservice_jobs:Path", "is a type, not a Headgate"),
+    ],
+)
+def test_a_bad_app_is_one_clear_line(tmp_path: Path, app: str, says: str) -> None:
+    _app(tmp_path)
+    finished = subprocess.run(
+        [headgate_command(), "worker", "--app", app],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert finished.returncode == 1
+    assert says in finished.stderr and "Traceback" not in finished.stderr
