@@ -166,6 +166,7 @@ class SqlBackend(ABC):
 
 
 ENQUEUED_CHANNEL: Final = "headgate_enqueued"
+_PAYLOAD_SEPARATOR: Final = "\n"
 
 
 class _Sqlite(SqlBackend):
@@ -575,11 +576,16 @@ class _PostgreSQL(SqlBackend):
         return "uq_headgate_events_stream_version" in detail
 
     def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
-        """NOTIFY is transactional: listeners hear it when (and only if) this commits."""
+        """NOTIFY is transactional: listeners hear it when (and only if) this commits.
+
+        A channel spans the whole database, so the payload names the schema
+        the store lives in: stores side by side in one database (one schema
+        each) do not wake each other's workers.
+        """
         for queue in sorted(set(queues)):
             connection.execute(
-                text("SELECT pg_notify(:channel, :queue)"),
-                {"channel": ENQUEUED_CHANNEL, "queue": queue},
+                text("SELECT pg_notify(:channel, current_schema() || :separator || :queue)"),
+                {"channel": ENQUEUED_CHANNEL, "separator": _PAYLOAD_SEPARATOR, "queue": queue},
             )
 
     def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
@@ -613,11 +619,14 @@ class _PostgresListener(Listener):
         while not self._stopped.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                    schema_row = conn.execute("SELECT current_schema()").fetchone()
+                    ours = f"{schema_row[0] if schema_row else ''}{_PAYLOAD_SEPARATOR}"
                     conn.execute(f"LISTEN {ENQUEUED_CHANNEL}")
                     delay = 0.1
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=self.WAIT_S):
-                            self._on_enqueued(note.payload)
+                            if note.payload.startswith(ours):
+                                self._on_enqueued(note.payload.removeprefix(ours))
             except Exception:  # a dropped connection: reconnect, polling covers the gap
                 self._stopped.wait(delay)
                 delay = min(delay * 2, self.RECONNECT_MAX_S)
