@@ -2,7 +2,7 @@
 
 Folded from the newest FingerprintCrashBlamed, which carries the total, so a
 compacted log (which keeps only that one) rebuilds the same row; a release
-of the fingerprint forgets its blame.
+of the fingerprint, or a completed job of it, forgets its blame.
 """
 
 from __future__ import annotations
@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from headgate._domain.events import FingerprintCrashBlamed, FingerprintReleased, RecordedEvent
+from headgate._domain.events import (
+    FingerprintBlameCleared,
+    FingerprintCrashBlamed,
+    FingerprintReleased,
+    RecordedEvent,
+)
 from headgate._projections.base import Projection
 
 
@@ -23,7 +28,7 @@ class CrashBlameRow:
     updated_at_ms: int
 
 
-_KEYED: Final = (FingerprintCrashBlamed, FingerprintReleased)
+_KEYED: Final = (FingerprintCrashBlamed, FingerprintBlameCleared, FingerprintReleased)
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -37,7 +42,7 @@ def apply(row: CrashBlameRow | None, recorded: RecordedEvent) -> CrashBlameRow |
         return CrashBlameRow(
             event.fingerprint, event.blame_milli, event.job_id, recorded.recorded_at_ms
         )
-    if isinstance(event, FingerprintReleased):
+    if isinstance(event, FingerprintReleased | FingerprintBlameCleared):
         return None
     return row
 

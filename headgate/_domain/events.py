@@ -282,6 +282,17 @@ class FingerprintCrashBlamed(DomainEvent):
 
 
 @dataclass(frozen=True)
+class FingerprintBlameCleared(DomainEvent):
+    """A job of this fingerprint (`job_id`) completed: whatever killed workers
+    beside its earlier jobs was not its payload, so its blame is forgotten.
+    Without this, unrelated deaths (deploys, out-of-memory kills of a busy
+    host) would pile up on a healthy periodic job until it was quarantined."""
+
+    fingerprint: str
+    job_id: str
+
+
+@dataclass(frozen=True)
 class RecordedEvent:
     """An event as the log holds it: where it sits and when the store took it."""
 

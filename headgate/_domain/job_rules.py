@@ -14,6 +14,8 @@ Crash counting, decided here and documented in the README:
   running k jobs spreads one crash over them: each job's fingerprint takes
   1/k. Once a fingerprint's blame reaches `crash_limit`, it is quarantined
   (with the job that crashed last).
+* A completed job clears its fingerprint's blame: what killed the workers
+  beside its earlier jobs was not its payload.
 * So one crash never quarantines anything (crash_limit is at least 2), and an
   innocent job killed beside the real culprit takes only its share.
 * A job given back at shutdown (released) is never a crash: rolling deploys

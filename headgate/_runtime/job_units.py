@@ -15,18 +15,19 @@ from dataclasses import dataclass
 
 from headgate._domain.events import (
     DomainEvent,
+    FingerprintBlameCleared,
     JobAttemptFailed,
     JobClaimed,
     JobReleased,
     JobSucceeded,
 )
 from headgate._domain.job_rules import ErrorRecord, next_run_after_failure
-from headgate._domain.streams import job_stream
+from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
 from headgate._projections import JobRow
 from headgate._runtime.handlers import HandlerSpec
-from headgate._store.port import StreamAppend
+from headgate._store.port import ANY_VERSION, StreamAppend
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,16 @@ class Claim:
     deadline_ms: int
     claimed_version: int
     """The job stream's version once the claim is recorded: the end appends at it."""
+    blamed_fingerprint: str | None = None
+    """The job's fingerprint when, at the claim, it carried blame for crashes:
+    a completion clears it."""
 
 
 def claim(
-    row: JobRow, spec: HandlerSpec, worker_id: str, now_ms: int
+    row: JobRow, spec: HandlerSpec, worker_id: str, now_ms: int, *, blamed: str | None = None
 ) -> tuple[StreamAppend, Claim]:
     """The claim of a pending job's next attempt, with the job's own options over
-    the handler's."""
+    the handler's; `blamed` is its fingerprint if that carries crash blame."""
     timeout_ms = row.timeout_ms if row.timeout_ms is not None else spec.timeout_ms
     attempt = row.attempts + 1
     deadline = now_ms + timeout_ms
@@ -69,6 +73,7 @@ def claim(
         periodic_origin=origin,
         deadline_ms=deadline,
         claimed_version=row.version + 1,
+        blamed_fingerprint=blamed,
     )
     return StreamAppend(job_stream(row.job_id), row.version, (event,)), taken
 
@@ -83,6 +88,17 @@ def succeeded(
 ) -> StreamAppend:
     event = JobSucceeded(claimed.job_id, claimed.attempt, worker_id, started_at_ms, result)
     return _on_stream(claimed, event)
+
+
+def end_unit(claimed: Claim, end: StreamAppend) -> list[StreamAppend]:
+    """What one attempt's end writes: the job's event, and for a completion of a
+    blamed fingerprint the clearing of its blame, both or neither."""
+    unit = [end]
+    fingerprint = claimed.blamed_fingerprint
+    if fingerprint is not None and isinstance(end.events[0], JobSucceeded):
+        cleared = FingerprintBlameCleared(fingerprint, claimed.job_id)
+        unit.append(StreamAppend(quarantine_stream(fingerprint), ANY_VERSION, (cleared,)))
+    return unit
 
 
 def failed(

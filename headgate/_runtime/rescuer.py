@@ -90,7 +90,7 @@ class Rescuer:
                 job.fingerprint for crashed in crashed_by_worker.values() for job in crashed
             }
             blame = transaction.crash_blame(fingerprints)
-            quarantined = transaction.gate_facts([], []).quarantined
+            quarantined = transaction.quarantined(fingerprints)
             units: list[Unit] = []
             for worker_id in sorted(crashed_by_worker):
                 for job, job_events, fingerprint_events in rescue(

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from headgate._clock import Clock
 from headgate._domain.events import JobAttemptFailed
+from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import ErrorRecord, InvalidResult, checked_result, error_record
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._json import JsonValue
@@ -256,7 +257,9 @@ class WorkerPool:
         ends += [(run, job_units.released(run.claim, self.identity.holder)) for run in released]
         try:
             with self._store.log.write() as transaction:
-                results = transaction.append_units([[append] for _, append in ends])
+                results = transaction.append_units(
+                    [job_units.end_unit(run.claim, append) for run, append in ends]
+                )
                 claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
             log.warning(
@@ -293,23 +296,7 @@ class WorkerPool:
     def _claim(
         self, transaction: WriteTransaction, free: Mapping[str, int]
     ) -> list[tuple[Claim, HandlerSpec]]:
-        now = transaction.now_ms
-        rows = transaction.claimable(free, self._handlers.kinds(), now)
-        if not rows:
-            return []
-        taken: list[tuple[StreamAppend, Claim, HandlerSpec]] = []
-        for row in rows:
-            spec = self._handlers.get(row.kind)
-            if spec is None:
-                continue
-            append, claimed = job_units.claim(row, spec, self.identity.holder, now)
-            taken.append((append, claimed, spec))
-        results = transaction.append_units([[append] for append, _, _ in taken])
-        return [
-            (claimed, spec)
-            for (_, claimed, spec), result in zip(taken, results, strict=True)
-            if isinstance(result, list)
-        ]
+        return claim_due(transaction, free, self._handlers, self.identity.holder)
 
     def _end_append(self, end: _Ended, now_ms: int) -> StreamAppend:
         run = end.run
@@ -607,27 +594,20 @@ def drain(
         while time.monotonic() < give_up:
             store.workers.beat(beat, settings.heartbeat_ttl_ms)
             with store.log.write() as transaction:
-                rows = transaction.claimable(
-                    dict.fromkeys(queues, DRAIN_BATCH), handlers.kinds(), transaction.now_ms
+                taken = claim_due(
+                    transaction, dict.fromkeys(queues, DRAIN_BATCH), handlers, identity.holder
                 )
-                taken: list[tuple[StreamAppend, Claim, HandlerSpec]] = []
-                for row in rows:
-                    spec = handlers.get(row.kind)
-                    if spec is not None:
-                        append, claimed = job_units.claim(
-                            row, spec, identity.holder, transaction.now_ms
-                        )
-                        taken.append((append, claimed, spec))
-                transaction.append_units([[append] for append, _, _ in taken])
             if not taken:
                 break
             ends = [
-                _run_inline(claimed, spec, identity.holder, clock, settings)
-                for _, claimed, spec in taken
+                (claimed, _run_inline(claimed, spec, identity.holder, clock, settings))
+                for claimed, spec in taken
             ]
             with store.log.write() as transaction:
-                results = transaction.append_units([[end] for end in ends])
-            for end, result in zip(ends, results, strict=True):
+                results = transaction.append_units(
+                    [job_units.end_unit(claimed, end) for claimed, end in ends]
+                )
+            for (_, end), result in zip(ends, results, strict=True):
                 if not isinstance(result, list):
                     continue
                 event = end.events[0]
@@ -640,6 +620,38 @@ def drain(
         with contextlib.suppress(StoreError):
             store.workers.stop(identity.holder)
     return DrainSummary(totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"])
+
+
+def claim_due(
+    transaction: WriteTransaction,
+    capacity: Mapping[str, int],
+    handlers: HandlerRegistry,
+    worker_id: str,
+) -> list[tuple[Claim, HandlerSpec]]:
+    """Claim the due jobs that fit `capacity`, in this transaction; only those
+    whose claim was recorded are returned (another worker may take one first)."""
+    now = transaction.now_ms
+    rows = transaction.claimable(capacity, handlers.kinds(), now)
+    if not rows:
+        return []
+    fingerprints = {row.job_id: fingerprint_of_text(row.kind, row.payload) for row in rows}
+    blamed = transaction.crash_blame(set(fingerprints.values()))
+    taken: list[tuple[StreamAppend, Claim, HandlerSpec]] = []
+    for row in rows:
+        spec = handlers.get(row.kind)
+        if spec is None:
+            continue
+        fingerprint = fingerprints[row.job_id]
+        append, claimed = job_units.claim(
+            row, spec, worker_id, now, blamed=fingerprint if blamed.get(fingerprint) else None
+        )
+        taken.append((append, claimed, spec))
+    results = transaction.append_units([[append] for append, _, _ in taken])
+    return [
+        (claimed, spec)
+        for (_, claimed, spec), result in zip(taken, results, strict=True)
+        if isinstance(result, list)
+    ]
 
 
 def _run_inline(

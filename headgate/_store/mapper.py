@@ -18,6 +18,7 @@ from typing import Final, TypeAlias
 from headgate._domain.events import (
     DomainEvent,
     EnqueueAttempted,
+    FingerprintBlameCleared,
     FingerprintCrashBlamed,
     FingerprintQuarantined,
     FingerprintReleased,
@@ -57,6 +58,7 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
         JobEnqueued,
         JobFinished,
         ManualRunRequested,
+        FingerprintBlameCleared,
         FingerprintQuarantined,
         FingerprintReleased,
         JobClaimed,

@@ -21,7 +21,10 @@ from headgate import (
     ValidationError,
     WorkerConfig,
 )
+from headgate._domain.events import FingerprintCrashBlamed
 from headgate._domain.job_rules import retry_delay_ms
+from headgate._domain.streams import quarantine_stream
+from headgate._store.port import ANY_VERSION
 from headgate.testing import FakeClock
 
 FAST = WorkerConfig(poll_interval_ms=20, heartbeat_ttl_ms=400, rescue_interval_ms=100)
@@ -232,6 +235,36 @@ def test_drain_runs_every_due_job_now_and_says_what_ran(hg: Headgate, clock: Fak
     assert hg.drain().ran == 2  # the later one, and bad's retry
     assert hg.drain().ran == 0
     assert hg.workers() == [], "drain leaves no heartbeat behind"
+
+
+def test_a_completed_job_clears_the_crash_blame_its_fingerprint_carried(hg: Headgate) -> None:
+    """Workers killed for reasons of their own (a deploy, a host's out-of-memory
+    killer) blame the jobs they ran; a completion shows the payload is not the
+    culprit, so unrelated deaths never add up to quarantining a healthy job."""
+
+    @hg.handler("report")
+    def report(job: JobContext) -> None:
+        return None
+
+    healthy, other = hg.fingerprint("report", {"day": 1}), hg.fingerprint("report", {"day": 2})
+    for fingerprint in (healthy, other):
+        hg._store.log.append(
+            quarantine_stream(fingerprint),
+            ANY_VERSION,
+            [FingerprintCrashBlamed(fingerprint, "earlier-job", 2_000)],
+        )
+    hg.enqueue("report", {"day": 1})
+    assert hg.drain().succeeded == 1
+    with hg._store.log.write() as transaction:
+        assert transaction.crash_blame([healthy, other]) == {healthy: 0, other: 2_000}
+    hg.enqueue("report", {"day": 1})
+    assert hg.drain().succeeded == 1
+    cleared = [
+        e
+        for e in hg._store.log.read_stream(quarantine_stream(healthy))
+        if e.type != "FingerprintCrashBlamed"
+    ]
+    assert [e.type for e in cleared] == ["FingerprintBlameCleared"], "cleared once, not per job"
 
 
 def test_a_kind_with_no_handler_waits_and_is_named_at_start(hg: Headgate) -> None:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from headgate._domain.events import (
+    FingerprintBlameCleared,
     FingerprintCrashBlamed,
     FingerprintQuarantined,
     FingerprintReleased,
@@ -153,6 +154,16 @@ def test_crash_blame_carries_the_total_and_a_release_forgets_it(store: Store) ->
     with store.log.write() as transaction:
         assert transaction.crash_blame(["fp"]) == {"fp": 0}
         assert transaction.quarantined(["fp"]) == frozenset()
+
+
+def test_a_completed_job_clears_its_fingerprints_blame(store: Store) -> None:
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintCrashBlamed("fp", "a", 2_000)])
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintBlameCleared("fp", "b")])
+    with store.log.write() as transaction:
+        assert transaction.crash_blame(["fp"]) == {"fp": 0}
+    store.log.append("quarantine-fp", ANY_VERSION, [FingerprintCrashBlamed("fp", "c", 500)])
+    with store.log.write() as transaction:
+        assert transaction.crash_blame(["fp"]) == {"fp": 500}
 
 
 def _beat(worker_id: str, running: int = 0) -> WorkerBeat:
