@@ -520,8 +520,12 @@ class WorkerPool:
     # helpers ---------------------------------------------------------------
 
     def _free_capacity(self) -> dict[str, int]:
+        """Slots not held by a running handler: an attempt whose end is being
+        recorded has given its slot back, so the same write claims into it."""
         with self._lock:
-            busy = Counter(run.claim.queue for run in self._runs.values() if not run.overdue)
+            busy = Counter(
+                run.claim.queue for run in self._runs.values() if not run.overdue and not run.done
+            )
         return job_units.capacity_left(self.capacity, busy)
 
     def _overdue(self) -> int:
@@ -590,9 +594,12 @@ def drain(
     beat = WorkerBeat(
         identity.holder, identity.host, identity.pid, dict.fromkeys(queues, 1), clock.now_ms(), 0, 0
     )
+    next_beat = 0.0
     try:
         while time.monotonic() < give_up:
-            store.workers.beat(beat, settings.heartbeat_ttl_ms)
+            if time.monotonic() >= next_beat:
+                store.workers.beat(beat, settings.heartbeat_ttl_ms)
+                next_beat = time.monotonic() + settings.heartbeat_every_ms / 1000
             with store.log.write() as transaction:
                 taken = claim_due(
                     transaction, dict.fromkeys(queues, DRAIN_BATCH), handlers, identity.holder

@@ -74,6 +74,26 @@ def test_a_handler_runs_each_job_once_and_its_result_is_stored(hg: Headgate, fla
     assert [a.outcome for a in job.attempt_history] == ["succeeded"]
 
 
+def test_a_backlog_is_worked_through_without_waiting_for_polls(hg: Headgate) -> None:
+    """Each write that records ends claims into the slots they freed: a worker
+    with a backlog never idles until its next poll."""
+
+    @hg.handler("quick")
+    def quick(job: JobContext) -> None:
+        return None
+
+    jobs = [hg.enqueue("quick") for _ in range(40)]
+    hg.start(
+        WorkerConfig(queues={"default": 2}, poll_interval_ms=60_000, listen=False),
+        scheduler=False,
+    )
+    _eventually(
+        lambda: all(_state(hg, job.id) == "completed" for job in jobs),
+        timeout_s=10,
+        what="the backlog to be worked through",
+    )
+
+
 def test_a_failing_handler_is_retried_with_backoff_until_it_has_failed(
     hg: Headgate, clock: FakeClock
 ) -> None:

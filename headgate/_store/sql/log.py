@@ -157,10 +157,17 @@ class SqlWriteTransaction(WriteTransaction):
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
         with self._backend.probing_indexes(self.connection):
-            return queries.claimable(self.connection, capacity, kinds, now_ms)
+            return self._learn_versions(queries.claimable(self.connection, capacity, kinds, now_ms))
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
-        return queries.running_on(self.connection, worker_ids)
+        return self._learn_versions(queries.running_on(self.connection, worker_ids))
+
+    def _learn_versions(self, rows: list[JobRow]) -> list[JobRow]:
+        """A job row's version is its stream's: the projection is written in the
+        transaction that appends, and no other writer runs while we hold the
+        log head, so the append that follows needs no read of its own."""
+        self._versions.update((job_stream(row.job_id), row.version) for row in rows)
+        return rows
 
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         return queries.crash_blame(self.connection, fingerprints)

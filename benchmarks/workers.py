@@ -1,0 +1,633 @@
+"""Worker benchmarks, on SQLite and PostgreSQL, printed as tables.
+
+1. Claim + run + complete of no-op jobs from a 20,000-job backlog, one
+   process. Ours: a worker pool (capacity C on one queue) and, beside it,
+   `drain()` (claims 100 at a time, runs them inline). Compared, in the same
+   run and database, with
+   * a raw SQLAlchemy loop on a plain table: claim C rows in one statement
+     (`UPDATE ... WHERE job_id IN (SELECT ... LIMIT C [FOR UPDATE SKIP
+     LOCKED]) RETURNING`), call the no-op, complete them (one executemany
+     UPDATE), two transactions per batch;
+   * this design's floor: the rows it must write per job, written the raw
+     way in the same two transactions per batch (the claim read through the
+     claim index, the JobClaimed event and the row's update, then the
+     JobSucceeded event, the row's update and the attempt's history row,
+     and the log head each time), with no decisions, objects or logging.
+2. Pickup latency on an idle queue: the enqueue call's start to the
+   handler's start (so the enqueue's own commit counts), in this process and
+   in another process (PostgreSQL wakes it by NOTIFY; SQLite has none, so
+   there it is the poll interval).
+3. Scheduler undisturbed: 1,000 schedules at @every:1000 with this
+   process's workers saturated by the jobs they make (each handler sleeps
+   50 ms on 20 threads, below the 1,000 jobs/s the schedules make): lost
+   ticks and lateness as in benchmarks.scheduler's steady state.
+4. Rescue time: a worker process SIGKILLed mid-job, default settings
+   (heartbeat TTL 10 s, rescue every 5 s): the kill to the job's rescue and
+   to its completion by this process.
+
+Run: python -m benchmarks.workers [--backend sqlite|postgresql] [--quick]
+     [--only throughput|pickup|steady|rescue]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    create_engine,
+    insert,
+    select,
+    text,
+    update,
+)
+
+from benchmarks._common import fresh_database, print_table
+from benchmarks.scheduler import Lateness, define_many, quiet_json_logs
+from headgate import Headgate, JobContext, SystemClock, WorkerConfig
+from headgate._domain.events import JobEnqueued
+from headgate._domain.streams import job_stream
+from headgate._store.port import NO_STREAM, StreamAppend
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP_BATCH = 500
+KIND = "noop"
+
+
+def _noop(job: JobContext) -> None:
+    return None
+
+
+def _enqueue_backlog(hg: Headgate, count: int) -> None:
+    """`count` pending jobs, written as an enqueue writes them, 500 per transaction."""
+    for start in range(0, count, SETUP_BATCH):
+        hg._store.log.append_units(
+            [
+                [
+                    StreamAppend(
+                        job_stream(f"j{n:06d}"),
+                        NO_STREAM,
+                        (JobEnqueued(f"j{n:06d}", KIND, "default", {"n": n}),),
+                    )
+                ]
+                for n in range(start, min(start + SETUP_BATCH, count))
+            ]
+        )
+
+
+def _completed(engine: Engine, table: str) -> int:
+    with engine.connect() as connection:
+        return int(
+            connection.execute(
+                text(f"SELECT COUNT(*) FROM {table} WHERE state = 'completed'")
+            ).scalar_one()
+        )
+
+
+def ours_pool(backend: str, count: int, capacity: int) -> float:
+    with fresh_database(backend) as url:
+        hg = Headgate(url)
+        hg.handler(KIND)(_noop)
+        _enqueue_backlog(hg, count)
+        began = time.perf_counter()
+        hg.start(WorkerConfig(queues={"default": capacity}), scheduler=False)
+        pool = hg._pool
+        assert pool is not None
+        while pool.stats.succeeded < count:
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - began
+        hg.stop()
+        assert _completed(hg._store.engine, "headgate_jobs") == count
+        hg.close()
+    return count / elapsed
+
+
+def ours_drain(backend: str, count: int) -> float:
+    with fresh_database(backend) as url:
+        hg = Headgate(url)
+        hg.handler(KIND)(_noop)
+        _enqueue_backlog(hg, count)
+        began = time.perf_counter()
+        summary = hg.drain(timeout=3600)
+        elapsed = time.perf_counter() - began
+        assert summary.succeeded == count, summary
+        hg.close()
+    return count / elapsed
+
+
+def _raw_table(metadata: MetaData) -> Table:
+    return Table(
+        "raw_jobs",
+        metadata,
+        Column("job_id", String(255), primary_key=True),
+        Column("queue", String(128), nullable=False),
+        Column("kind", String(128), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("run_at_ms", BigInteger, nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("worker_id", String(128)),
+        Column("deadline_ms", BigInteger),
+        Column("result", Text),
+    )
+
+
+def raw_loop(backend: str, count: int, batch: int) -> float:
+    with fresh_database(backend) as url:
+        engine = create_engine(url)
+        metadata = MetaData()
+        jobs = _raw_table(metadata)
+        metadata.create_all(engine)
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "CREATE INDEX ix_raw_jobs_claimable ON raw_jobs (queue, run_at_ms, job_id)"
+                    " WHERE state = 'pending'"
+                )
+            )
+            connection.execute(
+                insert(jobs),
+                [
+                    {
+                        "job_id": f"j{n:06d}",
+                        "queue": "default",
+                        "kind": KIND,
+                        "payload": json.dumps({"n": n}),
+                        "state": "pending",
+                        "run_at_ms": n,
+                        "attempts": 0,
+                    }
+                    for n in range(count)
+                ],
+            )
+        skip_locked = " FOR UPDATE SKIP LOCKED" if engine.dialect.name == "postgresql" else ""
+        claim = text(
+            "UPDATE raw_jobs SET state = 'running', attempts = attempts + 1,"
+            " worker_id = :worker, deadline_ms = :deadline"
+            " WHERE job_id IN (SELECT job_id FROM raw_jobs"
+            "  WHERE state = 'pending' AND queue = 'default' AND run_at_ms <= :now"
+            f"  ORDER BY run_at_ms, job_id LIMIT :batch{skip_locked})"
+            " RETURNING job_id, payload"
+        )
+        complete = (
+            update(jobs)
+            .where(jobs.c.job_id == bindparam("b_id"))
+            .values(
+                state="completed", result=bindparam("b_result"), worker_id=None, deadline_ms=None
+            )
+        )
+        done = 0
+        began = time.perf_counter()
+        while True:
+            now = int(time.time() * 1000)
+            with engine.begin() as connection:
+                claimed = connection.execute(
+                    claim,
+                    {"worker": "raw", "deadline": now + 60_000, "now": now + count, "batch": batch},
+                ).all()
+            if not claimed:
+                break
+            ends = []
+            for job_id, payload in claimed:
+                json.loads(payload)
+                ends.append({"b_id": job_id, "b_result": json.dumps(None)})
+            with engine.begin() as connection:
+                connection.execute(complete, ends)
+            done += len(ends)
+        elapsed = time.perf_counter() - began
+        assert done == count and _completed(engine, "raw_jobs") == count
+        engine.dispose()
+    return count / elapsed
+
+
+def _event(
+    position: int, stream: str, version: int, type_name: str, body: dict[str, Any], *, at: int
+) -> dict[str, Any]:
+    return {
+        "position": position,
+        "stream_id": stream,
+        "version": version,
+        "type": type_name,
+        "schema_version": 1,
+        "body": json.dumps(body, sort_keys=True, separators=(",", ":")),
+        "recorded_at_ms": at,
+    }
+
+
+def floor_loop(backend: str, count: int, batch: int) -> float:
+    """The rows this design writes per job, by a raw loop, on a store Headgate
+    made (its schema and indexes) with the backlog Headgate enqueued."""
+    from headgate._store.sql.schema import CLAIMABLE_WHERE, LIVE, events, log_head
+
+    jobs, attempts = LIVE.jobs, LIVE.job_attempts
+    with fresh_database(backend) as url:
+        hg = Headgate(url)
+        _enqueue_backlog(hg, count)
+        hg.close()
+        engine = create_engine(url)
+        head_query = select(log_head.c.position).where(log_head.c.id == 1)
+        if engine.dialect.name == "postgresql":
+            head_query = head_query.with_for_update()
+        claimable = (
+            select(jobs.c.job_id, jobs.c.payload, jobs.c.version, jobs.c.attempts)
+            .where(
+                text(CLAIMABLE_WHERE),
+                jobs.c.queue == "default",
+                jobs.c.run_at_ms <= bindparam("now"),
+            )
+            .order_by(jobs.c.run_at_ms, jobs.c.job_id)
+            .limit(batch)
+        )
+        cas = (
+            update(jobs)
+            .where(jobs.c.job_id == bindparam("b_id"), jobs.c.version == bindparam("b_version"))
+            .values(
+                state=bindparam("b_state"),
+                worker_id=bindparam("b_worker"),
+                deadline_ms=bindparam("b_deadline"),
+                attempts=bindparam("b_attempts"),
+                result=bindparam("b_result"),
+                version=bindparam("b_version") + 1,
+                updated_at_ms=bindparam("b_at"),
+            )
+        )
+        done = 0
+        began = time.perf_counter()
+        while True:
+            now = int(time.time() * 1000)
+            with engine.begin() as connection:
+                head = connection.execute(head_query).scalar_one()
+                rows = connection.execute(claimable, {"now": now}).all()
+                if not rows:
+                    break
+                claim_events, claim_updates = [], []
+                for job_id, _payload, version, tried in rows:
+                    head += 1
+                    body = {
+                        "attempt": tried + 1,
+                        "deadline_ms": now + 60_000,
+                        "job_id": job_id,
+                        "worker_id": "w",
+                    }
+                    claim_events.append(
+                        _event(head, job_stream(job_id), version + 1, "JobClaimed", body, at=now)
+                    )
+                    claim_updates.append(
+                        {
+                            "b_id": job_id,
+                            "b_version": version,
+                            "b_state": "running",
+                            "b_worker": "w",
+                            "b_deadline": now + 60_000,
+                            "b_attempts": tried,
+                            "b_result": None,
+                            "b_at": now,
+                        }
+                    )
+                connection.execute(insert(events), claim_events)
+                connection.execute(cas, claim_updates)
+                connection.execute(update(log_head).values(position=head))
+            for _, payload, _, _ in rows:
+                json.loads(payload)
+            end = int(time.time() * 1000)
+            with engine.begin() as connection:
+                head = connection.execute(head_query).scalar_one()
+                end_events, end_updates, history = [], [], []
+                for job_id, _payload, version, tried in rows:
+                    head += 1
+                    body = {
+                        "attempt": tried + 1,
+                        "job_id": job_id,
+                        "result": None,
+                        "started_at_ms": now,
+                        "worker_id": "w",
+                    }
+                    end_events.append(
+                        _event(head, job_stream(job_id), version + 2, "JobSucceeded", body, at=end)
+                    )
+                    end_updates.append(
+                        {
+                            "b_id": job_id,
+                            "b_version": version + 1,
+                            "b_state": "completed",
+                            "b_worker": None,
+                            "b_deadline": None,
+                            "b_attempts": tried + 1,
+                            "b_result": "null",
+                            "b_at": end,
+                        }
+                    )
+                    history.append(
+                        {
+                            "event_id": head,
+                            "job_id": job_id,
+                            "attempt": tried + 1,
+                            "outcome": "succeeded",
+                            "worker_id": "w",
+                            "started_at_ms": now,
+                            "ended_at_ms": end,
+                            "error_type": None,
+                            "error_message": None,
+                        }
+                    )
+                connection.execute(insert(events), end_events)
+                connection.execute(cas, end_updates)
+                connection.execute(insert(attempts), history)
+                connection.execute(update(log_head).values(position=head))
+            done += len(rows)
+        elapsed = time.perf_counter() - began
+        assert done == count and _completed(engine, "headgate_jobs") == count
+        engine.dispose()
+    return count / elapsed
+
+
+def throughput(backend: str, count: int, capacity: int) -> list[object]:
+    raw = raw_loop(backend, count, capacity)
+    floor = floor_loop(backend, count, capacity)
+    pool = ours_pool(backend, count, capacity)
+    drained = ours_drain(backend, count)
+    return [
+        backend,
+        capacity,
+        f"{pool:,.0f}",
+        f"{drained:,.0f}",
+        f"{raw:,.0f}",
+        f"{floor:,.0f}",
+        f"{pool / floor:.2f}",
+        f"{pool / raw:.2f}",
+        f"{drained / floor:.2f}",
+        f"{floor / raw:.2f}",
+    ]
+
+
+PICKUP_HOST = textwrap.dedent(
+    """
+    import sys, threading, time
+    from headgate import Headgate, WorkerConfig
+    hg = Headgate(sys.argv[1])
+
+    @hg.handler("stamp")
+    def stamp(job):
+        return time.time()
+
+    hg.start(WorkerConfig(queues={"default": 4}), scheduler=False)
+    print("ready", flush=True)
+    threading.Event().wait()
+    """
+)
+
+
+def _percentile(samples: list[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(int(len(ordered) * share) - 1, 0)]
+
+
+def _pickup_samples(
+    hg: Headgate, samples: int, started: Callable[[str], float | None]
+) -> list[float]:
+    latencies = []
+    for _ in range(samples):
+        time.sleep(0.05)  # an idle queue each time
+        sent = time.time()
+        job = hg.enqueue("stamp")
+        deadline = time.monotonic() + 10
+        while (at := started(job.id)) is None:
+            assert time.monotonic() < deadline, "a job was not picked up within 10 s"
+            time.sleep(0.0005)
+        latencies.append((at - sent) * 1000)
+    return latencies
+
+
+def pickup(backend: str, samples: int) -> list[list[object]]:
+    rows: list[list[object]] = []
+    with fresh_database(backend) as url:
+        hg = Headgate(url)
+        seen: dict[str, float] = {}
+
+        @hg.handler("stamp")
+        def stamp(job: JobContext) -> None:
+            seen[job.id] = time.time()
+
+        hg.start(WorkerConfig(queues={"default": 4}), scheduler=False)
+        same = _pickup_samples(hg, samples, seen.get)
+        hg.close()
+        rows.append(_pickup_row(backend, "same process", same, 20))
+
+        observer = Headgate(url)
+        host = subprocess.Popen(
+            [sys.executable, "-c", PICKUP_HOST, url],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert host.stdout is not None and host.stdout.readline().strip() == "ready"
+            time.sleep(0.5)
+
+            def started_elsewhere(job_id: str) -> float | None:
+                job = observer.get_job(job_id)
+                return float(job.result) if job.state == "completed" else None  # type: ignore[arg-type]
+
+            other = _pickup_samples(observer, samples, started_elsewhere)
+        finally:
+            host.send_signal(signal.SIGTERM)
+            host.wait(timeout=30)
+            observer.close()
+        target = 50 if backend == "postgresql" else "poll 1,000"
+        rows.append(_pickup_row(backend, "other process", other, target))
+    return rows
+
+
+def _pickup_row(backend: str, where: str, latencies: list[float], target: object) -> list[object]:
+    return [
+        backend,
+        where,
+        len(latencies),
+        f"{statistics.median(latencies):.1f}",
+        f"{_percentile(latencies, 0.99):.1f}",
+        f"{max(latencies):.1f}",
+        target,
+    ]
+
+
+def steady_with_workers(backend: str, schedules: int, seconds: int) -> list[object]:
+    with fresh_database(backend) as url:
+        clock = SystemClock()
+        lateness = Lateness(clock)
+        hg = Headgate(url, clock=clock, hooks=[lateness])
+        ran = [0]
+
+        @hg.handler("report.build")
+        def build(job: JobContext) -> None:
+            time.sleep(0.05)
+            ran[0] += 1
+
+        first_tick = (clock.now_ms() // 1000 + 2) * 1000
+        define_many(hg, schedules, "@every:1000", first_tick)
+        hg.start(WorkerConfig(queues={"default": 20}))
+        cpu_before, wall_before = time.process_time(), time.perf_counter()
+        time.sleep(seconds + (first_tick - clock.now_ms()) / 1000)
+        cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
+        last_due = (clock.now_ms() - 200) // 1000 * 1000
+        hg.stop()
+        with hg._store.engine.connect() as connection:
+            fired = connection.execute(
+                text("SELECT COUNT(*) FROM headgate_jobs WHERE periodic_tick_ms <= :last"),
+                {"last": last_due},
+            ).scalar_one()
+            running_or_pending = connection.execute(
+                text("SELECT COUNT(*) FROM headgate_jobs WHERE state IN ('pending', 'running')")
+            ).scalar_one()
+        seconds_ticked = (last_due - first_tick) // 1000 + 1
+        lost = schedules * seconds_ticked - fired
+        hg.close()
+        samples = sorted(lateness.samples)
+        return [
+            backend,
+            f"{fired / seconds_ticked:,.0f}",
+            f"{lost:,}",
+            f"{statistics.median(samples):.0f}",
+            f"{_percentile([float(s) for s in samples], 0.99):.0f}",
+            f"{samples[-1]}",
+            f"{ran[0] / wall:,.0f}",
+            f"{running_or_pending:,}",
+            f"{cpu / wall:.0%}",
+        ]
+
+
+RESCUE_HOST = textwrap.dedent(
+    """
+    import sys, threading, time
+    from headgate import Headgate, WorkerConfig
+    hg = Headgate(sys.argv[1])
+
+    @hg.handler("long", queue="long")
+    def long(job):
+        print("running", flush=True)
+        time.sleep(600)
+
+    hg.start(WorkerConfig(queues={"long": 1}), scheduler=False)
+    threading.Event().wait()
+    """
+)
+
+
+def rescue(backend: str, trials: int) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for trial in range(1, trials + 1):
+        with fresh_database(backend) as url:
+            hg = Headgate(url)
+            done = threading.Event()
+            hg.handler("long", queue="long")(lambda job, done=done: done.set())
+
+            job = hg.enqueue("long", queue="long")
+            host = subprocess.Popen(
+                [sys.executable, "-c", RESCUE_HOST, url],
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert host.stdout is not None and host.stdout.readline().strip() == "running"
+            hg.start(WorkerConfig(queues={"other": 1}), scheduler=False)
+            time.sleep(trial)  # kill at different points of the heartbeat's period
+            host.kill()
+            host.wait(timeout=10)
+            killed = time.monotonic()
+            while hg.get_job(job.id).state == "running":
+                time.sleep(0.01)
+            rescued = time.monotonic() - killed
+            hg.stop()
+            hg.start(WorkerConfig(queues={"long": 1}), scheduler=False)
+            assert done.wait(60)
+            completed = time.monotonic() - killed
+            assert hg.get_job(job.id).crash_count == 1
+            hg.close()
+        rows.append([backend, trial, f"{rescued:.1f}", f"{completed:.1f}", "10 + 5", "<= 20"])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], action="append")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--only", choices=["throughput", "pickup", "steady", "rescue"], action="append"
+    )
+    args = parser.parse_args()
+    backends = args.backend or ["sqlite", "postgresql"]
+    only = set(args.only or ["throughput", "pickup", "steady", "rescue"])
+    quiet_json_logs()
+    if "throughput" in only:
+        count = 2_000 if args.quick else 20_000
+        rows = [
+            throughput(backend, count, capacity) for backend in backends for capacity in (10, 100)
+        ]
+        print_table(
+            f"Claim + run + complete, {count:,} no-op jobs (jobs/s; C = pool capacity and the"
+            " raw loop's and floor's batch; drain claims 100 at a time)",
+            [
+                "backend",
+                "C",
+                "pool/s",
+                "drain/s",
+                "raw/s",
+                "floor/s",
+                "pool/floor",
+                "pool/raw",
+                "drain/floor",
+                "floor/raw",
+            ],
+            rows,
+        )
+    if "pickup" in only:
+        samples = 50 if args.quick else 300
+        rows = [row for backend in backends for row in pickup(backend, samples)]
+        print_table(
+            "Pickup latency on an idle queue: enqueue call -> handler start (ms)",
+            ["backend", "worker", "samples", "p50", "p99", "max", "target p99"],
+            rows,
+        )
+    if "steady" in only:
+        seconds = 5 if args.quick else 30
+        rows = [steady_with_workers(backend, 1000, seconds) for backend in backends]
+        print_table(
+            f"Scheduler with its workers saturated: 1,000 schedules at @every:1000 for {seconds} s"
+            " (lateness in ms; handlers sleep 50 ms on 20 threads)",
+            ["backend", "ticks/s", "lost", "p50", "p99", "max", "jobs run/s", "unfinished", "CPU"],
+            rows,
+        )
+    if "rescue" in only:
+        rows = [row for backend in backends for row in rescue(backend, 1 if args.quick else 3)]
+        print_table(
+            "Rescue after SIGKILL of a worker mid-job, default settings (seconds from the kill)",
+            ["backend", "trial", "rescued", "completed", "TTL + interval", "target"],
+            rows,
+        )
+
+
+if __name__ == "__main__":
+    main()
