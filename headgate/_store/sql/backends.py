@@ -282,7 +282,10 @@ class _Sqlite(SqlBackend):
         # SQLite checkpoints the WAL inside the commit that grows it past 1,000
         # pages; a commit held for an instant must not pay for that (its
         # caller runs checkpoint() afterwards instead).
-        connection.exec_driver_sql(f"PRAGMA wal_autocheckpoint={0 if held else 1000}")
+        pages = 0 if held else 1000
+        if connection.info.get("wal_autocheckpoint") != pages:  # a setting of the connection
+            connection.exec_driver_sql(f"PRAGMA wal_autocheckpoint={pages}")
+            connection.info["wal_autocheckpoint"] = pages
 
     def server_now_ms(self, connection: Connection) -> int:
         raise NotImplementedError("a SQLite store's clock is this host's")

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
@@ -38,7 +38,7 @@ from headgate._store.sql.backends import SqlBackend
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, event_row, events_between
 from headgate._store.sql.projector import CHUNK, Projector
-from headgate._store.sql.schema import events, leases, log_head
+from headgate._store.sql.schema import events, leases, log_head, projection_checkpoints
 
 if TYPE_CHECKING:
     from headgate._store.sql.store import SqlStore
@@ -59,6 +59,7 @@ class SqlWriteTransaction(WriteTransaction):
         self._now_ms = now_ms
         self._projector = projector
         self._head = head
+        self._head_at_start = head
         self._versions: dict[str, int] = {}
         """Stream versions already learned in this transaction (stable: we hold the lock)."""
 
@@ -110,7 +111,6 @@ class SqlWriteTransaction(WriteTransaction):
 
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
         versions = self.stream_versions(a.stream_id for unit in units for a in unit)
-        head_before = self._head
         rows: list[dict[str, object]] = []
         recorded: list[RecordedEvent] = []
         results: list[UnitResult] = []
@@ -138,11 +138,17 @@ class SqlWriteTransaction(WriteTransaction):
         self._versions.update(versions)
         if rows:
             self._backend.bulk_insert(self.connection, events, rows)
+            self._projector.fold_live(self.connection, recorded)
+        return results
+
+    def finish(self) -> None:
+        """Before the commit: move the log head and the projections' checkpoints
+        once for everything this transaction appended."""
+        if self._head != self._head_at_start:
             self.connection.execute(
                 update(log_head).where(log_head.c.id == 1).values(position=self._head)
             )
-            self._projector.apply_live(self.connection, recorded, head_before)
-        return results
+            self._projector.advance(self.connection, self._head_at_start, self._head)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
         return queries.schedule(self.connection, schedule_id)
@@ -222,6 +228,16 @@ class SqlEventLog(EventLog):
         self._backend = store.backend
         self._engine = store.engine
         self._clock = store.clock
+        checkpoints = projection_checkpoints
+        lagging = (
+            select(func.count())
+            .where(or_(checkpoints.c.position != log_head.c.position, checkpoints.c.rebuilding))
+            .scalar_subquery()
+        )
+        self._head_query = self._backend.locked(
+            select(log_head.c.position, lagging).where(log_head.c.id == 1)
+        )
+        """The log head, locked, and how many projections lag it (a rebuild runs)."""
 
     @contextlib.contextmanager
     def write(
@@ -232,11 +248,10 @@ class SqlEventLog(EventLog):
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
         with self._store.serialised_write("writing to the store") as connection:
-            head_query = self._backend.locked(select(log_head.c.position).where(log_head.c.id == 1))
-            head = int(connection.execute(head_query).scalar_one())
+            head, lagging = connection.execute(self._head_query).one()
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._store.synchronise_clock(connection)
-            if not while_rebuilding:
+            if lagging and not while_rebuilding:
                 self._refuse_while_rebuilding(connection, head)
             self._backend.begin_write(connection, held=record_at_ms is not None)
             now = self._clock.now_ms()
@@ -244,7 +259,11 @@ class SqlEventLog(EventLog):
                 now = max(now, record_at_ms)
             if fence is not None:
                 self._check_fence(connection, fence, now)
-            yield SqlWriteTransaction(connection, self._backend, self._store.projector, now, head)
+            transaction = SqlWriteTransaction(
+                connection, self._backend, self._store.projector, now, head
+            )
+            yield transaction
+            transaction.finish()
 
     def _refuse_while_rebuilding(self, connection: Connection, head: int) -> None:
         lagging = self._store.projector.lagging(connection, head)

@@ -2,9 +2,9 @@
 
 * rebuild: empties live projection tables and refolds the log into them in
   batches. Each batch commits with its checkpoint, so an interrupted rebuild
-  resumes where it stopped. While a projection lags, live appends skip it
-  (see Projector.apply_live); when the rebuild reaches the head, the live
-  path takes over again in the same serialised order.
+  resumes where it stopped. While a projection lags, live writes are refused
+  (see SqlEventLog.write); when the rebuild reaches the head, the live path
+  takes over again in the same serialised order.
 * verify: refolds the whole log into scratch tables and compares them with
   the live tables, row by row.
 * replay: refolds the log, optionally up to a position, into fresh tables in

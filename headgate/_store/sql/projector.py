@@ -34,23 +34,23 @@ class Projector:
     def table_for(self, projection: AnyProjection) -> Table:
         return self.tables.by_name(projection.table)
 
-    def apply_live(
-        self, connection: Connection, recorded: Sequence[RecordedEvent], head_before: int
-    ) -> None:
-        """Apply a just-appended batch to every projection and move their checkpoints.
+    def fold_live(self, connection: Connection, recorded: Sequence[RecordedEvent]) -> None:
+        """Apply a just-appended batch to every projection's live table.
 
         EventStore.write refuses to open a live write while any projection lags
-        (a rebuild is in progress), so here every projection is at head_before.
+        (a rebuild is in progress), so every projection is at the transaction's
+        starting head; `advance` moves their checkpoints before it commits.
         """
-        if not recorded:
-            return
         for projection in self.projections:
             fold_into_table(connection, projection, self.table_for(projection), recorded)
+
+    def advance(self, connection: Connection, head_before: int, head_after: int) -> None:
+        """Move the checkpoints of the projections at `head_before` to `head_after`."""
         connection.execute(
             update(projection_checkpoints)
             .where(projection_checkpoints.c.position == head_before)
             .where(projection_checkpoints.c.name.in_([p.name for p in self.projections]))
-            .values(position=recorded[-1].position)
+            .values(position=head_after)
         )
 
     def lagging(self, connection: Connection, head: int) -> dict[str, int]:
