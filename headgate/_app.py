@@ -182,7 +182,7 @@ class Headgate:
             self._hooks,
             self.config.limits,
             max_ticks=self.config.max_ticks_per_batch,
-            on_enqueued=self._poke_workers,
+            on_enqueued=self._tick_jobs_enqueued,
         )
         self._scheduler = SchedulerActor.start(
             self._store, self.clock, self.config, processor, claimant
@@ -405,7 +405,7 @@ class Headgate:
             max_attempts=max_attempts,
             timeout_s=timeout_s,
         )
-        self._poke_workers()
+        self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         return Job.from_row(row)
 
     def get_job(self, job_id: str) -> Job:
@@ -512,7 +512,10 @@ class Headgate:
         if scheduler is not None:
             scheduler.tell(Wake())
 
-    def _poke_workers(self) -> None:
+    def _poke_workers(self, *, due_now: bool = False) -> None:
         pool = self._pool
         if pool is not None:
-            pool.poke()
+            pool.poke(due_now=due_now)
+
+    def _tick_jobs_enqueued(self) -> None:
+        self._poke_workers(due_now=True)

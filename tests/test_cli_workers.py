@@ -25,6 +25,11 @@ APP = textwrap.dedent(
     def write(job: JobContext) -> str:
         Path(job.payload["path"]).write_text("ran")
         return "written"
+
+    @hg.handler("wait", queue="files")
+    def wait(job: JobContext) -> None:
+        Path(job.payload["path"]).write_text("started")
+        job.cancelled.wait(60)
     """
 )
 
@@ -70,6 +75,37 @@ def test_a_worker_runs_the_apps_handlers_and_stops_cleanly_on_sigterm(tmp_path: 
             worker.kill()
     output = worker.stdout.read() if worker.stdout else ""
     assert "Traceback" not in output
+
+
+def test_sigterm_gives_back_a_job_still_running_after_the_shutdown_timeout(
+    tmp_path: Path,
+) -> None:
+    database = _app(tmp_path)
+    worker = subprocess.Popen(
+        [headgate_command(), "worker", "--app", "myservice_jobs:hg", "--shutdown-timeout", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            job = client.enqueue("wait", {"path": str(tmp_path / "started.txt")}, queue="files")
+            _wait_for(tmp_path / "started.txt")
+            began = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=20) == 0
+            assert time.monotonic() - began < 1 + 2, "stops within the timeout and a little"
+            given_back = client.get_job(job.id)
+            assert (given_back.state, given_back.attempts, given_back.crash_count) == (
+                "pending",
+                0,
+                0,
+            ), "released, not counted as an attempt or a crash"
+            assert given_back.attempt_history[0].outcome == "released"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
 
 
 def test_serve_runs_the_apps_handlers_beside_the_api(tmp_path: Path) -> None:

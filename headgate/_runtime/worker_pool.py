@@ -142,6 +142,7 @@ class WorkerPool:
         self._next_rescue_ms = 0
         self._next_check_ms = 0
         self._next_scheduled_ms: int | None = None
+        self._due_now = False
         """The run_at of the earliest job scheduled for later, when one was seen."""
         self.stats = PoolStats()
         self._dispatcher = threading.Thread(
@@ -164,8 +165,11 @@ class WorkerPool:
             kinds=sorted(self._handlers.kinds()),
         )
 
-    def poke(self) -> None:
-        """Something may be due: look now."""
+    def poke(self, *, due_now: bool = False) -> None:
+        """Something may be due: look now. `due_now`: a job was just enqueued in
+        this process to run now, so the next turn claims without looking first."""
+        if due_now:
+            self._due_now = True
         self._wake.set()
 
     def check_now(self) -> None:
@@ -280,6 +284,9 @@ class WorkerPool:
         the earliest pending job of our kinds already due."""
         if not any(free.values()):
             return False
+        if self._due_now:
+            self._due_now = False
+            return True
         queues = [queue for queue, slots in free.items() if slots > 0]
         try:
             earliest = self._store.reads.earliest_claimable(queues, self._handlers.kinds())
