@@ -62,6 +62,12 @@ class SqlBackend(ABC):
     renames_constraints: bool
     """ALTER can rename a table's indexes and constraints (else a table must be
     made anew to change their names)."""
+    writes_begin_locked: bool
+    """A write transaction holds the store's write lock from its first statement
+    (SQLite's BEGIN IMMEDIATE). Else the lock is the log head row's, and what
+    must be read as of after it (a rebuild that committed while this writer
+    waited) is read in a later statement: PostgreSQL's READ COMMITTED reads the
+    other tables of a statement that waited for a row lock as of its start."""
 
     @abstractmethod
     def checked_url(self, url: URL) -> URL:
@@ -183,6 +189,7 @@ class _Sqlite(SqlBackend):
     one_writer_connection = True
     clock_is_local = True
     renames_constraints = False
+    writes_begin_locked = True
     PAGE_SIZE: Final = 16_384
 
     def checked_url(self, url: URL) -> URL:
@@ -360,6 +367,7 @@ class _PostgreSQL(SqlBackend):
     one_writer_connection = False
     clock_is_local = False
     renames_constraints = True
+    writes_begin_locked = False
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}

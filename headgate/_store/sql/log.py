@@ -229,15 +229,18 @@ class SqlEventLog(EventLog):
         self._engine = store.engine
         self._clock = store.clock
         checkpoints = projection_checkpoints
-        lagging = (
-            select(func.count())
-            .where(or_(checkpoints.c.position != log_head.c.position, checkpoints.c.rebuilding))
-            .scalar_subquery()
+        lagging = select(func.count()).where(
+            or_(checkpoints.c.position != log_head.c.position, checkpoints.c.rebuilding)
         )
+        head = select(log_head.c.position).where(log_head.c.id == 1)
         self._head_query = self._backend.locked(
-            select(log_head.c.position, lagging).where(log_head.c.id == 1)
+            head.add_columns(lagging.scalar_subquery())
+            if self._backend.writes_begin_locked
+            else head
         )
-        """The log head, locked, and how many projections lag it (a rebuild runs)."""
+        """The log head, locked, with (where the lock is already held) how many
+        projections lag it: a rebuild is running."""
+        self._lagging_query = lagging.where(log_head.c.id == 1)
 
     @contextlib.contextmanager
     def write(
@@ -248,7 +251,11 @@ class SqlEventLog(EventLog):
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
         with self._store.serialised_write("writing to the store") as connection:
-            head, lagging = connection.execute(self._head_query).one()
+            if self._backend.writes_begin_locked:
+                head, lagging = connection.execute(self._head_query).one()
+            else:
+                head = connection.execute(self._head_query).scalar_one()
+                lagging = connection.execute(self._lagging_query).scalar_one()
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._store.synchronise_clock(connection)
             if lagging and not while_rebuilding:

@@ -52,6 +52,9 @@ _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
 _attempts, _blame = LIVE.job_attempts, LIVE.crash_blame
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
+_JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
+"""Jobs are read in JobRow's field order and built from plain tuples, as
+schedules are: workers read a job row for every claim."""
 
 
 def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
@@ -111,8 +114,8 @@ def earliest_due_at(connection: Connection) -> int | None:
 def job(connection: Connection, job_id: str) -> JobRow | None:
     if not could_be_stored(job_id):
         return None
-    row = connection.execute(select(_jobs).where(_jobs.c.job_id == job_id)).mappings().first()
-    return None if row is None else JobRow(**row)
+    row = connection.execute(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id)).first()
+    return None if row is None else JobRow(*row)
 
 
 def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
@@ -121,10 +124,10 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
     found: dict[str, JobRow] = {}
     backend = backend_of(connection)
     for start in range(0, len(wanted), CHUNK):
-        query = select(_jobs).where(
+        query = select(*_JOB_ROW_COLUMNS).where(
             backend.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
         )
-        found.update((row["job_id"], JobRow(**row)) for row in connection.execute(query).mappings())
+        found.update((row.job_id, JobRow(*row)) for row in connection.execute(query))
     return found
 
 
@@ -141,7 +144,7 @@ def claimable(
         if count <= 0:
             continue
         query = (
-            select(_jobs)
+            select(*_JOB_ROW_COLUMNS)
             .where(
                 _CLAIMABLE,
                 _jobs.c.queue == queue,
@@ -151,17 +154,17 @@ def claimable(
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(count)
         )
-        found.extend(JobRow(**row) for row in connection.execute(query).mappings())
+        found.extend(JobRow(*row) for row in connection.execute(query))
     return found
 
 
 def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
     if not worker_ids:
         return []
-    query = select(_jobs).where(
+    query = select(*_JOB_ROW_COLUMNS).where(
         _RUNNING, backend_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
     )
-    return [JobRow(**row) for row in connection.execute(query).mappings()]
+    return [JobRow(*row) for row in connection.execute(query)]
 
 
 def crash_blame(connection: Connection, fingerprints: Collection[str]) -> dict[str, int]:

@@ -181,6 +181,39 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: SqlStore) -> Non
     assert verify(store).ok
 
 
+def test_a_write_waiting_while_a_rebuild_starts_is_refused_and_the_rebuild_completes(
+    store: SqlStore, store_url: str
+) -> None:
+    """A writer queued behind the transaction that starts a rebuild must see the
+    rebuild once it gets the lock, not the checkpoints from before it."""
+    from headgate._store.sql.maintenance import _set_checkpoint
+
+    other = SqlStore(store_url, FakeClock())
+    outcome: list[object] = []
+
+    def write_meanwhile() -> None:
+        try:
+            other.log.append("job-late", ANY_VERSION, [JobEnqueued("late", "k", "q", None)])
+            outcome.append("written")
+        except ProjectionsRebuilding as refused:
+            outcome.append(refused)
+
+    try:
+        with store.log.write(while_rebuilding=True) as transaction:
+            transaction.connection.execute(LIVE.jobs.delete())
+            _set_checkpoint(transaction.connection, "jobs", 0, rebuilding=True)
+            writer = threading.Thread(target=write_meanwhile)
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive(), "the writer waits for the rebuild's transaction"
+        writer.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], ProjectionsRebuilding)
+        rebuild(store, ["jobs"])
+        assert verify(store).ok
+    finally:
+        other.close()
+
+
 def test_rebuild_of_one_projection_leaves_the_others(store: SqlStore) -> None:
     _busy_store(store, schedules=2, ticks=2)
     live = snapshot(store.engine)
