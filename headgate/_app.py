@@ -47,6 +47,8 @@ from headgate._model import (
     Job,
     JobsPage,
     LeaseStatus,
+    QuarantineEntry,
+    QuarantinePage,
     RunNowResult,
     Schedule,
     SchedulesPage,
@@ -294,6 +296,18 @@ class Headgate:
         page = self._reads.schedules_page(limit, cursor)
         return SchedulesPage([Schedule.from_row(row) for row in page.items], page.next_cursor)
 
+    def pause_schedule(self, schedule_id: str) -> Schedule:
+        """Stop a schedule's ticks, keeping its phase; pausing a paused one is a no-op."""
+        return Schedule.from_row(self._commands.set_paused(schedule_id, True))
+
+    def resume_schedule(self, schedule_id: str) -> Schedule:
+        """Let a paused schedule tick again. The ticks it missed meanwhile follow its
+        missed-run policy, as after downtime: skip and run_once enqueue the latest
+        due tick, backfill up to its limit. Resuming a running one is a no-op."""
+        schedule = Schedule.from_row(self._commands.set_paused(schedule_id, False))
+        self._poke()
+        return schedule
+
     def delete_schedule(self, schedule_id: str) -> None:
         """Delete a schedule; its enqueue history stays readable."""
         self._commands.delete_schedule(schedule_id)
@@ -494,7 +508,21 @@ class Headgate:
         self._commands.quarantine(fingerprint_value, note)
 
     def release(self, fingerprint_value: str) -> None:
+        """Make a quarantined fingerprint admissible again; NotFound if it is not
+        quarantined."""
         self._commands.release(fingerprint_value)
+
+    def list_quarantine(self, limit: int = 50, cursor: str | None = None) -> QuarantinePage:
+        """Quarantined fingerprints, newest first, each saying why and when."""
+        page = self._reads.quarantine_page(limit, cursor)
+        return QuarantinePage(
+            [QuarantineEntry.from_row(row) for row in page.items], page.next_cursor
+        )
+
+    def quarantine_entry(self, fingerprint_value: str) -> QuarantineEntry | None:
+        """Why and since when a fingerprint is quarantined, or None if it is admissible."""
+        row = self._reads.quarantine_entry(fingerprint_value)
+        return None if row is None else QuarantineEntry.from_row(row)
 
     def lease_status(self) -> LeaseStatus | None:
         """Who holds the scheduler duty now, or None when nobody does."""

@@ -162,6 +162,35 @@ class Commands:
         assert row is not None
         return row, not live
 
+    def set_paused(self, schedule_id: str, paused: bool) -> ScheduleRow:
+        """Pause or resume a schedule, keeping its phase: resumed, the ticks it
+        missed follow its missed-run policy, exactly as after downtime. Asking
+        for the state it is already in writes nothing."""
+        stream = schedule_stream(schedule_id)
+        with self._log.write() as transaction:
+            row = _require_live_schedule(transaction, schedule_id)
+            if row.paused == paused:
+                return row
+            event = ScheduleDefined(
+                schedule_id=row.schedule_id,
+                spec=row.spec,
+                kind=row.kind,
+                queue=row.queue,
+                payload=_payload(row),
+                on_missed=MissedRunPolicy(row.on_missed),
+                backfill_limit=row.backfill_limit,
+                paused=paused,
+                next_run_ms=row.next_run_ms,
+                last_enqueued_ms=row.last_enqueued_ms,
+                max_attempts=row.max_attempts,
+                timeout_ms=row.timeout_ms,
+            )
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            changed = transaction.schedule(schedule_id)
+        assert changed is not None
+        return changed
+
     def delete_schedule(self, schedule_id: str) -> None:
         stream = schedule_stream(schedule_id)
         with self._log.write() as transaction:
@@ -269,9 +298,11 @@ class Commands:
             if row is None:
                 raise NotFound(f"no job {job_id!r}")
             if JobState(row.state) not in allowed:
-                states = " or ".join(sorted(state.value for state in allowed))
+                *others, last = sorted(state.value for state in allowed)
+                states = f"{', '.join(others)} or {last}" if others else last
                 raise JobStateConflict(
-                    f"cannot {action} job {job_id}: it is {row.state}; only a {states} job can be"
+                    f"cannot {action} job {job_id}: it is {row.state} "
+                    f"({action} needs a {states} job)"
                 )
             _append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
             if isinstance(event, JobRetried):
@@ -309,9 +340,9 @@ class Commands:
     def release(self, fingerprint_value: str) -> None:
         stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
         with self._log.write() as transaction:
+            if not transaction.quarantined([fingerprint_value]):
+                raise NotFound(f"fingerprint {fingerprint_value} is not quarantined")
             version = transaction.stream_versions([stream])[stream]
-            if version == 0:
-                raise NotFound(f"fingerprint {fingerprint_value} was never quarantined")
             _append_one(
                 transaction,
                 [StreamAppend(stream, version, (FingerprintReleased(fingerprint_value),))],

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from headgate._json import JsonValue
-from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
+from headgate._projections import (
+    EnqueueHistoryRow,
+    JobAttemptRow,
+    JobRow,
+    QuarantineRow,
+    ScheduleRow,
+)
 
 
 class PeriodicOrigin(NamedTuple):
@@ -213,6 +219,27 @@ class SchedulesPage:
 class RunNowResult(NamedTuple):
     job_id: str
     replayed: bool
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """A quarantined kind+payload fingerprint: its jobs are refused and its
+    schedules' ticks recorded `skipped/quarantined` until it is released."""
+
+    fingerprint: str
+    note: str
+    """Why: the crash limit (naming the job) or an operator's note."""
+    quarantined_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: QuarantineRow) -> QuarantineEntry:
+        return cls(row.fingerprint, row.note, row.quarantined_at_ms)
+
+
+@dataclass(frozen=True)
+class QuarantinePage:
+    entries: list[QuarantineEntry]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)

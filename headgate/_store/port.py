@@ -36,7 +36,13 @@ from headgate._clock import Clock
 from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import DomainEvent, RecordedEvent
 from headgate._errors import ConcurrencyConflict
-from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
+from headgate._projections import (
+    EnqueueHistoryRow,
+    JobAttemptRow,
+    JobRow,
+    QuarantineRow,
+    ScheduleRow,
+)
 
 __all__ = [
     "ANY_VERSION",
@@ -457,6 +463,15 @@ class Reads(ABC):
     @abstractmethod
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         """The job's ended attempts, newest first, at most `limit`."""
+
+    @abstractmethod
+    def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
+        """Quarantined fingerprints, newest first (then by fingerprint), each with
+        why and when; ValidationError for a bad limit or cursor."""
+
+    @abstractmethod
+    def quarantine_entry(self, fingerprint: str) -> QuarantineRow | None:
+        """The fingerprint's quarantine entry, or None when it is admissible."""
 
     @abstractmethod
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
@@ -14,12 +14,20 @@ from headgate.web._schemas import (
     EventList,
     EventOut,
     JobIn,
+    JobList,
     JobOut,
+    JobStateName,
+    LeaseOut,
+    QuarantineIn,
+    QuarantineList,
+    QuarantineOut,
     RunOut,
     ScheduleIn,
     ScheduleList,
     ScheduleOut,
     SpecPreview,
+    WorkerOut,
+    WorkersOut,
     preview,
 )
 
@@ -28,8 +36,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for code, text in {
         400: "Malformed request",
         401: "Missing or wrong token (when HEADGATE_API_TOKEN is set)",
-        404: "No such schedule or job",
-        409: "Conflict with stored state",
+        404: "No such schedule, job or quarantined fingerprint",
+        409: "Conflict with stored state (e.g. a job's state does not allow the action)",
         413: "Body over 1 MiB",
         415: "Body is not JSON",
         422: "Invalid input: the message names the field and the rule",
@@ -118,6 +126,26 @@ def run_now(
     return RunOut(id=result.job_id, replayed=result.replayed)
 
 
+@router.post(
+    "/periodic/{schedule_id}/pause",
+    response_model=ScheduleOut,
+    response_model_exclude_unset=True,
+    summary="Pause a schedule (idempotent; its phase is kept)",
+)
+def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(_hg(request).pause_schedule(schedule_id))
+
+
+@router.post(
+    "/periodic/{schedule_id}/resume",
+    response_model=ScheduleOut,
+    response_model_exclude_unset=True,
+    summary="Resume a schedule (idempotent; missed ticks follow its missed-run policy)",
+)
+def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(_hg(request).resume_schedule(schedule_id))
+
+
 @router.get(
     "/periodic/{schedule_id}/enqueue-events",
     response_model=EventList,
@@ -146,9 +174,98 @@ def enqueue(request: Request, body: JobIn) -> JobOut:
     return JobOut.of(job)
 
 
-@router.get("/jobs/{job_id}", response_model=JobOut, summary="Inspect a job")
+@router.get("/jobs", response_model=JobList, summary="List jobs, newest first")
+def list_jobs(
+    request: Request,
+    *,
+    state: Annotated[JobStateName | None, Query()] = None,
+    queue: Annotated[str | None, Query(max_length=255)] = None,
+    kind: Annotated[str | None, Query(max_length=255)] = None,
+    schedule_id: Annotated[str | None, Query(max_length=255)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> JobList:
+    page = _hg(request).list_jobs(
+        state=state, queue=queue, kind=kind, schedule_id=schedule_id, limit=limit, cursor=cursor
+    )
+    return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, summary="Inspect a job and its attempts")
 def get_job(request: Request, job_id: str) -> JobOut:
     return JobOut.of(_hg(request).get_job(job_id))
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    summary="Cancel a pending or running job (409 from any other state)",
+)
+def cancel_job(request: Request, job_id: str) -> JobOut:
+    return JobOut.of(_hg(request).cancel_job(job_id))
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    response_model=JobOut,
+    summary="Run a failed, cancelled or quarantined job again (409 from any other state)",
+)
+def retry_job(request: Request, job_id: str) -> JobOut:
+    return JobOut.of(_hg(request).retry_job(job_id))
+
+
+RUNNING_SHOWN: Final = 200
+
+
+@router.get("/workers", response_model=WorkersOut, summary="Live workers and the scheduler")
+def list_workers(request: Request) -> WorkersOut:
+    hg = _hg(request)
+    now_ms = hg.clock.now_ms()
+    running: dict[str, list[str]] = {}
+    for job in hg.list_jobs(state="running", limit=RUNNING_SHOWN).jobs:
+        if job.worker_id is not None:
+            running.setdefault(job.worker_id, []).append(job.id)
+    lease = hg.lease_status()
+    return WorkersOut(
+        workers=[
+            WorkerOut.of(worker, now_ms, running.get(worker.worker_id, []))
+            for worker in hg.workers()
+        ],
+        scheduler=None if lease is None else LeaseOut.of(lease),
+    )
+
+
+@router.get("/quarantine", response_model=QuarantineList, summary="Quarantined fingerprints")
+def list_quarantine(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> QuarantineList:
+    page = _hg(request).list_quarantine(limit, cursor)
+    return QuarantineList(
+        entries=[QuarantineOut.of(entry) for entry in page.entries], next_cursor=page.next_cursor
+    )
+
+
+@router.put(
+    "/quarantine/{fingerprint}",
+    response_model=QuarantineOut,
+    summary="Quarantine a fingerprint by hand, with a note",
+)
+def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> QuarantineOut:
+    hg = _hg(request)
+    hg.quarantine(fingerprint, body.note)
+    entry = hg.quarantine_entry(fingerprint)
+    assert entry is not None
+    return QuarantineOut.of(entry)
+
+
+@router.delete(
+    "/quarantine/{fingerprint}", status_code=204, summary="Release a quarantined fingerprint"
+)
+def release(request: Request, fingerprint: str) -> Response:
+    _hg(request).release(fingerprint)
+    return Response(status_code=204)
 
 
 @router.get(

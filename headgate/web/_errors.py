@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from headgate._errors import (
     AdmissionRejected,
     DuplicateJob,
+    JobStateConflict,
     NotFound,
     StoreClosed,
     StoreUnavailable,
@@ -60,6 +61,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DuplicateJob)
     async def _duplicate(_: Request, exc: DuplicateJob) -> Response:
         return error(409, str(exc), job_id=exc.job_id)
+
+    @app.exception_handler(JobStateConflict)
+    async def _state_conflict(_: Request, exc: JobStateConflict) -> Response:
+        return error(409, str(exc))
 
     @app.exception_handler(AdmissionRejected)
     async def _rejected(_: Request, exc: AdmissionRejected) -> Response:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt, StrictStr
 
 from headgate._domain.admission import MAX_BACKFILL_LIMIT
 from headgate._domain.describe import describe, missed_run_label
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
-from headgate._model import EnqueueEvent, Job, Schedule
+from headgate._model import (
+    EnqueueEvent,
+    Job,
+    JobAttempt,
+    LeaseStatus,
+    QuarantineEntry,
+    Schedule,
+    WorkerStatus,
+)
 
 Policy = Literal["skip", "run_once", "backfill"]
 
@@ -105,15 +113,45 @@ class JobIn(Strict):
     periodic_origin: OriginIn | None = None
 
 
+JobStateName = Literal["pending", "running", "completed", "failed", "cancelled", "quarantined"]
+
+
+class AttemptOut(BaseModel):
+    attempt: int = Field(description="Its number; 0 for a release or a crash, not attempts")
+    outcome: Literal["succeeded", "failed", "timed_out", "released", "crashed", "quarantined"]
+    worker_id: str | None
+    started_at_ms: int | None
+    ended_at_ms: int
+    error_type: str | None
+    error_message: str | None = Field(description="Truncated; absent when texts are not stored")
+
+    @classmethod
+    def of(cls, attempt: JobAttempt) -> AttemptOut:
+        return cls.model_validate(attempt.__dict__)
+
+
 class JobOut(BaseModel):
     id: str
     kind: str
     queue: str
     payload: JsonValue
-    state: str
+    state: JobStateName
     unique_key: str | None
     created_at_ms: int
     periodic_origin: OriginOut | None
+    attempts: int = Field(description="Attempts that ran to an end")
+    max_attempts: int | None = Field(description="None: its handler's")
+    crash_count: int = Field(description="Times a worker died running it")
+    run_at_ms: int = Field(description="When it runs (next)")
+    timeout_ms: int | None
+    worker_id: str | None = Field(description="The worker running it, while it runs")
+    result: JsonValue = Field(description="What its handler returned, once completed")
+    error_type: str | None = Field(description="The newest failed attempt's exception type")
+    error_message: str | None
+    updated_at_ms: int
+    attempt_history: list[AttemptOut] = Field(
+        description="The newest ended attempts, newest first (in a job's own read, empty in lists)"
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -123,13 +161,87 @@ class JobOut(BaseModel):
             kind=job.kind,
             queue=job.queue,
             payload=job.payload,
-            state=job.state,
+            state=cast(JobStateName, job.state),
             unique_key=job.unique_key,
             created_at_ms=job.created_at_ms,
             periodic_origin=None
             if origin is None
             else OriginOut(schedule_id=origin.schedule_id, tick_ms=origin.tick_ms),
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            crash_count=job.crash_count,
+            run_at_ms=job.run_at_ms,
+            timeout_ms=job.timeout_ms,
+            worker_id=job.worker_id,
+            result=job.result,
+            error_type=job.error_type,
+            error_message=job.error_message,
+            updated_at_ms=job.updated_at_ms,
+            attempt_history=[AttemptOut.of(attempt) for attempt in job.attempt_history],
         )
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+    next_cursor: str | None
+
+
+class WorkerOut(BaseModel):
+    worker_id: str
+    host: str
+    pid: int
+    queues: dict[str, int] = Field(description="queue -> capacity")
+    running: int
+    running_job_ids: list[str] = Field(description="Jobs it runs now (the first 200 in all)")
+    overdue: int = Field(description="Handlers still running past their timeout")
+    started_at_ms: int
+    heartbeat_at_ms: int
+    heartbeat_age_ms: int
+    expires_at_ms: int
+
+    @classmethod
+    def of(cls, worker: WorkerStatus, now_ms: int, running_job_ids: list[str]) -> WorkerOut:
+        return cls(
+            **worker.__dict__,
+            running_job_ids=running_job_ids,
+            heartbeat_age_ms=max(0, now_ms - worker.heartbeat_at_ms),
+        )
+
+
+class LeaseOut(BaseModel):
+    holder: str
+    host: str
+    pid: int
+    term: int
+    expires_at_ms: int
+
+    @classmethod
+    def of(cls, lease: LeaseStatus) -> LeaseOut:
+        return cls.model_validate(lease.__dict__)
+
+
+class WorkersOut(BaseModel):
+    workers: list[WorkerOut]
+    scheduler: LeaseOut | None = Field(description="The scheduler lease's holder; null: nobody")
+
+
+class QuarantineIn(Strict):
+    note: StrictStr = ""
+
+
+class QuarantineOut(BaseModel):
+    fingerprint: str
+    note: str = Field(description="Why: the crash limit (naming the job) or an operator's note")
+    quarantined_at_ms: int
+
+    @classmethod
+    def of(cls, entry: QuarantineEntry) -> QuarantineOut:
+        return cls.model_validate(entry.__dict__)
+
+
+class QuarantineList(BaseModel):
+    entries: list[QuarantineOut]
+    next_cursor: str | None
 
 
 class SpecPreview(BaseModel):

@@ -115,7 +115,7 @@ def test_a_bad_quarantine_note_is_refused_and_nothing_quarantined(
     fingerprint = hg.fingerprint("poison", None)
     with pytest.raises(ValidationError, match=message):
         hg.quarantine(fingerprint, note)  # type: ignore[arg-type]
-    with pytest.raises(NotFound, match="never quarantined"):
+    with pytest.raises(NotFound, match="is not quarantined"):
         hg.release(fingerprint)
 
 

@@ -18,7 +18,13 @@ from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import decode_cursor, encode_cursor
 from headgate._domain.events import UNFINISHED_STATES
 from headgate._errors import ValidationError
-from headgate._projections import EnqueueHistoryRow, JobAttemptRow, JobRow, ScheduleRow
+from headgate._projections import (
+    EnqueueHistoryRow,
+    JobAttemptRow,
+    JobRow,
+    QuarantineRow,
+    ScheduleRow,
+)
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.port import JobFilter, Page, Reads
 from headgate._store.sql.backends import backend_of
@@ -35,6 +41,7 @@ from headgate._store.sql.schema import (
 HISTORY_CURSOR: Final = "enqueue-events"
 SCHEDULES_CURSOR: Final = "schedules"
 JOBS_CURSOR: Final = "jobs"
+QUARANTINE_CURSOR: Final = "quarantine"
 UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
 
 _schedules, _jobs, _history, _quarantine = (
@@ -196,7 +203,7 @@ def jobs_page(
                 return Page([], None)
             query = query.where(column == wanted)
     if cursor is not None:
-        created, job_id = _job_cursor(cursor)
+        created, job_id = _timed_cursor(JOBS_CURSOR, cursor)
         query = query.where(
             or_(
                 _jobs.c.created_at_ms < created,
@@ -214,8 +221,9 @@ def jobs_page(
     return Page(items, next_cursor)
 
 
-def _job_cursor(cursor: str) -> tuple[int, str]:
-    position = str(decode_cursor(JOBS_CURSOR, cursor, str))
+def _timed_cursor(kind: str, cursor: str) -> tuple[int, str]:
+    """A cursor of a newest-first list ordered by (a time, an id): "ms:id"."""
+    position = str(decode_cursor(kind, cursor, str))
     created, _, job_id = position.partition(":")
     if not created.isdigit() or not job_id:
         raise ValidationError(
@@ -255,6 +263,47 @@ def earliest_claimable(
         if found is not None and (earliest is None or found < earliest):
             earliest = int(found)
     return earliest
+
+
+def quarantine_page(
+    connection: Connection, limit: int, cursor: str | None, maximum: int = 200
+) -> Page[QuarantineRow]:
+    """Newest first, by (quarantined_at_ms, fingerprint). Unindexed on purpose: the
+    table holds what operators and the crash limit put there, not one row per job."""
+    check_limit(limit, maximum)
+    query = select(_quarantine)
+    if cursor is not None:
+        at_ms, fingerprint = _timed_cursor(QUARANTINE_CURSOR, cursor)
+        query = query.where(
+            or_(
+                _quarantine.c.quarantined_at_ms < at_ms,
+                and_(
+                    _quarantine.c.quarantined_at_ms == at_ms,
+                    _quarantine.c.fingerprint < fingerprint,
+                ),
+            )
+        )
+    query = query.order_by(
+        _quarantine.c.quarantined_at_ms.desc(), _quarantine.c.fingerprint.desc()
+    ).limit(limit + 1)
+    items = [QuarantineRow(**row) for row in connection.execute(query).mappings()]
+    more = len(items) > limit
+    items = items[:limit]
+    last = items[-1] if more else None
+    next_cursor = (
+        None
+        if last is None
+        else encode_cursor(QUARANTINE_CURSOR, f"{last.quarantined_at_ms}:{last.fingerprint}")
+    )
+    return Page(items, next_cursor)
+
+
+def quarantine_entry(connection: Connection, fingerprint: str) -> QuarantineRow | None:
+    if not could_be_stored(fingerprint):
+        return None
+    query = select(_quarantine).where(_quarantine.c.fingerprint == fingerprint)
+    row = connection.execute(query).mappings().first()
+    return None if row is None else QuarantineRow(**row)
 
 
 def pending_kinds(connection: Connection) -> dict[str, int]:
@@ -370,6 +419,14 @@ class SqlReads(Reads):
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         with translated_errors("reading a job's attempts"), self._engine.connect() as connection:
             return job_attempts(connection, job_id, limit)
+
+    def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
+        with translated_errors("listing quarantine"), self._engine.connect() as connection:
+            return quarantine_page(connection, limit, cursor)
+
+    def quarantine_entry(self, fingerprint: str) -> QuarantineRow | None:
+        with translated_errors("reading quarantine"), self._engine.connect() as connection:
+            return quarantine_entry(connection, fingerprint)
 
     def pending_kinds(self) -> dict[str, int]:
         with translated_errors("counting pending jobs"), self._engine.connect() as connection:

@@ -244,3 +244,31 @@ def test_an_enqueue_notifies_listeners_when_it_commits_only(
         assert sorted(heard) == ["q", "r"]
     finally:
         listener.close()
+
+
+def test_quarantine_lists_newest_first_with_why_and_when_in_pages(
+    store: Store, clock: FakeClock
+) -> None:
+    for fingerprint, note in (("fp-a", "crash limit: job a"), ("fp-b", ""), ("fp-c", "by hand")):
+        store.log.append(
+            f"q-{fingerprint}", ANY_VERSION, [FingerprintQuarantined(fingerprint, note)]
+        )
+        clock.advance(1_000)
+    store.log.append("q-fp-b", ANY_VERSION, [FingerprintReleased("fp-b")])
+
+    first = store.reads.quarantine_page(1, None)
+    assert [(row.fingerprint, row.note) for row in first.items] == [("fp-c", "by hand")]
+    assert first.next_cursor is not None
+    rest = store.reads.quarantine_page(10, first.next_cursor)
+    assert [row.fingerprint for row in rest.items] == ["fp-a"]
+    assert rest.next_cursor is None
+    entry = store.reads.quarantine_entry("fp-a")
+    assert entry is not None and entry.note == "crash limit: job a"
+    assert entry.quarantined_at_ms == rest.items[0].quarantined_at_ms
+    assert first.items[0].quarantined_at_ms - entry.quarantined_at_ms == 2_000
+    assert store.reads.quarantine_entry("fp-b") is None
+    assert store.reads.quarantine_entry("\x00") is None
+    with pytest.raises(ValidationError, match="cursor"):
+        store.reads.quarantine_page(10, "not-a-cursor")
+    with pytest.raises(ValidationError, match="limit"):
+        store.reads.quarantine_page(0, None)

@@ -1,0 +1,188 @@
+"""Operating jobs over HTTP, on SQLite and PostgreSQL: listing and inspecting jobs,
+cancel and retry, live workers and the scheduler lease, quarantine, and pausing
+and resuming schedules."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from headgate import Headgate, JobContext, WorkerConfig
+from headgate.testing import FakeClock
+from tests.web.conftest import START_MS
+
+MINUTE = 60_000
+
+
+def _fail(hg: Headgate) -> None:
+    @hg.handler("report.build", max_attempts=2)
+    def build(job: JobContext) -> None:
+        raise RuntimeError(f"disk full on attempt {job.attempt}")
+
+
+def test_jobs_list_newest_first_filtered_in_bounded_pages(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    made = []
+    for n in range(5):
+        made.append(hg.enqueue("email.send" if n % 2 else "report.build", {"n": n}).id)
+        clock.advance(1)
+    first = client.get("/api/v1/jobs?limit=2").json()
+    assert [job["id"] for job in first["jobs"]] == made[::-1][:2]
+    rest = client.get(f"/api/v1/jobs?limit=10&cursor={first['next_cursor']}").json()
+    assert [job["id"] for job in rest["jobs"]] == made[::-1][2:]
+    assert rest["next_cursor"] is None
+    emails = client.get("/api/v1/jobs?kind=email.send").json()["jobs"]
+    assert [job["id"] for job in emails] == [made[3], made[1]]
+    assert client.get("/api/v1/jobs?state=completed").json()["jobs"] == []
+    assert len(client.get("/api/v1/jobs?state=pending&queue=default").json()["jobs"]) == 5
+    assert client.get("/api/v1/jobs?queue=other").json()["jobs"] == []
+
+
+def test_a_bad_filter_is_a_422_naming_the_field(client: TestClient) -> None:
+    response = client.get("/api/v1/jobs?state=done")
+    assert response.status_code == 422
+    assert response.json()["error"].startswith("state:")
+    limit = client.get("/api/v1/jobs?limit=0")
+    assert limit.status_code == 422 and limit.json()["error"].startswith("limit:")
+
+
+def test_a_failed_job_shows_its_attempts_and_errors_and_retry_runs_it_again(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    _fail(hg)
+    job_id = hg.enqueue("report.build", {"day": 1}).id
+    for _ in range(2):
+        hg.drain()
+        clock.advance(10 * MINUTE)  # past the retry's backoff
+        hg.drain()
+    shown = client.get(f"/api/v1/jobs/{job_id}").json()
+    assert (shown["state"], shown["attempts"], shown["max_attempts"]) == ("failed", 2, None)
+    assert shown["error_type"] == "RuntimeError"
+    assert shown["error_message"] == "disk full on attempt 2"
+    assert [(a["attempt"], a["outcome"], a["error_message"]) for a in shown["attempt_history"]] == [
+        (2, "failed", "disk full on attempt 2"),
+        (1, "failed", "disk full on attempt 1"),
+    ]
+    failed = client.get("/api/v1/jobs?state=failed").json()["jobs"]
+    assert [job["id"] for job in failed] == [job_id]
+
+    retried = client.post(f"/api/v1/jobs/{job_id}/retry")
+    assert retried.status_code == 200
+    assert (retried.json()["state"], retried.json()["attempts"]) == ("pending", 0)
+    again = client.post(f"/api/v1/jobs/{job_id}/retry")
+    assert again.status_code == 409
+    assert "pending" in again.json()["error"]
+    hg.drain()
+    assert client.get(f"/api/v1/jobs/{job_id}").json()["attempts"] == 1
+
+
+def test_cancel_a_pending_job_then_cancel_again_is_a_409(client: TestClient, hg: Headgate) -> None:
+    job_id = hg.enqueue("report.build").id
+    cancelled = client.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    twice = client.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert twice.status_code == 409
+    assert "cancelled" in twice.json()["error"]
+    assert client.post("/api/v1/jobs/nope/cancel").status_code == 404
+    assert client.post("/api/v1/jobs/nope/retry").status_code == 404
+
+
+def test_workers_show_who_runs_what_and_the_scheduler_holder(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @hg.handler("report.build", queue="reports")
+    def build(job: JobContext) -> None:
+        started.set()
+        release.wait(10)
+
+    assert client.get("/api/v1/workers").json() == {"workers": [], "scheduler": None}
+    hg.start(WorkerConfig(queues={"reports": 3}, poll_interval_ms=20))
+    try:
+        job_id = hg.enqueue("report.build", queue="reports").id
+        assert started.wait(10)
+        clock.advance(1_500)
+        body = client.get("/api/v1/workers").json()
+        [worker] = body["workers"]
+        assert worker["queues"] == {"reports": 3}
+        assert worker["running_job_ids"] == [job_id]
+        assert worker["heartbeat_age_ms"] >= 1_500
+        assert body["scheduler"] is not None and body["scheduler"]["term"] >= 1
+        assert body["scheduler"]["holder"].startswith(body["scheduler"]["host"])
+    finally:
+        release.set()
+        hg.stop()
+    assert client.get("/api/v1/workers").json()["workers"] == []
+
+
+def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    put = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": "payload crashes the DB"})
+    assert put.status_code == 200
+    assert put.json() == {
+        "fingerprint": fingerprint,
+        "note": "payload crashes the DB",
+        "quarantined_at_ms": START_MS,
+    }
+    assert client.get("/api/v1/quarantine").json() == {"entries": [put.json()], "next_cursor": None}
+    refused = client.post("/api/v1/jobs", json={"kind": "report.build", "payload": {"team": 7}})
+    assert refused.status_code == 409 and "quarantine" in refused.json()["error"]
+
+    assert client.delete(f"/api/v1/quarantine/{fingerprint}").status_code == 204
+    assert client.get("/api/v1/quarantine").json()["entries"] == []
+    gone = client.delete(f"/api/v1/quarantine/{fingerprint}")
+    assert gone.status_code == 404 and "not quarantined" in gone.json()["error"]
+    admitted = client.post("/api/v1/jobs", json={"kind": "report.build", "payload": {"team": 7}})
+    assert admitted.status_code == 201
+
+
+def test_a_bad_quarantine_note_is_a_422_and_stores_nothing(client: TestClient) -> None:
+    response = client.put("/api/v1/quarantine/abc", json={"note": 5})
+    assert response.status_code == 422 and response.json()["error"].startswith("note")
+    too_long = client.put("/api/v1/quarantine/abc", json={"note": "x" * 10_000})
+    assert too_long.status_code == 422 and "note" in too_long.json()["error"]
+    assert client.get("/api/v1/quarantine").json()["entries"] == []
+
+
+def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_policy(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule(
+        "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_limit=2
+    )
+    hg.start(workers=False)
+    try:
+        for _ in range(2):
+            paused = client.post("/api/v1/periodic/pulse/pause")
+            assert paused.status_code == 200 and paused.json()["paused"] is True
+        clock.advance(5 * MINUTE)
+        hg.run_pending()
+        assert hg.list_jobs(schedule_id="pulse").jobs == []
+        for _ in range(2):
+            resumed = client.post("/api/v1/periodic/pulse/resume")
+            assert resumed.status_code == 200 and resumed.json()["paused"] is False
+        deadline = time.monotonic() + 10
+        while len(hg.list_jobs(schedule_id="pulse").jobs) < 2 and time.monotonic() < deadline:
+            hg.run_pending()
+        ticks = sorted(
+            job.periodic_origin.tick_ms
+            for job in hg.list_jobs(schedule_id="pulse").jobs
+            if job.periodic_origin is not None
+        )
+        assert ticks == [START_MS + 4 * MINUTE, START_MS + 5 * MINUTE]  # backfill, limit 2
+    finally:
+        hg.stop()
+    assert client.post("/api/v1/periodic/nope/pause").status_code == 404
+
+
+@pytest.mark.parametrize("route", ["pause", "resume"])
+def test_pausing_an_unknown_schedule_is_a_404(client: TestClient, route: str) -> None:
+    response = client.post(f"/api/v1/periodic/missing/{route}")
+    assert response.status_code == 404 and response.json() == {"error": "no schedule 'missing'"}
