@@ -52,7 +52,7 @@ def _value(samples: Samples, name: str, **labels: str) -> float | None:
 
 
 def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
-    hg: Headgate, client: TestClient, clock: FakeClock
+    hg: Headgate, client: TestClient, clock: FakeClock, store_url: str
 ) -> None:
     before = _scrape(client)
     assert _value(before, "headgate_store_up") == 1
@@ -79,6 +79,17 @@ def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
     assert _value(after, "headgate_scheduler_lease_active") == 1
     assert _value(after, "headgate_scheduler_lease_held") == 1
     assert _value(after, "headgate_jobs", queue="default", state="pending") == 1
+    other = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
+    try:
+        other.start(workers=False)  # another process: it waits for the lease
+        elsewhere = _samples(generate_latest(other.metrics_registry).decode())
+        assert _value(elsewhere, "headgate_scheduler_lease_active") == 1
+        assert _value(elsewhere, "headgate_scheduler_lease_held") == 0
+        assert (
+            _value(elsewhere, "headgate_ticks_total", outcome="enqueued", reason="accepted") is None
+        )
+    finally:
+        other.close()
 
     hg.stop()  # releases the lease: nobody holds it now, and its term stays
     stopped = _scrape(client)
