@@ -40,6 +40,7 @@ from headgate._errors import NotFound, StoreUnavailable, ValidationError
 from headgate._forksafe import renew_in_forked_children
 from headgate._json import JsonValue
 from headgate._logs import get_logger
+from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
     DrainSummary,
     EnqueueEvent,
@@ -124,6 +125,11 @@ class Headgate:
         self._processor: TickProcessor | None = None
         self._pool: WorkerPool | None = None
         self._lifecycle = threading.Lock()
+        self._holder: str | None = None
+        """This process's scheduler-lease claimant while its scheduler runs."""
+        self._metrics = HeadgateMetrics(
+            self._reads, self._leases, self.clock, holder=lambda: self._holder
+        )
         renew_in_forked_children(self)
 
     # lifecycle -----------------------------------------------------------
@@ -158,7 +164,9 @@ class Headgate:
                 self._start_scheduler()
             config = self._worker_config(workers)
             if config is not None:
-                self._pool = WorkerPool(self._store, self.clock, self._handlers, config)
+                self._pool = WorkerPool(
+                    self._store, self.clock, self._handlers, config, recorder=self._metrics
+                )
                 self._pool.start()
             _RUNNING.add(self)
         return self
@@ -185,11 +193,13 @@ class Headgate:
             self.config.limits,
             max_ticks=self.config.max_ticks_per_batch,
             on_enqueued=self._tick_jobs_enqueued,
+            recorder=self._metrics,
         )
         self._scheduler = SchedulerActor.start(
             self._store, self.clock, self.config, processor, claimant
         )
         self._processor = processor
+        self._holder = claimant.holder
         log.info("runtime started", holder=claimant.holder)
 
     def after_fork_in_child(self) -> None:
@@ -198,7 +208,9 @@ class Headgate:
         self._scheduler = None
         self._processor = None
         self._pool = None
+        self._holder = None
         self._lifecycle = threading.Lock()
+        self._metrics.after_fork()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the actors and release the lease; the store stays usable.
@@ -212,6 +224,7 @@ class Headgate:
             scheduler, self._scheduler = self._scheduler, None
             processor, self._processor = self._processor, None
             pool, self._pool = self._pool, None
+            self._holder = None
             _RUNNING.discard(self)
             if pool is not None:
                 pool.stop()
@@ -495,7 +508,9 @@ class Headgate:
         served = (
             list(queues) if queues is not None else sorted({*self._handlers.by_queue(), "default"})
         )
-        return drain(self._store, self.clock, self._handlers, served, timeout)
+        return drain(
+            self._store, self.clock, self._handlers, served, timeout, recorder=self._metrics
+        )
 
     # operations ----------------------------------------------------------
 
@@ -530,6 +545,19 @@ class Headgate:
         if lease is None or lease.expires_at_ms <= self.clock.now_ms():
             return None
         return LeaseStatus(lease.holder, lease.host, lease.pid, lease.term, lease.expires_at_ms)
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry:
+        """This Headgate's own prometheus_client registry: what `GET /metrics` serves
+        (`prometheus_client.generate_latest(hg.metrics_registry)`)."""
+        return self._metrics.registry
+
+    @property
+    def metrics_collector(self) -> Collector:
+        """Headgate's collector, to register in a host's own registry
+        (`REGISTRY.register(hg.metrics_collector)`): this process's counters, and
+        the store's figures read at each scrape."""
+        return self._metrics.collector
 
     def compact(self) -> CompactionReport:
         """Compact the log now (the lease holder does it once a minute anyway)."""

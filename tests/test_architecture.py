@@ -105,6 +105,12 @@ def test_only_the_sql_adapter_knows_a_database_and_only_composition_roots_open_i
     assert adapter_users == {"headgate._app", "headgate.ops"}
 
 
+def test_only_the_metrics_module_knows_prometheus() -> None:
+    """The runtime reports through its Recorder interface; headgate._metrics alone
+    turns that (and the store's figures) into prometheus_client's metrics."""
+    assert set(_importing("headgate", ("prometheus_client",))) == {"headgate._metrics"}
+
+
 def test_dialect_names_appear_only_in_the_backends_module() -> None:
     """SQLite/PostgreSQL differences are decided once, in backends.py: no other module
     of the package branches on a dialect or issues a dialect's own statements."""

@@ -20,6 +20,11 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
+def _block_with(text: str) -> str:
+    (block,) = [block for block in _python_blocks() if text in block]
+    return block
+
+
 def test_the_embedding_example_runs(tmp_path: Path) -> None:
     example = _python_blocks()[0]
     result = subprocess.run(
@@ -82,7 +87,7 @@ def test_the_testing_example_runs(tmp_path: Path) -> None:
 def test_the_ops_example_runs(tmp_path: Path) -> None:
     Headgate(f"sqlite:///{tmp_path / 'headgate.db'}").close()
     result = subprocess.run(
-        [sys.executable, "-c", _python_blocks()[4]],
+        [sys.executable, "-c", _block_with("from headgate import ops")],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -109,3 +114,22 @@ def test_the_jobs_example_runs_the_handler(tmp_path: Path) -> None:
     ]
     with Headgate(f"sqlite:///{tmp_path / 'jobs.db'}") as hg:
         assert hg.get_schedule("nightly-report").kind == "nightly-report"
+
+
+def test_the_metrics_example_exposes_headgates_metrics_in_the_hosts_registry(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'metrics.db'}"
+    example = _block_with("metrics_collector").replace("sqlite:///headgate.db", url)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    hg = namespace["hg"]
+    try:
+        with TestClient(namespace["app"]) as client:
+            response = client.get("/metrics/")
+        assert response.status_code == 200
+        assert "headgate_store_up 1.0" in response.text
+        assert "python_info" in response.text  # the host's own registry, Headgate's beside
+    finally:
+        namespace["REGISTRY"].unregister(hg.metrics_collector)
+        hg.close()

@@ -43,6 +43,8 @@ class Claim:
     crash_count: int
     periodic_origin: PeriodicOrigin | None
     deadline_ms: int
+    run_at_ms: int
+    """When the job became due: its pickup latency is measured from here."""
     claimed_version: int
     """The job stream's version once the claim is recorded: the end appends at it."""
     blamed_fingerprint: str | None = None
@@ -72,6 +74,7 @@ def claim(
         crash_count=row.crash_count,
         periodic_origin=origin,
         deadline_ms=deadline,
+        run_at_ms=row.run_at_ms,
         claimed_version=row.version + 1,
         blamed_fingerprint=blamed,
     )
@@ -123,6 +126,17 @@ def failed(
         timed_out,
     )
     return _on_stream(claimed, event)
+
+
+def attempt_outcome(end: StreamAppend) -> str:
+    """How an attempt ended, in the attempt history's words (`job_attempts`):
+    succeeded, failed, timed_out or released."""
+    event = end.events[0]
+    if isinstance(event, JobAttemptFailed):
+        return "timed_out" if event.timed_out else "failed"
+    if isinstance(event, JobReleased):
+        return "released"
+    return "succeeded"
 
 
 def released(claimed: Claim, worker_id: str) -> StreamAppend:

@@ -21,15 +21,26 @@ from headgate._domain.job_rules import CrashedJob, rescue
 from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._errors import LeaseLost, StoreError
 from headgate._logs import get_logger
+from headgate._projections import JobRow
 from headgate._runtime.config import RESCUER_LEASE, WorkerConfig
+from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._store.port import ANY_VERSION, Claimant, Fence, Lease, Store, StreamAppend, Unit
 
 log = get_logger("headgate.workers")
 
 
 class Rescuer:
-    def __init__(self, store: Store, clock: Clock, claimant: Claimant, config: WorkerConfig):
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        claimant: Claimant,
+        config: WorkerConfig,
+        *,
+        recorder: Recorder = NO_METRICS,
+    ):
         self._store = store
+        self._recorder = recorder
         self._clock = clock
         self._claimant = claimant
         self._config = config
@@ -74,6 +85,7 @@ class Rescuer:
             if not dead:
                 return 0
             jobs = transaction.running_on([worker.worker_id for worker in dead])
+            by_id = {row.job_id: row for row in jobs}
             crashed_by_worker: dict[str, list[CrashedJob]] = defaultdict(list)
             for row in jobs:
                 assert row.worker_id is not None
@@ -92,10 +104,12 @@ class Rescuer:
             blame = transaction.crash_blame(fingerprints)
             quarantined = transaction.quarantined(fingerprints)
             units: list[Unit] = []
+            owners: list[JobRow] = []
             for worker_id in sorted(crashed_by_worker):
                 for job, job_events, fingerprint_events in rescue(
                     crashed_by_worker[worker_id], blame, self._config.crash_limit, quarantined
                 ):
+                    owners.append(by_id[job.job_id])
                     units.append(
                         [
                             StreamAppend(job_stream(job.job_id), job.version, job_events),
@@ -105,13 +119,17 @@ class Rescuer:
                         ]
                     )
             results = transaction.append_units(units)
-            for unit, result in zip(units, results, strict=True):
+            rescued: list[tuple[JobRow, bool]] = []
+            for unit, owner, result in zip(units, owners, results, strict=True):
                 if isinstance(result, list):
                     taken += 1
-                    if any(isinstance(e, JobQuarantined) for e in unit[0].events):
-                        self.quarantined += 1
+                    held = any(isinstance(e, JobQuarantined) for e in unit[0].events)
+                    self.quarantined += int(held)
+                    rescued.append((owner, held))
             transaction.forget_workers([worker.worker_id for worker in dead])
         self.rescued += taken
+        for row, held in rescued:  # counted once the write has committed
+            self._recorder.job_rescued(row.queue, row.kind, quarantined=held)
         for worker in dead:
             log.warning(
                 "worker stopped heartbeating; its jobs were rescued",

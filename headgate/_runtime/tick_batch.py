@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from headgate._clock import Clock
 from headgate._domain.admission import AdmissionLimits
+from headgate._domain.events import Outcome
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.batch_writer import BatchReport, BatchWriter
@@ -25,6 +26,7 @@ from headgate._runtime.hook_runner import HookRunner
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.instants import InstantTiming
 from headgate._runtime.planner import PreparedBatch, TickRecord, plan_batch
+from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._store.port import EventLog, Fence
 
 log = get_logger("headgate.scheduler")
@@ -40,9 +42,12 @@ class TickProcessor:
         max_ticks: int = 1_000,
         *,
         on_enqueued: Callable[[], None] | None = None,
+        recorder: Recorder = NO_METRICS,
     ) -> None:
-        """`on_enqueued` is told after a batch enqueued jobs (wakes this process's workers)."""
+        """`on_enqueued` is told after a batch enqueued jobs (wakes this process's
+        workers); `recorder` of every attempt recorded."""
         self._on_enqueued = on_enqueued
+        self._recorder = recorder
         self._clock = clock
         self._limits = limits or AdmissionLimits()
         self._max_ticks = max_ticks
@@ -77,7 +82,15 @@ class TickProcessor:
             self._on_enqueued()
         for record in report.recorded:
             _log_attempt(record)
+            self._count(record, report.committed_at_ms)
             self._hooks.after(record, report.committed_at_ms)
+
+    def _count(self, record: TickRecord, committed_at_ms: int | None) -> None:
+        decision = record.decision
+        lateness = None
+        if decision.outcome is Outcome.ENQUEUED and committed_at_ms is not None:
+            lateness = max(committed_at_ms - record.context.tick_ms, 0)
+        self._recorder.tick_recorded(decision.outcome.value, decision.reason.value, lateness)
 
     def cancel(self) -> None:
         """Abandon any batch waiting for its instant (the runtime is stopping)."""

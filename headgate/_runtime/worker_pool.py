@@ -51,6 +51,7 @@ from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
 from headgate._runtime.executor import LoopRunner, ThreadRunner
 from headgate._runtime.handlers import HandlerRegistry, HandlerSpec, JobContext
 from headgate._runtime.job_units import Claim
+from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
     Claimant,
@@ -81,6 +82,8 @@ class _Run:
 @dataclass(frozen=True)
 class _Ended:
     run: _Run
+    ended_at_ms: int
+    """When its handler returned (or its deadline passed)."""
     result: JsonValue = None
     error: ErrorRecord | None = None
     timed_out: bool = False
@@ -115,8 +118,11 @@ class WorkerPool:
         handlers: HandlerRegistry,
         config: WorkerConfig,
         identity: Claimant | None = None,
+        *,
+        recorder: Recorder = NO_METRICS,
     ) -> None:
         self._store = store
+        self._recorder = recorder
         self._clock = clock
         self._handlers = handlers
         self._config = config
@@ -135,7 +141,7 @@ class WorkerPool:
         self._threads = ThreadRunner("headgate-job")
         self._loop = LoopRunner("headgate-async-jobs")
         self._listener: Listener | None = None
-        self._rescuer = Rescuer(store, clock, self.identity, config)
+        self._rescuer = Rescuer(store, clock, self.identity, config, recorder=recorder)
         self._started_at_ms = 0
         self._last_beat_ms: int | None = None
         self._next_beat_ms = 0
@@ -257,12 +263,14 @@ class WorkerPool:
         if not ended and not released and not self._worth_claiming(free):
             return
         now = self._clock.now_ms()
-        ends = [(end.run, self._end_append(end, now)) for end in ended]
-        ends += [(run, job_units.released(run.claim, self.identity.holder)) for run in released]
+        ends = [(end.run, self._end_append(end, now), end.ended_at_ms) for end in ended]
+        ends += [
+            (run, job_units.released(run.claim, self.identity.holder), now) for run in released
+        ]
         try:
             with self._store.log.write() as transaction:
                 results = transaction.append_units(
-                    [job_units.end_unit(run.claim, append) for run, append in ends]
+                    [job_units.end_unit(run.claim, append) for run, append, _ in ends]
                 )
                 claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
@@ -272,8 +280,8 @@ class WorkerPool:
             with self._lock:
                 self._ended = ended + self._ended
             return
-        for (run, append), result in zip(ends, results, strict=True):
-            self._settle(run, append, result, released=run in released)
+        for (run, append, ended_at), result in zip(ends, results, strict=True):
+            self._settle(run, append, result, released=run in released, ended_at_ms=ended_at)
         for run in released:
             run.context.cancelled.set()  # its job is given back: whatever it returns is dropped
         for claimed, spec in claims:
@@ -320,7 +328,15 @@ class WorkerPool:
             timed_out=end.timed_out,
         )
 
-    def _settle(self, run: _Run, append: StreamAppend, result: object, *, released: bool) -> None:
+    def _settle(
+        self,
+        run: _Run,
+        append: StreamAppend,
+        result: object,
+        *,
+        released: bool,
+        ended_at_ms: int,
+    ) -> None:
         """After the write: count and log the end, or say why it was refused."""
         claimed = run.claim
         with self._lock:
@@ -328,6 +344,7 @@ class WorkerPool:
                 del self._runs[claimed.job_id]
         if isinstance(result, ConcurrencyConflict):
             self.stats.refused += 1
+            self._recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
             log.warning(
                 "job end not recorded: the job is no longer this worker's (rescued or cancelled)",
                 job_id=claimed.job_id,
@@ -352,6 +369,12 @@ class WorkerPool:
             self.stats.succeeded += 1
             outcome = "succeeded"
         self.stats.by_kind[claimed.kind] += 1
+        self._recorder.attempt_ended(
+            claimed.queue,
+            claimed.kind,
+            job_units.attempt_outcome(append),
+            None if released else max(ended_at_ms - run.started_at_ms, 0),
+        )
         log.info(
             "job attempt ended",
             job_id=claimed.job_id,
@@ -377,6 +400,9 @@ class WorkerPool:
         with self._lock:
             self._runs[claimed.job_id] = run
         self.stats.claimed += 1
+        self._recorder.handler_started(
+            claimed.queue, claimed.kind, max(run.started_at_ms - claimed.run_at_ms, 0)
+        )
         if spec.is_async:
             self._loop.submit(self._run_async(run))
         else:
@@ -413,14 +439,16 @@ class WorkerPool:
         """A handler ended: hand its outcome to the dispatcher (dropped if the attempt
         was already settled: timed out, cancelled, given back)."""
         keep = self._config.store_error_messages
+        now = self._clock.now_ms()
         ended: _Ended
         if error is None:
             try:
-                ended = _Ended(run, result=checked_result(result, self._config.max_result_bytes))
+                checked = checked_result(result, self._config.max_result_bytes)
+                ended = _Ended(run, now, result=checked)
             except InvalidResult as invalid:
-                ended = _Ended(run, error=error_record(invalid, keep_messages=keep))
+                ended = _Ended(run, now, error=error_record(invalid, keep_messages=keep))
         else:
-            ended = _Ended(run, error=error_record(error, keep_messages=keep))
+            ended = _Ended(run, now, error=error_record(error, keep_messages=keep))
         with self._lock:
             if run.overdue or run.done or cancelled or run.context.cancelled.is_set():
                 # Settled already (timed out, given back) or taken away (cancelled,
@@ -455,7 +483,7 @@ class WorkerPool:
                 error = ErrorRecord(
                     "TimeoutError", f"the handler ran past its timeout ({seconds:g} s)"
                 )
-                self._ended.append(_Ended(run, error=error, timed_out=True))
+                self._ended.append(_Ended(run, now_ms, error=error, timed_out=True))
         for run in late:
             run.context.cancelled.set()
             self._cancel_task(run)
@@ -587,9 +615,11 @@ def drain(
     timeout_s: float,
     *,
     config: WorkerConfig | None = None,
+    recorder: Recorder = NO_METRICS,
 ) -> DrainSummary:
     """Run every due job of these kinds and queues in the calling thread until none
-    is left or `timeout_s` passes; every end recorded as a worker would.
+    is left or `timeout_s` passes; every end recorded (and told `recorder`) as a
+    worker would.
 
     It holds a heartbeat of its own while it runs, so a process dying mid-drain
     has its jobs rescued like any worker's.
@@ -614,16 +644,24 @@ def drain(
             if not taken:
                 break
             ends = [
-                (claimed, _run_inline(claimed, spec, identity.holder, clock, settings))
+                (
+                    claimed,
+                    *_run_inline(
+                        claimed, spec, identity.holder, clock, settings, recorder=recorder
+                    ),
+                )
                 for claimed, spec in taken
             ]
             with store.log.write() as transaction:
                 results = transaction.append_units(
-                    [job_units.end_unit(claimed, end) for claimed, end in ends]
+                    [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
                 )
-            for (_, end), result in zip(ends, results, strict=True):
+            for (claimed, end, duration_ms), result in zip(ends, results, strict=True):
                 if not isinstance(result, list):
+                    recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
                     continue
+                outcome = job_units.attempt_outcome(end)
+                recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
                 event = end.events[0]
                 totals["ran"] += 1
                 if isinstance(event, JobAttemptFailed):
@@ -669,8 +707,15 @@ def claim_due(
 
 
 def _run_inline(
-    claimed: Claim, spec: HandlerSpec, worker_id: str, clock: Clock, config: WorkerConfig
-) -> StreamAppend:
+    claimed: Claim,
+    spec: HandlerSpec,
+    worker_id: str,
+    clock: Clock,
+    config: WorkerConfig,
+    *,
+    recorder: Recorder,
+) -> tuple[StreamAppend, int]:
+    """Run the attempt here; its end to append, and how long the handler ran."""
     context = JobContext(
         id=claimed.job_id,
         kind=claimed.kind,
@@ -683,6 +728,7 @@ def _run_inline(
         deadline_ms=claimed.deadline_ms,
     )
     started = clock.now_ms()
+    recorder.handler_started(claimed.queue, claimed.kind, max(started - claimed.run_at_ms, 0))
     keep = config.store_error_messages
     try:
         if spec.is_async:
@@ -694,7 +740,7 @@ def _run_inline(
     except BaseException as error:  # the host's code: whatever it raises fails the attempt
         if isinstance(error, KeyboardInterrupt):
             raise
-        return job_units.failed(
-            claimed, worker_id, started, error_record(error, keep_messages=keep), clock.now_ms()
-        )
-    return job_units.succeeded(claimed, worker_id, started, checked)
+        ended = clock.now_ms()
+        record = error_record(error, keep_messages=keep)
+        return job_units.failed(claimed, worker_id, started, record, ended), ended - started
+    return job_units.succeeded(claimed, worker_id, started, checked), clock.now_ms() - started

@@ -482,6 +482,27 @@ class Reads(ABC):
     def pending_kinds(self) -> dict[str, int]:
         """Pending jobs by kind (to warn of kinds no handler serves)."""
 
+    # For metrics, read at scrape time: each one aggregate over an index.
+
+    @abstractmethod
+    def due_count(self, now_ms: int) -> int:
+        """How many live, unpaused schedules are due by `now_ms` (the scheduler's
+        backlog): a count over the due index's range, read in one statement."""
+
+    @abstractmethod
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        """Jobs by (queue, state), for every job the projection holds (finished
+        ones until compaction removes them); pairs with no job are absent."""
+
+    @abstractmethod
+    def oldest_pending(self) -> dict[str, int]:
+        """Per queue that has pending jobs, the earliest run_at_ms among them (a job
+        that became due, or is to run, at that instant); queues with none are absent."""
+
+    @abstractmethod
+    def quarantined_count(self) -> int:
+        """How many fingerprints are quarantined now."""
+
 
 class Store(ABC):
     """Everything Headgate keeps, in one database."""

@@ -55,7 +55,7 @@ class TokenAuth:
         if path.startswith(_OPEN_PATHS) or self._authorised(scope):
             await self.app(scope, receive, send)
             return
-        if path.startswith(("/api/", "/openapi.json", "/docs")):
+        if path.startswith(("/api/", "/openapi.json", "/docs", "/metrics")):
             response: JSONResponse | HTMLResponse = JSONResponse(
                 {"error": "authorization: a valid bearer token is required"},
                 status_code=401,

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from headgate import (
@@ -45,6 +47,16 @@ def hg(make_headgate: Callable[..., Headgate]) -> Iterator[Headgate]:
 
 def _state(hg: Headgate, job_id: str) -> str:
     return hg.get_job(job_id).state
+
+
+def _metric(hg: Headgate, name: str, **labels: str) -> float | None:
+    """One sample of hg's metrics, as a scrape would parse it."""
+    text = generate_latest(hg.metrics_registry).decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
@@ -146,6 +158,9 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     timed_out = hg.get_job(job.id)
     assert (timed_out.state, timed_out.error_type) == ("pending", "TimeoutError")
     assert timed_out.attempt_history[0].outcome == "timed_out"
+    slow_labels = {"queue": "default", "kind": "slow"}
+    assert _metric(hg, "headgate_job_attempts_total", outcome="timed_out", **slow_labels) == 1
+    assert _metric(hg, "headgate_job_run_duration_seconds_sum", **slow_labels) == 1.001
     release.set()
     _eventually(lambda: bool(told))
     assert told == [True], "the handler was told to stop"
@@ -384,6 +399,11 @@ def test_stop_lets_quick_handlers_finish_and_releases_the_rest(
     assert (released.state, released.attempts, released.crash_count) == ("pending", 0, 0)
     assert released.attempt_history[0].outcome == "released"
     assert hg.workers() == []
+    stuck_labels = {"queue": "default", "kind": "stuck"}
+    assert _metric(hg, "headgate_job_attempts_total", outcome="released", **stuck_labels) == 1
+    assert _metric(hg, "headgate_job_run_duration_seconds_count", **stuck_labels) is None
+    quick_labels = {"queue": "default", "kind": "quick", "outcome": "succeeded"}
+    assert _metric(hg, "headgate_job_attempts_total", **quick_labels) == 1
 
 
 def test_a_unique_key_stays_held_while_its_job_runs(hg: Headgate) -> None:

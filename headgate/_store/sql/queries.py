@@ -311,6 +311,55 @@ def pending_kinds(connection: Connection) -> dict[str, int]:
     return {str(kind): int(count) for kind, count in connection.execute(query)}
 
 
+def due_count_query(now_ms: int) -> Select[Any]:
+    """The due backlog: counted over the due index's range (as the due read's predicate)."""
+    return (
+        select(func.count())
+        .select_from(_schedules)
+        .where(_LIVE_AND_UNPAUSED, _schedules.c.due_at_ms <= now_ms)
+    )
+
+
+def due_count(connection: Connection, now_ms: int) -> int:
+    return int(connection.execute(due_count_query(now_ms)).scalar_one())
+
+
+def job_counts_query() -> Select[Any]:
+    """Jobs by (queue, state): the (queue, state) index alone answers it, in its order."""
+    return (
+        select(_jobs.c.queue, _jobs.c.state, func.count())
+        .group_by(_jobs.c.queue, _jobs.c.state)
+        .order_by(_jobs.c.queue, _jobs.c.state)
+    )
+
+
+def job_counts(connection: Connection) -> dict[tuple[str, str], int]:
+    return {
+        (str(queue), str(state)): int(count)
+        for queue, state, count in connection.execute(job_counts_query())
+    }
+
+
+def oldest_pending_query() -> Select[Any]:
+    """Per queue, the earliest run_at of its pending jobs, from the claim index
+    (queue, run_at_ms, job_id), in its order."""
+    return (
+        select(_jobs.c.queue, func.min(_jobs.c.run_at_ms))
+        .where(_CLAIMABLE)
+        .group_by(_jobs.c.queue)
+        .order_by(_jobs.c.queue)
+    )
+
+
+def oldest_pending(connection: Connection) -> dict[str, int]:
+    return {str(queue): int(run_at) for queue, run_at in connection.execute(oldest_pending_query())}
+
+
+def quarantined_count(connection: Connection) -> int:
+    query = select(func.count()).select_from(_quarantine)
+    return int(connection.execute(query).scalar_one())
+
+
 def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict[str, str]:
     """unique key -> id of the pending job holding it."""
     found: dict[str, str] = {}
@@ -435,6 +484,22 @@ class SqlReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
             return earliest_claimable(connection, queues, kinds)
+
+    def due_count(self, now_ms: int) -> int:
+        with translated_errors("counting due schedules"), self._engine.connect() as connection:
+            return due_count(connection, now_ms)
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        with translated_errors("counting jobs"), self._engine.connect() as connection:
+            return job_counts(connection)
+
+    def oldest_pending(self) -> dict[str, int]:
+        with translated_errors("reading pending jobs"), self._engine.connect() as connection:
+            return oldest_pending(connection)
+
+    def quarantined_count(self) -> int:
+        with translated_errors("counting quarantines"), self._engine.connect() as connection:
+            return quarantined_count(connection)
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None

@@ -16,6 +16,8 @@ from headgate._domain.events import (
     JobAttemptFailed,
     JobClaimed,
     JobEnqueued,
+    JobFinished,
+    JobState,
     JobSucceeded,
 )
 from headgate._errors import ConcurrencyConflict, ValidationError
@@ -272,3 +274,27 @@ def test_quarantine_lists_newest_first_with_why_and_when_in_pages(
         store.reads.quarantine_page(10, "not-a-cursor")
     with pytest.raises(ValidationError, match="limit"):
         store.reads.quarantine_page(0, None)
+
+
+def test_jobs_counted_by_queue_and_state_and_the_oldest_pending_per_queue(
+    store: Store, clock: FakeClock
+) -> None:
+    assert store.reads.job_counts() == {}
+    assert store.reads.oldest_pending() == {}
+    now = clock.now_ms()
+    _enqueue(store, "a", run_at_ms=now - 3_000)
+    _enqueue(store, "b", run_at_ms=now - 7_000)
+    _enqueue(store, "c", run_at_ms=now + 60_000)
+    _enqueue(store, "later", queue="r", run_at_ms=now + 5_000)
+    _enqueue(store, "running", queue="r", run_at_ms=now - 99_000)
+    _claim(store, "running")
+    _enqueue(store, "done", queue="s", run_at_ms=now - 50_000)
+    store.log.append("job-done", 1, [JobFinished("done", JobState.COMPLETED)])
+    assert store.reads.job_counts() == {
+        ("q", "pending"): 3,
+        ("r", "pending"): 1,
+        ("r", "running"): 1,
+        ("s", "completed"): 1,
+    }
+    # Running and finished jobs wait for nobody: only pending ones count.
+    assert store.reads.oldest_pending() == {"q": now - 7_000, "r": now + 5_000}

@@ -129,6 +129,11 @@ class TestSchedules:
         assert [r.schedule_id for r in reads.due_schedules(60_000, 10)] == ["early", "late"]
         assert [r.schedule_id for r in reads.due_schedules(60_000, 1)] == ["early"]
         assert reads.earliest_due_at() == 10_000
+        assert (reads.due_count(60_000), reads.due_count(9_999), reads.due_count(10**15)) == (
+            2,
+            0,
+            3,
+        )
 
     def test_schedules_page_to_the_end(self, store: Store) -> None:
         for n in range(5):
@@ -279,6 +284,7 @@ def test_quarantine_projection(store: Store) -> None:
     store.log.append("quarantine-f2", 1, [FingerprintReleased("f2")])
     candidates = [_candidate(f"c{n}", fingerprint=f"f{n}") for n in (1, 2, 3)]
     assert _gate_facts(store, candidates, []).quarantined == {"f1"}
+    assert store.reads.quarantined_count() == 1
 
 
 def _candidate(job_id: str, unique_key: str | None = None, fingerprint: str = "fp") -> Candidate:

@@ -34,7 +34,13 @@ from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, StreamAppe
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact, finished_jobs_query
 from headgate._store.sql.maintenance import rebuild
-from headgate._store.sql.queries import due_query, earliest_due_query
+from headgate._store.sql.queries import (
+    due_count_query,
+    due_query,
+    earliest_due_query,
+    job_counts_query,
+    oldest_pending_query,
+)
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.store.builders import attempted, defined
@@ -46,8 +52,11 @@ from tests.store.builders import attempted, defined
         (due_query(1_704_067_200_000, 500), "ix_headgate_schedules_due_order"),
         (earliest_due_query(), "ix_headgate_schedules_due_order"),
         (finished_jobs_query(1_704_067_200_000, 500), "ix_headgate_jobs_finished"),
+        (due_count_query(1_704_067_200_000), "ix_headgate_schedules_due_order"),
+        (job_counts_query(), "ix_headgate_jobs_queue_state"),
+        (oldest_pending_query(), "ix_headgate_jobs_claimable"),
     ],
-    ids=["due", "earliest", "finished-jobs"],
+    ids=["due", "earliest", "finished-jobs", "due-count", "job-counts", "oldest-pending"],
 )
 def test_the_bounded_reads_use_their_index(
     store: SqlStore, query: Select[object], index: str

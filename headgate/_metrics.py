@@ -1,0 +1,292 @@
+"""Headgate's metrics, in Prometheus' terms, through prometheus_client.
+
+Two kinds of figures, under one collector (`HeadgateMetrics.collector`):
+
+* what this process did, counted as it happens: the runtime calls the
+  `Recorder` interface (`headgate._runtime.recorder`), which this module
+  implements with counters and histograms (ticks, tick lateness, pickup
+  latency, run duration, attempts, rescues, quarantines);
+* what the store holds, read when scraped: the due backlog, the scheduler
+  lease, jobs by queue and state, the oldest pending job per queue and the
+  quarantined fingerprints, each one aggregate over an index (`Reads`). A
+  store that cannot be read leaves them out and says `headgate_store_up 0`:
+  the scrape still answers with this process's counters.
+
+Each Headgate owns one of these, with a registry of its own (never
+prometheus_client's global one, so several Headgate objects in one process
+never collide); a host registers `collector` in its own registry instead.
+This is the only module that imports prometheus_client. Label values are
+queues, kinds, states, outcomes and reasons only, never an id, a payload or
+an error's text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Final
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics import Counter, Histogram
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from headgate._clock import Clock
+from headgate._domain.events import JobState
+from headgate._errors import StoreError
+from headgate._logs import get_logger
+from headgate._runtime.config import SCHEDULER_LEASE
+from headgate._runtime.recorder import Recorder
+from headgate._store.port import Leases, Reads
+
+__all__ = ["CONTENT_TYPE", "Collector", "CollectorRegistry", "HeadgateMetrics", "exposition"]
+
+log = get_logger("headgate")
+
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+LATENESS_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
+)  # fmt: skip
+"""Seconds: a tick on time commits within milliseconds of its instant; a store
+outage or a backfill makes it minutes or hours late."""
+PICKUP_BUCKETS: Final = LATENESS_BUCKETS
+RUN_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+)  # fmt: skip
+"""Seconds, up to the default timeout (30 minutes) and beyond."""
+_JOB_STATES: Final = tuple(state.value for state in JobState)
+
+
+class _Figures:
+    """This process's counters and histograms (replaced whole after a fork)."""
+
+    def __init__(self) -> None:
+        self.ticks = Counter(
+            "headgate_ticks",
+            "Automatic tick attempts this process's scheduler recorded, by outcome and reason.",
+            ("outcome", "reason"),
+            registry=None,
+        )
+        self.lateness = Histogram(
+            "headgate_tick_lateness_seconds",
+            "How long after its tick an enqueued tick's job was committed.",
+            registry=None,
+            buckets=LATENESS_BUCKETS,
+        )
+        self.pickup = Histogram(
+            "headgate_job_pickup_latency_seconds",
+            "From a job's run_at (when it became due) to its handler's start, per attempt.",
+            ("queue", "kind"),
+            registry=None,
+            buckets=PICKUP_BUCKETS,
+        )
+        self.run = Histogram(
+            "headgate_job_run_duration_seconds",
+            "How long handlers ran, per attempt whose end was recorded (releases excluded).",
+            ("queue", "kind"),
+            registry=None,
+            buckets=RUN_BUCKETS,
+        )
+        self.attempts = Counter(
+            "headgate_job_attempts",
+            "Attempts this process's workers ended, by outcome: succeeded, failed, "
+            "timed_out, released (given back at shutdown), refused (not recorded: the "
+            "job was no longer this worker's).",
+            ("queue", "kind", "outcome"),
+            registry=None,
+        )
+        self.rescues = Counter(
+            "headgate_job_rescues",
+            "Jobs this process's rescuer took back from dead workers (quarantined ones included).",
+            ("queue", "kind"),
+            registry=None,
+        )
+        self.quarantines = Counter(
+            "headgate_job_quarantines",
+            "Jobs this process's rescuer quarantined (they crashed their workers too often).",
+            ("queue", "kind"),
+            registry=None,
+        )
+
+    def all(self) -> tuple[Counter | Histogram, ...]:
+        return (
+            self.ticks,
+            self.lateness,
+            self.pickup,
+            self.run,
+            self.attempts,
+            self.rescues,
+            self.quarantines,
+        )
+
+
+class HeadgateMetrics(Recorder):
+    """The runtime's recorder and the scrape's collector, for one Headgate.
+
+    `holder` says which scheduler-lease holder this process is (None while
+    its scheduler is not running), for `headgate_scheduler_lease_held`.
+    """
+
+    def __init__(
+        self, reads: Reads, leases: Leases, clock: Clock, holder: Callable[[], str | None]
+    ) -> None:
+        self._reads = reads
+        self._leases = leases
+        self._clock = clock
+        self._holder = holder
+        self._figures = _Figures()
+        self._store_was_up = True
+        self._lock = threading.Lock()
+        self.collector: Collector = _Collector(self)
+        """Register this in a host's own registry to expose Headgate's metrics there."""
+        self.registry = CollectorRegistry()
+        """Headgate's own registry, holding `collector` alone (what GET /metrics serves)."""
+        self.registry.register(self.collector)
+
+    def after_fork(self) -> None:
+        """A forked child counts from zero: what the parent counted is the parent's."""
+        self._figures = _Figures()
+
+    # the Recorder ------------------------------------------------------------
+
+    def tick_recorded(self, outcome: str, reason: str, lateness_ms: int | None) -> None:
+        figures = self._figures
+        figures.ticks.labels(outcome, reason).inc()
+        if lateness_ms is not None:
+            figures.lateness.observe(lateness_ms / 1000)
+
+    def handler_started(self, queue: str, kind: str, pickup_ms: int) -> None:
+        self._figures.pickup.labels(queue, kind).observe(pickup_ms / 1000)
+
+    def attempt_ended(self, queue: str, kind: str, outcome: str, duration_ms: int | None) -> None:
+        figures = self._figures
+        figures.attempts.labels(queue, kind, outcome).inc()
+        if duration_ms is not None:
+            figures.run.labels(queue, kind).observe(duration_ms / 1000)
+
+    def job_rescued(self, queue: str, kind: str, *, quarantined: bool) -> None:
+        figures = self._figures
+        figures.rescues.labels(queue, kind).inc()
+        if quarantined:
+            figures.quarantines.labels(queue, kind).inc()
+
+    # the scrape --------------------------------------------------------------
+
+    def describe(self) -> Iterable[Metric]:
+        for metric in self._figures.all():
+            yield from metric.describe()
+        yield from _StoreFamilies().all()
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self._figures.all():
+            yield from metric.collect()
+        yield from self._store_families()
+
+    def _store_families(self) -> tuple[GaugeMetricFamily, ...]:
+        families = _StoreFamilies()
+        now = self._clock.now_ms()
+        try:
+            due = self._reads.due_count(now)
+            counts = self._reads.job_counts()
+            oldest = self._reads.oldest_pending()
+            quarantined = self._reads.quarantined_count()
+            lease = self._leases.status(SCHEDULER_LEASE)
+        except StoreError as error:
+            with self._lock:
+                was_up, self._store_was_up = self._store_was_up, False
+            if was_up:
+                log.warning(
+                    "metrics: the store could not be read; its figures are left out",
+                    error=type(error).__name__,
+                )
+            families.up.add_metric([], 0)
+            return (families.up,)
+        with self._lock:
+            self._store_was_up = True
+        families.up.add_metric([], 1)
+        families.due.add_metric([], due)
+        live = lease is not None and lease.expires_at_ms > now
+        held = live and lease is not None and lease.holder == self._holder()
+        families.lease_term.add_metric([], lease.term if lease is not None else 0)
+        families.lease_active.add_metric([], int(live))
+        families.lease_held.add_metric([], int(held))
+        queues = sorted({queue for queue, _ in counts} | set(oldest))
+        for queue in queues:
+            for state in _JOB_STATES:
+                families.jobs.add_metric([queue, state], counts.get((queue, state), 0))
+            run_at = oldest.get(queue)
+            age_ms = 0 if run_at is None else max(now - run_at, 0)
+            families.oldest_pending.add_metric([queue], age_ms / 1000)
+        families.quarantined.add_metric([], quarantined)
+        return families.all()
+
+
+class _StoreFamilies:
+    """The figures read from the store, as metric families (empty until filled)."""
+
+    def __init__(self) -> None:
+        self.up = GaugeMetricFamily(
+            "headgate_store_up", "1 if the store answered this scrape's reads, else 0."
+        )
+        self.due = GaugeMetricFamily(
+            "headgate_schedules_due",
+            "Live, unpaused schedules due now and not yet fired (the scheduler's backlog).",
+        )
+        self.lease_term = GaugeMetricFamily(
+            "headgate_scheduler_lease_term",
+            "The scheduler lease's fencing term (it grows at every takeover; 0: never taken).",
+        )
+        self.lease_active = GaugeMetricFamily(
+            "headgate_scheduler_lease_active",
+            "1 if some process holds the scheduler lease unexpired, else 0.",
+        )
+        self.lease_held = GaugeMetricFamily(
+            "headgate_scheduler_lease_held",
+            "1 if this process holds the scheduler lease (it fires the ticks), else 0.",
+        )
+        self.jobs = GaugeMetricFamily(
+            "headgate_jobs",
+            "Jobs in the store by queue and state (finished ones until compaction removes them).",
+            labels=("queue", "state"),
+        )
+        self.oldest_pending = GaugeMetricFamily(
+            "headgate_oldest_pending_job_age_seconds",
+            "Per queue, how long its longest-waiting due pending job has waited since its "
+            "run_at (0: none is due).",
+            labels=("queue",),
+        )
+        self.quarantined = GaugeMetricFamily(
+            "headgate_quarantined_fingerprints",
+            "Job fingerprints (kind and payload) quarantined now, until released.",
+        )
+
+    def all(self) -> tuple[GaugeMetricFamily, ...]:
+        return (
+            self.up,
+            self.due,
+            self.lease_term,
+            self.lease_active,
+            self.lease_held,
+            self.jobs,
+            self.oldest_pending,
+            self.quarantined,
+        )
+
+
+class _Collector:
+    """The collector a registry holds: describes without reading the store (a
+    registry asks at registration), collects by reading it."""
+
+    def __init__(self, metrics: HeadgateMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return self._metrics.describe()
+
+    def collect(self) -> Iterable[Metric]:
+        return self._metrics.collect()
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The registry's metrics in Prometheus' text format (`CONTENT_TYPE`)."""
+    return generate_latest(registry)
