@@ -460,6 +460,13 @@ class Headgate:
         page = self._reads.jobs_page(where, limit, cursor)
         return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
 
+    def manual_runs(self, schedule_id: str, limit: int = 20, cursor: str | None = None) -> JobsPage:
+        """The jobs a schedule's Enqueue now made, newest first (also after the
+        schedule is deleted), apart from its ticks' jobs."""
+        where = JobFilter(run_now_schedule_id=schedule_id)
+        page = self._reads.jobs_page(where, limit, cursor)
+        return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
+
     def cancel_job(self, job_id: str) -> Job:
         """Cancel a pending or running job; JobStateConflict from any other state. A
         running one's handler is told (`job.cancelled`): at once in this process,

@@ -113,6 +113,8 @@ class Job:
     updated_at_ms: int = 0
     attempt_history: tuple[JobAttempt, ...] = ()
     """The newest ended attempts, newest first (filled by get_job)."""
+    run_now_schedule_id: str | None = None
+    """The schedule whose Enqueue now made it (a tick's job has `periodic_origin`)."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -139,6 +141,7 @@ class Job:
             error_message=row.error_message,
             updated_at_ms=row.updated_at_ms,
             attempt_history=tuple(JobAttempt.from_row(attempt) for attempt in attempts),
+            run_now_schedule_id=row.run_now_schedule_id,
         )
 
 

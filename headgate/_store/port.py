@@ -162,6 +162,9 @@ class JobFilter:
     queue: str | None = None
     kind: str | None = None
     schedule_id: str | None = None
+    """Jobs of this schedule's ticks."""
+    run_now_schedule_id: str | None = None
+    """Jobs this schedule's Enqueue now made."""
 
 
 @dataclass(frozen=True)

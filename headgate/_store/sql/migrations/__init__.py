@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["LATEST_VERSION", "VERSION_TABLE", "migrate", "revision_id", "schema_version"]
 
 VERSION_TABLE: Final = "headgate_alembic_version"
-LATEST_VERSION: Final = 2
+LATEST_VERSION: Final = 3
 """The newest revision in versions/ (a test checks the two agree)."""
 HERE: Final = Path(__file__).parent
 ALEMBIC_LOGGERS: Final = ("alembic.runtime.migration", "alembic.runtime.plugins")
