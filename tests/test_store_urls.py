@@ -50,7 +50,7 @@ def test_a_platform_url_means_psycopg_3(url: str) -> None:
     ],
 )
 def test_other_urls_are_refused_naming_the_rule(url: str, message: str) -> None:
-    with pytest.raises(ValueError, match="^store URL: ") as refused:
+    with pytest.raises(ValueError) as refused:
         parse_store_url(url)
     assert str(refused.value) == message
 
