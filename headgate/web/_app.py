@@ -1,4 +1,4 @@
-"""Assemble the ASGI app: API, console, static files, errors, limits, auth."""
+"""Assemble the ASGI app: API, console, probes, static files, errors, limits, auth."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from headgate._app import Headgate
 from headgate.web import _api as api
 from headgate.web import _console as console
+from headgate.web import _probes as probes
 from headgate.web._auth import TokenAuth
 from headgate.web._errors import (
     ASGIApp,
@@ -28,7 +29,8 @@ from headgate.web._errors import (
 def create_app(
     hg: Headgate, *, api_token: str | None = None, manage_runtime: bool = False
 ) -> FastAPI:
-    """The control API (/api/v1, OpenAPI at /openapi.json) and the console (/).
+    """The control API (/api/v1, OpenAPI at /openapi.json), the console (/) and the
+    probes (/healthz, /readyz).
 
     `api_token` defaults to $HEADGATE_API_TOKEN. With `manage_runtime`, the app
     starts the runtime on startup and stops it (releasing the lease) and closes
@@ -63,6 +65,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(console.router)
+    app.include_router(probes.router)
     app.mount(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
