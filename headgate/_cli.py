@@ -1,7 +1,8 @@
 """The `headgate` command line.
 
 Every command reports bad arguments and unreachable databases in one line on
-stderr with a non-zero exit status, never a traceback.
+stderr with a non-zero exit status, never a traceback: 2 for a usage error (a
+store URL naming a place no store can be opened among them), 1 for the rest.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import uvicorn
 from headgate import ops
 from headgate._app import Headgate
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
-from headgate._errors import HeadgateError
+from headgate._errors import HeadgateError, StoreUnopenable
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._runtime.config import WorkerConfig
@@ -65,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except StoreUnopenable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -142,7 +146,11 @@ def _build_parser() -> argparse.ArgumentParser:
     replay_parser.set_defaults(handler=_replay)
     show = event_commands.add_parser("show", help="print events")
     _add_db(show)
-    show.add_argument("--stream", metavar="ID", help="only this stream")
+    show.add_argument(
+        "--stream",
+        metavar="ID",
+        help="only this stream: a stream id (schedule-nightly), or a schedule's or job's id",
+    )
     show.add_argument(
         "--limit", type=_int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
     )

@@ -252,3 +252,19 @@ class LeaseStatus:
     pid: int
     term: int
     expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether this Headgate can serve now: its store answers and is at this build's
+    schema revision (what GET /readyz reports)."""
+
+    ready: bool
+    reason: str | None = None
+    """Why not, as a stable code: `store_unreachable`, `store_closed`,
+    `schema_behind` or `schema_too_new`."""
+    detail: str | None = None
+    """The error behind the reason, for the operator's log: it may name the
+    store's host and carry the driver's message."""
+    schema_revision: int | None = None
+    """The store's schema revision, when it answered with this build's."""

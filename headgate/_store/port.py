@@ -518,6 +518,13 @@ class Store(ABC):
     reads: Reads
 
     @abstractmethod
+    def schema_revision(self) -> int:
+        """The store's schema revision, read from it now, when it is this Headgate's.
+        Raises StoreUnavailable when the store cannot be reached, SchemaBehind or
+        SchemaTooNew when it is not (another build, or a restore, changed it
+        since it was opened)."""
+
+    @abstractmethod
     def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
         """Call `on_enqueued(queue)` (on a thread of the store's) whenever another
         process commits a job to a queue; None where the backend cannot notify
