@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from sqlalchemy import func, select
 
 from headgate import Headgate, RuntimeConfig
@@ -113,3 +114,36 @@ def test_a_large_backfill_is_fired_in_bounded_batches_each_tick_once(
     assert _job_count(hg, "b") == {START_MS + n * MINUTE: 1 for n in range(11, 61)}
     assert jobs_for(hg, "neighbour") == [START_MS + 60 * MINUTE]
     assert hg.get_schedule("b").next_run_ms == START_MS + 61 * MINUTE
+
+
+@pytest.mark.parametrize(
+    ("on_missed", "expected_minutes"),
+    [("skip", [10]), ("run_once", [10]), ("backfill", [8, 9, 10])],
+)
+def test_resuming_a_paused_schedule_follows_its_missed_run_policy(
+    hg: Headgate, clock: FakeClock, on_missed: str, expected_minutes: list[int]
+) -> None:
+    """A pause is downtime of one schedule: resumed, it fires what its policy
+    fires after downtime, from the phase it kept."""
+    hg.put_schedule("p", spec="@every:60000", kind="k", on_missed=on_missed, backfill_limit=3)
+    clock.advance(MINUTE)
+    fire(hg)
+    assert hg.pause_schedule("p").paused
+    clock.advance(9 * MINUTE + 5_000)
+    fire(hg)
+    assert jobs_for(hg, "p") == [START_MS + MINUTE]  # nothing while paused
+    resumed = hg.resume_schedule("p")
+    assert (resumed.paused, resumed.next_run_ms) == (False, START_MS + 2 * MINUTE)
+    fire(hg)
+    assert jobs_for(hg, "p") == [START_MS + m * MINUTE for m in [1, *expected_minutes]]
+    assert hg.get_schedule("p").next_run_ms == START_MS + 11 * MINUTE
+
+
+def test_pausing_twice_or_resuming_a_running_schedule_writes_nothing(hg: Headgate) -> None:
+    hg.put_schedule("p", spec="@every:60000", kind="k")
+    head = hg._store.log.head()
+    hg.resume_schedule("p")
+    assert hg._store.log.head() == head
+    hg.pause_schedule("p")
+    hg.pause_schedule("p")
+    assert hg._store.log.head() == head + 1
