@@ -36,7 +36,15 @@ from headgate._domain.admission import require_kind, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
-from headgate._errors import NotFound, StoreUnavailable, ValidationError
+from headgate._errors import (
+    NotFound,
+    SchemaBehind,
+    SchemaTooNew,
+    StoreClosed,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
 from headgate._forksafe import renew_in_forked_children
 from headgate._json import JsonValue
 from headgate._logs import get_logger
@@ -50,6 +58,7 @@ from headgate._model import (
     LeaseStatus,
     QuarantineEntry,
     QuarantinePage,
+    Readiness,
     RunNowResult,
     Schedule,
     SchedulesPage,
@@ -71,6 +80,12 @@ STOP_TIMEOUT_S = 30.0
 EXIT_STOP_TIMEOUT_S = 5.0
 """At interpreter exit, how long stopping every runtime may wait for blocked writes."""
 log = get_logger("headgate")
+_NOT_READY_BECAUSE: dict[type[StoreError], str] = {
+    StoreClosed: "store_closed",
+    SchemaBehind: "schema_behind",
+    SchemaTooNew: "schema_too_new",
+}
+"""Readiness reasons by error; any other store error: `store_unreachable`."""
 
 _RUNNING: set[Headgate] = set()
 """Runtimes started in this process and not stopped since (held strongly: a
@@ -466,6 +481,13 @@ class Headgate:
         page = self._reads.jobs_page(where, limit, cursor)
         return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
 
+    def manual_runs(self, schedule_id: str, limit: int = 20, cursor: str | None = None) -> JobsPage:
+        """The jobs a schedule's Enqueue now made, newest first (also after the
+        schedule is deleted), apart from its ticks' jobs."""
+        where = JobFilter(run_now_schedule_id=schedule_id)
+        page = self._reads.jobs_page(where, limit, cursor)
+        return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
+
     def cancel_job(self, job_id: str) -> Job:
         """Cancel a pending or running job; JobStateConflict from any other state. A
         running one's handler is told (`job.cancelled`): at once in this process,
@@ -564,6 +586,16 @@ class Headgate:
         (`REGISTRY.register(hg.metrics_collector)`): this process's counters, and
         the store's figures read at each scrape."""
         return self._metrics.collector
+
+    def readiness(self) -> Readiness:
+        """Whether this Headgate can serve: reads the store's schema revision now and
+        says why not instead of raising (a probe's question: see GET /readyz)."""
+        try:
+            revision = self._store.schema_revision()
+        except StoreError as error:
+            reason = _NOT_READY_BECAUSE.get(type(error), "store_unreachable")
+            return Readiness(False, reason, str(error))
+        return Readiness(True, schema_revision=revision)
 
     def compact(self) -> CompactionReport:
         """Compact the log now (the lease holder does it once a minute anyway)."""

@@ -1,7 +1,8 @@
 """The `headgate` command line.
 
 Every command reports bad arguments and unreachable databases in one line on
-stderr with a non-zero exit status, never a traceback.
+stderr with a non-zero exit status, never a traceback: 2 for a usage error (a
+store URL naming a place no store can be opened among them), 1 for the rest.
 """
 
 from __future__ import annotations
@@ -17,17 +18,15 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-import uvicorn
-
 from headgate import ops
 from headgate._app import Headgate
+from headgate._cli_operate import add_operator_commands
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
-from headgate._errors import HeadgateError
+from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._runtime.config import WorkerConfig
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
-from headgate.web import create_app
 
 DEFAULT_DB = "sqlite:///headgate.db"
 DEMO_SPECS = (
@@ -65,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `headgate jobs list | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except (StoreUnopenable, ValidationError) as error:  # bad input, as a bad argument is
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -142,12 +147,17 @@ def _build_parser() -> argparse.ArgumentParser:
     replay_parser.set_defaults(handler=_replay)
     show = event_commands.add_parser("show", help="print events")
     _add_db(show)
-    show.add_argument("--stream", metavar="ID", help="only this stream")
+    show.add_argument(
+        "--stream",
+        metavar="ID",
+        help="only this stream: a stream id (schedule-nightly), or a schedule's or job's id",
+    )
     show.add_argument(
         "--limit", type=_int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
     )
     show.add_argument("--after", type=_int_in(0, MAX_POSITION), default=0, metavar="POSITION")
     show.set_defaults(handler=_show)
+    add_operator_commands(commands, _add_db, _int_in)
     return parser
 
 
@@ -219,6 +229,11 @@ def _integer(text: str) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
+    # The web stack is imported here, not at the top: other commands start without it.
+    import uvicorn  # noqa: PLC0415
+
+    from headgate.web import create_app  # noqa: PLC0415
+
     configure_logging()
     hg = load_app(args.app) if args.app else Headgate(args.db)
     app = create_app(hg, manage_runtime=True)

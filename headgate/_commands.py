@@ -220,7 +220,9 @@ class Commands:
                 # away the job it made may still be there: the same key, the same job.
                 return RunNowResult(job_id, replayed=True)
             row = _require_live_schedule(transaction, schedule_id)
-            job = JobEnqueued(job_id, row.kind, row.queue, _payload(row), None)
+            job = JobEnqueued(
+                job_id, row.kind, row.queue, _payload(row), None, run_now_schedule_id=schedule_id
+            )
             # A schedule stored before the limits were lowered must meet today's
             # limits, as its automatic ticks do.
             self._admit(transaction, job, self._validated_payload(job))

@@ -50,6 +50,21 @@ class LeaseLost(StoreError):
     """A write made under a lease found the lease held under another term."""
 
 
+class StoreUnopenable(StoreUnavailable):
+    """The URL names a place no store can be opened (a SQLite path whose directory
+    is missing or read-only): a mistake in the URL, not an outage."""
+
+
+class StoreNotFound(StoreError):
+    """The URL names no Headgate store, and what was asked only reads one: it
+    creates none (a typo must not leave an empty store behind)."""
+
+
+class SchemaBehind(StoreError):
+    """The store's schema is older than this Headgate's, and what was asked only
+    reads: it migrates nothing (opening the store to write does)."""
+
+
 class SchemaTooNew(StoreError):
     """The database was migrated by a newer Headgate than this one."""
 

@@ -113,6 +113,8 @@ class Job:
     updated_at_ms: int = 0
     attempt_history: tuple[JobAttempt, ...] = ()
     """The newest ended attempts, newest first (filled by get_job)."""
+    run_now_schedule_id: str | None = None
+    """The schedule whose Enqueue now made it (a tick's job has `periodic_origin`)."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -139,6 +141,7 @@ class Job:
             error_message=row.error_message,
             updated_at_ms=row.updated_at_ms,
             attempt_history=tuple(JobAttempt.from_row(attempt) for attempt in attempts),
+            run_now_schedule_id=row.run_now_schedule_id,
         )
 
 
@@ -249,3 +252,19 @@ class LeaseStatus:
     pid: int
     term: int
     expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether this Headgate can serve now: its store answers and is at this build's
+    schema revision (what GET /readyz reports)."""
+
+    ready: bool
+    reason: str | None = None
+    """Why not, as a stable code: `store_unreachable`, `store_closed`,
+    `schema_behind` or `schema_too_new`."""
+    detail: str | None = None
+    """The error behind the reason, for the operator's log: it may name the
+    store's host and carry the driver's message."""
+    schema_revision: int | None = None
+    """The store's schema revision, when it answered with this build's."""

@@ -2,9 +2,11 @@
 `headgate events` run, as functions.
 
 Each takes a store URL that must already exist (a typo never creates an
-empty database), opens the store, does its work and closes it. Reports are
-plain dataclasses; `on_progress(phase, reached, target)` is called as long
-work advances.
+empty database), opens the store, does its work and closes it. Those that only
+read (`read_events`, `verify`) create and migrate nothing: they raise
+StoreNotFound for a URL that holds no store and SchemaBehind for one that a
+migrating command must upgrade first. Reports are plain dataclasses;
+`on_progress(phase, reached, target)` is called as long work advances.
 
     from headgate import ops
     report = ops.verify("sqlite:///headgate.db")
@@ -18,8 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from headgate._clock import SystemClock
+from headgate._domain.streams import job_stream, schedule_stream
+from headgate._errors import NotFound, StoreNotFound, ValidationError
 from headgate._store.mapper import encode
-from headgate._store.port import CompactionReport
+from headgate._store.port import CompactionReport, EventLog
 from headgate._store.sql import maintenance
 from headgate._store.sql.backends import backend_named
 from headgate._store.sql.engine import parse_store_url
@@ -70,10 +74,24 @@ class LoggedEvent:
 
 @contextmanager
 def _existing_store(url: str) -> Iterator[SqlStore]:
+    """The store, migrated if it is behind (for what writes to it)."""
     parsed = parse_store_url(url)
     if backend_named(parsed.get_backend_name()).is_missing(parsed):
         raise ValueError(f"--db: no database at {parsed.database}")
     store = SqlStore(url, SystemClock())
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _store_to_read(url: str, nothing_to: str) -> Iterator[SqlStore]:
+    """The store as it is, for what only reads it: nothing is created or migrated."""
+    try:
+        store = SqlStore(url, SystemClock(), migrate_schema=False)
+    except StoreNotFound as error:
+        raise StoreNotFound(f"{error} (nothing to {nothing_to})") from None
     try:
         yield store
     finally:
@@ -100,8 +118,9 @@ def verify(
     batch_size: int = DEFAULT_BATCH,
     on_progress: ProgressCallback | None = None,
 ) -> VerifyReport:
-    """Refold the log into scratch tables and compare them with the live ones."""
-    with _existing_store(url) as store:
+    """Refold the log into scratch tables and compare them with the live ones
+    (nothing live is written; the store is never created or migrated)."""
+    with _store_to_read(url, "verify") as store:
         return maintenance.verify(store, projections, batch_size, on_progress)
 
 
@@ -122,10 +141,14 @@ def replay(
 def read_events(
     url: str, *, after: int = 0, limit: int = 50, stream: str | None = None
 ) -> list[LoggedEvent]:
-    """Events after log position `after`, in order (of one stream, if given)."""
-    with _existing_store(url) as store:
+    """Events after log position `after`, in order. `stream`: only that stream's,
+    named by its id (`schedule-nightly`) or by its schedule's or job's id
+    (`nightly`); NotFound if none has events in the log."""
+    with _store_to_read(url, "show") as store:
         if stream is not None:
-            recorded = [e for e in store.log.read_stream(stream) if e.position > after][:limit]
+            stream_id = _stream_named(store.log, stream)
+            recorded = [e for e in store.log.read_stream(stream_id) if e.position > after]
+            recorded = recorded[:limit]
         else:
             recorded = store.log.read_all(after, limit)
     logged = []
@@ -143,6 +166,20 @@ def read_events(
             )
         )
     return logged
+
+
+def _stream_named(log: EventLog, name: str) -> str:
+    """The stream `name` is the id of, else that of the schedule or the job with id
+    `name` (streams are named by `_domain.streams`)."""
+    if log.stream_version(name):
+        return name
+    found = [sid for sid in (schedule_stream(name), job_stream(name)) if log.stream_version(sid)]
+    if not found:
+        raise NotFound(f"--stream: no stream, schedule or job {name!r} has events in the log")
+    if len(found) > 1:
+        streams = " or ".join(found)
+        raise ValidationError("--stream", f"{name!r} is a schedule's and a job's id; use {streams}")
+    return found[0]
 
 
 def compact(url: str) -> CompactionReport:

@@ -61,6 +61,8 @@ class JobRow:
     error_type: str | None
     error_message: str | None
     """The last failed attempt's error (the message may be withheld: see JobAttemptFailed)."""
+    run_now_schedule_id: str | None
+    """The schedule whose Enqueue now made it."""
 
 
 _KEYED: Final = (
@@ -111,6 +113,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "result": None,
         "error_type": None,
         "error_message": None,
+        "run_now_schedule_id": event.run_now_schedule_id,
     }
 
 

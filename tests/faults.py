@@ -46,6 +46,8 @@ class Faults:
     ) = None
     """Runs a compaction (the callable, given the run's cancel event) its own way:
     slowly, or not at all."""
+    before_schema_read: Callable[[], None] | None = None
+    """Called before the schema revision is read; raise to fail the read."""
 
 
 def die() -> None:
@@ -178,6 +180,11 @@ class FaultyStore(Store):
         self.leases = inner.leases
         self.workers = inner.workers
         self.reads = inner.reads
+
+    def schema_revision(self) -> int:
+        if self.faults.before_schema_read is not None:
+            self.faults.before_schema_read()
+        return self.inner.schema_revision()
 
     def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
         return self.inner.listen(on_enqueued)

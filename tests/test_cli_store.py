@@ -10,9 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.engine import make_url
 
 from headgate._cli import main
+from headgate._store.sql.engine import create_store_engine, parse_store_url
 from headgate._store.sql.maintenance import verify
+from headgate._store.sql.migrations import LATEST_VERSION, migrate, schema_version
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.store.builders import create_schedule, fire_tick
@@ -36,9 +40,86 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert out[0].split()[0] == "1"
     assert "schedule-s0 v1  ScheduleDefined/v2" in out[0]
     assert out[1].strip().startswith('{"backfill_limit":1,')
-    assert "job-job-for-s0-60000 v1  JobEnqueued/v2" in out[2]
+    assert "job-job-for-s0-60000 v1  JobEnqueued/v3" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
     assert "EnqueueAttempted/v2" in capsys.readouterr().out
+
+
+def test_events_show_takes_a_schedule_or_job_id_for_its_stream(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _populate(store_url, schedules=2, ticks=2)
+    assert main(["events", "show", "--db", store_url, "--stream", "s1"]) == 0
+    streams = {line.split()[2] for line in capsys.readouterr().out.splitlines()[::2]}
+    assert streams == {"schedule-s1"}
+    assert main(["events", "show", "--db", store_url, "--stream", "job-for-s0-120000"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2
+    assert "job-job-for-s0-120000 v1  JobEnqueued/v3" in out[0]
+
+
+def test_events_show_refuses_a_stream_it_cannot_find(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _populate(store_url, schedules=1, ticks=1)
+    assert main(["events", "show", "--db", store_url, "--stream", "s9"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "error: --stream: no stream, schedule or job 's9' has events in the log\n"
+    )
+
+
+READ_ONLY_COMMANDS = {
+    "events show": (["events", "show"], "nothing to show"),
+    "projections rebuild --verify": (["projections", "rebuild", "--verify"], "nothing to verify"),
+}
+
+
+def _headgate_tables(url: str) -> list[str]:
+    """The tables a database holds (for SQLite, only called on a file that exists)."""
+    engine = create_engine(url)
+    try:
+        return sorted(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_read_only_commands_create_no_store(
+    command: str, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On an empty PostgreSQL schema and a SQLite path with no file, a command
+    that only reads says so and leaves nothing behind: no file, no table."""
+    argv, nothing_to = READ_ONLY_COMMANDS[command]
+    sqlite_file = Path(make_url(store_url).database or "") if "sqlite" in store_url else None
+    assert main([*argv, "--db", store_url]) == 1
+    captured = capsys.readouterr()
+    shown = parse_store_url(store_url).render_as_string(hide_password=True)
+    assert captured.err == f"error: no Headgate store at {shown} ({nothing_to})\n"
+    if sqlite_file is not None:
+        assert list(sqlite_file.parent.iterdir()) == []
+    else:
+        assert _headgate_tables(store_url) == []
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMMANDS)
+def test_read_only_commands_leave_a_store_behind_its_schema_unmigrated(
+    command: str, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv, _ = READ_ONLY_COMMANDS[command]
+    engine = create_store_engine(store_url)
+    migrate(engine, target=1)
+    tables_before = _headgate_tables(store_url)
+    assert main([*argv, "--db", store_url]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: the store at ")
+    assert f"is at schema revision 0001, behind this Headgate's {LATEST_VERSION:04d}" in error
+    assert "run one that migrates (headgate serve" in error
+    assert len(error.splitlines()) == 1
+    assert schema_version(engine) == 1
+    assert _headgate_tables(store_url) == tables_before
+    engine.dispose()
 
 
 def test_projections_rebuild_and_verify(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,11 +145,19 @@ def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[s
     [
         (
             ["events", "show", "--db", "sqlite:////nonexistent/dir/x.db"],
-            "error: --db: no database at /nonexistent/dir/x.db",
+            "error: no Headgate store at sqlite:////nonexistent/dir/x.db (nothing to show)",
         ),
         (
             ["events", "show", "--db", "postgresql://postgres@127.0.0.1:1/x"],
+            "error: reading the schema version: store unavailable: connection failed",
+        ),
+        (
+            ["events", "replay", "--db", "postgresql://postgres@127.0.0.1:1/x"],
             "error: migrating the schema: store unavailable: connection failed",
+        ),
+        (
+            ["events", "show", "--db", "{db}", "--stream", "nope"],
+            "error: --stream: no stream, schedule or job 'nope' has events in the log",
         ),
         (
             ["events", "show", "--db", "redis://localhost"],

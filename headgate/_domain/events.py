@@ -134,9 +134,11 @@ class NextRunAdvanced(DomainEvent):
 class JobEnqueued(DomainEvent):
     """A job was created. `run_at_ms` None means as soon as it is recorded;
     `max_attempts` and `timeout_ms` None mean the handler's (or Headgate's) defaults.
-    Version 1 had none of these three."""
+    `run_now_schedule_id` names the schedule whose Enqueue now made it (a tick's
+    job names its schedule in `periodic_schedule_id` instead). Version 1 had
+    none of the three options, version 2 no `run_now_schedule_id`."""
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
     job_id: str
     kind: str
@@ -148,6 +150,7 @@ class JobEnqueued(DomainEvent):
     run_at_ms: int | None = None
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    run_now_schedule_id: str | None = None
 
     def __post_init__(self) -> None:
         if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):

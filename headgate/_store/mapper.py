@@ -94,6 +94,12 @@ def _job_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {**body, "run_at_ms": None, "max_attempts": None, "timeout_ms": None}
 
 
+def _job_run_now_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v3 a manual run's job did not name its schedule (its Enqueue-now
+    record did, for the key's seven days): it stays unlinked."""
+    return {**body, "run_now_schedule_id": None}
+
+
 def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Before jobs ran in Headgate, schedules gave their jobs no options: defaults."""
     return {**body, "max_attempts": None, "timeout_ms": None}
@@ -102,6 +108,7 @@ def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValu
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
     (type_name(JobEnqueued), 1): _job_options_v1_to_v2,
+    (type_name(JobEnqueued), 2): _job_run_now_v2_to_v3,
     (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
 }
 """(type name, stored schema version) -> function returning the next version's body."""

@@ -162,6 +162,9 @@ class JobFilter:
     queue: str | None = None
     kind: str | None = None
     schedule_id: str | None = None
+    """Jobs of this schedule's ticks."""
+    run_now_schedule_id: str | None = None
+    """Jobs this schedule's Enqueue now made."""
 
 
 @dataclass(frozen=True)
@@ -513,6 +516,13 @@ class Store(ABC):
     leases: Leases
     workers: Workers
     reads: Reads
+
+    @abstractmethod
+    def schema_revision(self) -> int:
+        """The store's schema revision, read from it now, when it is this Headgate's.
+        Raises StoreUnavailable when the store cannot be reached, SchemaBehind or
+        SchemaTooNew when it is not (another build, or a restore, changed it
+        since it was opened)."""
 
     @abstractmethod
     def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:

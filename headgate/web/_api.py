@@ -161,6 +161,21 @@ def enqueue_events(
     return EventList(events=[EventOut.of(e) for e in page.events], next_cursor=page.next_cursor)
 
 
+@router.get(
+    "/periodic/{schedule_id}/manual-runs",
+    response_model=JobList,
+    summary="Jobs this schedule's Enqueue now made, newest first",
+)
+def manual_runs(
+    request: Request,
+    schedule_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> JobList:
+    page = _hg(request).manual_runs(schedule_id, limit, cursor)
+    return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
+
+
 @router.post("/jobs", status_code=201, response_model=JobOut, summary="Enqueue an ordinary job")
 def enqueue(request: Request, body: JobIn) -> JobOut:
     origin = body.periodic_origin.model_dump() if body.periodic_origin is not None else None

@@ -1,4 +1,4 @@
-"""Assemble the ASGI app: API, console, static files, errors, limits, auth."""
+"""Assemble the ASGI app: API, console, docs, probes, static files, errors, limits, auth."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from fastapi.staticfiles import StaticFiles
 from headgate._app import Headgate
 from headgate.web import _api as api
 from headgate.web import _console as console
+from headgate.web import _docs as docs
+from headgate.web import _probes as probes
 from headgate.web import _scrape as scrape
 from headgate.web._auth import TokenAuth
 from headgate.web._errors import (
@@ -29,8 +31,8 @@ from headgate.web._errors import (
 def create_app(
     hg: Headgate, *, api_token: str | None = None, manage_runtime: bool = False
 ) -> FastAPI:
-    """The control API (/api/v1, OpenAPI at /openapi.json), the console (/) and
-    the Prometheus metrics (/metrics).
+    """The control API (/api/v1, OpenAPI at /openapi.json, Swagger UI at /docs), the
+    console (/), the Prometheus metrics (/metrics) and the probes (/healthz, /readyz).
 
     `api_token` defaults to $HEADGATE_API_TOKEN. With `manage_runtime`, the app
     starts the runtime on startup and stops it (releasing the lease) and closes
@@ -57,7 +59,7 @@ def create_app(
         summary="Durable periodic jobs: schedules, enqueue history, Enqueue now.",
         version="0.1.0",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served by _docs, from local assets
         redoc_url=None,
     )
     app.state.headgate = hg
@@ -66,6 +68,9 @@ def create_app(
     app.include_router(api.router)
     app.include_router(scrape.router)
     app.include_router(console.router)
+    app.include_router(probes.router)
+    app.include_router(docs.router)
+    docs.mount_assets(app)
     app.mount(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )

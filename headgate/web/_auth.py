@@ -1,5 +1,6 @@
 """Optional token auth: with HEADGATE_API_TOKEN set, every request needs the token,
-as a bearer header (API clients) or a cookie set by the console's login page."""
+as a bearer header (API clients) or a cookie set by the console's login page;
+all but the login page, the probes and the static files."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from typing import Final
 from starlette.responses import HTMLResponse, JSONResponse
 
 from headgate.web._errors import ASGIApp, Receive, Scope, Send
+from headgate.web._probes import HEALTH_PATHS
 
 COOKIE: Final = "headgate_token"
-_OPEN_PATHS: Final = ("/login", "/static/")
+_OPEN_PATHS: Final = frozenset({"/login", *HEALTH_PATHS})
+"""Paths answered without the token: the login page, and the probes (a load
+balancer's or Kubernetes' carries none)."""
+_OPEN_PREFIXES: Final = ("/static/",)
 _LOGIN_PAGE: Final = """<!doctype html><html><head><meta charset="utf-8">
 <title>Headgate login</title><link rel="stylesheet" href="{base}/static/console.css">
 </head><body><main>
@@ -52,7 +57,7 @@ class TokenAuth:
         # (the root path): the open paths are the app's own.
         base: str = scope.get("root_path", "")
         path: str = scope["path"].removeprefix(base) if base else scope["path"]
-        if path.startswith(_OPEN_PATHS) or self._authorised(scope):
+        if path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES) or self._authorised(scope):
             await self.app(scope, receive, send)
             return
         if path.startswith(("/api/", "/openapi.json", "/docs", "/metrics")):

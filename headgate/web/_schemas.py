@@ -139,6 +139,9 @@ class JobOut(BaseModel):
     unique_key: str | None
     created_at_ms: int
     periodic_origin: OriginOut | None
+    run_now_schedule_id: str | None = Field(
+        description="The schedule whose Enqueue now made it (a tick's job has periodic_origin)"
+    )
     attempts: int = Field(description="Attempts that ran to an end")
     max_attempts: int | None = Field(description="None: its handler's")
     crash_count: int = Field(description="Times a worker died running it")
@@ -167,6 +170,7 @@ class JobOut(BaseModel):
             periodic_origin=None
             if origin is None
             else OriginOut(schedule_id=origin.schedule_id, tick_ms=origin.tick_ms),
+            run_now_schedule_id=job.run_now_schedule_id,
             attempts=job.attempts,
             max_attempts=job.max_attempts,
             crash_count=job.crash_count,

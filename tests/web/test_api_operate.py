@@ -186,3 +186,33 @@ def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_polic
 def test_pausing_an_unknown_schedule_is_a_404(client: TestClient, route: str) -> None:
     response = client.post(f"/api/v1/periodic/missing/{route}")
     assert response.status_code == 404 and response.json() == {"error": "no schedule 'missing'"}
+
+
+def test_a_schedules_manual_runs_are_listed_apart_from_its_ticks_and_link_back(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="report.build")
+    hg.start(workers=False)
+    try:
+        clock.advance(MINUTE)
+        hg.run_pending()
+    finally:
+        hg.stop()
+    runs = []
+    for key in ("first", "second"):
+        runs.append(client.post("/api/v1/periodic/pulse/run", headers={"Idempotency-Key": key}))
+        clock.advance(1)
+    ids = [run.json()["id"] for run in runs]
+    job = client.get(f"/api/v1/jobs/{ids[0]}").json()
+    assert (job["run_now_schedule_id"], job["periodic_origin"]) == ("pulse", None)
+    listed = client.get("/api/v1/periodic/pulse/manual-runs?limit=1").json()
+    assert [j["id"] for j in listed["jobs"]] == [ids[1]]
+    rest = client.get(f"/api/v1/periodic/pulse/manual-runs?cursor={listed['next_cursor']}")
+    assert [j["id"] for j in rest.json()["jobs"]] == [ids[0]]
+    [tick_job] = client.get("/api/v1/jobs?schedule_id=pulse").json()["jobs"]
+    assert tick_job["run_now_schedule_id"] is None and tick_job["id"] not in ids
+
+    assert client.delete("/api/v1/periodic/pulse").status_code == 204
+    after = client.get("/api/v1/periodic/pulse/manual-runs").json()["jobs"]
+    assert [j["id"] for j in after] == ids[::-1]
+    assert client.get("/api/v1/periodic/other/manual-runs").json()["jobs"] == []

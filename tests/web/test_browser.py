@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
+from playwright.sync_api import Browser, Page, Route, ViewportSize, sync_playwright
 
 from headgate import Headgate
 from headgate._store.sql.store import SqlStore
@@ -249,3 +249,33 @@ def _quarantine_shows_a_banner_until_released(page: Page, browser: Browser, base
     page.wait_for_selector("#deleted-banner")
     assert page.locator("#enqueue-now, #delete").count() == 0
     assert page.locator("#events tr.outcome-enqueued").count() >= 1
+
+
+def test_api_docs_render_with_no_internet(tmp_path: Path) -> None:
+    """Swagger UI draws the API's operations from the package's own assets, with
+    every request to another host refused (an air-gapped host)."""
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: tests/run.sh installs it with apt")
+    with serving(tmp_path) as (process, base), sync_playwright() as playwright:
+        wait_until_answering(f"{base}/healthz")
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        page = browser.new_page()
+        elsewhere: list[str] = []
+
+        def only_this_server(route: Route) -> None:
+            if route.request.url.startswith(base):
+                route.continue_()
+            else:
+                elsewhere.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_this_server)
+        page.goto(f"{base}/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=15_000)
+        paths = page.locator(".opblock-summary-path").all_text_contents()
+        assert any("/api/v1/periodic" in path for path in paths)
+        assert page.locator(".errors-wrapper").count() == 0
+        assert elsewhere == []
+        browser.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from headgate import Headgate
 from tests.web.serving import headgate_command, serving, wait_until_answering
@@ -64,4 +67,54 @@ def test_serve_rejects_a_bad_port_in_one_line(tmp_path: Path) -> None:
     assert (
         result.stderr.strip()
         == "error: headgate serve: argument --port: must be 0-65535, got 99999"
+    )
+
+
+def _unopenable(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """SQLite paths no store can be opened at: (URL, what the error says)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    return {
+        "missing directory": (
+            "sqlite:////nonexistent-dir/x.db",
+            "/nonexistent-dir/x.db: directory /nonexistent-dir does not exist",
+        ),
+        "under a file": (f"sqlite:///{a_file}/x.db", f"{a_file}/x.db: {a_file} is not a directory"),
+        "a directory": (f"sqlite:///{tmp_path}", f"{tmp_path}: it is a directory"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing directory", "under a file", "a directory"])
+def test_serve_names_an_unopenable_sqlite_path_in_one_line(case: str, tmp_path: Path) -> None:
+    url, reason = _unopenable(tmp_path)[case]
+    before = sorted(tmp_path.iterdir())
+    result = subprocess.run(
+        [headgate_command(), "serve", "--db", url, "--port", "0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"error: store URL: cannot open the SQLite database {reason}\n"
+    assert sorted(tmp_path.iterdir()) == before
+    assert not Path("/nonexistent-dir").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any directory")
+def test_serve_names_a_read_only_directory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    result = subprocess.run(
+        [headgate_command(), "serve", "--db", f"sqlite:///{locked}/x.db", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: store URL: cannot open the SQLite database {locked}/x.db: directory {locked} "
+        "is not writable (SQLite keeps its journal beside the file)\n"
     )

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
+from urllib.request import pathname2url
 
 from sqlalchemy import (
     ColumnElement,
@@ -39,15 +41,23 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
+from headgate._errors import StoreUnopenable
 from headgate._store.port import Listener
 from headgate._store.sql import bulk
 
-__all__ = ["POSTGRESQL", "SQLITE", "SqlBackend", "backend_named", "backend_of"]
+__all__ = [
+    "POSTGRESQL",
+    "SQLITE",
+    "SqlBackend",
+    "backend_named",
+    "backend_of",
+    "checked_store_url",
+]
 
 
 class SqlBackend(ABC):
@@ -71,7 +81,8 @@ class SqlBackend(ABC):
 
     @abstractmethod
     def checked_url(self, url: URL) -> URL:
-        """The store URL as this backend takes it; ValueError naming what is wrong."""
+        """The store URL as this backend takes it (its drivername one SQLAlchemy
+        knows); ValueError naming what is wrong."""
 
     @abstractmethod
     def is_missing(self, url: URL) -> bool:
@@ -79,10 +90,22 @@ class SqlBackend(ABC):
         one); False when it may exist (a server says so only once connected to)."""
 
     @abstractmethod
+    def check_openable(self, url: URL) -> None:
+        """StoreUnopenable naming the place, when the URL names one where no store
+        can be opened; nothing when it may be (a server says so only when
+        connected to)."""
+
+    @abstractmethod
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
     ) -> Engine:
         """An engine with Headgate's session settings."""
+
+    @abstractmethod
+    def inspecting_engine(self, url: URL) -> Engine:
+        """An engine whose connections only read and change nothing on connecting
+        (none of Headgate's session settings): for finding out what a URL holds
+        before opening it as a store."""
 
     @abstractmethod
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
@@ -212,6 +235,20 @@ class _Sqlite(SqlBackend):
     def is_missing(self, url: URL) -> bool:
         return not Path(str(url.database)).exists()
 
+    def check_openable(self, url: URL) -> None:
+        path = Path(str(url.database))
+        reason = _why_sqlite_cannot_open(path)
+        if reason is not None:
+            raise StoreUnopenable(f"store URL: cannot open the SQLite database {path}: {reason}")
+
+    def inspecting_engine(self, url: URL) -> Engine:
+        """Opened read-only (SQLite's `mode=ro`): it never creates the file."""
+        read_only = url.set(
+            database=f"file:{pathname2url(str(url.database))}",
+            query={"mode": "ro", "uri": "true"},
+        )
+        return create_engine(read_only, poolclass=NullPool)
+
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
     ) -> Engine:
@@ -326,6 +363,23 @@ class _Sqlite(SqlBackend):
         return None
 
 
+def _why_sqlite_cannot_open(path: Path) -> str | None:
+    """What stops SQLite from opening (or creating) a database at `path` for
+    writing, or None. SQLite itself says only "unable to open database file"."""
+    directory = path.parent
+    if path.is_dir():
+        return "it is a directory"
+    if not directory.exists():
+        return f"directory {directory} does not exist"
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"directory {directory} is not writable (SQLite keeps its journal beside the file)"
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return "the file is not readable and writable"
+    return None
+
+
 IDLE_IN_TRANSACTION_MS: Final = 5_000
 """PostgreSQL ends a session idle this long inside a transaction (ours take milliseconds)."""
 POSTGRES_CONNECT_ARGS: Final = {
@@ -373,16 +427,32 @@ class _PostgreSQL(SqlBackend):
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
 
     def checked_url(self, url: URL) -> URL:
-        """Plain `postgresql://` means the psycopg 3 driver."""
-        if url.drivername not in ("postgresql", "postgresql+psycopg"):
+        """`postgresql://` and `postgres://` (a platform's usual DATABASE_URL) name no
+        driver: they mean psycopg 3, the one Headgate ships with."""
+        _, _, driver = url.drivername.partition("+")
+        if driver not in ("", "psycopg"):
             raise ValueError(
-                f"store URL: driver {url.get_driver_name()!r} is not supported; "
-                "use postgresql:// (psycopg 3)"
+                f"store URL: driver {driver!r} is not supported; use postgresql:// (psycopg 3)"
             )
         return url.set(drivername="postgresql+psycopg")
 
     def is_missing(self, url: URL) -> bool:
         return False  # the server says so when connected to (a clear StoreUnavailable)
+
+    def check_openable(self, url: URL) -> None:
+        pass  # only the server can say, when connected to
+
+    def inspecting_engine(self, url: URL) -> Engine:
+        engine = create_engine(url, poolclass=NullPool, connect_args=POSTGRES_CONNECT_ARGS)
+
+        @event.listens_for(engine, "connect")
+        def _read_only(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SET default_transaction_read_only = on")
+            cursor.close()
+            dbapi_connection.commit()
+
+        return engine
 
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
@@ -646,11 +716,25 @@ class _PostgresListener(Listener):
 SQLITE: Final = _Sqlite()
 POSTGRESQL: Final = _PostgreSQL()
 _BY_NAME: Final[dict[str, SqlBackend]] = {SQLITE.name: SQLITE, POSTGRESQL.name: POSTGRESQL}
-BACKEND_NAMES: Final = frozenset(_BY_NAME)
+_URL_SCHEMES: Final[dict[str, SqlBackend]] = {**_BY_NAME, "postgres": POSTGRESQL}
+"""The backend each URL scheme names: the backends' own names, and `postgres`,
+which SQLAlchemy no longer takes but Heroku- and Render-style URLs still use."""
 
 
 def backend_named(name: str) -> SqlBackend:
     return _BY_NAME[name]
+
+
+def checked_store_url(url: URL) -> URL:
+    """The store URL as its backend takes it (its scheme and driver spelled as
+    SQLAlchemy knows them); ValueError naming what is wrong."""
+    scheme = url.drivername.partition("+")[0]
+    backend = _URL_SCHEMES.get(scheme)
+    if backend is None:
+        raise ValueError(
+            f"store URL: {scheme!r} is not supported; use sqlite:///path.db or postgresql://"
+        )
+    return backend.checked_url(url)
 
 
 def backend_of(bind: Engine | Connection) -> SqlBackend:

@@ -21,7 +21,7 @@ from headgate._errors import (
     StoreError,
     StoreUnavailable,
 )
-from headgate._store.sql.backends import BACKEND_NAMES, POSTGRESQL, SQLITE, backend_named
+from headgate._store.sql.backends import POSTGRESQL, SQLITE, backend_named, checked_store_url
 
 BUSY_TIMEOUT_S: Final = 30.0
 WRITE: Final = {"headgate_write": True}
@@ -34,12 +34,7 @@ def parse_store_url(url: str) -> URL:
         parsed = make_url(url)
     except (sa_exc.ArgumentError, ValueError):
         raise ValueError(f"store URL: {url!r} is not a database URL") from None
-    name = parsed.get_backend_name()
-    if name not in BACKEND_NAMES:
-        raise ValueError(
-            f"store URL: {name!r} is not supported; use sqlite:///path.db or postgresql://"
-        )
-    return backend_named(name).checked_url(parsed)
+    return checked_store_url(parsed)
 
 
 def create_store_engine(

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import decode_cursor, encode_cursor
-from headgate._domain.events import UNFINISHED_STATES
+from headgate._domain.events import UNFINISHED_STATES, JobState
 from headgate._errors import ValidationError
 from headgate._projections import (
     EnqueueHistoryRow,
@@ -35,6 +35,7 @@ from headgate._store.sql.schema import (
     DUE_INDEX_WHERE,
     LIVE,
     LIVE_UNIQUE_KEY_WHERE,
+    NOT_COMPLETED_WHERE,
     RUNNING_WHERE,
 )
 
@@ -57,6 +58,7 @@ SQLAlchemy's own rendering of `paused IS false` does not."""
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
+_NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
 _attempts, _blame = LIVE.job_attempts, LIVE.crash_blame
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
@@ -191,17 +193,39 @@ def jobs_page(
 ) -> Page[JobRow]:
     """Newest first, by (created_at_ms, job_id); the cursor is where the last page stopped."""
     check_limit(limit, maximum)
+    query = jobs_query(where, limit, cursor)
+    if query is None:
+        return Page([], None)
+    with backend_of(connection).probing_indexes(connection):
+        items = [JobRow(**row) for row in connection.execute(query).mappings()]
+    more = len(items) > limit
+    items = items[:limit]
+    last = items[-1] if more else None
+    next_cursor = (
+        None if last is None else encode_cursor(JOBS_CURSOR, f"{last.created_at_ms}:{last.job_id}")
+    )
+    return Page(items, next_cursor)
+
+
+def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] | None:
+    """One more than a page of `jobs_page`, or None when a filter names what no
+    job could hold. A filter by state (but completed), schedule or manual run
+    walks its own index in this order; by queue or kind alone, the creation
+    index, newest first."""
     query = select(_jobs)
     for column, wanted in (
         (_jobs.c.state, where.state),
         (_jobs.c.queue, where.queue),
         (_jobs.c.kind, where.kind),
         (_jobs.c.periodic_schedule_id, where.schedule_id),
+        (_jobs.c.run_now_schedule_id, where.run_now_schedule_id),
     ):
         if wanted is not None:
             if not could_be_stored(wanted):
-                return Page([], None)
+                return None
             query = query.where(column == wanted)
+    if where.state is not None and where.state != JobState.COMPLETED:
+        query = query.where(_NOT_COMPLETED)
     if cursor is not None:
         created, job_id = _timed_cursor(JOBS_CURSOR, cursor)
         query = query.where(
@@ -210,15 +234,7 @@ def jobs_page(
                 and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
             )
         )
-    query = query.order_by(_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc()).limit(limit + 1)
-    items = [JobRow(**row) for row in connection.execute(query).mappings()]
-    more = len(items) > limit
-    items = items[:limit]
-    last = items[-1] if more else None
-    next_cursor = (
-        None if last is None else encode_cursor(JOBS_CURSOR, f"{last.created_at_ms}:{last.job_id}")
-    )
-    return Page(items, next_cursor)
+    return query.order_by(_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc()).limit(limit + 1)
 
 
 def _timed_cursor(kind: str, cursor: str) -> tuple[int, str]:

@@ -49,6 +49,14 @@ CLAIMABLE_WHERE: Final = "state = 'pending'"
 """The claim index: pending jobs by (queue, run_at_ms, job_id)."""
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
+NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
+"""The jobs list by state, newest first: every state but completed, which most jobs
+are and which walking the creation index finds at once. A query says it in
+these words (SQLite uses a partial index only for a condition that names it)."""
+PERIODIC_WHERE: Final = "periodic_schedule_id IS NOT NULL"
+"""A schedule's tick jobs, newest first (the jobs list filtered by schedule)."""
+RUN_NOW_WHERE: Final = "run_now_schedule_id IS NOT NULL"
+"""A schedule's manual runs, newest first: only jobs Enqueue now made are indexed."""
 
 events = Table(
     f"{TABLE_PREFIX}events",
@@ -197,6 +205,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("result", Text),
         Column("error_type", String(255)),
         Column("error_message", Text),
+        Column("run_now_schedule_id", String(255)),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",
@@ -219,6 +228,30 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         postgresql_where=text(CLAIMABLE_WHERE),
     )
     Index(f"ix_{prefix}jobs_created", jobs.c.created_at_ms, jobs.c.job_id)
+    Index(
+        f"ix_{prefix}jobs_state_created",
+        jobs.c.state,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(NOT_COMPLETED_WHERE),
+        postgresql_where=text(NOT_COMPLETED_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_schedule_created",
+        jobs.c.periodic_schedule_id,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(PERIODIC_WHERE),
+        postgresql_where=text(PERIODIC_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_run_now",
+        jobs.c.run_now_schedule_id,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(RUN_NOW_WHERE),
+        postgresql_where=text(RUN_NOW_WHERE),
+    )
     Index(
         f"ix_{prefix}jobs_running",
         jobs.c.worker_id,

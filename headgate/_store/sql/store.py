@@ -15,7 +15,7 @@ from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
 from headgate._store.port import CompactionPolicy, CompactionReport, Listener, Store
 from headgate._store.sql import compaction
-from headgate._store.sql.backends import backend_of
+from headgate._store.sql.backends import backend_named, backend_of
 from headgate._store.sql.engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
@@ -25,7 +25,12 @@ from headgate._store.sql.engine import (
 )
 from headgate._store.sql.leases import SqlLeases
 from headgate._store.sql.log import SqlEventLog
-from headgate._store.sql.migrations import migrate
+from headgate._store.sql.migrations import (
+    migrate,
+    require_current,
+    require_revision,
+    schema_version,
+)
 from headgate._store.sql.projector import Projector
 from headgate._store.sql.queries import SqlReads
 from headgate._store.sql.schema import LIVE
@@ -39,8 +44,10 @@ class SqlStore(Store):
     """The event log, its live projections and the leases in one SQL database.
 
     Opening it brings the schema up to date (migrations) and reads the
-    store's clock. `projections` is for tests that need to observe folding
-    (the live set is `ALL_PROJECTIONS`).
+    store's clock. With `migrate_schema=False` (what only reads: `headgate
+    events show`) it creates and migrates nothing, and refuses a URL that
+    holds no store or one whose schema is behind. `projections` is for tests
+    that need to observe folding (the live set is `ALL_PROJECTIONS`).
     """
 
     log: SqlEventLog
@@ -55,9 +62,15 @@ class SqlStore(Store):
         *,
         busy_timeout_s: float = BUSY_TIMEOUT_S,
         projections: Sequence[AnyProjection] = ALL_PROJECTIONS,
+        migrate_schema: bool = True,
     ) -> None:
         self.url = url
         self.clock = clock
+        self._url = parse_store_url(url)
+        if migrate_schema:
+            backend_named(self._url.get_backend_name()).check_openable(self._url)
+        else:
+            require_current(self._url)
         self.engine = create_store_engine(url, busy_timeout_s)
         self.backend = backend_of(self.engine)
         # SQLite keeps a page cache per connection and drops it whenever another
@@ -79,14 +92,21 @@ class SqlStore(Store):
         self._closed = False
         renew_in_forked_children(self)
         quiesce_for_forks(self)
-        migrate(self.engine)
+        if migrate_schema:
+            migrate(self.engine)
         with translated_errors("reading the store's clock"), self.engine.connect() as connection:
             self.synchronise_clock(connection)
         self.log = SqlEventLog(self)
         self.leases = SqlLeases(self)
         self.workers = SqlWorkers(self)
         self.reads = SqlReads(self.engine)
-        self._url = parse_store_url(url)
+
+    def schema_revision(self) -> int:
+        if self._closed:
+            raise StoreClosed("reading the schema version: the store is closed")
+        revision = schema_version(self.engine)
+        require_revision(revision, self._url.render_as_string(hide_password=True))
+        return revision
 
     def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
         return self.backend.listen(self._url, on_enqueued)

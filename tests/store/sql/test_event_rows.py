@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select, text
 
-from headgate._domain.events import NextRunAdvanced
+from headgate._domain.events import JobEnqueued, NextRunAdvanced
 from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.port import NO_STREAM
 from headgate._store.sql.backends import SQLITE
@@ -49,6 +49,43 @@ def test_old_event_shapes_are_upcast_on_read(
             )
         )
     assert store.log.read_stream("schedule-a")[0].event == NextRunAdvanced("a", 5, None)
+
+
+@pytest.mark.parametrize(
+    ("schema_version", "body"),
+    [
+        (
+            1,
+            '{"job_id":"j","kind":"k","payload":null,"periodic_schedule_id":null,'
+            '"periodic_tick_ms":null,"queue":"q","unique_key":null}',
+        ),
+        (
+            2,
+            '{"job_id":"j","kind":"k","max_attempts":3,"payload":null,'
+            '"periodic_schedule_id":null,"periodic_tick_ms":null,"queue":"q","run_at_ms":null,'
+            '"timeout_ms":null,"unique_key":null}',
+        ),
+    ],
+)
+def test_jobs_enqueued_by_earlier_builds_read_as_unlinked_to_a_manual_run(
+    store: SqlStore, schema_version: int, body: str
+) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="job-j",
+                version=1,
+                type="JobEnqueued",
+                schema_version=schema_version,
+                body=body,
+                recorded_at_ms=1,
+            )
+        )
+    max_attempts = 3 if schema_version == 2 else None
+    assert store.log.read_stream("job-j")[0].event == JobEnqueued(
+        "j", "k", "q", None, max_attempts=max_attempts, run_now_schedule_id=None
+    )
 
 
 def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:

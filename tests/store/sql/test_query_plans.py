@@ -30,7 +30,7 @@ from headgate._domain.admission import AdmissionLimits
 from headgate._domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, StreamAppend
+from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact, finished_jobs_query
 from headgate._store.sql.maintenance import rebuild
@@ -39,6 +39,7 @@ from headgate._store.sql.queries import (
     due_query,
     earliest_due_query,
     job_counts_query,
+    jobs_query,
     oldest_pending_query,
 )
 from headgate._store.sql.store import SqlStore
@@ -55,8 +56,23 @@ from tests.store.builders import attempted, defined
         (due_count_query(1_704_067_200_000), "ix_headgate_schedules_due_order"),
         (job_counts_query(), "ix_headgate_jobs_queue_state"),
         (oldest_pending_query(), "ix_headgate_jobs_claimable"),
+        (jobs_query(JobFilter(state="failed"), 50, None), "ix_headgate_jobs_state_created"),
+        (jobs_query(JobFilter(schedule_id="s"), 50, None), "ix_headgate_jobs_schedule_created"),
+        (jobs_query(JobFilter(run_now_schedule_id="s"), 50, None), "ix_headgate_jobs_run_now"),
+        (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_created"),
     ],
-    ids=["due", "earliest", "finished-jobs", "due-count", "job-counts", "oldest-pending"],
+    ids=[
+        "due",
+        "earliest",
+        "finished-jobs",
+        "due-count",
+        "job-counts",
+        "oldest-pending",
+        "jobs-by-state",
+        "jobs-by-schedule",
+        "manual-runs",
+        "jobs-by-kind",
+    ],
 )
 def test_the_bounded_reads_use_their_index(
     store: SqlStore, query: Select[object], index: str
@@ -239,6 +255,11 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
             hg.enqueue_events("s3", limit=30)
             job_id, _ = hg.run_now("s4", idempotency_key="k-1")
             hg.get_job(job_id)
+            hg.manual_runs("s4")
+            hg.list_jobs(state="pending", limit=50)
+            hg.list_jobs(schedule_id="s5", kind="k")
+            hg.pause_schedule("s7")
+            hg.resume_schedule("s7")
             hg.finish_job(hg.enqueue(kind="email.send", payload={"to": "x"}).id)
             hg.finish_job("j5", "failed")
             hg.delete_schedule("s6")

@@ -30,21 +30,29 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import Engine, inspect, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection
 
-from headgate._errors import SchemaTooNew
+from headgate._errors import SchemaBehind, SchemaTooNew, StoreNotFound
 from headgate._logs import get_logger
-from headgate._store.sql.backends import backend_of
+from headgate._store.sql.backends import backend_named, backend_of
 from headgate._store.sql.engine import translated_errors, write_transaction
 from headgate._store.sql.migrations import legacy
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["LATEST_VERSION", "VERSION_TABLE", "migrate", "revision_id", "schema_version"]
+__all__ = [
+    "LATEST_VERSION",
+    "VERSION_TABLE",
+    "migrate",
+    "require_current",
+    "require_revision",
+    "revision_id",
+    "schema_version",
+]
 
 VERSION_TABLE: Final = "headgate_alembic_version"
-LATEST_VERSION: Final = 2
+LATEST_VERSION: Final = 3
 """The newest revision in versions/ (a test checks the two agree)."""
 HERE: Final = Path(__file__).parent
 ALEMBIC_LOGGERS: Final = ("alembic.runtime.migration", "alembic.runtime.plugins")
@@ -118,6 +126,38 @@ def schema_version(engine: Engine) -> int:
     """The store's revision (0 for an empty database or one from before Alembic)."""
     with translated_errors("reading the schema version"), engine.connect() as connection:
         return _current_version(connection) or 0
+
+
+def require_current(url: URL) -> None:
+    """For what only reads a store: the URL must hold one, at this Headgate's
+    revision. Looks through a read-only connection and changes nothing: no
+    file, table or migration is made. Raises StoreNotFound, SchemaBehind,
+    SchemaTooNew, or StoreUnavailable."""
+    backend = backend_named(url.get_backend_name())
+    shown = url.render_as_string(hide_password=True)
+    if backend.is_missing(url):
+        raise StoreNotFound(f"no Headgate store at {shown}")
+    engine = backend.inspecting_engine(url)
+    try:
+        with translated_errors("reading the schema version"), engine.connect() as connection:
+            current = _current_version(connection)
+            if current is None and legacy.recorded_version(connection) is None:
+                raise StoreNotFound(f"no Headgate store at {shown}")
+    finally:
+        engine.dispose()
+    require_revision(current or 0, shown)  # a store from before Alembic is at 0
+
+
+def require_revision(current: int, shown_url: str) -> None:
+    """SchemaBehind unless `current` is this Headgate's revision (a newer one
+    never gets here: reading it raised SchemaTooNew)."""
+    if current < LATEST_VERSION:
+        raise SchemaBehind(
+            f"the store at {shown_url} is at schema revision {revision_id(current)}, "
+            f"behind this Headgate's {revision_id(LATEST_VERSION)}; a command that only "
+            "reads migrates nothing: run one that migrates (headgate serve, headgate "
+            "projections rebuild, or Headgate(url) in code), then this again"
+        )
 
 
 def _current_version(connection: Connection) -> int | None:

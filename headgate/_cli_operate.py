@@ -1,0 +1,518 @@
+"""The operator commands of the command line: `headgate schedules`, `jobs` and
+`quarantine`, what the control API's operator endpoints do, against a store URL.
+
+Each opens `Headgate(--db)`, acts and closes it; none starts the runtime.
+Output is a table or key/value lines for people, or with `--json` one JSON
+document with the API's field names (its response bodies, `headgate.web`'s
+schemas, imported only then: FastAPI stays out of a plain command's start).
+Exit status: 0 done; 1 not found or refused (NotFound, JobStateConflict,
+AdmissionRejected, DuplicateJob) or the store failed; 2 bad input
+(ValidationError, bad arguments). Errors are one line on stderr (`_cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from headgate._app import Headgate
+from headgate._domain.admission import MAX_BACKFILL_LIMIT
+from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.events import JobState, MissedRunPolicy
+from headgate._domain.spec import InvalidSpec, parse_spec
+from headgate._errors import ValidationError
+from headgate._json import JsonValue
+from headgate._model import Job, QuarantineEntry, Schedule
+
+Handler = Callable[[argparse.Namespace], int]
+AddDb = Callable[[argparse.ArgumentParser], None]
+IntIn = Callable[[int, int], Callable[[str], int]]
+
+MAX_PAGE = 200
+"""The API's largest page."""
+HISTORY_SHOWN = 10
+"""Enqueue attempts `schedules show` prints."""
+
+
+def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
+    """Add `schedules`, `jobs` and `quarantine` to the `headgate` parser's
+    subcommands, with `_cli`'s own --db option and integer type."""
+
+    def command(group: Any, name: str, help_text: str, handler: Handler) -> Any:
+        parser = group.add_parser(name, help=help_text)
+        add_db(parser)
+        parser.add_argument(
+            "--json", action="store_true", help="print one JSON document (the API's fields)"
+        )
+        parser.set_defaults(handler=handler)
+        return parser
+
+    def paged(parser: argparse.ArgumentParser, default: int) -> None:
+        parser.add_argument(
+            "--limit",
+            type=int_in(1, MAX_PAGE),
+            default=default,
+            help=f"at most N (default {default})",
+        )
+        parser.add_argument("--cursor", metavar="C", help="the next page, as the last one said")
+
+    schedules = commands.add_parser("schedules", help="list, change and run schedules")
+    group = schedules.add_subparsers(title="commands", parser_class=type(schedules))
+    paged(command(group, "list", "list schedules", _schedules_list), 50)
+    show = command(
+        group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
+    )
+    show.add_argument("schedule_id", metavar="ID")
+    put = command(group, "put", "create or replace a schedule", _schedules_put)
+    put.add_argument("schedule_id", metavar="ID")
+    put.add_argument("--spec", required=True, help='e.g. "0 9 * * *" or @every:60000')
+    put.add_argument("--kind", required=True, help="the job kind its ticks enqueue")
+    put.add_argument("--payload", metavar="JSON", help="the jobs' payload, as JSON (null)")
+    put.add_argument("--queue", default="default", help="(default)")
+    put.add_argument(
+        "--on-missed",
+        choices=[policy.value for policy in MissedRunPolicy],
+        default="skip",
+        help="missed-run policy (skip)",
+    )
+    put.add_argument(
+        "--backfill-limit",
+        type=int_in(1, MAX_BACKFILL_LIMIT),
+        default=1,
+        metavar="N",
+        help="ticks a backfill fires at most (1)",
+    )
+    put.add_argument(
+        "--paused",
+        action="store_true",
+        help="store it paused (a put without it leaves the schedule running)",
+    )
+    for name, help_text, handler in (
+        ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
+        ("pause", "stop a schedule's ticks, keeping its phase", _schedules_pause),
+        ("resume", "let a paused schedule tick again (missed ticks follow its policy)", _resume),
+    ):
+        command(group, name, help_text, handler).add_argument("schedule_id", metavar="ID")
+    run_now = command(group, "run-now", "enqueue one extra job now", _schedules_run_now)
+    run_now.add_argument("schedule_id", metavar="ID")
+    run_now.add_argument(
+        "--idempotency-key",
+        metavar="K",
+        help="the same key always gives the same job (default: a new one, printed)",
+    )
+
+    jobs = commands.add_parser("jobs", help="list, inspect, cancel and retry jobs")
+    group = jobs.add_subparsers(title="commands", parser_class=type(jobs))
+    listing = command(group, "list", "list jobs, newest first", _jobs_list)
+    listing.add_argument("--state", choices=[state.value for state in JobState])
+    listing.add_argument("--queue", metavar="Q")
+    listing.add_argument("--kind", metavar="K")
+    listing.add_argument("--schedule", metavar="ID", help="only the jobs this schedule enqueued")
+    paged(listing, 50)
+    for name, help_text, handler in (
+        ("show", "a job, its payload and result, and its newest attempts", _jobs_show),
+        ("cancel", "cancel a pending or running job", _jobs_cancel),
+        ("retry", "run a failed, cancelled or quarantined job again, now", _jobs_retry),
+    ):
+        command(group, name, help_text, handler).add_argument("job_id", metavar="ID")
+
+    quarantine = commands.add_parser("quarantine", help="quarantined fingerprints")
+    group = quarantine.add_subparsers(title="commands", parser_class=type(quarantine))
+    paged(command(group, "list", "quarantined fingerprints, newest first", _quarantine_list), 50)
+    release = command(group, "release", "make a fingerprint admissible again", _release)
+    release.add_argument("fingerprint", metavar="FINGERPRINT")
+    add = command(group, "add", "quarantine a fingerprint by hand", _quarantine_add)
+    add.add_argument("fingerprint", metavar="FINGERPRINT")
+    add.add_argument("--note", default="", help="why (shown by quarantine list)")
+
+
+# schedules -------------------------------------------------------------------
+
+
+def _schedules_list(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        page = hg.list_schedules(args.limit, args.cursor)
+    if args.json:
+        from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
+
+        _print_json(
+            ScheduleList(
+                schedules=[ScheduleOut.of(s) for s in page.schedules], next_cursor=page.next_cursor
+            )
+        )
+        return 0
+    _print_table(
+        ("ID", "SPEC", "KIND", "QUEUE", "PAUSED", "NEXT RUN", "LAST ENQUEUED"),
+        (
+            (
+                s.id,
+                s.spec,
+                s.kind,
+                s.queue,
+                "yes" if s.paused else "no",
+                _iso(s.next_run_ms),
+                _iso(s.last_enqueued_ms),
+            )
+            for s in page.schedules
+        ),
+        empty="no schedules",
+    )
+    _print_next(page.next_cursor)
+    return 0
+
+
+def _schedules_show(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        schedule = hg.get_schedule(args.schedule_id)
+        events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
+    if args.json:
+        from headgate.web._schemas import EventOut, ScheduleOut  # noqa: PLC0415 (see top)
+
+        body = ScheduleOut.of(schedule, include_payload=True).model_dump(mode="json")
+        body["enqueue_events"] = [EventOut.of(e).model_dump(mode="json") for e in events]
+        _print_json(body)
+        return 0
+    _print_schedule(schedule)
+    print(f"payload:        {_shown_json(schedule.payload)}")
+    print(f"enqueue attempts (newest {HISTORY_SHOWN}):")
+    _print_table(
+        ("TICK", "OUTCOME", "REASON", "JOB", "RECORDED"),
+        ((_iso(e.tick_ms), e.outcome, e.reason, e.job_id, _iso(e.recorded_at_ms)) for e in events),
+        empty="  none",
+        indent="  ",
+    )
+    return 0
+
+
+def _schedules_put(args: argparse.Namespace) -> int:
+    payload = _json_argument("--payload", args.payload)
+    with Headgate(args.db) as hg:
+        schedule = hg.put_schedule(
+            args.schedule_id,
+            spec=args.spec,
+            kind=args.kind,
+            payload=payload,
+            queue=args.queue,
+            on_missed=args.on_missed,
+            backfill_limit=args.backfill_limit,
+            paused=args.paused,
+        )
+    return _print_schedule_result(args, schedule, f"saved schedule {schedule.id}")
+
+
+def _schedules_delete(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        hg.delete_schedule(args.schedule_id)
+    if args.json:
+        _print_json({"id": args.schedule_id, "deleted": True})
+    else:
+        print(f"deleted schedule {args.schedule_id} (its enqueue history stays)")
+    return 0
+
+
+def _schedules_pause(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        schedule = hg.pause_schedule(args.schedule_id)
+    return _print_schedule_result(args, schedule, f"paused schedule {schedule.id}")
+
+
+def _resume(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        schedule = hg.resume_schedule(args.schedule_id)
+    return _print_schedule_result(args, schedule, f"resumed schedule {schedule.id}")
+
+
+def _schedules_run_now(args: argparse.Namespace) -> int:
+    key = args.idempotency_key if args.idempotency_key is not None else str(uuid.uuid4())
+    with Headgate(args.db) as hg:
+        result = hg.run_now(args.schedule_id, key)
+    if args.json:
+        _print_json({"id": result.job_id, "replayed": result.replayed, "idempotency_key": key})
+    elif result.replayed:
+        print(f"job {result.job_id} was already enqueued with idempotency key {key}")
+    else:
+        print(f"enqueued job {result.job_id} (idempotency key {key}: repeat it to retry safely)")
+    return 0
+
+
+def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: str) -> int:
+    if args.json:
+        from headgate.web._schemas import ScheduleOut  # noqa: PLC0415 (see top)
+
+        _print_json(ScheduleOut.of(schedule))
+    else:
+        print(done)
+        _print_schedule(schedule)
+    return 0
+
+
+def _print_schedule(schedule: Schedule) -> None:
+    try:
+        meaning = f"  ({describe(parse_spec(schedule.spec))})"
+    except InvalidSpec:
+        meaning = ""
+    _print_fields(
+        (
+            ("id", schedule.id),
+            ("spec", schedule.spec + meaning),
+            ("kind", schedule.kind),
+            ("queue", schedule.queue),
+            ("on missed", missed_run_label(schedule.on_missed, schedule.backfill_limit)),
+            ("paused", "yes" if schedule.paused else "no"),
+            ("next run", _iso(schedule.next_run_ms)),
+            ("last enqueued", _iso(schedule.last_enqueued_ms)),
+            ("retry at", _iso(schedule.retry_at_ms)),
+            ("max attempts", _or_default(schedule.max_attempts)),
+            ("timeout", _or_default(schedule.timeout_ms, " ms")),
+        )
+    )
+
+
+# jobs ------------------------------------------------------------------------
+
+
+def _jobs_list(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        page = hg.list_jobs(
+            state=args.state,
+            queue=args.queue,
+            kind=args.kind,
+            schedule_id=args.schedule,
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+    if args.json:
+        from headgate.web._schemas import JobList, JobOut  # noqa: PLC0415 (see top)
+
+        _print_json(
+            JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
+        )
+        return 0
+    _print_table(
+        ("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN AT", "CREATED"),
+        (
+            (
+                job.id,
+                job.kind,
+                job.queue,
+                job.state,
+                str(job.attempts),
+                str(job.crash_count),
+                _iso(job.run_at_ms),
+                _iso(job.created_at_ms),
+            )
+            for job in page.jobs
+        ),
+        empty="no jobs",
+    )
+    _print_next(page.next_cursor)
+    return 0
+
+
+def _jobs_show(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        job = hg.get_job(args.job_id)
+    return _print_job_result(args, job, None)
+
+
+def _jobs_cancel(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        job = hg.cancel_job(args.job_id)
+    return _print_job_result(args, job, f"cancelled job {job.id}")
+
+
+def _jobs_retry(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        job = hg.retry_job(args.job_id)
+    return _print_job_result(args, job, f"job {job.id} runs again (attempts and crashes reset)")
+
+
+def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> int:
+    if args.json:
+        from headgate.web._schemas import JobOut  # noqa: PLC0415 (see top)
+
+        _print_json(JobOut.of(job))
+        return 0
+    if done is not None:
+        print(done)
+    origin = job.periodic_origin
+    _print_fields(
+        (
+            ("id", job.id),
+            ("kind", job.kind),
+            ("queue", job.queue),
+            ("state", job.state),
+            ("run at", _iso(job.run_at_ms)),
+            ("created", _iso(job.created_at_ms)),
+            ("updated", _iso(job.updated_at_ms)),
+            (
+                "from schedule",
+                "-" if origin is None else f"{origin.schedule_id}, tick {_iso(origin.tick_ms)}",
+            ),
+            ("unique key", job.unique_key or "-"),
+            ("attempts", str(job.attempts)),
+            ("max attempts", _or_default(job.max_attempts)),
+            ("crashes", str(job.crash_count)),
+            ("timeout", _or_default(job.timeout_ms, " ms")),
+            ("worker", job.worker_id or "-"),
+            ("error", _error(job.error_type, job.error_message)),
+            ("payload", _shown_json(job.payload)),
+            ("result", _shown_json(job.result)),
+        )
+    )
+    if done is None:
+        print("attempts (newest first):")
+        _print_table(
+            ("#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"),
+            (
+                (
+                    str(a.attempt),
+                    a.outcome,
+                    a.worker_id or "-",
+                    _iso(a.started_at_ms),
+                    _iso(a.ended_at_ms),
+                    _error(a.error_type, a.error_message),
+                )
+                for a in job.attempt_history
+            ),
+            empty="  none",
+            indent="  ",
+        )
+    return 0
+
+
+# quarantine ------------------------------------------------------------------
+
+
+def _quarantine_list(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        page = hg.list_quarantine(args.limit, args.cursor)
+    if args.json:
+        from headgate.web._schemas import QuarantineList, QuarantineOut  # noqa: PLC0415
+
+        _print_json(
+            QuarantineList(
+                entries=[QuarantineOut.of(e) for e in page.entries], next_cursor=page.next_cursor
+            )
+        )
+        return 0
+    _print_table(
+        ("FINGERPRINT", "SINCE", "WHY"),
+        ((e.fingerprint, _iso(e.quarantined_at_ms), e.note or "-") for e in page.entries),
+        empty="nothing is quarantined",
+    )
+    _print_next(page.next_cursor)
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        hg.release(args.fingerprint)
+    if args.json:
+        _print_json({"fingerprint": args.fingerprint, "released": True})
+    else:
+        print(f"released {args.fingerprint}: its jobs are admitted again")
+    return 0
+
+
+def _quarantine_add(args: argparse.Namespace) -> int:
+    with Headgate(args.db) as hg:
+        hg.quarantine(args.fingerprint, args.note)
+        entry = hg.quarantine_entry(args.fingerprint)
+    assert entry is not None
+    if args.json:
+        from headgate.web._schemas import QuarantineOut  # noqa: PLC0415 (see top)
+
+        _print_json(QuarantineOut.of(entry))
+    else:
+        _print_quarantined(entry)
+    return 0
+
+
+def _print_quarantined(entry: QuarantineEntry) -> None:
+    print(f"quarantined {entry.fingerprint} since {_iso(entry.quarantined_at_ms)}")
+
+
+# output ----------------------------------------------------------------------
+
+
+def _json_argument(option: str, text: str | None) -> JsonValue:
+    if text is None:
+        return None
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except (ValueError, RecursionError) as error:
+        raise ValidationError(option, f"is not valid JSON: {error}") from None
+
+
+def _print_json(body: object) -> None:
+    """One JSON document; a pydantic model is dumped as the API would send it
+    (unset optional fields, such as a schedule's payload, left out)."""
+    dump = getattr(body, "model_dump", None)
+    if dump is not None:
+        body = dump(mode="json", exclude_unset=True)
+    print(json.dumps(body, indent=2, sort_keys=False))
+
+
+def _iso(ms: int | None) -> str:
+    """An instant as ISO 8601 UTC, to the millisecond when it has one."""
+    if ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def _or_default(value: int | None, unit: str = "") -> str:
+    return "its handler's" if value is None else f"{value}{unit}"
+
+
+def _error(error_type: str | None, message: str | None) -> str:
+    if error_type is None:
+        return "-"
+    return error_type if message is None else f"{error_type}: {message}"
+
+
+def _shown_json(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _printable(text: str) -> str:
+    """`text` with control and other unprintable characters escaped, so stored
+    text (an error message, a payload) cannot move the cursor or span lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def _print_fields(fields: Iterable[tuple[str, str]]) -> None:
+    for name, value in fields:
+        print(f"{name + ':':<15} {_printable(value)}")
+
+
+def _print_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str, indent: str = ""
+) -> None:
+    cells = [[_printable(cell) for cell in row] for row in rows]
+    if not cells:
+        print(empty)
+        return
+    widths = [max(len(row[i]) for row in [list(headers), *cells]) for i in range(len(headers))]
+    for row in [list(headers), *cells]:
+        print(
+            indent
+            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _print_next(cursor: str | None) -> None:
+    if cursor is not None:
+        print(f"next page: --cursor {cursor}")

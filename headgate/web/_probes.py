@@ -1,0 +1,49 @@
+"""Probes for load balancers and orchestrators (Kubernetes' liveness and readiness).
+
+`/healthz`: the process answers (it reads nothing, so a store outage never gets
+a healthy process restarted). `/readyz`: it can serve, its store answering at
+this build's schema revision. Both are open without the API token (probes
+carry none) and left out of the OpenAPI document: they are for the
+infrastructure, not API clients (README documents them). A reason is a stable
+code and a sentence; the error behind it, which may name the store's host, goes
+only to the log.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from headgate._app import Headgate
+from headgate.web._errors import log
+
+HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz"})
+_REASONS: Final = {
+    "store_unreachable": "the store cannot be reached",
+    "store_closed": "this Headgate was closed",
+    "schema_behind": "the store's schema is behind this build: start a process that migrates it",
+    "schema_too_new": "a newer Headgate migrated the store: upgrade this one",
+}
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/healthz")
+async def healthz() -> JSONResponse:
+    """Async, so it answers on the event loop even while every worker thread is busy."""
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+def readyz(request: Request) -> JSONResponse:
+    hg: Headgate = request.app.state.headgate
+    readiness = hg.readiness()
+    if readiness.ready:
+        return JSONResponse({"status": "ready", "schema_revision": readiness.schema_revision})
+    reason = readiness.reason or "store_unreachable"
+    log.warning("not ready", reason=reason, detail=readiness.detail)
+    return JSONResponse(
+        {"status": "unavailable", "reason": reason, "message": _REASONS[reason]},
+        status_code=503,
+    )

@@ -1,0 +1,372 @@
+"""The operator commands (`headgate schedules|jobs|quarantine`) as an operator
+runs them: each one's effect in the store, its table and its --json, and its
+exit status (0 done, 1 not found or refused, 2 bad input)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headgate import Headgate, JobContext, NotFound
+from headgate._cli import main
+from headgate._store.sql.store import SqlStore
+from headgate.ops import read_events
+from headgate.testing import FakeClock
+from headgate.web._schemas import EventOut, JobOut, QuarantineOut, ScheduleOut
+from tests.store.builders import create_schedule, fire_tick
+
+Capture = pytest.CaptureFixture[str]
+SCHEDULE_FIELDS = set(ScheduleOut.model_fields) - {"payload"}
+"""A schedule's fields in lists and after a change, as the API sends them."""
+
+
+@pytest.fixture
+def hg(store_url: str) -> Iterator[Headgate]:
+    with Headgate(store_url) as client:
+        yield client
+
+
+def _run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _json(capsys: Capture, *argv: str) -> Any:
+    status, out, err = _run(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+def _event_count(url: str) -> int:
+    return len(read_events(url, limit=10_000))
+
+
+def _ticked(url: str) -> None:
+    """Schedule s0 with two automatic ticks (two jobs, two history records)."""
+    store = SqlStore(url, FakeClock())
+    create_schedule(store, "s0")
+    fire_tick(store, "s0", 60_000)
+    fire_tick(store, "s0", 120_000)
+    store.close()
+
+
+# schedules -------------------------------------------------------------------
+
+
+def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    status, out, _ = _run(
+        capsys,
+        *("schedules", "put", "nightly", "--db", store_url),
+        *("--spec", "0 9 * * *", "--kind", "report.build", "--payload", '{"team": 7}'),
+        *("--queue", "reports", "--on-missed", "backfill", "--backfill-limit", "3"),
+    )
+    assert status == 0
+    assert "saved schedule nightly" in out and "At 09:00, UTC" in out
+    stored = hg.get_schedule("nightly")
+    assert (stored.spec, stored.kind, stored.queue, stored.payload) == (
+        "0 9 * * *",
+        "report.build",
+        "reports",
+        {"team": 7},
+    )
+    assert (stored.on_missed, stored.backfill_limit, stored.paused) == ("backfill", 3, False)
+
+    _ticked(store_url)
+    status, out, _ = _run(capsys, "schedules", "list", "--db", store_url)
+    assert status == 0
+    header, *rows = out.splitlines()
+    assert header.split() == [
+        "ID",
+        "SPEC",
+        "KIND",
+        "QUEUE",
+        "PAUSED",
+        "NEXT",
+        "RUN",
+        "LAST",
+        "ENQUEUED",
+    ]
+    assert rows[0].split()[:5] == ["nightly", "0", "9", "*", "*"]
+    assert "2" in rows[0] and "T09:00:00Z" in rows[0]
+    assert rows[1].split() == [
+        "s0",
+        "@every:60000",
+        "report.build",
+        "default",
+        "no",
+        "1970-01-01T00:03:00Z",
+        "1970-01-01T00:02:00Z",
+    ]
+
+    listed = _json(capsys, "schedules", "list", "--db", store_url)
+    assert set(listed) == {"schedules", "next_cursor"}
+    assert [set(s) for s in listed["schedules"]] == [SCHEDULE_FIELDS] * 2
+    assert listed["schedules"][0]["next_run_ms"] == stored.next_run_ms
+
+    shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
+    assert set(shown) == {*ScheduleOut.model_fields, "enqueue_events"}
+    assert shown["payload"] == {"team": 7} and shown["last_enqueued_ms"] == 120_000
+    assert [e["tick_ms"] for e in shown["enqueue_events"]] == [120_000, 60_000]
+    assert set(shown["enqueue_events"][0]) == set(EventOut.model_fields)
+
+    status, out, _ = _run(capsys, "schedules", "show", "nightly", "--db", store_url)
+    assert 'payload:        {"team": 7}' in out
+    assert "on missed:      Backfill up to 3" in out
+    status, out, _ = _run(capsys, "schedules", "show", "s0", "--db", store_url)
+    assert "1970-01-01T00:02:00Z  enqueued  accepted  job-for-s0-120000" in out
+
+
+def test_a_page_says_where_the_next_one_starts(store_url: str, capsys: Capture) -> None:
+    _ticked(store_url)
+    with Headgate(store_url) as client:
+        client.put_schedule("t1", spec="@every:60000", kind="k")
+    status, out, _ = _run(capsys, "schedules", "list", "--db", store_url, "--limit", "1")
+    assert status == 0
+    cursor = out.splitlines()[-1].removeprefix("next page: --cursor ")
+    assert cursor != out.splitlines()[-1]
+    status, out, _ = _run(capsys, "schedules", "list", "--db", store_url, "--cursor", cursor)
+    assert status == 0
+    assert out.splitlines()[1].startswith("t1 ")
+
+
+def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    paused = _json(capsys, "schedules", "pause", "nightly", "--db", store_url)
+    assert set(paused) == SCHEDULE_FIELDS and paused["paused"] is True
+    assert hg.get_schedule("nightly").paused
+    status, out, _ = _run(capsys, "schedules", "resume", "nightly", "--db", store_url)
+    assert status == 0 and "resumed schedule nightly" in out and "paused:         no" in out
+    assert not hg.get_schedule("nightly").paused
+
+    assert _json(capsys, "schedules", "delete", "nightly", "--db", store_url) == {
+        "id": "nightly",
+        "deleted": True,
+    }
+    with pytest.raises(NotFound):
+        hg.get_schedule("nightly")
+    for action in ("delete", "pause", "resume", "show", "run-now"):
+        status, out, err = _run(capsys, "schedules", action, "nightly", "--db", store_url)
+        assert (status, out, err) == (1, "", "error: no schedule 'nightly'\n")
+
+
+def test_run_now_prints_its_key_and_repeats_safely(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
+    status, out, _ = _run(capsys, "schedules", "run-now", "nightly", "--db", store_url)
+    assert status == 0
+    job_id, key = out.split()[2], out.split()[5].rstrip(":")
+    assert hg.get_job(job_id).state == "pending"
+    assert hg.get_job(job_id).payload == {"team": 7}
+    again = _json(
+        capsys, "schedules", "run-now", "nightly", "--db", store_url, "--idempotency-key", key
+    )
+    assert again == {"id": job_id, "replayed": True, "idempotency_key": key}
+    other = _json(capsys, "schedules", "run-now", "nightly", "--db", store_url)
+    assert other["id"] != job_id and other["replayed"] is False
+    assert len(hg.list_jobs().jobs) == 2
+    assert hg.lease_status() is None, "no command starts the runtime"
+
+
+def test_bad_schedule_input_exits_2_and_changes_nothing(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    before = _event_count(store_url)
+    put = ("schedules", "put", "nightly", "--db", store_url, "--kind", "k")
+    for extra, error in (
+        (("--spec", "@every:1000", "--payload", "{bad"), "error: --payload: is not valid JSON"),
+        (("--spec", "@every:1000", "--payload", "NaN"), "error: --payload: is not valid JSON"),
+        (("--spec", "61 * * * *"), "error: spec: bad cron '61 * * * *'"),
+        (("--spec", "@every:1000", "--queue", "a b"), "error: queue: may contain only"),
+    ):
+        status, out, err = _run(capsys, *put, *extra)
+        assert (status, out) == (2, ""), err
+        assert err.startswith(error) and err.count("\n") == 1, err
+    with pytest.raises(SystemExit) as exited:
+        main([*put, "--spec", "@every:1000", "--on-missed", "never"])
+    assert exited.value.code == 2
+    assert _event_count(store_url) == before
+    assert hg.get_schedule("nightly").spec == "0 9 * * *"
+
+
+# jobs ------------------------------------------------------------------------
+
+
+def test_jobs_list_filters_and_pages(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    _ticked(store_url)
+    mine = hg.enqueue("mail.send", {"to": "a@example.com"}, queue="mail")
+    status, out, _ = _run(capsys, "jobs", "list", "--db", store_url)
+    header, *rows = out.splitlines()
+    assert header.split() == [
+        *("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN", "AT", "CREATED"),
+    ]
+    ticked = {"job-for-s0-120000", "job-for-s0-60000"}
+    assert rows[0].split()[0] == mine.id and {row.split()[0] for row in rows[1:]} == ticked
+    assert rows[0].split()[1:6] == ["mail.send", "mail", "pending", "0", "0"]
+
+    only = _json(capsys, "jobs", "list", "--db", store_url, "--schedule", "s0", "--limit", "1")
+    assert set(only) == {"jobs", "next_cursor"}
+    [first] = only["jobs"]
+    assert set(first) == set(JobOut.model_fields)
+    assert first["periodic_origin"] == {"schedule_id": "s0", "tick_ms": int(first["id"][11:])}
+    status, out, _ = _run(
+        capsys, "jobs", "list", "--db", store_url, "--schedule", "s0", "--limit", "1"
+    )
+    assert out.splitlines()[-1] == f"next page: --cursor {only['next_cursor']}"
+    rest = _json(
+        capsys, "jobs", "list", "--db", store_url, "--schedule", "s0",
+        "--cursor", only["next_cursor"],
+    )  # fmt: skip
+    assert {first["id"], *(j["id"] for j in rest["jobs"])} == ticked
+    assert len(rest["jobs"]) == 1 and rest["next_cursor"] is None
+
+    for flags, ids in (
+        (("--queue", "mail"), [mine.id]),
+        (("--kind", "report.build"), [r.split()[0] for r in rows[1:]]),
+        (("--state", "completed"), []),
+    ):
+        found = _json(capsys, "jobs", "list", "--db", store_url, *flags)
+        assert [j["id"] for j in found["jobs"]] == ids
+    status, out, _ = _run(capsys, "jobs", "list", "--db", store_url, "--state", "failed")
+    assert (status, out) == (0, "no jobs\n")
+
+
+def test_jobs_show_has_the_attempts_and_their_errors(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    @hg.handler("mail.send")
+    def send(job: JobContext) -> None:
+        raise ConnectionError("smtp down\n\x1b[2Jagain")
+
+    job = hg.enqueue("mail.send", {"to": "a@example.com"}, max_attempts=1)
+    hg.drain()
+    status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
+    assert status == 0
+    assert "state:          failed" in out
+    assert 'payload:        {"to": "a@example.com"}' in out
+    assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
+    attempts = out[out.index("attempts (newest first):") :].splitlines()
+    assert attempts[1].split() == ["#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"]
+    assert attempts[2].split()[:2] == ["1", "failed"]
+    assert "\x1b" not in out, "stored text cannot drive the terminal"
+
+    shown = _json(capsys, "jobs", "show", job.id, "--db", store_url)
+    assert set(shown) == set(JobOut.model_fields)
+    assert shown["payload"] == {"to": "a@example.com"} and shown["state"] == "failed"
+    assert [a["outcome"] for a in shown["attempt_history"]] == ["failed"]
+    assert shown["attempt_history"][0]["error_type"] == "ConnectionError"
+
+
+def test_cancel_and_retry(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    job = hg.enqueue("mail.send", {"to": "a@example.com"})
+    status, out, _ = _run(capsys, "jobs", "cancel", job.id, "--db", store_url)
+    assert status == 0 and out.startswith(f"cancelled job {job.id}\n")
+    assert hg.get_job(job.id).state == "cancelled"
+    before = _event_count(store_url)
+    status, out, err = _run(capsys, "jobs", "cancel", job.id, "--db", store_url)
+    assert (status, out) == (1, "")
+    assert err == (
+        f"error: cannot cancel job {job.id}: it is cancelled "
+        "(cancel needs a pending or running job)\n"
+    )
+    assert _event_count(store_url) == before
+
+    retried = _json(capsys, "jobs", "retry", job.id, "--db", store_url)
+    assert set(retried) == set(JobOut.model_fields) and retried["state"] == "pending"
+    assert hg.get_job(job.id).state == "pending"
+    status, _, err = _run(capsys, "jobs", "retry", job.id, "--db", store_url)
+    assert status == 1 and err.startswith(f"error: cannot retry job {job.id}")
+    for action in ("show", "cancel", "retry"):
+        status, out, err = _run(capsys, "jobs", action, "nope", "--db", store_url)
+        assert (status, out, err) == (1, "", "error: no job 'nope'\n")
+
+
+# quarantine ------------------------------------------------------------------
+
+
+def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    fingerprint = Headgate.fingerprint("mail.send", {"to": "poison"})
+    status, out, _ = _run(capsys, "quarantine", "list", "--db", store_url)
+    assert (status, out) == (0, "nothing is quarantined\n")
+    added = _json(
+        capsys, "quarantine", "add", fingerprint, "--note", "crashes parsers", "--db", store_url
+    )
+    assert set(added) == set(QuarantineOut.model_fields)
+    assert added["note"] == "crashes parsers"
+    entry = hg.quarantine_entry(fingerprint)
+    assert entry is not None and entry.note == "crashes parsers"
+
+    status, out, _ = _run(capsys, "quarantine", "list", "--db", store_url)
+    header, row = out.splitlines()
+    assert header.split() == ["FINGERPRINT", "SINCE", "WHY"]
+    assert row.startswith(fingerprint) and row.endswith("crashes parsers")
+    listed = _json(capsys, "quarantine", "list", "--db", store_url)
+    assert listed == {"entries": [added], "next_cursor": None}
+
+    assert _json(capsys, "quarantine", "release", fingerprint, "--db", store_url) == {
+        "fingerprint": fingerprint,
+        "released": True,
+    }
+    assert hg.quarantine_entry(fingerprint) is None
+    status, out, err = _run(capsys, "quarantine", "release", fingerprint, "--db", store_url)
+    assert (status, out, err) == (1, "", f"error: fingerprint {fingerprint} is not quarantined\n")
+    status, _, err = _run(capsys, "quarantine", "add", "a b", "--db", store_url)
+    assert status == 2 and err.startswith("error: fingerprint: may contain only")
+
+
+# as a process ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["jobs", "show", "nope"], 1, "error: no job 'nope'"),
+        (["jobs", "cancel", "{job}"], 1, "error: cannot cancel job"),
+        (["quarantine", "release", "abc"], 1, "error: fingerprint abc is not quarantined"),
+        (
+            ["schedules", "put", "x", "--spec", "@every:1000", "--kind", "k", "--payload", "{"],
+            2,
+            "error: --payload: is not valid JSON",
+        ),
+        (["schedules", "put", "x", "--spec", "@every:1000", "--kind", ""], 2, "error: kind:"),
+        (["jobs", "list", "--limit", "0"], 2, "error: headgate jobs list: argument --limit"),
+        (["schedules", "pause"], 2, "error: headgate schedules pause: the following arguments"),
+    ],
+)
+def test_exit_status_and_one_line_errors(
+    argv: list[str], code: int, message: str, tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    with Headgate(db) as client:
+        job = client.enqueue("k")
+        client.cancel_job(job.id)
+    status = subprocess.run(
+        [sys.executable, "-m", "headgate", *[a.replace("{job}", job.id) for a in argv], "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (status.returncode, status.stdout) == (code, ""), status.stderr
+    assert status.stderr.startswith(message), status.stderr
+    assert len(status.stderr.strip().splitlines()) == 1 and "Traceback" not in status.stderr
+
+
+def test_the_command_line_starts_without_the_web_stack() -> None:
+    """Only `serve` (and --json output) imports FastAPI and uvicorn."""
+    probe = (
+        "import sys; from headgate._cli import _build_parser; _build_parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'uvicorn', 'starlette'}))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout.strip() == "[]"
