@@ -158,6 +158,9 @@ def new_schedule(request: Request) -> HTMLResponse:
     return _page(request, "form.html", row=None)
 
 
+MANUAL_SHOWN: Final = 10
+
+
 @router.get("/schedules/{schedule_id}")
 def schedule_page(
     request: Request, schedule_id: str, cursor: Annotated[str | None, Query()] = None
@@ -185,6 +188,8 @@ def schedule_page(
         fingerprint=fingerprint,
         quarantined=None if deleted else hg.quarantine_entry(fingerprint),
         history=_with_gaps(row["spec"], events.events),
+        manual_runs=hg.manual_runs(schedule_id, MANUAL_SHOWN).jobs,
+        manual_shown=MANUAL_SHOWN,
         next_cursor=events.next_cursor,
         newest=cursor is None,
     )

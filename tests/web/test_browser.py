@@ -164,7 +164,16 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
     page.click("#manual-job")
     page.wait_for_selector("#origin")
-    assert "none (not created by the scheduler)" in (page.text_content("#origin") or "")
+    assert "Enqueue now on pulse" in " ".join((page.text_content("#origin") or "").split())
+    manual_id = message.split()[-1].rstrip(".")
+    # Cancelled elsewhere meanwhile: the button shows the API's 409.
+    _api(base, "POST", f"/jobs/{manual_id}/cancel")
+    page.click("#cancel-job")
+    page.wait_for_selector("#action-result.error")
+    assert "cancelled" in (page.text_content("#action-result") or "")
+    assert page.is_enabled("#cancel-job")
+    page.click("#origin a")
+    page.wait_for_selector(f"#manual a[href='/jobs/{manual_id}']")
 
 
 def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
