@@ -72,7 +72,7 @@ from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
 from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
-from headgate._store.sql.store import open_store
+from headgate._store.sql.store import open_existing_store, open_store
 
 H = TypeVar("H", bound=Handler)
 DEFAULT_URL = "sqlite:///headgate.db"
@@ -106,6 +106,12 @@ def _stop_runtimes_at_exit() -> None:
     for hg in list(_RUNNING):
         with contextlib.suppress(Exception):
             hg.stop(timeout=max(deadline - time.monotonic(), 0.1))
+
+
+def open_existing(url: str, *, read_only: bool) -> Headgate:
+    """A Headgate on the store at `url`, which must exist (StoreNotFound): for the
+    operator commands. `read_only` creates and migrates nothing."""
+    return Headgate(open_existing_store(url, StoreClock(), read_only=read_only))
 
 
 class Headgate:

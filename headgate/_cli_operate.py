@@ -1,7 +1,8 @@
 """The operator commands of the command line: `headgate schedules`, `jobs` and
 `quarantine`, what the control API's operator endpoints do, against a store URL.
 
-Each opens `Headgate(--db)`, acts and closes it; none starts the runtime.
+Each opens the store at --db (never creating one: a mistyped URL is an error;
+what only reads migrates nothing), acts and closes it; none starts the runtime.
 Output is a table or key/value lines for people, or with `--json` one JSON
 document with the API's field names (its response bodies, `headgate.web`'s
 schemas, imported only then: FastAPI stays out of a plain command's start).
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from headgate._app import Headgate
+from headgate._app import open_existing
 from headgate._domain.admission import MAX_BACKFILL_LIMIT
 from headgate._domain.describe import describe, missed_run_label
 from headgate._domain.events import JobState, MissedRunPolicy
@@ -134,7 +135,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
 
 def _schedules_list(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=True) as hg:
         page = hg.list_schedules(args.limit, args.cursor)
     if args.json:
         from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
@@ -166,7 +167,7 @@ def _schedules_list(args: argparse.Namespace) -> int:
 
 
 def _schedules_show(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=True) as hg:
         schedule = hg.get_schedule(args.schedule_id)
         events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
     if args.json:
@@ -190,7 +191,7 @@ def _schedules_show(args: argparse.Namespace) -> int:
 
 def _schedules_put(args: argparse.Namespace) -> int:
     payload = _json_argument("--payload", args.payload)
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         schedule = hg.put_schedule(
             args.schedule_id,
             spec=args.spec,
@@ -205,7 +206,7 @@ def _schedules_put(args: argparse.Namespace) -> int:
 
 
 def _schedules_delete(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         hg.delete_schedule(args.schedule_id)
     if args.json:
         _print_json({"id": args.schedule_id, "deleted": True})
@@ -215,20 +216,20 @@ def _schedules_delete(args: argparse.Namespace) -> int:
 
 
 def _schedules_pause(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         schedule = hg.pause_schedule(args.schedule_id)
     return _print_schedule_result(args, schedule, f"paused schedule {schedule.id}")
 
 
 def _resume(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         schedule = hg.resume_schedule(args.schedule_id)
     return _print_schedule_result(args, schedule, f"resumed schedule {schedule.id}")
 
 
 def _schedules_run_now(args: argparse.Namespace) -> int:
     key = args.idempotency_key if args.idempotency_key is not None else str(uuid.uuid4())
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         result = hg.run_now(args.schedule_id, key)
     if args.json:
         _print_json({"id": result.job_id, "replayed": result.replayed, "idempotency_key": key})
@@ -276,7 +277,7 @@ def _print_schedule(schedule: Schedule) -> None:
 
 
 def _jobs_list(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=True) as hg:
         page = hg.list_jobs(
             state=args.state,
             queue=args.queue,
@@ -314,19 +315,19 @@ def _jobs_list(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
     return _print_job_result(args, job, None)
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         job = hg.cancel_job(args.job_id)
     return _print_job_result(args, job, f"cancelled job {job.id}")
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         job = hg.retry_job(args.job_id)
     return _print_job_result(args, job, f"job {job.id} runs again (attempts and crashes reset)")
 
@@ -389,7 +390,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
 
 
 def _quarantine_list(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=True) as hg:
         page = hg.list_quarantine(args.limit, args.cursor)
     if args.json:
         from headgate.web._schemas import QuarantineList, QuarantineOut  # noqa: PLC0415
@@ -410,7 +411,7 @@ def _quarantine_list(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         hg.release(args.fingerprint)
     if args.json:
         _print_json({"fingerprint": args.fingerprint, "released": True})
@@ -420,7 +421,7 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _quarantine_add(args: argparse.Namespace) -> int:
-    with Headgate(args.db) as hg:
+    with open_existing(args.db, read_only=False) as hg:
         hg.quarantine(args.fingerprint, args.note)
         entry = hg.quarantine_entry(args.fingerprint)
     assert entry is not None

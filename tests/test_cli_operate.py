@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, inspect
 
 from headgate import Headgate, JobContext, NotFound
 from headgate._cli import main
@@ -370,3 +371,32 @@ def test_the_command_line_starts_without_the_web_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert found.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["schedules", "list"],
+        ["schedules", "put", "s", "--spec", "@every:1000", "--kind", "k"],
+        ["jobs", "list"],
+        ["jobs", "cancel", "j"],
+        ["quarantine", "list"],
+        ["quarantine", "add", "fp"],
+    ],
+    ids=" ".join,
+)
+def test_operator_commands_never_create_a_store(
+    argv: list[str], store_url: str, capsys: Capture
+) -> None:
+    """A mistyped --db is an error naming the URL, not a new empty store."""
+    status, out, err = _run(capsys, *argv, "--db", store_url)
+    assert (status, out) == (1, "")
+    assert err.startswith("error: no Headgate store at ") and len(err.splitlines()) == 1
+    if store_url.startswith("sqlite"):
+        assert not Path(store_url.removeprefix("sqlite:///")).exists()
+    else:
+        engine = create_engine(store_url)
+        try:
+            assert inspect(engine).get_table_names() == []
+        finally:
+            engine.dispose()

@@ -28,6 +28,7 @@ from headgate._store.sql.log import SqlEventLog
 from headgate._store.sql.migrations import (
     migrate,
     require_current,
+    require_existing,
     require_revision,
     schema_version,
 )
@@ -177,3 +178,14 @@ class SqlStore(Store):
 
 def open_store(url: str, clock: Clock, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> SqlStore:
     return SqlStore(url, clock, busy_timeout_s=busy_timeout_s)
+
+
+def open_existing_store(url: str, clock: Clock, *, read_only: bool) -> SqlStore:
+    """The store at `url`, which must exist (StoreNotFound otherwise): for commands,
+    where a mistyped URL must be an error, not a new empty store. `read_only`
+    takes the schema as it is (SchemaBehind when it is behind); otherwise it is
+    migrated, as by any process that writes."""
+    if read_only:
+        return SqlStore(url, clock, migrate_schema=False)
+    require_existing(parse_store_url(url))
+    return SqlStore(url, clock)

@@ -46,6 +46,7 @@ __all__ = [
     "VERSION_TABLE",
     "migrate",
     "require_current",
+    "require_existing",
     "require_revision",
     "revision_id",
     "schema_version",
@@ -133,6 +134,13 @@ def require_current(url: URL) -> None:
     revision. Looks through a read-only connection and changes nothing: no
     file, table or migration is made. Raises StoreNotFound, SchemaBehind,
     SchemaTooNew, or StoreUnavailable."""
+    require_revision(require_existing(url), url.render_as_string(hide_password=True))
+
+
+def require_existing(url: URL) -> int:
+    """The revision of the store the URL holds (0: from before Alembic), looked
+    up as `require_current` does, changing nothing; StoreNotFound when there is
+    none (for commands, where a mistyped URL must not become a new store)."""
     backend = backend_named(url.get_backend_name())
     shown = url.render_as_string(hide_password=True)
     if backend.is_missing(url):
@@ -145,7 +153,7 @@ def require_current(url: URL) -> None:
                 raise StoreNotFound(f"no Headgate store at {shown}")
     finally:
         engine.dispose()
-    require_revision(current or 0, shown)  # a store from before Alembic is at 0
+    return current or 0  # a store from before Alembic is at 0
 
 
 def require_revision(current: int, shown_url: str) -> None:
