@@ -326,6 +326,12 @@ class Headgate:
             raise NotFound(f"no schedule {schedule_id!r}")
         return Schedule.from_row(row)
 
+    def deleted_schedule(self, schedule_id: str) -> Schedule | None:
+        """A deleted schedule as it was last defined (its enqueue history stays
+        readable), or None when no schedule of that id was deleted."""
+        row = self._reads.schedule(schedule_id)
+        return Schedule.from_row(row) if row is not None and row.deleted else None
+
     def list_schedules(self, limit: int = 200, cursor: str | None = None) -> SchedulesPage:
         page = self._reads.schedules_page(limit, cursor)
         return SchedulesPage([Schedule.from_row(row) for row in page.items], page.next_cursor)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, get_args
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
@@ -14,12 +17,14 @@ from fastapi.templating import Jinja2Templates
 
 from headgate._app import Headgate
 from headgate._domain.describe import describe, missed_run_label
-from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
-from headgate._model import Schedule
+from headgate._model import EnqueueEvent, Schedule
 from headgate.web._auth import COOKIE, token_matches
+from headgate.web._schemas import JobStateName
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+TEMPLATES.env.trim_blocks = TEMPLATES.env.lstrip_blocks = True
 router = APIRouter(include_in_schema=False)
 
 
@@ -37,27 +42,99 @@ def format_ms(ms: int | None, zone: str = "UTC") -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def format_duration(ms: int | None) -> str:
+    """A span as an operator reads it: "450 ms", "12 s", "3 min 5 s", "2 h 10 min"."""
+    if ms is None:
+        return "—"
+    if ms < 1_000:
+        return f"{ms} ms"
+    seconds = ms // 1_000
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def _row(schedule: Schedule) -> dict[str, Any]:
     try:
-        spec = parse_spec(schedule.spec)
-        description, zone = describe(spec), spec.zone_name
+        spec: ScheduleSpec | None = parse_spec(schedule.spec)
     except InvalidSpec:
-        description, zone = "invalid spec", "UTC"
+        spec = None
+    zone = spec.zone_name if spec else "UTC"
     return {
         "schedule": schedule,
-        "description": description,
+        "spec": spec,
+        "description": describe(spec) if spec else "invalid spec",
         "zone": zone,
         "next_utc": format_ms(schedule.next_run_ms),
         "next_local": format_ms(schedule.next_run_ms, zone) if zone != "UTC" else None,
         "policy": missed_run_label(schedule.on_missed, schedule.backfill_limit),
-        "payload_json": json.dumps(schedule.payload, indent=2),
+        "payload_json": _json(schedule.payload),
     }
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Ticks of the spec between two neighbouring history records that have no
+    record of their own: the missed-run policy merged them (downtime, a pause)."""
+
+    after_ms: int
+    before_ms: int
+    missed: int
+    """How many, counted up to GAP_COUNTED."""
+
+    @property
+    def missed_text(self) -> str:
+        if self.missed >= GAP_COUNTED:
+            return f"{GAP_COUNTED} or more ticks"
+        return "1 tick" if self.missed == 1 else f"{self.missed} ticks"
+
+
+GAP_COUNTED: Final = 20
+
+
+def _with_gaps(spec: ScheduleSpec | None, events: list[EnqueueEvent]) -> list[EnqueueEvent | Gap]:
+    """The history (newest first) with a Gap between records whose ticks are
+    more than one tick of the spec apart."""
+    rows: list[EnqueueEvent | Gap] = []
+    for newer, older in pairwise(events):
+        rows.append(newer)
+        missed = 0 if spec is None else _ticks_between(spec, older.tick_ms, newer.tick_ms)
+        if missed:
+            rows.append(Gap(older.tick_ms, newer.tick_ms, missed))
+    rows.extend(events[-1:])
+    return rows
+
+
+def _ticks_between(spec: ScheduleSpec, after_ms: int, before_ms: int) -> int:
+    missed, tick = 0, after_ms
+    try:
+        while missed < GAP_COUNTED:
+            tick = spec.next_tick_ms(tick)
+            if tick >= before_ms:
+                break
+            missed += 1
+    except (InvalidSpec, ValueError):  # past the calendar: nothing more to count
+        pass
+    return missed
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     context["base"] = request.scope.get("root_path", "")
     context["format_ms"] = format_ms
+    context["format_duration"] = format_duration
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+
+
+def _problem(request: Request, error: ValidationError) -> HTMLResponse:
+    return _page(request, "problem.html", 422, message=str(error))
 
 
 @router.get("/")
@@ -66,7 +143,7 @@ def index(request: Request, cursor: Annotated[str | None, Query()] = None) -> HT
     try:
         page = hg.list_schedules(50, cursor)
     except ValidationError as error:
-        return _page(request, "problem.html", 422, message=str(error))
+        return _problem(request, error)
     return _page(
         request,
         "index.html",
@@ -81,20 +158,41 @@ def new_schedule(request: Request) -> HTMLResponse:
     return _page(request, "form.html", row=None)
 
 
+MANUAL_SHOWN: Final = 10
+
+
 @router.get("/schedules/{schedule_id}")
 def schedule_page(
     request: Request, schedule_id: str, cursor: Annotated[str | None, Query()] = None
 ) -> HTMLResponse:
     hg = _hg(request)
+    deleted = False
     try:
         schedule = hg.get_schedule(schedule_id)
     except NotFound:
-        return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
+        found = hg.deleted_schedule(schedule_id)
+        if found is None:
+            return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
+        schedule, deleted = found, True
     try:
         events = hg.enqueue_events(schedule_id, 30, cursor)
     except ValidationError as error:
-        return _page(request, "problem.html", 422, message=str(error))
-    return _page(request, "schedule.html", row=_row(schedule), events=events)
+        return _problem(request, error)
+    row = _row(schedule)
+    fingerprint = hg.fingerprint(schedule.kind, schedule.payload)
+    return _page(
+        request,
+        "schedule.html",
+        row=row,
+        deleted=deleted,
+        fingerprint=fingerprint,
+        quarantined=None if deleted else hg.quarantine_entry(fingerprint),
+        history=_with_gaps(row["spec"], events.events),
+        manual_runs=hg.manual_runs(schedule_id, MANUAL_SHOWN).jobs,
+        manual_shown=MANUAL_SHOWN,
+        next_cursor=events.next_cursor,
+        newest=cursor is None,
+    )
 
 
 @router.get("/schedules/{schedule_id}/edit")
@@ -106,13 +204,91 @@ def edit_schedule(request: Request, schedule_id: str) -> HTMLResponse:
     return _page(request, "form.html", row=_row(schedule))
 
 
+JOB_STATES: Final = get_args(JobStateName)
+
+
+@router.get("/jobs")
+def jobs_page(
+    request: Request,
+    *,
+    state: Annotated[str, Query()] = "",
+    queue: Annotated[str, Query()] = "",
+    kind: Annotated[str, Query()] = "",
+    schedule_id: Annotated[str, Query()] = "",
+    cursor: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    """Jobs, newest first; an empty filter field means any."""
+    filters = {"state": state, "queue": queue, "kind": kind, "schedule_id": schedule_id}
+    chosen = {name: value for name, value in filters.items() if value}
+    try:
+        page = _hg(request).list_jobs(**chosen, limit=50, cursor=cursor or None)
+    except ValidationError as error:
+        return _page(
+            request, "jobs.html", 422, filters=filters, states=JOB_STATES, jobs=[], error=str(error)
+        )
+    next_query = urlencode({**chosen, "cursor": page.next_cursor}) if page.next_cursor else None
+    return _page(
+        request,
+        "jobs.html",
+        filters=filters,
+        states=JOB_STATES,
+        jobs=page.jobs,
+        first_query=urlencode(chosen),
+        next_query=next_query,
+        paged=bool(cursor),
+    )
+
+
+CANCELLABLE: Final = frozenset({"pending", "running"})
+RETRYABLE: Final = frozenset({"failed", "cancelled", "quarantined"})
+
+
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str) -> HTMLResponse:
     try:
         job = _hg(request).get_job(job_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"job {job_id}")
-    return _page(request, "job.html", job=job, payload_json=json.dumps(job.payload, indent=2))
+    return _page(
+        request,
+        "job.html",
+        job=job,
+        payload_json=_json(job.payload),
+        result_json=_json(job.result),
+        can_cancel=job.state in CANCELLABLE,
+        can_retry=job.state in RETRYABLE,
+    )
+
+
+RUNNING_SHOWN: Final = 200
+
+
+@router.get("/workers")
+def workers_page(request: Request) -> HTMLResponse:
+    hg = _hg(request)
+    now_ms = hg.clock.now_ms()
+    running: dict[str, list[str]] = {}
+    for job in hg.list_jobs(state="running", limit=RUNNING_SHOWN).jobs:
+        if job.worker_id is not None:
+            running.setdefault(job.worker_id, []).append(job.id)
+    return _page(
+        request,
+        "workers.html",
+        workers=[(worker, running.get(worker.worker_id, [])) for worker in hg.workers()],
+        lease=hg.lease_status(),
+        now_ms=now_ms,
+    )
+
+
+@router.get("/quarantine")
+def quarantine_page(
+    request: Request, cursor: Annotated[str | None, Query()] = None
+) -> HTMLResponse:
+    try:
+        page = _hg(request).list_quarantine(50, cursor)
+    except ValidationError as error:
+        return _problem(request, error)
+    return _page(request, "quarantine.html", entries=page.entries, next_cursor=page.next_cursor)
 
 
 @router.get("/login")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -22,6 +25,14 @@ def free_port() -> int:
 def headgate_command() -> str:
     """The console script installed next to this interpreter (what README runs)."""
     return str(Path(sys.executable).with_name("headgate"))
+
+
+def server_environment() -> dict[str, str]:
+    """This environment, with this checkout first on PYTHONPATH: the server runs
+    the code under test, not whatever the console script's install points at (a
+    relative PYTHONPATH would resolve in the server's working directory)."""
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def wait_until_answering(url: str, timeout: float = 15.0) -> float:
@@ -42,6 +53,7 @@ def serving(directory: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str
     process = subprocess.Popen(
         [headgate_command(), "serve", "--port", str(port), *extra],
         cwd=directory,
+        env=server_environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

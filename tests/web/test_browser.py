@@ -1,15 +1,22 @@
-"""A real browser (Playwright driving Debian's Chromium) against `headgate serve`:
-create a schedule through the form, watch ticks arrive, double-click Enqueue now."""
+"""A real browser (Playwright driving Debian's Chromium) against `headgate serve`
+with a host module's handlers: create a schedule through the form, watch ticks
+arrive, double-click Enqueue now, pause and resume, retry a failed job, see a
+quarantine banner and release it, delete, and fit every page on a phone."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Page, Route, sync_playwright
+from playwright.sync_api import Browser, Page, Route, ViewportSize, sync_playwright
 
+from headgate import Headgate
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.web.serving import serving, wait_until_answering
@@ -25,54 +32,86 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+HOST_MODULE = """
+from pathlib import Path
+
+from headgate import Headgate, JobContext
+
+hg = Headgate("sqlite:///headgate.db")
 
 
-def _enqueued_rows(page: Page) -> int:
-    return page.locator("#events tbody tr.outcome-enqueued").count()
+@hg.handler("demo.flaky", max_attempts=2)
+def flaky(job: JobContext) -> dict[str, str]:
+    if not Path("fixed").exists():
+        raise RuntimeError(f"disk full on attempt {job.attempt}")
+    return {"fixed": "yes"}
+"""
+PHONE: ViewportSize = {"width": 390, "height": 844}
+
+
+def _api(base: str, method: str, path: str, body: object = None) -> Any:
+    request = urllib.request.Request(
+        f"{base}/api/v1{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read() or "null")
+
+
+def _eventually(check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def _newest_tick(base: str, schedule_id: str) -> int | None:
+    events = _api(base, "GET", f"/periodic/{schedule_id}/enqueue-events?limit=1")["events"]
+    return events[0]["tick_ms"] if events else None
+
+
+def _rows(page: Page, selector: str) -> int:
+    return page.locator(f"#events tbody tr{selector}").count()
+
+
+def _fits_a_phone(browser: Browser, url: str) -> None:
+    phone = browser.new_page(viewport=PHONE)
+    try:
+        phone.goto(url)
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"{url} scrolls sideways at 390 px ({width} px wide)"
+    finally:
+        phone.close()
 
 
 def test_console_end_to_end(tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is missing: tests/run.sh installs it with apt")
-    with serving(tmp_path) as (process, base), sync_playwright() as playwright:
+    (tmp_path / "console_host.py").write_text(HOST_MODULE)
+    with (
+        serving(tmp_path, "--app", "console_host:hg") as (process, base),
+        sync_playwright() as playwright,
+    ):
         wait_until_answering(f"{base}/")
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page()
-        page.goto(f"{base}/schedules/new")
-        page.fill("input[name=id]", "pulse")
-        page.fill("input[name=spec]", "61 * * * *")
-        page.wait_for_function(
-            "document.getElementById('spec-preview').textContent.includes('minute 61 out of range')"
-        )
-        page.fill("input[name=spec]", "@every:1000")
-        page.wait_for_function(
-            "document.getElementById('spec-preview').textContent.includes('Every second. Next:')"
-        )
-        page.fill("input[name=kind]", "demo.ping")
-        page.fill("textarea[name=payload]", '{"hello": "world"}')
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/schedules/pulse")
-
-        deadline = time.monotonic() + 20
-        while _enqueued_rows(page) < 2:
-            assert time.monotonic() < deadline, "ticks did not arrive in the events view"
-            time.sleep(0.5)
-            page.reload()
-
-        page.dblclick("#enqueue-now")
-        page.wait_for_selector("#manual-job")
-        message = page.text_content("#action-result") or ""
-        assert message.startswith("Enqueued job ")
-        # A human double-click: the second click comes after the first reply.
-        page.click("#enqueue-now")
-        page.wait_for_function(
-            "document.getElementById('action-result').textContent.startsWith('Already enqueued')"
-        )
-        assert (page.text_content("#action-result") or "").endswith(message.split()[-1])
-        page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
-        page.click("#manual-job")
-        page.wait_for_selector("#origin")
-        assert "none (not created by the scheduler)" in (page.text_content("#origin") or "")
+        page.on("dialog", lambda dialog: dialog.accept())
+        _create_a_schedule_and_enqueue_now(page, base, tmp_path)
+        _pause_stops_ticks_and_resume_starts_them(page, base)
+        job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
+        _quarantine_shows_a_banner_until_released(page, browser, base)
+        for path in (
+            "/",
+            "/jobs",
+            f"/jobs/{job_id}",
+            "/workers",
+            "/schedules/pulse",
+            "/schedules/poison",
+            "/schedules/new",
+        ):
+            _fits_a_phone(browser, f"{base}{path}")
         browser.close()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
@@ -84,6 +123,141 @@ def test_console_end_to_end(tmp_path: Path) -> None:
     finally:
         store.close()
     assert (tmp_path / "console.png").stat().st_size > 10_000
+
+
+def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) -> None:
+    page.goto(f"{base}/schedules/new")
+    assert page.is_hidden("#backfill-field")
+    page.select_option("select[name=on_missed]", "backfill")
+    assert page.is_visible("#backfill-field")
+    page.select_option("select[name=on_missed]", "skip")
+    page.fill("input[name=id]", "pulse")
+    page.fill("input[name=spec]", "61 * * * *")
+    page.wait_for_function(
+        "document.getElementById('spec-preview').textContent.includes('minute 61 out of range')"
+    )
+    page.fill("input[name=spec]", "@every:1000")
+    page.wait_for_function(
+        "document.getElementById('spec-preview').textContent.includes('Every second. Next:')"
+    )
+    page.fill("input[name=kind]", "demo.ping")
+    page.fill("textarea[name=payload]", '{"hello": "world"}')
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/schedules/pulse")
+    assert '"hello": "world"' in (page.text_content("#payload") or "")
+    # No reload: the history refreshes itself.
+    page.wait_for_function(
+        "document.querySelectorAll('#events tbody tr.outcome-enqueued').length >= 2",
+        timeout=15_000,
+    )
+
+    page.dblclick("#enqueue-now")
+    page.wait_for_selector("#manual-job")
+    message = page.text_content("#action-result") or ""
+    assert message.startswith("Enqueued job ")
+    # A human double-click: the second click comes after the first reply.
+    page.click("#enqueue-now")
+    page.wait_for_function(
+        "document.getElementById('action-result').textContent.startsWith('Already enqueued')"
+    )
+    assert (page.text_content("#action-result") or "").endswith(message.split()[-1])
+    page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
+    page.click("#manual-job")
+    page.wait_for_selector("#origin")
+    assert "Enqueue now on pulse" in " ".join((page.text_content("#origin") or "").split())
+    manual_id = message.split()[-1].rstrip(".")
+    # Cancelled elsewhere meanwhile: the button shows the API's 409.
+    _api(base, "POST", f"/jobs/{manual_id}/cancel")
+    page.click("#cancel-job")
+    page.wait_for_selector("#action-result.error")
+    assert "cancelled" in (page.text_content("#action-result") or "")
+    assert page.is_enabled("#cancel-job")
+    page.click("#origin a")
+    page.wait_for_selector(f"#manual a[href='/jobs/{manual_id}']")
+
+
+def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
+    page.goto(f"{base}/schedules/pulse")
+    page.click("button[data-path='/periodic/pulse/pause']")
+    page.wait_for_selector(".badge.paused")
+    assert page.text_content("#action-result") == "Paused pulse."
+    assert "paused — would next run at" in (page.text_content("#next-run") or "")
+    time.sleep(1.2)  # a tick already being written when the pause landed
+    paused_at = _newest_tick(base, "pulse")
+    time.sleep(2.0)
+    assert _newest_tick(base, "pulse") == paused_at, "a paused schedule ticked"
+
+    page.click("button[data-path='/periodic/pulse/resume']")
+    page.wait_for_selector("button[data-path='/periodic/pulse/pause']")
+    assert page.text_content("#action-result") == "Resumed pulse."
+    _eventually(
+        lambda: (_newest_tick(base, "pulse") or 0) > (paused_at or 0), "resume did not tick"
+    )
+    page.wait_for_selector("#events tr.gap", timeout=10_000)  # the ticks the pause skipped
+
+
+def _a_failed_job_shows_its_attempts_and_retry_runs_it(
+    page: Page, base: str, tmp_path: Path
+) -> str:
+    job_id = _api(base, "POST", "/jobs", {"kind": "demo.flaky", "payload": {"day": 1}})["id"]
+    _eventually(
+        lambda: _api(base, "GET", f"/jobs/{job_id}")["state"] == "failed",
+        "the flaky job did not fail twice",
+    )
+    page.goto(f"{base}/jobs?state=failed")
+    page.click(f"#jobs a[href='/jobs/{job_id}']")
+    page.wait_for_selector("#attempts-table")
+    assert page.text_content("#job-state") == "failed"
+    assert "RuntimeError: disk full on attempt 2" in (page.text_content("#error") or "")
+    attempts = page.locator("#attempts-table tbody tr")
+    assert attempts.count() == 2
+    assert "disk full on attempt 1" in (attempts.nth(1).text_content() or "")
+    assert page.locator("#cancel-job").count() == 0
+
+    (tmp_path / "fixed").touch()
+    page.click("#retry-job")
+    page.wait_for_selector("#cancel-job, #job-state:has-text('completed')")
+    assert page.text_content("#action-result") == "Retried: the job is pending again."
+    _eventually(
+        lambda: _api(base, "GET", f"/jobs/{job_id}")["state"] == "completed",
+        "the retried job did not run again",
+    )
+    page.reload()
+    assert page.text_content("#job-state") == "completed"
+    assert '"fixed": "yes"' in (page.text_content("#result") or "")
+    assert page.locator("#retry-job, #cancel-job").count() == 0
+    return job_id
+
+
+def _quarantine_shows_a_banner_until_released(page: Page, browser: Browser, base: str) -> None:
+    # Quarantined by hand: what the rescuer records after a payload crashed its
+    # workers three times (crashing workers here would take minutes).
+    _api(
+        base,
+        "PUT",
+        "/periodic/poison",
+        {"kind": "demo.poison", "spec": "@every:1000", "payload": {"bad": True}},
+    )
+    fingerprint = Headgate.fingerprint("demo.poison", {"bad": True})
+    _api(base, "PUT", f"/quarantine/{fingerprint}", {"note": "crashed its worker 3 times"})
+    page.goto(f"{base}/schedules/poison")
+    banner = page.text_content("#quarantine-banner") or ""
+    assert "crashed its worker 3 times" in banner and "skipped (quarantined)" in banner
+    page.wait_for_selector("#events tr.outcome-skipped", timeout=10_000)
+    assert "quarantined" in (page.text_content("#events tr.outcome-skipped") or "")
+    _fits_a_phone(browser, f"{base}/quarantine")
+
+    page.click("#quarantine-banner a[href='/quarantine']")
+    page.click(f"tr[data-fingerprint='{fingerprint}'] button.release")
+    page.wait_for_selector("text=Nothing is quarantined.")
+    assert (page.text_content("#action-result") or "").startswith("Released ")
+    page.goto(f"{base}/schedules/poison")
+    assert page.locator("#quarantine-banner").count() == 0
+    page.wait_for_selector("#events tr.outcome-enqueued", timeout=10_000)
+    page.click("#delete")
+    page.wait_for_selector("#deleted-banner")
+    assert page.locator("#enqueue-now, #delete").count() == 0
+    assert page.locator("#events tr.outcome-enqueued").count() >= 1
 
 
 def test_api_docs_render_with_no_internet(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 "use strict";
-// The console's few interactive bits: Enqueue now, delete, and the schedule form.
+// The console's few interactive bits: action buttons that call the API, Enqueue
+// now, delete, the schedule form, and refreshing the enqueue history.
 const base = document.body.dataset.base || "";
+const FLASH_KEY = "headgate-flash";
 
 async function api(method, path, body, headers = {}) {
   const options = {method, headers: {...headers}};
@@ -11,6 +13,48 @@ async function api(method, path, body, headers = {}) {
   const response = await fetch(base + "/api/v1" + path, options);
   const data = response.status === 204 ? null : await response.json().catch(() => null);
   return {ok: response.ok, status: response.status, data};
+}
+
+function flash(text, isError = false) {
+  const box = document.getElementById("action-result");
+  box.className = isError ? "error" : "";
+  box.textContent = text;
+}
+
+function errorText(response) {
+  return (response.data && response.data.error) || `failed (HTTP ${response.status})`;
+}
+
+// A message saved before a reload is shown once on the page that follows.
+const saved = sessionStorage.getItem(FLASH_KEY);
+if (saved) {
+  sessionStorage.removeItem(FLASH_KEY);
+  flash(saved);
+}
+
+// <button class="action" data-path="/jobs/1/retry" [data-method="DELETE"]
+// [data-confirm="Sure?"] data-done="Retried.">: calls the API, disabled while the
+// request is in flight; on success reloads the page to show the new state (and
+// data-done), otherwise shows the API's error.
+for (const button of document.querySelectorAll("button.action[data-path]")) {
+  button.addEventListener("click", async () => {
+    if (button.disabled) return;
+    if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
+    button.disabled = true;
+    let response;
+    try {
+      response = await api(button.dataset.method || "POST", button.dataset.path);
+    } catch (e) {
+      response = {ok: false, status: 0, data: {error: "the server did not answer; try again"}};
+    }
+    if (response.ok) {
+      sessionStorage.setItem(FLASH_KEY, button.dataset.done || "Done.");
+      location.reload();
+      return;
+    }
+    flash(errorText(response), true);
+    button.disabled = false;
+  });
 }
 
 function newKey() {
@@ -36,10 +80,11 @@ if (enqueueButton) {
     try {
       const response = await api("POST", `/periodic/${encodeURIComponent(id)}/run`, undefined, {"Idempotency-Key": key});
       if (response.ok) {
+        result.className = "";
         const verb = response.data.replayed ? "Already enqueued" : "Enqueued";
         result.innerHTML = `${verb} job <a id="manual-job" href="${base}/jobs/${response.data.id}">${response.data.id}</a>.`;
       } else {
-        result.textContent = "Not enqueued: " + (response.data ? response.data.error : response.status);
+        flash("Not enqueued: " + errorText(response), true);
       }
     } finally {
       enqueueButton.disabled = false;
@@ -53,8 +98,10 @@ if (deleteButton) {
     const id = deleteButton.dataset.schedule;
     if (!confirm(`Delete schedule ${id}? Its enqueue history stays readable.`)) return;
     const response = await api("DELETE", `/periodic/${encodeURIComponent(id)}`);
-    if (response.ok) location.href = base + "/";
-    else document.getElementById("action-result").textContent = response.data ? response.data.error : "delete failed";
+    if (response.ok) {
+      sessionStorage.setItem(FLASH_KEY, `Deleted ${id}: it no longer ticks; its history stays below.`);
+      location.reload();
+    } else flash(errorText(response), true);
   });
 }
 
@@ -76,6 +123,10 @@ if (form) {
     const ticks = data.next_ticks_ms.map((t) => new Date(t).toISOString().replace(".000Z", "Z"));
     previewBox.textContent = `${data.description}. Next: ${ticks.join(", ")}`;
   };
+  const backfillField = document.getElementById("backfill-field");
+  form.on_missed.addEventListener("change", () => {
+    backfillField.hidden = form.on_missed.value !== "backfill";
+  });
   form.spec.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(showPreview, 250); });
   showPreview();
   form.addEventListener("submit", async (event) => {
@@ -96,4 +147,23 @@ if (form) {
     if (response.ok) location.href = `${base}/schedules/${encodeURIComponent(id)}`;
     else errorBox.textContent = response.data ? response.data.error : `failed (${response.status})`;
   });
+}
+
+// The newest page of a schedule's history refreshes itself: every few seconds
+// the page is fetched again and only its [data-refresh] regions (which hold no
+// buttons or fields) are swapped, so scroll position and forms are kept.
+const autoRefresh = document.getElementById("auto-refresh");
+if (autoRefresh) {
+  const REFRESH_MS = 3000;
+  const refresh = async () => {
+    if (!autoRefresh.checked || document.hidden) return;
+    const response = await fetch(location.href).catch(() => null);
+    if (!response || !response.ok) return;
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const region of document.querySelectorAll("[data-refresh]")) {
+      const replacement = fresh.getElementById(region.id);
+      if (replacement) region.replaceWith(replacement);
+    }
+  };
+  setInterval(refresh, REFRESH_MS);
 }

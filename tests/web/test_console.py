@@ -1,0 +1,327 @@
+"""The console's server-rendered pages, on SQLite and PostgreSQL: jobs and their
+filters, a job's attempts and actions, workers, quarantine and its banner, a
+schedule's payload, pauses, gaps in its history, and a deleted schedule's page."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from headgate import Headgate, JobContext, WorkerConfig
+from headgate.testing import FakeClock
+from tests.web.conftest import START_MS
+
+MINUTE = 60_000
+
+
+def _html(client: TestClient, path: str, status: int = 200) -> str:
+    response = client.get(path)
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    return response.text
+
+
+def _rows(html: str, table_id: str) -> list[str]:
+    body = html.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
+    return re.findall(r"<tr\b.*?</tr>", body.split("<tbody>", 1)[1], re.S)
+
+
+def _fail(hg: Headgate) -> None:
+    @hg.handler("report.build", max_attempts=2)
+    def build(job: JobContext) -> None:
+        raise RuntimeError(f"disk full on attempt {job.attempt}")
+
+
+@pytest.mark.parametrize("path", ["/", "/jobs", "/workers", "/quarantine", "/schedules/new"])
+def test_every_page_renders_with_the_nav_on_an_empty_store(client: TestClient, path: str) -> None:
+    html = _html(client, path)
+    for link in ("/jobs", "/workers", "/quarantine"):
+        assert f'href="{link}"' in html
+
+
+def test_jobs_filter_by_state_queue_kind_and_schedule_and_page_with_the_filters_kept(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    made = []
+    for n in range(55):
+        made.append(hg.enqueue("email.send", {"n": n}).id)
+        clock.advance(1)
+    hg.enqueue("report.build", queue="reports")
+    cancelled = hg.cancel_job(hg.enqueue("report.build").id)
+
+    everything = _html(client, "/jobs")
+    assert len(_rows(everything, "jobs")) == 50
+    assert f'href="/jobs/{cancelled.id}"' in everything
+    assert '<span class="state cancelled">cancelled</span>' in everything
+    assert '<span class="state pending">pending</span>' in everything
+
+    emails = _html(client, "/jobs?kind=email.send&state=pending")
+    assert len(_rows(emails, "jobs")) == 50
+    assert '<option value="pending" selected>' in emails
+    next_href = re.search(r'id="next-page" href="([^"]+)"', emails)
+    assert next_href is not None
+    following = _html(client, next_href.group(1).replace("&amp;", "&"))
+    assert "kind=email.send" in next_href.group(1) and "state=pending" in next_href.group(1)
+    assert [made[4], made[0]] == [
+        re.search(r'href="/jobs/([^"]+)"', row).group(1)  # type: ignore[union-attr]
+        for row in (_rows(following, "jobs")[0], _rows(following, "jobs")[-1])
+    ]
+    assert 'id="next-page"' not in following
+
+    assert len(_rows(_html(client, "/jobs?queue=reports"), "jobs")) == 1
+    assert len(_rows(_html(client, "/jobs?state=cancelled"), "jobs")) == 1
+    assert "No jobs match these filters" in _html(client, "/jobs?schedule_id=nightly")
+    assert "No jobs match these filters" in _html(client, "/jobs?kind=%00%F0%9F%92%A5")
+
+
+def test_a_schedules_jobs_are_listed_under_it(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.start(workers=False)
+    try:
+        clock.advance(MINUTE)
+        assert hg.run_pending()
+    finally:
+        hg.stop()
+    hg.enqueue("ping")
+    [row] = _rows(_html(client, "/jobs?schedule_id=pulse"), "jobs")
+    assert 'href="/schedules/pulse"' in row
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("state=done", "state: must be one of pending, running, completed"),
+        ("cursor=garbage", "cursor: is not a cursor"),
+    ],
+)
+def test_a_bad_filter_or_cursor_is_a_422_page_that_says_so(
+    client: TestClient, query: str, said: str
+) -> None:
+    html = _html(client, f"/jobs?{query}", 422)
+    problem = re.search(r'<p id="problem"[^>]*>(.*?)</p>', html, re.S)
+    assert problem is not None and said in problem.group(1)
+    assert 'id="job-filters"' in html, "the filters stay on the page, to correct"
+
+
+@pytest.mark.parametrize("path", ["/quarantine", "/"])
+def test_other_lists_explain_a_bad_cursor(client: TestClient, path: str) -> None:
+    html = _html(client, f"{path}?cursor=garbage", 422)
+    assert "Bad request" in html and "cursor" in html
+
+
+def test_a_failed_job_shows_its_attempts_errors_and_a_retry_button(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    _fail(hg)
+    job_id = hg.enqueue("report.build", {"day": 1}).id
+    for _ in range(2):
+        hg.drain()
+        clock.advance(10 * MINUTE)
+    html = _html(client, f"/jobs/{job_id}")
+    assert '<span class="state failed">failed</span>' in html
+    assert "2 of the handler&#39;s limit" in html
+    assert "<code>RuntimeError</code>: disk full on attempt 2" in html
+    attempts = _rows(html, "attempts-table")
+    assert len(attempts) == 2
+    assert "disk full on attempt 2" in attempts[0] and "disk full on attempt 1" in attempts[1]
+    assert f'data-path="/jobs/{job_id}/retry"' in html
+    assert "/cancel" not in html
+
+    hg.retry_job(job_id)
+    pending = _html(client, f"/jobs/{job_id}")
+    assert f'data-path="/jobs/{job_id}/cancel"' in pending and "/retry" not in pending
+
+
+def test_a_completed_job_shows_its_result_and_no_actions(client: TestClient, hg: Headgate) -> None:
+    @hg.handler("sum")
+    def add(job: JobContext) -> dict[str, int]:
+        return {"total": 3}
+
+    job_id = hg.enqueue("sum", {"terms": [1, 2]}).id
+    hg.drain()
+    html = _html(client, f"/jobs/{job_id}")
+    assert '<pre id="result">{\n  &#34;total&#34;: 3\n}</pre>' in html
+    assert "data-path" not in html
+    assert '<span class="outcome succeeded">succeeded</span>' in html
+
+
+def test_a_tick_job_links_to_its_schedule_and_tick(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.start(workers=False)
+    try:
+        clock.advance(MINUTE)
+        assert hg.run_pending()
+    finally:
+        hg.stop()
+    [job] = hg.list_jobs(schedule_id="pulse").jobs
+    html = _html(client, f"/jobs/{job.id}")
+    assert f'href="/schedules/pulse#tick-{START_MS + MINUTE}"' in html
+    assert f'id="tick-{START_MS + MINUTE}"' in _html(client, "/schedules/pulse")
+
+
+def test_workers_show_who_runs_what_and_the_scheduler_lease(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    idle = _html(client, "/workers")
+    assert "No live workers." in idle and "No scheduler holds the lease" in idle
+    started, release = threading.Event(), threading.Event()
+
+    @hg.handler("report.build", queue="reports")
+    def build(job: JobContext) -> None:
+        started.set()
+        release.wait(10)
+
+    hg.start(WorkerConfig(queues={"reports": 3}, poll_interval_ms=20))
+    try:
+        job_id = hg.enqueue("report.build", queue="reports").id
+        assert started.wait(10)
+        clock.advance(1_500)
+        html = _html(client, "/workers")
+        [row] = _rows(html, "workers")
+        assert "reports: 3" in row and f'href="/jobs/{job_id}"' in row
+        assert "1 s ago" in row
+        lease = hg.lease_status()
+        assert lease is not None
+        assert f"<strong>{lease.holder}</strong>" in html and f"term {lease.term}" in html
+    finally:
+        release.set()
+        hg.stop()
+
+
+def test_a_quarantined_schedule_shows_a_banner_until_released(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("nightly", spec="@every:60000", kind="report.build", payload={"team": 7})
+    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    assert 'id="quarantine-banner"' not in _html(client, "/schedules/nightly")
+    hg.quarantine(fingerprint, "payload crashes the DB")
+
+    listed = _html(client, "/quarantine")
+    [row] = _rows(listed, "quarantine")
+    assert fingerprint in row and "payload crashes the DB" in row
+    assert f'data-method="DELETE" data-path="/quarantine/{fingerprint}"' in row
+    assert "data-confirm=" in row
+
+    banner = re.search(
+        r'id="quarantine-banner">(.*?)</p>', _html(client, "/schedules/nightly"), re.S
+    )
+    assert banner is not None
+    assert "payload crashes the DB" in banner.group(1)
+    assert "skipped</span> (quarantined)" in banner.group(1)
+    assert 'href="/quarantine"' in banner.group(1)
+
+    hg.release(fingerprint)
+    assert 'id="quarantine-banner"' not in _html(client, "/schedules/nightly")
+    assert "Nothing is quarantined." in _html(client, "/quarantine")
+
+
+def test_the_schedule_page_shows_the_payload_and_says_what_a_pause_means(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
+    html = _html(client, "/schedules/nightly")
+    assert '<pre id="payload">{\n  &#34;team&#34;: 7\n}</pre>' in html
+    assert 'data-path="/periodic/nightly/pause"' in html and "paused —" not in html
+    assert "<th>Event</th>" not in html
+
+    hg.pause_schedule("nightly")
+    html = _html(client, "/schedules/nightly")
+    next_run = re.search(r'<dd id="next-run">(.*?)</dd>', html, re.S)
+    assert next_run is not None
+    assert "paused — would next run at" in next_run.group(1)
+    assert "2024-01-01 09:00:00 UTC" in next_run.group(1)
+    assert 'data-path="/periodic/nightly/resume"' in html
+    index = _html(client, "/")
+    assert "paused — would next run at" in index
+    assert 'data-path="/periodic/nightly/resume"' in index
+
+
+def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.start(workers=False)
+    try:
+        for _ in range(2):
+            clock.advance(MINUTE)
+            assert hg.run_pending()
+        hg.pause_schedule("pulse")
+        clock.advance(10 * MINUTE)
+        hg.resume_schedule("pulse")
+        assert hg.run_pending()
+    finally:
+        hg.stop()
+    rows = _rows(_html(client, "/schedules/pulse"), "events")
+    assert len(rows) == 4
+    assert 'class="gap"' in rows[1]
+    assert (
+        "No attempts between 2024-01-01 00:02:00 UTC and 2024-01-01 00:12:00 UTC:"
+        " 9 ticks missed" in " ".join(rows[1].split())
+    )
+    assert all('class="gap"' not in row for row in (rows[0], rows[2], rows[3]))
+
+
+def test_a_deleted_schedule_keeps_a_read_only_page_with_its_history(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="ping", payload={"a": 1})
+    hg.start(workers=False)
+    try:
+        clock.advance(MINUTE)
+        assert hg.run_pending()
+    finally:
+        hg.stop()
+    hg.delete_schedule("pulse")
+    html = _html(client, "/schedules/pulse")
+    assert 'id="deleted-banner"' in html and '<span class="badge deleted">deleted</span>' in html
+    [row] = _rows(html, "events")
+    assert "2024-01-01 00:01:00 UTC" in row and "enqueued" in row
+    assert "@every:60000" in html and "&#34;a&#34;: 1" in html
+    for action in ('id="enqueue-now"', 'id="delete"', "/edit", "data-path", "auto-refresh"):
+        assert action not in html
+    assert "pulse" not in _html(client, "/")
+    assert "There is no schedule nope" in _html(client, "/schedules/nope", 404)
+    assert _html(client, "/schedules/pulse/edit", 404)
+
+
+def test_the_edit_form_shows_the_id_as_text_offers_cancel_and_n_only_for_backfill(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    edit = _html(client, "/schedules/nightly/edit")
+    assert '<code id="schedule-id">nightly</code>' in edit
+    assert '<input type="hidden" name="id" value="nightly">' in edit
+    assert re.search(r'<input name="id"', edit) is None
+    assert '<a id="cancel" href="/schedules/nightly">Cancel</a>' in edit
+    assert '<label id="backfill-field" hidden>' in edit
+
+    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", on_missed="backfill")
+    assert '<label id="backfill-field">' in _html(client, "/schedules/nightly/edit")
+    new = _html(client, "/schedules/new")
+    assert '<input name="id" required' in new and '<a id="cancel" href="/">Cancel</a>' in new
+    assert '<label id="backfill-field" hidden>' in new
+
+
+def test_manual_runs_are_listed_apart_from_ticks_and_link_back_after_a_delete(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    job_id, _ = hg.run_now("pulse", "click-1")
+    html = _html(client, "/schedules/pulse")
+    [manual] = _rows(html, "manual")
+    assert f'href="/jobs/{job_id}"' in manual and "pending" in manual
+    assert "No automatic enqueue attempts yet." in html
+    origin = re.search(r'<dd id="origin">(.*?)</dd>', _html(client, f"/jobs/{job_id}"), re.S)
+    assert origin is not None
+    assert 'Enqueue now on <a href="/schedules/pulse">pulse</a>' in origin.group(1)
+
+    hg.delete_schedule("pulse")
+    [still] = _rows(_html(client, "/schedules/pulse"), "manual")
+    assert f'href="/jobs/{job_id}"' in still
