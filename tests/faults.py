@@ -108,6 +108,9 @@ class FaultyTransaction(WriteTransaction):
     def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
         return self._inner.jobs(job_ids)
 
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        return self._inner.job_for_tick(schedule_id, tick_ms)
+
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:

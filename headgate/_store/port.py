@@ -247,6 +247,11 @@ class WriteTransaction(ABC):
         """The rows of those jobs that exist, by id."""
 
     @abstractmethod
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        """The job crediting this (schedule, tick) as its periodic origin, in any
+        state, or None (there is at most one: the store's unique index)."""
+
+    @abstractmethod
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
