@@ -193,9 +193,13 @@ class FaultyStore(Store):
         return self.inner.listen(on_enqueued)
 
     def compact(
-        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+        self,
+        policy: CompactionPolicy | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> CompactionReport:
-        run = lambda: self.inner.compact(policy, cancel)  # noqa: E731
+        run = lambda: self.inner.compact(policy, cancel, fence=fence)  # noqa: E731
         if self.faults.around_compaction is not None:
             return self.faults.around_compaction(run, cancel)
         return run()
