@@ -21,6 +21,7 @@ from headgate._errors import (
     AdmissionRejected,
     ConcurrencyConflict,
     DuplicateJob,
+    DuplicateTickJobs,
     HeadgateError,
     JobStateConflict,
     LeaseLost,
@@ -33,6 +34,7 @@ from headgate._errors import (
     StoreNotFound,
     StoreUnavailable,
     StoreUnopenable,
+    TickHasJob,
     ValidationError,
 )
 from headgate._model import (
@@ -65,6 +67,7 @@ __all__ = [
     "CronSpec",
     "DrainSummary",
     "DuplicateJob",
+    "DuplicateTickJobs",
     "EnqueueEvent",
     "EnqueueEventsPage",
     "EnqueueHook",
@@ -100,6 +103,7 @@ __all__ = [
     "StoreUnopenable",
     "SystemClock",
     "TickContext",
+    "TickHasJob",
     "ValidationError",
     "WorkerConfig",
     "WorkerStatus",

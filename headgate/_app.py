@@ -447,7 +447,14 @@ class Headgate:
         its handler's, else "default"), with its own `max_attempts` and
         `timeout_s` (None: its handler's). A `unique_key` held by an unfinished
         job raises DuplicateJob; a quarantined kind and payload, or a full queue,
-        AdmissionRejected."""
+        AdmissionRejected.
+
+        `periodic_origin` (schedule_id, tick_ms) credits the job to a tick, keeping
+        one job per tick: ValidationError unless the schedule exists and the
+        scheduler has passed the tick (tick_ms before its next_run_ms: a tick to
+        come is the scheduler's to make), TickHasJob (a DuplicateJob naming it) if
+        the tick has its job already; otherwise the job takes the tick's own id
+        and unique key (and a different `unique_key` is a ValidationError)."""
         spec = self._handlers.get(kind) if isinstance(kind, str) else None
         row = self._commands.enqueue(
             kind,
@@ -604,7 +611,12 @@ class Headgate:
         return Readiness(True, schema_revision=revision)
 
     def compact(self) -> CompactionReport:
-        """Compact the log now (the lease holder does it once a minute anyway)."""
+        """Compact the log now (the lease holder does it once a minute anyway).
+
+        An operator's action: it needs no lease and runs unfenced, in this
+        process or any other, beside the holder's own runs (their transactions are
+        serialised, and each deletes only what no stream needs). The holder's
+        runs are a duty of its lease and carry its fence."""
         return self._store.compact()
 
     def _poke(self) -> None:

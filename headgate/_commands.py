@@ -45,7 +45,13 @@ from headgate._domain.events import (
     ScheduleDefined,
     ScheduleDeleted,
 )
-from headgate._domain.ids import fingerprint_of_text, manual_job_id, new_job_id
+from headgate._domain.ids import (
+    fingerprint_of_text,
+    manual_job_id,
+    new_job_id,
+    tick_job_id,
+    tick_unique_key,
+)
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.streams import (
     job_stream,
@@ -59,6 +65,7 @@ from headgate._errors import (
     DuplicateJob,
     JobStateConflict,
     NotFound,
+    TickHasJob,
     ValidationError,
 )
 from headgate._json import JsonValue, canonical_json
@@ -249,16 +256,37 @@ class Commands:
         max_attempts: object = None,
         timeout_s: object = None,
     ) -> JobRow:
-        """An ordinary job (or, with periodic_origin, one attributed to a schedule tick),
-        to run at `run_at_ms` (None: now), with its own attempts and timeout (None:
-        its handler's)."""
+        """An ordinary job, to run at `run_at_ms` (None: now), with its own attempts
+        and timeout (None: its handler's).
+
+        With `periodic_origin` (schedule, tick) the job is credited to that tick,
+        and one job per tick holds: it takes the tick's own identity (the id and
+        unique key the scheduler would give it), and is refused unless the
+        schedule exists (ValidationError on periodic_origin.schedule_id), the
+        tick has no job yet (TickHasJob, naming the tick's job, in whatever
+        state), and the scheduler has passed the tick (tick_ms before the
+        schedule's next_run_ms; a tick still to come is the scheduler's to make:
+        ValidationError on periodic_origin.tick_ms). So an enqueue credits a tick
+        the scheduler skipped (a manual backfill), never one it fires.
+        """
         origin = _origin(periodic_origin)
+        key = require_optional_key("unique_key", unique_key, MAX_UNIQUE_KEY_LENGTH)
+        job_id = new_job_id()
+        if origin is not None:
+            tick_key = tick_unique_key(origin.schedule_id, origin.tick_ms)
+            if key not in (None, tick_key):
+                raise ValidationError(
+                    "unique_key",
+                    f"a job with a periodic_origin holds its tick's key {tick_key!r}; "
+                    "leave unique_key out",
+                )
+            job_id, key = tick_job_id(origin.schedule_id, origin.tick_ms), tick_key
         job = JobEnqueued(
-            new_job_id(),
+            job_id,
             require_kind(kind),
             require_name("queue", queue, MAX_QUEUE_LENGTH),
             payload,
-            require_optional_key("unique_key", unique_key, MAX_UNIQUE_KEY_LENGTH),
+            key,
             origin.schedule_id if origin else None,
             origin.tick_ms if origin else None,
             run_at_ms=_run_at(run_at_ms),
@@ -268,6 +296,8 @@ class Commands:
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
         with self._log.write() as transaction:
+            if origin is not None:
+                _require_unclaimed_tick(transaction, origin, job.unique_key or "")
             self._admit(transaction, job, payload_text)
             _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
             transaction.notify_enqueued([job.queue])
@@ -426,6 +456,27 @@ def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> S
     if row is None or row.deleted:
         raise NotFound(f"no schedule {schedule_id!r}")
     return row
+
+
+def _require_unclaimed_tick(
+    transaction: WriteTransaction, origin: PeriodicOrigin, tick_key: str
+) -> None:
+    """One job per tick: an enqueue may credit only a tick of a live schedule that
+    has no job and that the scheduler has passed (it never fires it again)."""
+    schedule_id, tick_ms = origin.schedule_id, origin.tick_ms
+    row = transaction.schedule(schedule_id)
+    if row is None or row.deleted:
+        raise ValidationError("periodic_origin.schedule_id", f"no schedule {schedule_id!r}")
+    existing = transaction.job_for_tick(schedule_id, tick_ms)
+    if existing is not None:
+        raise TickHasJob(schedule_id, tick_ms, existing.job_id, tick_key)
+    if tick_ms >= row.next_run_ms:
+        raise ValidationError(
+            "periodic_origin.tick_ms",
+            f"tick {tick_ms} of schedule {schedule_id!r} is not before its next run "
+            f"({row.next_run_ms}): the scheduler makes that tick's job when it fires it; "
+            "an enqueue may credit only a tick the scheduler has passed",
+        )
 
 
 def _payload(row: ScheduleRow) -> JsonValue:

@@ -69,6 +69,17 @@ class SchemaTooNew(StoreError):
     """The database was migrated by a newer Headgate than this one."""
 
 
+class DuplicateTickJobs(StoreError):
+    """The store holds ticks with more than one job (made by enqueues that named a
+    tick the scheduler had fired, before one job per tick was enforced): the
+    migration that enforces it stops, and changes nothing, until they are resolved."""
+
+    def __init__(self, message: str, duplicates: list[tuple[str, int, list[str]]]) -> None:
+        super().__init__(message)
+        self.duplicates = duplicates
+        """(schedule id, tick ms, the ids of the jobs crediting it, oldest first)."""
+
+
 class ValidationError(HeadgateError, ValueError):
     """Input was rejected before anything was written; the message names the field."""
 
@@ -101,3 +112,14 @@ class DuplicateJob(HeadgateError):
         super().__init__(f"unique_key {unique_key!r} is held by pending job {job_id}")
         self.unique_key = unique_key
         self.job_id = job_id
+
+
+class TickHasJob(DuplicateJob):
+    """An enqueue named a (schedule, tick) that already has its job: one job per tick.
+    `job_id` is that job (whatever its state); nothing was written."""
+
+    def __init__(self, schedule_id: str, tick_ms: int, job_id: str, unique_key: str) -> None:
+        super().__init__(unique_key, job_id)
+        self.args = (f"tick {tick_ms} of schedule {schedule_id!r} already has its job {job_id}",)
+        self.schedule_id = schedule_id
+        self.tick_ms = tick_ms

@@ -108,6 +108,9 @@ class FaultyTransaction(WriteTransaction):
     def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
         return self._inner.jobs(job_ids)
 
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        return self._inner.job_for_tick(schedule_id, tick_ms)
+
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
@@ -190,9 +193,13 @@ class FaultyStore(Store):
         return self.inner.listen(on_enqueued)
 
     def compact(
-        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+        self,
+        policy: CompactionPolicy | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> CompactionReport:
-        run = lambda: self.inner.compact(policy, cancel)  # noqa: E731
+        run = lambda: self.inner.compact(policy, cancel, fence=fence)  # noqa: E731
         if self.faults.around_compaction is not None:
             return self.faults.around_compaction(run, cancel)
         return run()

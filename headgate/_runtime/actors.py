@@ -136,7 +136,10 @@ class ScheduleShard(pykka.ThreadingActor):
 
 @dataclass(frozen=True)
 class Compact:
-    """Compact the log now (the lease holder asks, once per compaction interval)."""
+    """Compact the log now (the lease holder asks, once per compaction interval),
+    fenced by the lease's term: a duty of the lease, like firing ticks."""
+
+    term: int
 
 
 class Compactor(pykka.ThreadingActor):
@@ -156,13 +159,16 @@ class Compactor(pykka.ThreadingActor):
         if not isinstance(message, Compact):
             return
         try:
-            report = self._store.compact(cancel=self._cancel)
+            fence = Fence(SCHEDULER_LEASE, message.term)
+            report = self._store.compact(cancel=self._cancel, fence=fence)
             log.info(
                 "log compacted",
                 streams=report.streams_examined,
                 events_deleted=report.events_deleted,
                 jobs_removed=report.jobs_removed,
             )
+        except LeaseLost:
+            log.warning("lease lost; compaction stopped, nothing more written", term=message.term)
         except Exception:
             log.warning("compaction failed; it runs again at the next interval", exc_info=True)
         finally:
@@ -352,7 +358,8 @@ class SchedulerActor(pykka.ThreadingActor):
         self._last_compaction_ms = now
         if self._compactor is not None and not self._compacting.is_set():
             self._compacting.set()  # a run still going is not queued twice
-            self._compactor.tell(Compact())
+            assert self._lease is not None
+            self._compactor.tell(Compact(self._lease.term))
 
     def _notify_waiters(self, *, fired: bool) -> None:
         waiters, self._waiters = self._waiters, []

@@ -247,6 +247,11 @@ class WriteTransaction(ABC):
         """The rows of those jobs that exist, by id."""
 
     @abstractmethod
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        """The job crediting this (schedule, tick) as its periodic origin, in any
+        state, or None (there is at most one: the store's unique index)."""
+
+    @abstractmethod
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
@@ -533,13 +538,23 @@ class Store(ABC):
 
     @abstractmethod
     def compact(
-        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+        self,
+        policy: CompactionPolicy | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> CompactionReport:
         """Keep what each stream needs and delete the rest, in small transactions
         (so other writers wait for one of them at most); stops between them once
         `cancel` is set. A rebuild from the compacted log reproduces the live
-        projections exactly. The runtime runs it while it holds the scheduler
-        lease."""
+        projections exactly.
+
+        The runtime runs it as a duty of the scheduler lease, with that lease's
+        `fence`: every one of its transactions checks the term as it opens, so a
+        holder paused past its lease's expiry writes nothing more (LeaseLost, and
+        the run stops; what committed before stays, and the next holder's run
+        takes up the rest). Without a fence it is an operator's action
+        (`Headgate.compact`, `ops.compact`): it runs whoever holds the lease."""
 
     @abstractmethod
     def close(self) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
+from headgate._runtime.config import SCHEDULER_LEASE
+from headgate._store.port import Claimant
 from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
@@ -166,4 +168,118 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
                 child.send_signal(signal.SIGCONT)
                 child.kill()
                 child.wait(timeout=10)
+        observer.close()
+
+
+COMPACTING_CHILD = textwrap.dedent(
+    """
+    import contextlib, os, signal, sys, threading, time
+    from headgate import Headgate, RuntimeConfig
+    from headgate._logs import configure_logging
+    configure_logging(json_lines=True)
+    hg = Headgate(
+        sys.argv[1],
+        config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2]), compaction_interval_ms=200),
+    )
+    store, real_write = hg._store, hg._store.log.write
+    compaction_writes = 0
+    continued = threading.Event()
+    signal.signal(signal.SIGCONT, lambda *_: continued.set())
+
+    @contextlib.contextmanager
+    def write(fence=None, **options):
+        # Freeze this whole process between the compaction's first transaction
+        # and its second, as a pause of the host would (GC, a VM migration, a
+        # SIGSTOP). Holding the process's write lock until SIGCONT makes sure
+        # no other thread of it is inside a write when it stops (the stop may
+        # reach the process a moment after kill() returns).
+        global compaction_writes
+        if threading.current_thread().name.startswith("Compactor"):
+            compaction_writes += 1
+            if compaction_writes == 2:
+                with store._write_lock:
+                    print(f"pausing at term {fence.term}", flush=True)
+                    os.kill(os.getpid(), signal.SIGSTOP)
+                    continued.wait()
+                print("resumed", flush=True)
+        with real_write(fence, **options) as transaction:
+            yield transaction
+
+    store.log.write = write
+    def stop(*_):
+        hg.close()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    hg.start()
+    while True:
+        time.sleep(0.5)
+    """
+)
+
+
+def _process_state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The compaction is a duty of the scheduler lease: a holder frozen between two
+    of its transactions, past its lease's expiry, while another process takes the
+    lease, resumes and writes nothing more (its next transaction is fenced out)."""
+    observer = Headgate(store_url, config=CONFIG)
+    streams = 60  # more than one compaction transaction's worth (50)
+    for n in range(streams):
+        for team in (1, 2):  # two definitions each: compaction keeps the latest
+            observer.put_schedule(
+                f"s{n:02d}", spec="@every:60000", kind="k", payload=team, paused=True
+            )
+    store = observer._store
+
+    def counts() -> tuple[int, int]:
+        with store.engine.connect() as connection:
+            events = connection.execute(text("SELECT count(*) FROM headgate_events")).scalar_one()
+            examined = connection.execute(
+                text("SELECT position FROM headgate_compaction_state")
+            ).scalar_one()
+        return int(events), int(examined)
+
+    assert counts() == (2 * streams, 0)
+    output = tmp_path / "holder.log"
+    child = subprocess.Popen(
+        [sys.executable, "-c", COMPACTING_CHILD, store_url, str(TTL_MS)],
+        stdout=output.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        _wait_for(lambda: "pausing at term" in output.read_text(), 30, "the first compaction")
+        _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
+        frozen = counts()
+        assert frozen == (2 * streams - 50, 0), "the first transaction committed, no more"
+        held = observer.lease_status()
+        assert held is not None and held.pid == child.pid
+        _wait_for(
+            lambda: observer.clock.now_ms() > held.expires_at_ms + 50, 10, "the lease to expire"
+        )
+        taken = store.leases.acquire(
+            SCHEDULER_LEASE, Claimant("observer", "test", os.getpid()), 60_000
+        )
+        assert taken is not None and taken.term == held.term + 1
+        os.kill(child.pid, signal.SIGCONT)  # wakes mid-compaction, believing it holds the lease
+        _wait_for(lambda: "compaction stopped" in output.read_text(), 10, "the compaction to stop")
+        time.sleep(0.5)
+        assert counts() == frozen, "the resumed holder's compaction wrote nothing more"
+        stopped = [e for e in _log(output) if e["event"].startswith("lease lost; compaction")]
+        assert [e["term"] for e in stopped] == [held.term]
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+        status = observer.lease_status()
+        assert status is not None and status.holder == "observer"
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGCONT)
+            child.kill()
+            child.wait(timeout=10)
         observer.close()

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from headgate import Headgate, NotFound, RuntimeConfig, ValidationError
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.ids import tick_job_id
-from headgate._errors import AdmissionRejected, DuplicateJob, StoreUnavailable
+from headgate._errors import AdmissionRejected, DuplicateJob, StoreUnavailable, TickHasJob
 from headgate._store.port import NO_STREAM, StreamAppend
 from headgate._store.sql.engine import create_store_engine
 from headgate._store.sql.schema import events
@@ -233,6 +233,7 @@ class TestOrdinaryJobs:
             ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
         ):
             hg.enqueue("k", periodic_origin={"schedule_id": "s"})
+        hg.put_schedule("s", spec="@every:60000", kind="k")
         job = hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 5})
         assert job.periodic_origin == ("s", 5)
 
@@ -241,6 +242,75 @@ class TestOrdinaryJobs:
             hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 2**62})
         with pytest.raises(ValidationError, match=r"periodic_origin\.tick_ms"):
             hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 10**30})
+
+    def test_an_origin_must_name_a_live_schedule(self, hg: Headgate) -> None:
+        before = _event_count(hg)
+        with pytest.raises(
+            ValidationError, match=r"periodic_origin\.schedule_id: no schedule 'ghost'"
+        ):
+            hg.enqueue("k", periodic_origin=("ghost", 5))
+        hg.put_schedule("gone", spec="@every:60000", kind="k")
+        hg.delete_schedule("gone")
+        with pytest.raises(ValidationError, match=r"periodic_origin\.schedule_id: no schedule"):
+            hg.enqueue("k", periodic_origin=("gone", 5))
+        assert _event_count(hg) == before + 2  # the schedule's definition and deletion only
+
+    def test_a_fired_tick_keeps_its_one_job(self, hg: Headgate, clock: FakeClock) -> None:
+        """An enqueue naming a tick the scheduler fired is refused with the tick's job,
+        while it is pending and once it has finished: never a second row."""
+        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", payload={"n": 1})
+        tick = schedule.next_run_ms
+        clock.set(tick)
+        fire(hg)
+        tick_job = tick_job_id("s", tick)
+        before = _event_count(hg)
+        for finish in (True, False):
+            with pytest.raises(TickHasJob) as caught:
+                hg.enqueue("other", {"n": 2}, periodic_origin=("s", tick))
+            assert caught.value.job_id == tick_job  # what a DuplicateJob handler reads
+            assert isinstance(caught.value, DuplicateJob)
+            assert (
+                str(caught.value) == f"tick {tick} of schedule 's' already has its job {tick_job}"
+            )
+            if finish:
+                hg.finish_job(tick_job, "completed")
+        assert _event_count(hg) == before + 1  # the finish, nothing of the enqueues
+        assert jobs_for(hg, "s") == [tick]
+
+    def test_a_tick_still_to_come_is_the_schedulers(self, hg: Headgate, clock: FakeClock) -> None:
+        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", payload={"n": 1})
+        tick = schedule.next_run_ms
+        with pytest.raises(
+            ValidationError, match=r"periodic_origin\.tick_ms: tick .* is not before"
+        ):
+            hg.enqueue("k", periodic_origin=("s", tick))
+        with pytest.raises(ValidationError, match=r"periodic_origin\.tick_ms"):
+            hg.enqueue("k", periodic_origin=("s", tick + 10 * MINUTE))
+        clock.set(tick)
+        fire(hg)
+        (attempt,) = hg.enqueue_events("s").events
+        assert (attempt.outcome, attempt.job_id) == ("enqueued", tick_job_id("s", tick))
+        assert hg.get_job(attempt.job_id).payload == {"n": 1}  # the schedule's own job
+
+    def test_a_passed_tick_without_a_job_takes_the_ticks_identity(
+        self, hg: Headgate, clock: FakeClock
+    ) -> None:
+        """A tick the scheduler skipped (missed-run policy skip) may be credited by
+        hand, once: the job gets the tick's id and unique key."""
+        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", on_missed="skip")
+        skipped = schedule.next_run_ms
+        clock.set(skipped + 2 * MINUTE)
+        fire(hg)  # fires only the latest due tick
+        assert jobs_for(hg, "s") == [skipped + 2 * MINUTE]
+        job = hg.enqueue("k", {"by": "hand"}, periodic_origin=("s", skipped))
+        assert job.id == tick_job_id("s", skipped)
+        assert (job.periodic_origin, job.unique_key) == (("s", skipped), f"periodic:s:{skipped}")
+        with pytest.raises(TickHasJob) as caught:
+            hg.enqueue("k", {"by": "hand"}, periodic_origin=("s", skipped))
+        assert caught.value.job_id == job.id
+        with pytest.raises(ValidationError, match=r"unique_key: a job with a periodic_origin"):
+            hg.enqueue("k", unique_key="mine", periodic_origin=("s", skipped + MINUTE))
+        assert jobs_for(hg, "s") == [skipped, skipped + 2 * MINUTE]
 
     def test_a_held_unique_key_is_a_duplicate(self, hg: Headgate) -> None:
         first = hg.enqueue("k", unique_key="u")

@@ -464,3 +464,48 @@ def test_a_schedule_declared_with_its_handler_runs_on_its_ticks(
     assert ran == [(("pulse", schedule.next_run_ms), 4)]
     job = hg.list_jobs(schedule_id="pulse").jobs[0]
     assert (job.state, job.max_attempts, job.timeout_ms) == ("completed", 4, 5_000)
+
+
+def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queue(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    """While a tick's job runs it still holds the tick's unique key and its (schedule,
+    tick) identity, and the queue's limit counts it: the next tick is refused by
+    backpressure until it finishes."""
+    from headgate import AdmissionLimits, TickHasJob
+    from headgate._domain.ids import tick_job_id, tick_unique_key
+
+    hg = make_headgate(
+        RuntimeConfig(lease_ttl_ms=60_000, limits=AdmissionLimits(queue_limits={"default": 1}))
+    )
+    started, finish = threading.Event(), threading.Event()
+
+    @hg.periodic("pulse", spec="@every:60000")
+    def pulse(job: JobContext) -> None:
+        started.set()
+        finish.wait(10)
+
+    hg.start(FAST)
+    tick = hg.get_schedule("pulse").next_run_ms
+    clock.set(tick)
+    assert hg.run_pending()
+    assert started.wait(10)
+    job_id = tick_job_id("pulse", tick)
+    assert _state(hg, job_id) == "running"
+    with pytest.raises(DuplicateJob) as key_held:
+        hg.enqueue("pulse", unique_key=tick_unique_key("pulse", tick))
+    assert key_held.value.job_id == job_id
+    with pytest.raises(TickHasJob) as tick_held:
+        hg.enqueue("pulse", periodic_origin=("pulse", tick))
+    assert tick_held.value.job_id == job_id
+    clock.set(tick + 60_000)
+    assert hg.run_pending()
+    latest = hg.enqueue_events("pulse").events[0]
+    assert (latest.tick_ms, latest.outcome, latest.reason) == (
+        tick + 60_000,
+        "failed",
+        "backpressure",
+    )
+    finish.set()
+    _eventually(lambda: _state(hg, job_id) == "completed")
+    assert [job.id for job in hg.list_jobs(schedule_id="pulse").jobs] == [job_id]

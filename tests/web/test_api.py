@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
 from headgate import Headgate
+from headgate._domain.ids import tick_job_id
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import START_MS
@@ -183,6 +184,7 @@ class TestJobs:
         )
 
     def test_periodic_origin_pair(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/s", json={"kind": "k", "spec": "@every:60000"})
         ok = client.post(
             "/api/v1/jobs",
             json={"kind": "k", "periodic_origin": {"schedule_id": "s", "tick_ms": 5}},
@@ -193,6 +195,30 @@ class TestJobs:
         assert half.json() == {
             "error": "periodic_origin: needs both schedule_id and tick_ms, or neither"
         }
+
+    def test_one_job_per_tick(self, client: TestClient, hg: Headgate, clock: FakeClock) -> None:
+        ghost = client.post(
+            "/api/v1/jobs",
+            json={"kind": "k", "periodic_origin": {"schedule_id": "ghost", "tick_ms": 5}},
+        )
+        assert (ghost.status_code, ghost.json()) == (
+            422,
+            {"error": "periodic_origin.schedule_id: no schedule 'ghost'"},
+        )
+        tick = client.put(
+            "/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"}
+        ).json()["next_run_ms"]
+        clock.set(tick)
+        hg.start()
+        assert hg.run_pending(timeout=30)
+        again = client.post(
+            "/api/v1/jobs",
+            json={"kind": "k", "periodic_origin": {"schedule_id": "pulse", "tick_ms": tick}},
+        )
+        assert again.status_code == 409
+        assert again.json()["job_id"] == tick_job_id("pulse", tick)
+        listed = client.get("/api/v1/jobs", params={"schedule_id": "pulse"}).json()["jobs"]
+        assert [job["id"] for job in listed] == [tick_job_id("pulse", tick)]
 
     def test_scheduler_jobs_expose_their_origin(
         self, client: TestClient, hg: Headgate, clock: FakeClock

@@ -184,6 +184,10 @@ class SqlBackend(ABC):
         """Whether a unique-violation message is two appends of one stream version."""
 
     @abstractmethod
+    def is_tick_origin_conflict(self, detail: str) -> bool:
+        """Whether a unique-violation message is a second job for one (schedule, tick)."""
+
+    @abstractmethod
     def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
         """Tell listening processes, when this transaction commits, that jobs were
         enqueued on these queues (nothing where the backend cannot)."""
@@ -355,6 +359,9 @@ class _Sqlite(SqlBackend):
 
     def is_stream_version_conflict(self, detail: str) -> bool:
         return "headgate_events.stream_id, headgate_events.version" in detail
+
+    def is_tick_origin_conflict(self, detail: str) -> bool:
+        return "headgate_jobs.periodic_schedule_id, headgate_jobs.periodic_tick_ms" in detail
 
     def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
         pass  # no notifications: workers in other processes poll
@@ -655,6 +662,9 @@ class _PostgreSQL(SqlBackend):
 
     def is_stream_version_conflict(self, detail: str) -> bool:
         return "uq_headgate_events_stream_version" in detail
+
+    def is_tick_origin_conflict(self, detail: str) -> bool:
+        return "ux_headgate_jobs_periodic_origin" in detail
 
     def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
         """NOTIFY is transactional: listeners hear it when (and only if) this commits.

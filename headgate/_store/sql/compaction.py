@@ -18,6 +18,11 @@ The work is split into small transactions (a few dozen streams, a few
 hundred jobs), so other writers, the scheduler's ticks above all, never wait
 for more than one of them. The examined position moves only when a run
 completes; a run cut short (a crash, a stop) is simply done again.
+
+Run by the lease holder, every transaction carries the lease's fence and
+checks its term as it opens (the same check a tick batch makes), so a holder
+frozen past its lease's expiry, then resumed, deletes nothing more: its next
+transaction raises LeaseLost.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
 from headgate._store.mapper import type_name
-from headgate._store.port import CompactionPolicy, CompactionReport
+from headgate._store.port import CompactionPolicy, CompactionReport, Fence
 from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.projector import CHUNK
@@ -83,10 +88,13 @@ def compact(
     policy: CompactionPolicy | None = None,
     cancel: threading.Event | None = None,
     *,
+    fence: Fence | None = None,
     streams_per_transaction: int = STREAMS_PER_TRANSACTION,
     jobs_per_transaction: int = JOBS_PER_TRANSACTION,
 ) -> CompactionReport:
-    """One compaction run; with `cancel` set it stops between transactions."""
+    """One compaction run; with `cancel` set it stops between transactions. With
+    `fence`, every transaction is refused (LeaseLost) once the lease has moved
+    on or expired."""
     policy = policy or CompactionPolicy()
     stopped = cancel or threading.Event()
     log = store.log
@@ -100,11 +108,11 @@ def compact(
     for start in range(0, len(touched), streams_per_transaction):
         if stopped.is_set():
             return CompactionReport(len(touched), deleted, jobs_removed)
-        with log.write() as transaction:
+        with log.write(fence) as transaction:
             chunk = touched[start : start + streams_per_transaction]
             deleted += _trim_streams(transaction.connection, chunk, policy)
     while not stopped.is_set():
-        with log.write() as transaction:
+        with log.write(fence) as transaction:
             removed, job_events = _remove_finished_jobs(
                 transaction.connection, transaction.now_ms, policy, jobs_per_transaction
             )
@@ -113,7 +121,7 @@ def compact(
             break
     if stopped.is_set():
         return CompactionReport(len(touched), deleted, jobs_removed)
-    with log.write() as transaction:
+    with log.write(fence) as transaction:
         deleted += _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
         transaction.connection.execute(update(compaction_state).values(position=until))
     with translated_errors("reclaiming space after compaction"):

@@ -69,6 +69,11 @@ def translated_errors(where: str) -> Iterator[None]:
         detail = _first_line(error)
         if any(backend.is_stream_version_conflict(detail) for backend in (SQLITE, POSTGRESQL)):
             raise ConcurrencyConflict(None, None, None) from error
+        if any(backend.is_tick_origin_conflict(detail) for backend in (SQLITE, POSTGRESQL)):
+            raise ConstraintViolation(
+                f"{where}: a second job for one (schedule, tick) was refused: each tick has "
+                f"one job (ux_headgate_jobs_periodic_origin): {detail}"
+            ) from error
         raise ConstraintViolation(f"{where}: a constraint rejected the write: {detail}") from error
     except (
         sa_exc.OperationalError,

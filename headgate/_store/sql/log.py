@@ -159,6 +159,9 @@ class SqlWriteTransaction(WriteTransaction):
     def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
         return queries.jobs(self.connection, job_ids)
 
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        return queries.job_for_tick(self.connection, schedule_id, tick_ms)
+
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:

@@ -127,6 +127,17 @@ def job(connection: Connection, job_id: str) -> JobRow | None:
     return None if row is None else JobRow(*row)
 
 
+def job_for_tick(connection: Connection, schedule_id: str, tick_ms: int) -> JobRow | None:
+    """The job whose periodic origin is (schedule, tick): one probe of its unique index."""
+    if not could_be_stored(schedule_id):
+        return None
+    query = select(*_JOB_ROW_COLUMNS).where(
+        _jobs.c.periodic_schedule_id == schedule_id, _jobs.c.periodic_tick_ms == tick_ms
+    )
+    row = connection.execute(query).first()
+    return None if row is None else JobRow(*row)
+
+
 def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
     """The rows of those jobs that exist, by id (one indexed lookup per chunk)."""
     wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]

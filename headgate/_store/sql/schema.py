@@ -218,6 +218,13 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         sqlite_where=text(LIVE_UNIQUE_KEY_WHERE),
         postgresql_where=text(LIVE_UNIQUE_KEY_WHERE),
     )
+    Index(
+        f"ux_{prefix}jobs_periodic_origin",
+        jobs.c.periodic_schedule_id,
+        jobs.c.periodic_tick_ms,
+        unique=True,
+    )
+    """One job per (schedule, tick): rows without an origin hold NULLs, which never collide."""
     Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
     Index(
         f"ix_{prefix}jobs_claimable",

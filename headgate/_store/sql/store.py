@@ -13,7 +13,7 @@ from headgate._clock import Clock, StoreClock
 from headgate._errors import StoreClosed
 from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
-from headgate._store.port import CompactionPolicy, CompactionReport, Listener, Store
+from headgate._store.port import CompactionPolicy, CompactionReport, Fence, Listener, Store
 from headgate._store.sql import compaction
 from headgate._store.sql.backends import backend_named, backend_of
 from headgate._store.sql.engine import (
@@ -113,9 +113,13 @@ class SqlStore(Store):
         return self.backend.listen(self._url, on_enqueued)
 
     def compact(
-        self, policy: CompactionPolicy | None = None, cancel: threading.Event | None = None
+        self,
+        policy: CompactionPolicy | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        fence: Fence | None = None,
     ) -> CompactionReport:
-        return compaction.compact(self, policy, cancel)
+        return compaction.compact(self, policy, cancel, fence=fence)
 
     def close(self) -> None:
         """A write in flight finishes first: on SQLite every write of the process

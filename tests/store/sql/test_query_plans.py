@@ -150,6 +150,24 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: SqlStore)
             ), plan
 
 
+def test_a_ticks_job_is_found_by_the_one_job_per_tick_index(store: SqlStore) -> None:
+    """What an enqueue naming a periodic origin asks first, whatever the statistics."""
+    _store_outgrowing_its_statistics(store)
+    statements: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    with store.log.write() as transaction:
+        event.listen(transaction.connection, "before_cursor_execute", capture)
+        found = transaction.job_for_tick("s7", 60_000)
+        event.remove(transaction.connection, "before_cursor_execute", capture)
+        assert found is not None and found.job_id == "j7"
+        ((statement, parameters),) = statements
+        plan = _plan(transaction.connection, statement, parameters)
+        assert "ux_headgate_jobs_periodic_origin" in plan, plan
+
+
 def _plan(connection: Connection, statement: str, parameters: Any) -> str:
     if connection.dialect.name == "postgresql":
         return "\n".join(connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars())

@@ -23,9 +23,9 @@ from sqlalchemy import (
     update,
 )
 
-from headgate._errors import SchemaTooNew
+from headgate._errors import ConstraintViolation, DuplicateTickJobs, SchemaTooNew
 from headgate._store.port import NO_STREAM
-from headgate._store.sql.engine import create_store_engine
+from headgate._store.sql.engine import create_store_engine, translated_errors
 from headgate._store.sql.maintenance import rebuild, verify
 from headgate._store.sql.migrations import (
     LATEST_VERSION,
@@ -381,5 +381,61 @@ def test_a_legacy_store_at_any_version_reaches_the_described_schema(
         shape = _without_version_table(schema_shape(engine))
         shape.pop("schema_migrations")
         assert differences(shape, _described_by(LOG, fresh_url())) == []
+    finally:
+        engine.dispose()
+
+
+def _job_row(job_id: str, tick_ms: int | None, created_at_ms: int) -> dict[str, object]:
+    return {
+        "job_id": job_id,
+        "kind": "k",
+        "queue": "default",
+        "payload": "{}",
+        "state": "completed",
+        "created_at_ms": created_at_ms,
+        "updated_at_ms": created_at_ms,
+        "periodic_schedule_id": None if tick_ms is None else "nightly",
+        "periodic_tick_ms": tick_ms,
+    }
+
+
+def test_revision_4_reports_ticks_with_two_jobs_and_changes_nothing(store_url: str) -> None:
+    """A revision-3 store where an enqueue credited a tick the scheduler had fired:
+    the upgrade names each such tick with its jobs (oldest first) and stops, in
+    one transaction, at revision 3; once the extra job is gone it goes through."""
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine, target=3)
+        jobs = LIVE.jobs
+        with engine.begin() as connection:
+            connection.execute(
+                insert(jobs),
+                [
+                    _job_row("tick-job", 60_000, 1),
+                    _job_row("extra-job", 60_000, 2),
+                    _job_row("other-tick", 120_000, 3),
+                    _job_row("unlinked-1", None, 4),
+                    _job_row("unlinked-2", None, 5),
+                ],
+            )
+        with pytest.raises(DuplicateTickJobs) as refused:
+            migrate(engine)
+        assert refused.value.duplicates == [("nightly", 60_000, ["tick-job", "extra-job"])]
+        message = str(refused.value)
+        assert "schedule 'nightly' tick 60000: jobs tick-job, extra-job" in message
+        assert "stays at revision 0003" in message and "headgate jobs cancel" in message
+        assert schema_version(engine) == 3
+        assert "ux_headgate_jobs_periodic_origin" not in {
+            index["name"] for index in inspect(engine).get_indexes("headgate_jobs")
+        }
+        with engine.begin() as connection:
+            connection.execute(delete(jobs).where(jobs.c.job_id == "extra-job"))
+        assert migrate(engine) == [4]
+        with (
+            pytest.raises(ConstraintViolation, match=r"each tick has one job"),
+            translated_errors("inserting"),
+            engine.begin() as connection,
+        ):
+            connection.execute(insert(jobs), [_job_row("again", 60_000, 6)])
     finally:
         engine.dispose()
