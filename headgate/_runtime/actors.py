@@ -225,6 +225,7 @@ class SchedulerActor(pykka.ThreadingActor):
         self._stop_compacting.set()
         for shard in self._shards:
             shard.stop(block=True)
+        self._processor.close()  # no batch is left to queue after-hooks
         if self._compactor is not None:
             self._compactor.stop(block=True)
         if self._lease is not None:
