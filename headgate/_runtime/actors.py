@@ -34,6 +34,7 @@ from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate._runtime.hook_runner import HooksInterrupted
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
@@ -109,6 +110,8 @@ class ScheduleShard(pykka.ThreadingActor):
         share = PreparedBatch()
         try:
             share = self._processor.prepare(message.rows, message.at_ms)
+        except HooksInterrupted:
+            pass  # stopping: nothing of this share is written, and it stays due
         except Exception:
             log.exception("schedule batch could not be planned", schedules=len(message.rows))
         batch = message.group.arrive(share)

@@ -13,6 +13,7 @@ See `hooks.py` for what hosts are promised.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -29,10 +30,20 @@ AFTER_QUEUE_CAPACITY: Final = 10_000
 dropped (and counted in a warning), never waited for."""
 
 
+class HooksInterrupted(Exception):
+    """The runtime stopped while a before-hook ran: the batch is abandoned, unwritten
+    (the hook is not blamed: nothing is recorded, the ticks stay due)."""
+
+
 class HookRunner:
     def __init__(
-        self, hooks: Sequence[EnqueueHook], budget_ms: int = DEFAULT_HOOK_TIMEOUT_MS
+        self,
+        hooks: Sequence[EnqueueHook],
+        budget_ms: int = DEFAULT_HOOK_TIMEOUT_MS,
+        cancel: threading.Event | None = None,
     ) -> None:
+        """`cancel` is set when the runtime stops: no wait for a hook outlasts it."""
+        self._cancel = cancel or threading.Event()
         self._before_hooks = _overriding(hooks, "before_enqueue")
         self._after_hooks = _overriding(hooks, "after_enqueue")
         self._budget_ms = budget_ms
@@ -45,7 +56,7 @@ class HookRunner:
     def before(self, plan: SchedulePlan) -> None:
         """Run the before-enqueue hooks on each planned tick, in order; a tick
         whose hook raises or overruns its budget fails (`hook_error`) and ends
-        the plan there."""
+        the plan there. Raises HooksInterrupted if the runtime stops meanwhile."""
         if not self._before_hooks:
             return
         for index, planned in enumerate(plan.ticks):
@@ -93,7 +104,11 @@ class HookRunner:
             "schedule_id": context.schedule_id,
             "tick_ms": context.tick_ms,
         }
-        outcome = calls.call(fn, self._budget_ms / 1000, about)
+        outcome = calls.call(fn, self._budget_ms / 1000, about, self._cancel)
+        if not outcome.finished and self._cancel.is_set():
+            if method == "before_enqueue":
+                raise HooksInterrupted
+            return False
         fields = {**about, "elapsed_ms": outcome.elapsed_ms, "budget_ms": self._budget_ms}
         if outcome.refused:
             log.warning(

@@ -34,6 +34,8 @@ MAX_STUCK: Final = 8
 """Hook calls abandoned past their budget and still running, at most, before
 further calls are refused outright."""
 EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
+CANCEL_POLL_S: Final = 0.02
+"""How often a wait for a hook looks whether the runtime is stopping."""
 MAX_IDLE: Final = 4
 """Idle helper threads kept for reuse; more exit once their call returns."""
 
@@ -78,17 +80,22 @@ class BudgetedCalls:
             return self._stuck
 
     def call(
-        self, fn: Callable[[], object], budget_s: float, about: Mapping[str, object] = EMPTY
+        self,
+        fn: Callable[[], object],
+        budget_s: float,
+        about: Mapping[str, object] = EMPTY,
+        cancel: threading.Event | None = None,
     ) -> CallOutcome:
-        """Run `fn` on a helper thread; wait up to `budget_s` for it. `about` names
-        the call in the line logged if it returns after being abandoned."""
+        """Run `fn` on a helper thread; wait up to `budget_s` for it, or until
+        `cancel` is set (then it is abandoned at once). `about` names the call in
+        the line logged if it returns after being abandoned."""
         work = _Call(fn, about)
         with self._lock:
             if self._stuck >= self._max_stuck:
                 return CallOutcome(False, 0, refused=True)
             inbox = self._idle.pop() if self._idle else self._new_helper()
         inbox.put(work)
-        work.done.wait(budget_s)
+        _wait(work.done, budget_s, cancel)
         elapsed_ms = round((time.perf_counter() - work.began) * 1000)
         with self._lock:
             if work.done.is_set():
@@ -134,6 +141,17 @@ class BudgetedCalls:
                 )
             if not keep:
                 return
+
+
+def _wait(done: threading.Event, timeout_s: float, cancel: threading.Event | None) -> None:
+    """Wait for `done` up to `timeout_s`, looking at `cancel` every CANCEL_POLL_S."""
+    if cancel is None:
+        done.wait(timeout_s)
+        return
+    give_up = time.monotonic() + timeout_s
+    while not cancel.is_set() and (left := give_up - time.monotonic()) > 0:
+        if done.wait(min(left, CANCEL_POLL_S)):
+            return
 
 
 class HookQueue(Generic[T]):

@@ -53,8 +53,8 @@ class TickProcessor:
         self._clock = clock
         self._limits = limits or AdmissionLimits()
         self._max_ticks = max_ticks
-        self._hooks = HookRunner(hooks, hook_timeout_ms)
         self._cancel = threading.Event()
+        self._hooks = HookRunner(hooks, hook_timeout_ms, self._cancel)
         self._writer = BatchWriter(log, self._limits, InstantTiming(clock, self._cancel))
 
     def fire(
