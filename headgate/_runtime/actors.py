@@ -5,10 +5,13 @@ Holding it, it reads a bounded batch of due schedules and sends each shard a
 TickDue with its share and the lease term; it sweeps again as soon as all
 shards report back while a backlog remains, and otherwise sleeps until just
 before the earliest due instant (or its next renewal), when it sends the
-schedules due at that instant ahead of time.
+schedules due at that instant ahead of time. Every dispatch also sets its
+ticker for the next renewal, so the lease is renewed while batches run: no
+batch and no hook runs on this actor's thread.
 
 ScheduleShard actors (a fixed pool, schedule ids hashed onto them) plan their
-share and run the before-enqueue hooks. The shards of one sweep then group
+share and run the before-enqueue hooks (each call on a helper thread, waited for
+at most its budget: see hook_runner). The shards of one sweep then group
 commit: the last to finish planning writes every shard's ticks in one
 transaction fenced by the term (the store serialises writers anyway, so one
 transaction per sweep loses nothing and saves a commit per shard), committing
