@@ -231,3 +231,37 @@ def test_a_lapsed_lease_retaken_under_a_new_term_says_so(
     assert line["log_level"] == "warning"
     assert (line["old_term"], line["new_term"]) == (1, 2)
     assert line["late_ms"] == 4 * TTL_MS - CONFIG_RENEW_MS
+
+
+def test_a_renewal_too_late_to_trust_is_logged(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    """A renewal that returns within the trust margin of its expiry (a slow store)
+    stops the ticks under it, and says so."""
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=TTL_MS))
+    leases = hg._store.leases
+    slow = threading.Event()
+
+    class SlowLeases:
+        def __getattr__(self, name: str) -> object:
+            return getattr(leases, name)
+
+        def acquire(self, *args: object) -> object:
+            lease = leases.acquire(*args)  # type: ignore[arg-type]
+            if slow.is_set():
+                slow.clear()
+                clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
+            return lease
+
+    hg._store.leases = SlowLeases()  # type: ignore[assignment]
+    hg.start()
+    assert hg.run_pending()
+    with capture_logs() as logs:
+        slow.set()
+        clock.advance(CONFIG_RENEW_MS)  # a renewal is due: it comes back too late
+        deadline = time.monotonic() + 5
+        while not (late := [e for e in logs if e["event"].startswith("lease renewal came")]):
+            assert time.monotonic() < deadline, "the late renewal was not logged"
+            time.sleep(0.01)
+    assert late[0]["log_level"] == "warning"
+    assert (late[0]["term"], late[0]["renewal_took_ms"]) == (1, TTL_MS - 100)
