@@ -215,6 +215,7 @@ class Headgate:
             max_ticks=self.config.max_ticks_per_batch,
             on_enqueued=self._tick_jobs_enqueued,
             recorder=self._metrics,
+            hook_timeout_ms=self.config.hook_timeout_ms,
         )
         self._scheduler = SchedulerActor.start(
             self._store, self.clock, self.config, processor, claimant
@@ -274,14 +275,19 @@ class Headgate:
         self._hooks.append(hook)
 
     def run_pending(self, timeout: float = 30.0) -> bool:
-        """Fire everything due now and wait; False if this process is not the scheduler."""
+        """Fire everything due now and wait, for the after-enqueue hooks too (each within
+        its budget); False if this process is not the scheduler."""
         scheduler = self._scheduler
         if scheduler is None:
             return False
         request = RunPending(threading.Event())
         scheduler.tell(request)
+        deadline = time.monotonic() + timeout
         if not request.done.wait(timeout):
             raise TimeoutError(f"due schedules were not all fired within {timeout} s")
+        processor = self._processor
+        if processor is not None:  # and their after-enqueue hooks have run, or given up on
+            processor.settle(max(deadline - time.monotonic(), 0))
         return bool(request.fired and request.fired[0])
 
     # schedules -----------------------------------------------------------

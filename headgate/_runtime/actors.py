@@ -5,10 +5,13 @@ Holding it, it reads a bounded batch of due schedules and sends each shard a
 TickDue with its share and the lease term; it sweeps again as soon as all
 shards report back while a backlog remains, and otherwise sleeps until just
 before the earliest due instant (or its next renewal), when it sends the
-schedules due at that instant ahead of time.
+schedules due at that instant ahead of time. Every dispatch also sets its
+ticker for the next renewal, so the lease is renewed while batches run: no
+batch and no hook runs on this actor's thread.
 
 ScheduleShard actors (a fixed pool, schedule ids hashed onto them) plan their
-share and run the before-enqueue hooks. The shards of one sweep then group
+share and run the before-enqueue hooks (each call on a helper thread, waited for
+at most its budget: see hook_runner). The shards of one sweep then group
 commit: the last to finish planning writes every shard's ticks in one
 transaction fenced by the term (the store serialises writers anyway, so one
 transaction per sweep loses nothing and saves a commit per shard), committing
@@ -34,6 +37,7 @@ from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate._runtime.hook_runner import HooksInterrupted
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
@@ -109,6 +113,8 @@ class ScheduleShard(pykka.ThreadingActor):
         share = PreparedBatch()
         try:
             share = self._processor.prepare(message.rows, message.at_ms)
+        except HooksInterrupted:
+            pass  # stopping: nothing of this share is written, and it stays due
         except Exception:
             log.exception("schedule batch could not be planned", schedules=len(message.rows))
         batch = message.group.arrive(share)
@@ -203,6 +209,8 @@ class SchedulerActor(pykka.ThreadingActor):
         self._processor = processor
         self._claimant = claimant
         self._lease: Lease | None = None
+        self._last_term: int | None = None
+        """The term this runtime last held, kept after losing it (to log a re-take)."""
         self._shards: list[pykka.ActorRef[ScheduleShard]] = []
         self._in_flight = 0
         self._progressed = False
@@ -229,6 +237,7 @@ class SchedulerActor(pykka.ThreadingActor):
         self._stop_compacting.set()
         for shard in self._shards:
             shard.stop(block=True)
+        self._processor.close()  # no batch is left to queue after-hooks
         if self._compactor is not None:
             self._compactor.stop(block=True)
         if self._lease is not None:
@@ -295,23 +304,27 @@ class SchedulerActor(pykka.ThreadingActor):
         return self._lease.expires_at_ms - config.lease_ttl_ms + config.renew_every_ms
 
     def _keep_lease(self, now: int) -> None:
-        if self._lease is not None and now < self._renewal_due_ms(now):
+        due_ms = self._renewal_due_ms(now)
+        if self._lease is not None and now < due_ms:
             return
         lease = self._lease
         current_term = lease.term if lease is not None else None
         acquired = self._leases.acquire(
             SCHEDULER_LEASE, self._claimant, self._config.lease_ttl_ms, current_term
         )
-        if acquired is not None and (lease is None or acquired.term != lease.term):
-            log.info("lease acquired; this process is the scheduler", term=acquired.term)
-        elif acquired is None and lease is not None:
-            log.warning("lease lost to another process", term=lease.term)
+        late_ms = now - due_ms if lease is not None else None
+        _log_lease_change(lease, acquired, self._last_term, late_ms)
         self._lease = acquired
-        if (
-            self._lease is not None
-            and self._clock.now_ms() >= self._lease.expires_at_ms - self._config.trust_margin_ms
-        ):
-            self._lease = None
+        if acquired is not None:
+            self._last_term = acquired.term
+            returned_ms = self._clock.now_ms()
+            if returned_ms >= acquired.expires_at_ms - self._config.trust_margin_ms:
+                log.warning(
+                    "lease renewal came back too late to trust; not firing ticks under it",
+                    term=acquired.term,
+                    renewal_took_ms=returned_ms - now,
+                )
+                self._lease = None
 
     def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
         """Send the schedules due by `due_by_ms` to their shards; False when there are none.
@@ -333,6 +346,8 @@ class SchedulerActor(pykka.ThreadingActor):
             self._shards[index].tell(
                 TickDue(tuple(share), self._lease.term, self.actor_ref, group, at_ms)
             )
+        # The batch may take long (a slow store, a hook): be woken to renew meanwhile.
+        self._ticker.wake_at(self._renewal_due_ms(self._clock.now_ms()))
         return True
 
     def _prepare_or_sleep(self, now: int) -> None:
@@ -366,3 +381,27 @@ class SchedulerActor(pykka.ThreadingActor):
         for waiter in waiters:
             waiter.fired.append(fired)
             waiter.done.set()
+
+
+def _log_lease_change(
+    held: Lease | None, acquired: Lease | None, last_term: int | None, late_ms: int | None
+) -> None:
+    """Say why the scheduler duty changed hands: a new term or a loss is never silent.
+
+    `late_ms` is how long after its renewal was due the renewal ran (None when
+    no lease was held)."""
+    if acquired is None:
+        if held is not None:
+            log.warning("lease lost to another process", term=held.term, late_ms=late_ms)
+        return
+    if held is not None and acquired.term == held.term:
+        return  # renewed
+    if last_term is None:
+        log.info("lease acquired; this process is the scheduler", term=acquired.term)
+        return
+    log.warning(
+        "lease acquired again under a new term; the last one lapsed or was lost",
+        old_term=last_term,
+        new_term=acquired.term,
+        late_ms=late_ms,
+    )

@@ -30,6 +30,15 @@ class RuntimeConfig:
     """How long before an instant its schedules are planned (hooks included) and
     written; the commit itself waits for the instant. 0 fires everything when due."""
     compaction_interval_ms: int = 60_000
+    hook_timeout_ms: int = 1_000
+    """Each enqueue hook call's time budget. Hooks run on helper threads, never on
+    the thread that renews the lease: a `before_enqueue` still running at the
+    budget fails that attempt (`failed`/`hook_error`, retried with backoff) and is
+    abandoned (what it returns later is ignored); an `after_enqueue` runs off the
+    tick path, on a thread of its own, and one over budget is abandoned so the
+    next can run. A hook slower than half the budget is logged (`hook slow`).
+    Keep `before_enqueue` fast: its time beyond `prepare_ahead_ms` makes the
+    ticks written with it (its instant's batch) late."""
     limits: AdmissionLimits = field(default_factory=AdmissionLimits)
 
     @property
@@ -51,6 +60,8 @@ class RuntimeConfig:
             raise ValueError("max_ticks_per_batch must be at least 1")
         if not 0 <= self.prepare_ahead_ms <= self.lease_ttl_ms // 2:
             raise ValueError("prepare_ahead_ms must be between 0 and half of lease_ttl_ms")
+        if not 10 <= self.hook_timeout_ms <= 600_000:
+            raise ValueError("hook_timeout_ms must be between 10 and 600000")
         if not 1 <= self.shards <= 64:
             raise ValueError("shards must be between 1 and 64")
 

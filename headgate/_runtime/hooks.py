@@ -5,9 +5,13 @@ attempt (`failed`/`hook_error`) and the tick is retried later. The runtime
 prepares a tick up to `RuntimeConfig.prepare_ahead_ms` before its instant, so
 this hook may run that much early; if the batch is then abandoned before the
 instant (the runtime stops), it runs again for the next attempt.
-`after_enqueue` runs once the attempt's record is durable; what it raises is
-logged and ignored. Hooks get read-only snapshots: nothing they do changes
-what is stored.
+`after_enqueue` runs once the attempt's record is durable, off the tick path
+(on a thread of its own, in order); what it raises is logged and ignored.
+Every call has a budget (`RuntimeConfig.hook_timeout_ms`): a `before_enqueue`
+over it fails its attempt (`hook_error`), and any call over it is abandoned
+(what it returns later is ignored; see `hook_runner`). Hooks may be called from
+several threads at once. Hooks get read-only snapshots: nothing they do
+changes what is stored.
 """
 
 from __future__ import annotations

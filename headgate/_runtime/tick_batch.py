@@ -22,7 +22,7 @@ from headgate._domain.events import Outcome
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
 from headgate._runtime.batch_writer import BatchReport, BatchWriter
-from headgate._runtime.hook_runner import HookRunner
+from headgate._runtime.hook_runner import DEFAULT_HOOK_TIMEOUT_MS, HookRunner
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.instants import InstantTiming
 from headgate._runtime.planner import PreparedBatch, TickRecord, plan_batch
@@ -43,16 +43,18 @@ class TickProcessor:
         *,
         on_enqueued: Callable[[], None] | None = None,
         recorder: Recorder = NO_METRICS,
+        hook_timeout_ms: int = DEFAULT_HOOK_TIMEOUT_MS,
     ) -> None:
         """`on_enqueued` is told after a batch enqueued jobs (wakes this process's
-        workers); `recorder` of every attempt recorded."""
+        workers); `recorder` of every attempt recorded; `hook_timeout_ms` is each
+        hook call's budget."""
         self._on_enqueued = on_enqueued
         self._recorder = recorder
         self._clock = clock
         self._limits = limits or AdmissionLimits()
         self._max_ticks = max_ticks
-        self._hooks = HookRunner(hooks)
         self._cancel = threading.Event()
+        self._hooks = HookRunner(hooks, hook_timeout_ms, self._cancel)
         self._writer = BatchWriter(log, self._limits, InstantTiming(clock, self._cancel))
 
     def fire(
@@ -77,7 +79,8 @@ class TickProcessor:
         return self._writer.write(prepared, fence, at_ms)
 
     def finish(self, report: BatchReport) -> None:
-        """Log every recorded attempt and run the after-enqueue hooks."""
+        """Log every recorded attempt and queue its after-enqueue hooks (they run
+        on a thread of their own: see `settle`)."""
         if self._on_enqueued is not None and any(r.decision.append_job for r in report.recorded):
             self._on_enqueued()
         for record in report.recorded:
@@ -92,9 +95,18 @@ class TickProcessor:
             lateness = max(committed_at_ms - record.context.tick_ms, 0)
         self._recorder.tick_recorded(decision.outcome.value, decision.reason.value, lateness)
 
+    def settle(self, timeout_s: float) -> bool:
+        """Wait until the after-enqueue hooks of what was recorded so far have run
+        (each within its budget); False at the timeout."""
+        return self._hooks.settle(timeout_s)
+
     def cancel(self) -> None:
         """Abandon any batch waiting for its instant (the runtime is stopping)."""
         self._cancel.set()
+
+    def close(self) -> None:
+        """Stop the hooks' threads (the runtime stopped; no hung hook is waited for)."""
+        self._hooks.close()
 
 
 def _log_attempt(record: TickRecord) -> None:
