@@ -14,6 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import DomainEvent, EnqueueAttempted, RecordedEvent
@@ -24,6 +25,7 @@ from headgate._store.port import (
     EventLog,
     Fence,
     Listener,
+    Reads,
     Store,
     Unit,
     UnitResult,
@@ -48,6 +50,9 @@ class Faults:
     slowly, or not at all."""
     before_schema_read: Callable[[], None] | None = None
     """Called before the schema revision is read; raise to fail the read."""
+    before_earliest_due_read: Callable[[], None] | None = None
+    """Called before the scheduler reads when the next schedule is due (after a
+    sweep found nothing due): to change the store between the two reads."""
 
 
 def die() -> None:
@@ -174,6 +179,22 @@ class FaultyLog(EventLog):
         return self._inner.stream_version(stream_id)
 
 
+class FaultyReads:
+    """The store's reads, with a hook before `earliest_due_at`; the rest as they are."""
+
+    def __init__(self, inner: Reads, faults: Faults) -> None:
+        self._inner = inner
+        self._faults = faults
+
+    def earliest_due_at(self) -> int | None:
+        if self._faults.before_earliest_due_read is not None:
+            self._faults.before_earliest_due_read()
+        return self._inner.earliest_due_at()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class FaultyStore(Store):
     def __init__(self, inner: Store, faults: Faults | None = None) -> None:
         self.inner = inner
@@ -182,7 +203,7 @@ class FaultyStore(Store):
         self.log = FaultyLog(inner.log, self.faults)
         self.leases = inner.leases
         self.workers = inner.workers
-        self.reads = inner.reads
+        self.reads = FaultyReads(inner.reads, self.faults)
 
     def schema_revision(self) -> int:
         if self.faults.before_schema_read is not None:

@@ -357,6 +357,12 @@ class SchedulerActor(pykka.ThreadingActor):
         if earliest is None:
             self._ticker.wake_at(renew_at)
             return
+        if earliest <= now:
+            # Made due since this cycle's sweep (a resume keeps its old phase): the
+            # next sweep fires it as due now, under its missed-run policy, never
+            # as an instant prepared ahead.
+            self._ticker.wake_at(now)
+            return
         ahead = self._config.prepare_ahead_ms
         if earliest > self._not_ahead_of_ms:
             if earliest - now <= ahead and self._dispatch(earliest, at_ms=earliest):

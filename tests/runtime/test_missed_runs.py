@@ -11,7 +11,7 @@ from headgate import Headgate, RuntimeConfig
 from headgate._domain.admission import AdmissionLimits
 from headgate._store.sql.schema import LIVE
 from headgate.testing import FakeClock
-from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
 
 MINUTE = 60_000
 
@@ -147,3 +147,26 @@ def test_pausing_twice_or_resuming_a_running_schedule_writes_nothing(hg: Headgat
     hg.pause_schedule("p")
     hg.pause_schedule("p")
     assert hg._store.log.head() == head + 1
+
+
+def test_a_schedule_resumed_while_the_scheduler_looks_ahead_keeps_its_policy(
+    make_faulty: Callable[..., FaultyHeadgate], clock: FakeClock
+) -> None:
+    """Resumed between the sweep that found nothing due and the read of the next
+    instant, a schedule's old phase is in the past: it fires as due now, under
+    `skip`, never as an instant prepared ahead (which fired its oldest missed tick)."""
+    hg, faults = make_faulty()
+    hg.put_schedule("p", spec="@every:60000", kind="k", on_missed="skip")
+    clock.advance(MINUTE)
+    fire(hg)
+    hg.pause_schedule("p")
+    clock.advance(9 * MINUTE + 5_000)
+
+    def resume_once() -> None:
+        faults.before_earliest_due_read = None
+        hg.resume_schedule("p")
+
+    faults.before_earliest_due_read = resume_once
+    fire(hg)
+    fire(hg)
+    assert jobs_for(hg, "p") == [START_MS + MINUTE, START_MS + 10 * MINUTE]
