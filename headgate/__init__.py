@@ -50,6 +50,7 @@ from headgate._model import (
     RunNowResult,
     Schedule,
     SchedulesPage,
+    UpcomingRun,
     WorkerStatus,
 )
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
@@ -100,6 +101,7 @@ __all__ = [
     "StoreUnopenable",
     "SystemClock",
     "TickContext",
+    "UpcomingRun",
     "ValidationError",
     "WorkerConfig",
     "WorkerStatus",
