@@ -94,7 +94,8 @@ def schedule_page(
         events = hg.enqueue_events(schedule_id, 30, cursor)
     except ValidationError as error:
         return _page(request, "problem.html", 422, message=str(error))
-    return _page(request, "schedule.html", row=_row(schedule), events=events)
+    upcoming = hg.upcoming(schedule_id, 5)
+    return _page(request, "schedule.html", row=_row(schedule), events=events, upcoming=upcoming)
 
 
 @router.get("/schedules/{schedule_id}/edit")

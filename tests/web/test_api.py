@@ -29,6 +29,11 @@ SCHEDULE_KEYS = {
     "paused",
     "next_run_ms",
     "last_enqueued_ms",
+    "start_at_ms",
+    "end_at_ms",
+    "jitter_ms",
+    "finished",
+    "next_due_at_ms",
 }
 
 
