@@ -42,7 +42,7 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert out[1].strip().startswith('{"backfill_limit":1,')
     assert "job-job-for-s0-60000 v1  JobEnqueued/v3" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
-    assert "EnqueueAttempted/v2" in capsys.readouterr().out
+    assert "EnqueueAttempted/v3" in capsys.readouterr().out
 
 
 def test_events_show_takes_a_schedule_or_job_id_for_its_stream(
