@@ -52,6 +52,7 @@ from headgate._model import (
     RunNowResult,
     Schedule,
     SchedulesPage,
+    UpcomingRun,
     WorkerStatus,
 )
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
@@ -104,6 +105,7 @@ __all__ = [
     "SystemClock",
     "TickContext",
     "TickHasJob",
+    "UpcomingRun",
     "ValidationError",
     "WorkerConfig",
     "WorkerStatus",

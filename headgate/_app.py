@@ -36,6 +36,8 @@ from headgate._domain.admission import require_kind, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.spec import InvalidSpec, parse_spec
+from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
     NotFound,
     SchemaBehind,
@@ -62,6 +64,7 @@ from headgate._model import (
     RunNowResult,
     Schedule,
     SchedulesPage,
+    UpcomingRun,
     WorkerStatus,
 )
 from headgate._projections.job_attempts import SHOWN_PER_JOB
@@ -303,8 +306,15 @@ class Headgate:
         on_missed: str = "skip",
         backfill_limit: int = 1,
         paused: bool = False,
+        start_at_ms: int | None = None,
+        end_at_ms: int | None = None,
+        jitter_ms: int = 0,
     ) -> Schedule:
-        """Create or update a schedule (an upsert); invalid input raises and writes nothing."""
+        """Create or update a schedule (an upsert); invalid input raises and writes nothing.
+
+        No tick fires before `start_at_ms` or after `end_at_ms` (epoch ms; the
+        end must come after the start); each tick is enqueued a stable delay
+        in [0, jitter_ms) after it (at most an hour)."""
         definition = validate_definition(
             schedule_id,
             spec=spec,
@@ -315,6 +325,9 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=paused,
             limits=self.config.limits,
+            start_at_ms=start_at_ms,
+            end_at_ms=end_at_ms,
+            jitter_ms=jitter_ms,
         )
         schedule, _ = self._upsert_schedule(definition)
         return schedule
@@ -337,6 +350,27 @@ class Headgate:
         readable), or None when no schedule of that id was deleted."""
         row = self._reads.schedule(schedule_id)
         return Schedule.from_row(row) if row is not None and row.deleted else None
+
+    def upcoming(self, schedule_id: str, count: int = 5) -> list[UpcomingRun]:
+        """The next `count` (1-100) ticks the schedule fires if nothing changes,
+        oldest first, from its durable next_run_ms: each with the instant it is
+        enqueued at (its jitter included), none past its end; none while it is
+        paused or finished. A next_run_ms already past (the scheduler is behind
+        or stopped) comes first: the missed-run policy decides what of it fires."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 100:
+            raise ValidationError("count", f"must be an integer from 1 to 100, got {count!r}")
+        row = self._reads.schedule(schedule_id)
+        if row is None or row.deleted:
+            raise NotFound(f"no schedule {schedule_id!r}")
+        if row.paused or row.finished:
+            return []
+        try:
+            spec = parse_spec(row.spec)
+        except InvalidSpec:  # stored by an earlier version that read it differently
+            return []
+        timing = TickTiming(row.schedule_id, spec, row.start_at_ms, row.end_at_ms, row.jitter_ms)
+        runs = timing.upcoming(row.next_run_ms, row.due_at_ms, count)
+        return [UpcomingRun(tick, instant) for tick, instant in runs]
 
     def list_schedules(self, limit: int = 200, cursor: str | None = None) -> SchedulesPage:
         page = self._reads.schedules_page(limit, cursor)
@@ -408,10 +442,14 @@ class Headgate:
         backfill_limit: int = 1,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+        start_at_ms: int | None = None,
+        end_at_ms: int | None = None,
+        jitter_ms: int = 0,
     ) -> Callable[[H], H]:
         """A handler and its schedule, declared together: the decorated function
         handles jobs of `kind` (default: the schedule's id), and start() upserts
-        the schedule (an unchanged spec keeps its phase, as put_schedule does)."""
+        the schedule (an unchanged spec keeps its phase, as put_schedule does;
+        bounds and jitter as for put_schedule)."""
         job_kind = schedule_id if kind is None else kind
         definition = validate_definition(
             schedule_id,
@@ -425,6 +463,9 @@ class Headgate:
             limits=self.config.limits,
             max_attempts=max_attempts,
             timeout_s=timeout_s,
+            start_at_ms=start_at_ms,
+            end_at_ms=end_at_ms,
+            jitter_ms=jitter_ms,
         )
         register = self.handler(
             job_kind, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s

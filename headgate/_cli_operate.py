@@ -92,6 +92,15 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         action="store_true",
         help="store it paused (a put without it leaves the schedule running)",
     )
+    put.add_argument(
+        "--start-at-ms", type=int, metavar="MS", help="no tick before this epoch ms (none)"
+    )
+    put.add_argument(
+        "--end-at-ms", type=int, metavar="MS", help="no tick after this epoch ms (none)"
+    )
+    put.add_argument(
+        "--jitter-ms", type=int, default=0, metavar="MS", help="spread each tick by up to MS (0)"
+    )
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
         ("pause", "stop a schedule's ticks, keeping its phase", _schedules_pause),
@@ -201,6 +210,9 @@ def _schedules_put(args: argparse.Namespace) -> int:
             on_missed=args.on_missed,
             backfill_limit=args.backfill_limit,
             paused=args.paused,
+            start_at_ms=args.start_at_ms,
+            end_at_ms=args.end_at_ms,
+            jitter_ms=args.jitter_ms,
         )
     return _print_schedule_result(args, schedule, f"saved schedule {schedule.id}")
 
@@ -269,6 +281,9 @@ def _print_schedule(schedule: Schedule) -> None:
             ("retry at", _iso(schedule.retry_at_ms)),
             ("max attempts", _or_default(schedule.max_attempts)),
             ("timeout", _or_default(schedule.timeout_ms, " ms")),
+            ("starts", _iso(schedule.start_at_ms)),
+            ("ends", _iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else "")),
+            ("jitter", f"{schedule.jitter_ms} ms"),
         )
     )
 

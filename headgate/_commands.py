@@ -20,6 +20,8 @@ from headgate._domain.admission import (
     AdmissionLimits,
     could_be_stored,
     require_bool,
+    require_bounds,
+    require_jitter_ms,
     require_kind,
     require_max_attempts,
     require_name,
@@ -59,6 +61,7 @@ from headgate._domain.streams import (
     quarantine_stream,
     schedule_stream,
 )
+from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
     AdmissionRejected,
     ConcurrencyConflict,
@@ -88,6 +91,9 @@ class ScheduleDefinition:
     paused: bool
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+    jitter_ms: int = 0
 
 
 def validate_definition(
@@ -103,6 +109,9 @@ def validate_definition(
     limits: AdmissionLimits,
     max_attempts: object = None,
     timeout_s: object = None,
+    start_at_ms: object = None,
+    end_at_ms: object = None,
+    jitter_ms: object = None,
 ) -> ScheduleDefinition:
     identifier = require_name("id", schedule_id)
     if not isinstance(spec, str):
@@ -113,6 +122,10 @@ def validate_definition(
         raise ValidationError("spec", str(error)) from None
     policy, limit = require_policy(on_missed, backfill_limit)
     require_payload(payload, limits.max_payload_bytes)
+    start, end = require_bounds(start_at_ms, end_at_ms)
+    jitter = require_jitter_ms(jitter_ms)
+    if start is not None and end is not None:
+        _require_tick_between(TickTiming(identifier, parsed, start, end), start, end)
     return ScheduleDefinition(
         schedule_id=identifier,
         spec=parsed.text,
@@ -124,7 +137,21 @@ def validate_definition(
         paused=require_bool("paused", paused),
         max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
         timeout_ms=None if timeout_s is None else require_timeout_ms(timeout_s),
+        start_at_ms=start,
+        end_at_ms=end,
+        jitter_ms=jitter,
     )
+
+
+def _require_tick_between(timing: TickTiming, start: int, end: int) -> None:
+    try:
+        first = timing.first_tick_ms(start - 1) if start > 0 else timing.spec.next_tick_ms(0)
+    except InvalidSpec:
+        first = None
+    if first is None or first > end:
+        raise ValidationError(
+            "end_at_ms", f"no tick of '{timing.spec.text}' falls from start_at_ms to end_at_ms"
+        )
 
 
 class Commands:
@@ -136,8 +163,10 @@ class Commands:
         """Create or change a schedule; returns (row, created).
 
         An unchanged spec keeps next_run_ms (the schedule's phase); a new or
-        changed spec anchors to its first tick strictly after now. A request
-        identical to what is stored writes nothing.
+        changed spec anchors to its first tick strictly after now. Either way
+        no tick comes before `start_at_ms`, and one whose next tick is past
+        `end_at_ms` is finished. A request identical to what is stored writes
+        nothing.
         """
         stream = schedule_stream(definition.schedule_id)
         with self._log.write() as transaction:
@@ -149,6 +178,14 @@ class Commands:
                 next_run = current.next_run_ms  # the same ticks, perhaps respelled: same phase
             else:
                 next_run = _first_tick_after(definition.spec, transaction.now_ms)
+            timing = TickTiming(
+                definition.schedule_id,
+                parse_spec(definition.spec),
+                definition.start_at_ms,
+                definition.end_at_ms,
+                definition.jitter_ms,
+            )
+            next_run = _not_before_start(timing, next_run)
             event = ScheduleDefined(
                 schedule_id=definition.schedule_id,
                 spec=definition.spec,
@@ -162,6 +199,10 @@ class Commands:
                 last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
                 max_attempts=definition.max_attempts,
                 timeout_ms=definition.timeout_ms,
+                start_at_ms=definition.start_at_ms,
+                end_at_ms=definition.end_at_ms,
+                jitter_ms=definition.jitter_ms,
+                due_at_ms=timing.due_at_ms(next_run),
             )
             version = transaction.stream_versions([stream])[stream]
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
@@ -191,6 +232,10 @@ class Commands:
                 last_enqueued_ms=row.last_enqueued_ms,
                 max_attempts=row.max_attempts,
                 timeout_ms=row.timeout_ms,
+                start_at_ms=row.start_at_ms,
+                end_at_ms=row.end_at_ms,
+                jitter_ms=row.jitter_ms,
+                due_at_ms=_due_at(row),
             )
             version = transaction.stream_versions([stream])[stream]
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
@@ -434,6 +479,9 @@ def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
         and row.paused == definition.paused
         and row.max_attempts == definition.max_attempts
         and row.timeout_ms == definition.timeout_ms
+        and row.start_at_ms == definition.start_at_ms
+        and row.end_at_ms == definition.end_at_ms
+        and row.jitter_ms == definition.jitter_ms
     )
 
 
@@ -449,6 +497,27 @@ def _first_tick_after(spec: str, now_ms: int) -> int:
         return parse_spec(spec).next_tick_ms(now_ms)
     except InvalidSpec as error:  # no tick left before the calendar ends
         raise ValidationError("spec", str(error)) from None
+
+
+def _not_before_start(timing: TickTiming, next_run_ms: int) -> int:
+    try:
+        return timing.not_before_start(next_run_ms)
+    except InvalidSpec as error:  # no tick left before the calendar ends
+        raise ValidationError("spec", str(error)) from None
+
+
+def _due_at(row: ScheduleRow) -> int | None:
+    """When a re-stated row's next_run_ms is due (None: at itself, as when its
+    stored spec no longer parses and cannot be jittered)."""
+    if not row.jitter_ms:
+        return None
+    try:
+        spec = parse_spec(row.spec)
+    except InvalidSpec:
+        return None
+    return TickTiming(row.schedule_id, spec, row.start_at_ms, None, row.jitter_ms).instant_ms(
+        row.next_run_ms
+    )
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:

@@ -39,6 +39,17 @@ class Schedule:
     max_attempts: int | None = None
     """What its jobs carry (None: the handler's)."""
     timeout_ms: int | None = None
+    start_at_ms: int | None = None
+    """No tick before it (None: unbounded)."""
+    end_at_ms: int | None = None
+    """No tick after it (None: unbounded)."""
+    jitter_ms: int = 0
+    """Each tick is enqueued a stable delay in [0, jitter_ms) after it."""
+    finished: bool = False
+    """Its next tick is past end_at_ms: it has no tick left."""
+    next_due_at_ms: int | None = None
+    """When next_run_ms is enqueued: the tick, later by its jitter, or a failing
+    tick's retry time (None: finished)."""
 
     @classmethod
     def from_row(cls, row: ScheduleRow) -> Schedule:
@@ -56,7 +67,21 @@ class Schedule:
             retry_at_ms=row.due_at_ms if row.failures else None,
             max_attempts=row.max_attempts,
             timeout_ms=row.timeout_ms,
+            start_at_ms=row.start_at_ms,
+            end_at_ms=row.end_at_ms,
+            jitter_ms=row.jitter_ms,
+            finished=row.finished,
+            next_due_at_ms=None if row.finished else row.due_at_ms,
         )
+
+
+class UpcomingRun(NamedTuple):
+    """A tick the schedule will fire if nothing changes, and when it is enqueued."""
+
+    tick_ms: int
+    """The tick's identity (its job's periodic_origin.tick_ms)."""
+    due_at_ms: int
+    """When it is enqueued: the tick, later by its jitter (or a retry time)."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,14 @@ class ScheduleRow:
     max_attempts: int | None
     """Options the schedule's jobs carry (None: the handler's defaults)."""
     timeout_ms: int | None
+    start_at_ms: int | None = None
+    """No tick before it (None: none)."""
+    end_at_ms: int | None = None
+    """No tick after it (None: none)."""
+    jitter_ms: int = 0
+    """Each tick is due up to this much after it (0: at the tick)."""
+    finished: bool = False
+    """next_run_ms is past end_at_ms: no tick is left, and the due read skips it."""
 
 
 _KEYED: Final = (ScheduleDefined, ScheduleDeleted, EnqueueAttempted, NextRunAdvanced)
@@ -75,9 +83,10 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
     if isinstance(event, NextRunAdvanced):
         return {
             "next_run_ms": event.next_run_ms,
-            "due_at_ms": event.next_run_ms,
+            "due_at_ms": event.next_run_ms if event.due_at_ms is None else event.due_at_ms,
             "failures": 0,
             "last_enqueued_ms": event.last_enqueued_ms,
+            "finished": event.finished,
             **_touched(recorded),
         }
     if isinstance(event, EnqueueAttempted):
@@ -99,8 +108,10 @@ def _attempted(event: EnqueueAttempted, recorded: RecordedEvent) -> dict[str, An
         "updated_at_ms": recorded.recorded_at_ms,
     }
     if event.next_run_ms is not None:
-        delta["next_run_ms"] = delta["due_at_ms"] = event.next_run_ms
+        delta["next_run_ms"] = event.next_run_ms
+        delta["due_at_ms"] = event.next_run_ms if event.due_at_ms is None else event.due_at_ms
         delta["last_enqueued_ms"] = event.last_enqueued_ms
+        delta["finished"] = event.finished
     if failed:
         if event.retry_at_ms is None:
             delta.pop("due_at_ms", None)
@@ -124,7 +135,7 @@ def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
         backfill_limit=event.backfill_limit,
         paused=event.paused,
         next_run_ms=event.next_run_ms,
-        due_at_ms=event.next_run_ms,
+        due_at_ms=event.next_run_ms if event.due_at_ms is None else event.due_at_ms,
         failures=0,
         last_enqueued_ms=event.last_enqueued_ms,
         version=recorded.version,
@@ -132,6 +143,10 @@ def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
         updated_at_ms=recorded.recorded_at_ms,
         max_attempts=event.max_attempts,
         timeout_ms=event.timeout_ms,
+        start_at_ms=event.start_at_ms,
+        end_at_ms=event.end_at_ms,
+        jitter_ms=event.jitter_ms,
+        finished=event.end_at_ms is not None and event.next_run_ms > event.end_at_ms,
     )
 
 

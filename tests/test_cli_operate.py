@@ -176,6 +176,31 @@ def test_run_now_prints_its_key_and_repeats_safely(
     assert hg.lease_status() is None, "no command starts the runtime"
 
 
+def test_schedules_put_takes_bounds_and_jitter(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    status, out, _ = _run(
+        capsys,
+        *("schedules", "put", "b", "--db", store_url, "--spec", "@hourly", "--kind", "k"),
+        *("--start-at-ms", "7200000", "--end-at-ms", "36000000", "--jitter-ms", "500"),
+    )
+    assert status == 0
+    assert "jitter" in out and "1970-01-01T02:00:00Z" in out and "1970-01-01T10:00:00Z" in out
+    stored = hg.get_schedule("b")
+    assert (stored.spec, stored.start_at_ms, stored.end_at_ms, stored.jitter_ms) == (
+        "0 * * * *",
+        7_200_000,
+        36_000_000,
+        500,
+    )
+    status, _, err = _run(
+        capsys,
+        *("schedules", "put", "b", "--db", store_url, "--spec", "@hourly", "--kind", "k"),
+        *("--start-at-ms", "7200000", "--end-at-ms", "7200000"),
+    )
+    assert status == 2 and "end_at_ms: must be after start_at_ms" in err
+
+
 def test_bad_schedule_input_exits_2_and_changes_nothing(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:

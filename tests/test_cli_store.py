@@ -38,11 +38,11 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["events", "show", "--db", store_url, "--limit", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[0] == "1"
-    assert "schedule-s0 v1  ScheduleDefined/v2" in out[0]
+    assert "schedule-s0 v1  ScheduleDefined/v3" in out[0]
     assert out[1].strip().startswith('{"backfill_limit":1,')
     assert "job-job-for-s0-60000 v1  JobEnqueued/v3" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
-    assert "EnqueueAttempted/v2" in capsys.readouterr().out
+    assert "EnqueueAttempted/v3" in capsys.readouterr().out
 
 
 def test_events_show_takes_a_schedule_or_job_id_for_its_stream(

@@ -42,10 +42,19 @@ definitions = st.builds(
     paused=st.booleans(),
     next_run_ms=ms,
     last_enqueued_ms=st.none() | ms,
+    start_at_ms=st.none() | ms,
+    end_at_ms=st.none() | ms,
+    jitter_ms=st.integers(0, 3_600_000),
+    due_at_ms=st.none() | ms,
 )
 later_events = st.one_of(
     st.builds(
-        NextRunAdvanced, schedule_id=st.just("s"), next_run_ms=ms, last_enqueued_ms=st.none() | ms
+        NextRunAdvanced,
+        schedule_id=st.just("s"),
+        next_run_ms=ms,
+        last_enqueued_ms=st.none() | ms,
+        due_at_ms=st.none() | ms,
+        finished=st.booleans(),
     ),
     st.builds(
         EnqueueAttempted,
@@ -58,6 +67,8 @@ later_events = st.one_of(
         retry_at_ms=st.none() | ms,
         next_run_ms=st.none() | ms,
         last_enqueued_ms=st.none() | ms,
+        due_at_ms=st.none() | ms,
+        finished=st.booleans(),
     ),
     st.just(ScheduleDeleted("s")),
 )
@@ -118,6 +129,18 @@ WORKED_EXAMPLES = {
         [_attempt(FAILED, attempt=1, retry_at_ms=61_000)],
         (60_000, 61_000, 1, None, False),
     ),
+    "a jittered tick's successor is due at its own instant": (
+        [_attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000, due_at_ms=120_700)],
+        (120_000, 120_700, 0, 60_000, False),
+    ),
+    "a failure of a jittered tick is due at its retry": (
+        [_attempt(FAILED, attempt=1, retry_at_ms=61_900, next_run_ms=60_000, due_at_ms=60_900)],
+        (60_000, 61_900, 1, None, False),
+    ),
+    "a realignment says when its tick is due": (
+        [NextRunAdvanced("s", 180_000, None, due_at_ms=180_300)],
+        (180_000, 180_300, 0, None, False),
+    ),
     "a deletion keeps where the schedule stood": (
         [
             _attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000),
@@ -143,6 +166,32 @@ def test_the_schedule_row_is_where_the_events_left_it(
         stands
     )
     assert row.version == len(events) + 1
+
+
+def test_an_attempt_past_the_end_finishes_the_schedule_and_a_definition_can_reopen_it() -> None:
+    definition = ScheduleDefined(
+        "s",
+        "@every:60000",
+        "k",
+        "q",
+        None,
+        "skip",
+        1,
+        False,
+        60_000,
+        end_at_ms=100_000,  # type: ignore[arg-type]
+    )
+    row = SCHEDULES.apply(None, RecordedEvent(1, "schedule-s", 1, 10, definition))
+    assert row is not None and not row.finished and row.end_at_ms == 100_000
+    last = _attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000, finished=True)
+    row = SCHEDULES.apply(row, RecordedEvent(2, "schedule-s", 2, 10, last))
+    assert row is not None and row.finished and row.next_run_ms == 120_000
+    later_end = replace(definition, next_run_ms=120_000, end_at_ms=200_000)
+    row = SCHEDULES.apply(row, RecordedEvent(3, "schedule-s", 3, 10, later_end))
+    assert row is not None and not row.finished
+    ended = replace(definition, next_run_ms=120_000)
+    row = SCHEDULES.apply(row, RecordedEvent(4, "schedule-s", 4, 10, ended))
+    assert row is not None and row.finished
 
 
 job_events = st.builds(

@@ -14,6 +14,8 @@ from typing import Final
 
 from headgate._domain.cursors import is_clean_text
 from headgate._domain.events import MissedRunPolicy
+from headgate._domain.spec import MAX_INSTANT_MS
+from headgate._domain.tick_timing import MAX_JITTER_MS
 from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
 
@@ -199,3 +201,34 @@ def require_timeout_ms(timeout_s: object) -> int:
             f"must be more than 0 and at most {MAX_TIMEOUT_S} (a week), got {timeout_s}",
         )
     return max(int(timeout_s * 1000), 1)
+
+
+def require_instant(field_name: str, value: object) -> int | None:
+    """An optional instant: None, or an integer of epoch milliseconds in the calendar."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INSTANT_MS:
+        raise ValidationError(
+            field_name, f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}, got {value!r}"
+        )
+    return value
+
+
+def require_bounds(start_at_ms: object, end_at_ms: object) -> tuple[int | None, int | None]:
+    """A schedule's optional start and end; the end must come after the start."""
+    start = require_instant("start_at_ms", start_at_ms)
+    end = require_instant("end_at_ms", end_at_ms)
+    if start is not None and end is not None and end <= start:
+        raise ValidationError("end_at_ms", f"must be after start_at_ms ({start}), got {end}")
+    return start, end
+
+
+def require_jitter_ms(value: object) -> int:
+    """0 (none) up to MAX_JITTER_MS; None reads as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_JITTER_MS:
+        raise ValidationError(
+            "jitter_ms", f"must be an integer from 0 to {MAX_JITTER_MS} (an hour), got {value!r}"
+        )
+    return value

@@ -59,9 +59,13 @@ class ScheduleDefined(DomainEvent):
     compaction may drop everything older and a rebuild still folds to the same row.
     `max_attempts` and `timeout_ms` are the options its ticks' jobs carry (None:
     the handler's defaults); version 1 had neither.
+    `start_at_ms` and `end_at_ms` bound the ticks that fire (None: unbounded),
+    `jitter_ms` spreads their instants (0: none; `tick_timing`), and
+    `due_at_ms` is the instant next_run_ms is due at (None: next_run_ms
+    itself); version 2 had none of them.
     """
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
     schedule_id: str
     spec: str
@@ -75,6 +79,10 @@ class ScheduleDefined(DomainEvent):
     last_enqueued_ms: int | None = None
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+    jitter_ms: int = 0
+    due_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_missed", MissedRunPolicy(self.on_missed))
@@ -99,11 +107,14 @@ class EnqueueAttempted(DomainEvent):
     and the newest attempt alone says where the schedule stands, whatever
     compaction dropped before it. `next_run_ms` None means the attempt does not
     say: so read every event written before schema version 2, where a
-    NextRunAdvanced followed.
+    NextRunAdvanced followed. `due_at_ms` is the instant next_run_ms is due
+    at (its jittered instant; None: next_run_ms itself) and `finished` says
+    that next_run_ms is past the schedule's end, so it has no tick left; both
+    arrived in version 3.
     Never carries a payload or raw backend error text.
     """
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
     schedule_id: str
     tick_ms: int
@@ -114,6 +125,8 @@ class EnqueueAttempted(DomainEvent):
     retry_at_ms: int | None = None
     next_run_ms: int | None = None
     last_enqueued_ms: int | None = None
+    due_at_ms: int | None = None
+    finished: bool = False
 
     def __post_init__(self) -> None:
         if type(self.outcome) is not Outcome:  # decoded text; the hot path passes the member
@@ -123,11 +136,16 @@ class EnqueueAttempted(DomainEvent):
 @dataclass(frozen=True)
 class NextRunAdvanced(DomainEvent):
     """next_run_ms moved without an attempt: a due schedule with no tick to fire
-    was realigned (and, before EnqueueAttempted v2, each settled attempt)."""
+    was realigned (and, before EnqueueAttempted v2, each settled attempt).
+    `due_at_ms` and `finished` as in EnqueueAttempted (new in version 2)."""
+
+    schema_version: ClassVar[int] = 2
 
     schedule_id: str
     next_run_ms: int
     last_enqueued_ms: int | None
+    due_at_ms: int | None = None
+    finished: bool = False
 
 
 @dataclass(frozen=True)

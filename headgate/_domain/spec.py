@@ -1,4 +1,5 @@
-"""Schedule specifications: `@every:<ms>`, five/six-field cron, optional CRON_TZ.
+"""Schedule specifications: `@every:<ms>`, five/six-field cron and its macros
+(`@daily`, ...), optional CRON_TZ.
 
 `parse_spec` validates and normalises once; the returned object computes ticks
 many times. Every rejection is an `InvalidSpec` whose message quotes the spec
@@ -12,6 +13,7 @@ from abc import ABC, abstractmethod
 from calendar import monthrange
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,6 +36,19 @@ MAX_SPEC_LENGTH: Final = 512
 MAX_EVERY_MS: Final = 10**12  # about 31.7 years
 _EVERY_PREFIX: Final = "@every:"
 _TZ_PREFIX: Final = re.compile(r"^CRON_TZ=(?P<zone>\S*)(?:\s+(?P<rest>.*))?$", re.DOTALL)
+MACROS: Final = MappingProxyType(
+    {
+        "@yearly": "0 0 1 1 *",
+        "@annually": "0 0 1 1 *",
+        "@monthly": "0 0 1 * *",
+        "@weekly": "0 0 * * 0",
+        "@daily": "0 0 * * *",
+        "@midnight": "0 0 * * *",
+        "@hourly": "0 * * * *",
+    }
+)
+"""The cron macros Vixie cron and Kubernetes accept, each read as its five-field
+form (which is also what is stored: `@daily` and `0 0 * * *` are one schedule)."""
 # The last instant we compute ticks for; datetime cannot go past year 9999.
 MAX_INSTANT_MS: Final = 253_402_300_799_999
 
@@ -206,7 +221,15 @@ def _parse_text(spec: str) -> ScheduleSpec:
     if len(spec) > MAX_SPEC_LENGTH:
         raise InvalidSpec(f"spec is {len(spec)} characters long; the limit is {MAX_SPEC_LENGTH}")
     zone, body = _split_zone(spec)
+    macro = MACROS.get(body)
+    if macro is not None:
+        return _parse_cron(spec, zone, macro)
     if body.startswith("@"):
+        if not body.startswith(_EVERY_PREFIX):
+            raise InvalidSpec(
+                f"bad spec '{spec}': the @ forms are '@every:<milliseconds>' and the macros "
+                f"{', '.join(MACROS)}"
+            )
         if zone is not None or spec.startswith("CRON_TZ="):
             raise InvalidSpec(
                 f"bad spec '{spec}': @every is always aligned to UTC and rejects a CRON_TZ prefix"
@@ -247,11 +270,6 @@ def _load_zone(name: str, spec: str) -> ZoneInfo | None:
 
 
 def _parse_every(spec: str) -> EverySpec:
-    if not spec.startswith(_EVERY_PREFIX):
-        raise InvalidSpec(
-            f"bad spec '{spec}': the only @ form is '@every:<milliseconds>' "
-            "(macros such as @daily are not supported)"
-        )
     digits = spec[len(_EVERY_PREFIX) :]
     if not (digits.isascii() and digits.isdigit()):
         raise InvalidSpec(

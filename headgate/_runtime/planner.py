@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from headgate._domain.admission import AdmissionLimits
@@ -26,7 +26,6 @@ from headgate._domain.decisions import (
     backoff_ms,
     decide,
     is_admissible,
-    ticks_to_fire,
 )
 from headgate._domain.events import (
     EnqueueAttempted,
@@ -38,6 +37,7 @@ from headgate._domain.events import (
 from headgate._domain.ids import fingerprint_of_text, tick_job_id, tick_unique_key
 from headgate._domain.spec import InvalidSpec, ScheduleSpec, parse_spec
 from headgate._domain.streams import job_stream, schedule_stream
+from headgate._domain.tick_timing import TickTiming
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
@@ -55,6 +55,16 @@ class PlannedTick:
     """Set when the tick already failed before the gate (a hook, or validation)."""
     next_run_ms: int | None = None
     """The schedule's next tick once this one is done (None if it failed planning)."""
+    instant_ms: int | None = None
+    """When this tick was due: the tick, or later by its jitter (None: the tick)."""
+    next_due_at_ms: int | None = None
+    """When `next_run_ms` is due; None once the schedule is finished (or if this
+    tick failed planning)."""
+
+    @property
+    def due_at_ms(self) -> int:
+        """The instant this tick is due at, which lateness is measured from."""
+        return self.context.tick_ms if self.instant_ms is None else self.instant_ms
 
     @property
     def job(self) -> JobEnqueued:
@@ -93,6 +103,8 @@ class TickRecord:
 
     context: TickContext
     decision: Decision
+    due_at_ms: int | None = None
+    """The instant the tick was due at (None: the tick itself)."""
 
 
 REALIGNED: Final = None
@@ -152,7 +164,8 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
     spec = parse_spec(row.spec)
     plan = SchedulePlan(row, spec, planned_at_ms=now_ms)
     policy = MissedRunPolicy(row.on_missed)
-    ticks = ticks_to_fire(spec, policy, row.backfill_limit, row.next_run_ms, now_ms)[:budget]
+    timing = timing_of(row, spec)
+    ticks = timing.ticks_to_fire(policy, row.backfill_limit, row.next_run_ms, now_ms)[:budget]
     # Computed before any tick is planned: a tick past the calendar's end fails the plan.
     following = [spec.next_tick_ms(tick_ms) for tick_ms in ticks]
     # Parsed apart from the hooks' snapshot: a hook mutating its copy must not
@@ -162,7 +175,14 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
     for index, (tick_ms, next_run_ms) in enumerate(zip(ticks, following, strict=True)):
         attempt = row.failures + 1 if index == 0 else 1
         planned = _tick(
-            row, shared, payload=payload, tick_ms=tick_ms, attempt=attempt, next_run_ms=next_run_ms
+            row,
+            shared,
+            payload=payload,
+            tick_ms=tick_ms,
+            attempt=attempt,
+            next_run_ms=next_run_ms,
+            instant_ms=timing.instant_ms(tick_ms, next_run_ms),
+            next_due_at_ms=timing.due_at_ms(next_run_ms),
         )
         # The gate's validation, checked before hooks run: limits may have
         # changed since the schedule was stored, and a tick the gate will
@@ -173,6 +193,11 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
             break
         plan.ticks.append(planned)
     return plan
+
+
+def timing_of(row: ScheduleRow, spec: ScheduleSpec) -> TickTiming:
+    """The schedule's bounds and jitter."""
+    return TickTiming(row.schedule_id, spec, row.start_at_ms, row.end_at_ms, row.jitter_ms)
 
 
 @dataclass(frozen=True)
@@ -197,6 +222,8 @@ def _tick(
     attempt: int,
     failure: Reason | None = None,
     next_run_ms: int | None = None,
+    instant_ms: int | None = None,
+    next_due_at_ms: int | None = None,
 ) -> PlannedTick:
     job_id = tick_job_id(row.schedule_id, tick_ms)
     job = JobEnqueued(
@@ -213,11 +240,11 @@ def _tick(
     shared = shared or _Shared.of(row)
     candidate = Candidate(job, shared.fingerprint, shared.payload_bytes)
     context = TickContext(tick_ms, job_id, attempt, row)
-    return PlannedTick(candidate, context, failure, next_run_ms)
+    return PlannedTick(candidate, context, failure, next_run_ms, instant_ms, next_due_at_ms)
 
 
 def _with_failure(planned: PlannedTick, reason: Reason) -> PlannedTick:
-    return PlannedTick(planned.candidate, planned.context, reason, planned.next_run_ms)
+    return replace(planned, failure=reason)
 
 
 def with_hook_failure(planned: PlannedTick) -> PlannedTick:
@@ -253,10 +280,16 @@ def units_for(
     row, stream = plan.row, schedule_stream(plan.schedule_id)
     version, last_enqueued = row.version, row.last_enqueued_ms
     if plan.spec is not None and not plan.ticks:
-        realign = NextRunAdvanced(plan.schedule_id, plan.spec.next_tick_ms(now_ms), last_enqueued)
+        timing = timing_of(row, plan.spec)
+        following = timing.first_tick_ms(now_ms)
+        due_at = timing.due_at_ms(following)
+        realign = NextRunAdvanced(
+            plan.schedule_id, following, last_enqueued, due_at, finished=due_at is None
+        )
         return [([StreamAppend(stream, version, (realign,))], REALIGNED)]
     units: list[Owned] = []
     next_run = row.next_run_ms
+    next_due_at: int | None = row.due_at_ms
     for tick in plan.ticks:
         if tick.failure is not None:
             decision = Decision(Outcome.FAILED, tick.failure, tick.job.job_id)
@@ -264,14 +297,16 @@ def units_for(
             decision = decide(tick.candidate, facts, limits)
         if decision.advances:
             assert tick.next_run_ms is not None
-            next_run = tick.next_run_ms
+            next_run, next_due_at = tick.next_run_ms, tick.next_due_at_ms
             if decision.outcome is Outcome.ENQUEUED:
                 last_enqueued = tick.context.tick_ms
-        attempt = attempt_event(tick, decision, now_ms, next_run, last_enqueued)
+        attempt = attempt_event(
+            tick, decision, now_ms, next_run, last_enqueued, due_at_ms=next_due_at
+        )
         appends = [StreamAppend(stream, version, (attempt,))]
         if decision.append_job:
             appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))
-        units.append((appends, TickRecord(tick.context, decision)))
+        units.append((appends, TickRecord(tick.context, decision, tick.due_at_ms)))
         if not decision.advances:
             break
         version += 1
@@ -285,9 +320,12 @@ def failure_unit(
     store refused the batch), leaving next_run_ms where it was."""
     tick, row = plan.ticks[0], plan.row
     decision = Decision(Outcome.FAILED, reason, tick.job.job_id)
-    attempt = attempt_event(tick, decision, now_ms, row.next_run_ms, row.last_enqueued_ms)
+    attempt = attempt_event(
+        tick, decision, now_ms, row.next_run_ms, row.last_enqueued_ms, due_at_ms=row.due_at_ms
+    )
     stream = schedule_stream(plan.schedule_id)
-    return [StreamAppend(stream, row.version, (attempt,))], TickRecord(tick.context, decision)
+    record = TickRecord(tick.context, decision, tick.due_at_ms)
+    return [StreamAppend(stream, row.version, (attempt,))], record
 
 
 def attempt_event(
@@ -296,9 +334,12 @@ def attempt_event(
     now_ms: int,
     next_run_ms: int,
     last_enqueued_ms: int | None,
+    *,
+    due_at_ms: int | None,
 ) -> EnqueueAttempted:
     """The attempt's record; `next_run_ms` and `last_enqueued_ms` are the
-    schedule's values once it is recorded."""
+    schedule's values once it is recorded, `due_at_ms` when next_run_ms is due
+    (None: the schedule is finished; a failure's retry time overrides it)."""
     context = tick.context
     retry_at = None
     if decision.outcome is Outcome.FAILED:
@@ -313,6 +354,8 @@ def attempt_event(
         retry_at_ms=retry_at,
         next_run_ms=next_run_ms,
         last_enqueued_ms=last_enqueued_ms,
+        due_at_ms=due_at_ms,
+        finished=due_at_ms is None,
     )
 
 

@@ -84,7 +84,7 @@ class TickProcessor:
         if self._on_enqueued is not None and any(r.decision.append_job for r in report.recorded):
             self._on_enqueued()
         for record in report.recorded:
-            _log_attempt(record)
+            _log_attempt(record, report.committed_at_ms)
             self._count(record, report.committed_at_ms)
             self._hooks.after(record, report.committed_at_ms)
 
@@ -92,7 +92,9 @@ class TickProcessor:
         decision = record.decision
         lateness = None
         if decision.outcome is Outcome.ENQUEUED and committed_at_ms is not None:
-            lateness = max(committed_at_ms - record.context.tick_ms, 0)
+            # From the instant the tick was due: its jitter is intended, not late.
+            due_at = record.context.tick_ms if record.due_at_ms is None else record.due_at_ms
+            lateness = max(committed_at_ms - due_at, 0)
         self._recorder.tick_recorded(decision.outcome.value, decision.reason.value, lateness)
 
     def settle(self, timeout_s: float) -> bool:
@@ -109,8 +111,14 @@ class TickProcessor:
         self._hooks.close()
 
 
-def _log_attempt(record: TickRecord) -> None:
+def _log_attempt(record: TickRecord, committed_at_ms: int | None) -> None:
     context, decision = record.context, record.decision
+    # A jittered tick says when it was due, and how late it is from then.
+    timing: dict[str, int] = {}
+    if record.due_at_ms is not None and record.due_at_ms != context.tick_ms:
+        timing["due_at_ms"] = record.due_at_ms
+        if committed_at_ms is not None:
+            timing["lateness_ms"] = max(committed_at_ms - record.due_at_ms, 0)
     log.info(
         "enqueue attempt",
         schedule_id=context.schedule_id,
@@ -119,4 +127,5 @@ def _log_attempt(record: TickRecord) -> None:
         outcome=decision.outcome.value,
         reason=decision.reason.value,
         attempt=context.attempt,
+        **timing,
     )

@@ -105,11 +105,29 @@ def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValu
     return {**body, "max_attempts": None, "timeout_ms": None}
 
 
+def _attempt_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before schedules had an end or jitter, next_run_ms was due at itself."""
+    return {**body, "due_at_ms": None, "finished": False}
+
+
+def _advance_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """As for attempts: due at next_run_ms itself, never finished."""
+    return {**body, "due_at_ms": None, "finished": False}
+
+
+def _schedule_timing_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v3 schedules had no bounds and no jitter: due at next_run_ms."""
+    return {**body, "start_at_ms": None, "end_at_ms": None, "jitter_ms": 0, "due_at_ms": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
+    (type_name(EnqueueAttempted), 2): _attempt_v2_to_v3,
+    (type_name(NextRunAdvanced), 1): _advance_v1_to_v2,
     (type_name(JobEnqueued), 1): _job_options_v1_to_v2,
     (type_name(JobEnqueued), 2): _job_run_now_v2_to_v3,
     (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
+    (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 

@@ -26,6 +26,8 @@ from headgate.web._schemas import (
     ScheduleList,
     ScheduleOut,
     SpecPreview,
+    UpcomingList,
+    UpcomingOut,
     WorkerOut,
     WorkersOut,
     preview,
@@ -159,6 +161,22 @@ def enqueue_events(
 ) -> EventList:
     page = _hg(request).enqueue_events(schedule_id, limit, cursor)
     return EventList(events=[EventOut.of(e) for e in page.events], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/periodic/{schedule_id}/upcoming",
+    response_model=UpcomingList,
+    summary="The next ticks it fires, from its stored next_run_ms, with their jittered instants",
+)
+def upcoming(
+    request: Request,
+    schedule_id: str,
+    count: Annotated[int, Query(ge=1, le=100)] = 5,
+) -> UpcomingList:
+    runs = _hg(request).upcoming(schedule_id, count)
+    return UpcomingList(
+        upcoming=[UpcomingOut(tick_ms=r.tick_ms, due_at_ms=r.due_at_ms) for r in runs]
+    )
 
 
 @router.get(

@@ -192,6 +192,7 @@ def schedule_page(
         manual_shown=MANUAL_SHOWN,
         next_cursor=events.next_cursor,
         newest=cursor is None,
+        upcoming=[] if deleted else hg.upcoming(schedule_id, 5),
     )
 
 

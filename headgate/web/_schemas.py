@@ -34,6 +34,17 @@ class ScheduleIn(Strict):
     on_missed: Policy = "skip"
     backfill_limit: StrictInt = Field(1, ge=1, le=MAX_BACKFILL_LIMIT)
     paused: StrictBool = False
+    start_at_ms: StrictInt | None = Field(
+        None, description="No tick before it (epoch ms): the first is the first at or after it"
+    )
+    end_at_ms: StrictInt | None = Field(
+        None, description="No tick after it (epoch ms; after start_at_ms): then finished"
+    )
+    jitter_ms: StrictInt = Field(
+        0,
+        description="Each tick is enqueued a stable delay in [0, jitter_ms) after it "
+        "(0 to 3600000; never past the following tick)",
+    )
 
 
 class ScheduleOut(BaseModel):
@@ -46,6 +57,14 @@ class ScheduleOut(BaseModel):
     paused: bool
     next_run_ms: int
     last_enqueued_ms: int | None
+    start_at_ms: int | None
+    end_at_ms: int | None
+    jitter_ms: int
+    finished: bool = Field(description="Its next tick is past end_at_ms: no tick is left")
+    next_due_at_ms: int | None = Field(
+        description="When next_run_ms is enqueued (its jitter or a retry included); "
+        "null once finished"
+    )
     payload: JsonValue = Field(None, description="Present only with ?include=payload")
 
     @classmethod
@@ -60,6 +79,11 @@ class ScheduleOut(BaseModel):
             "paused": schedule.paused,
             "next_run_ms": schedule.next_run_ms,
             "last_enqueued_ms": schedule.last_enqueued_ms,
+            "start_at_ms": schedule.start_at_ms,
+            "end_at_ms": schedule.end_at_ms,
+            "jitter_ms": schedule.jitter_ms,
+            "finished": schedule.finished,
+            "next_due_at_ms": schedule.next_due_at_ms,
         }
         if include_payload:
             fields["payload"] = schedule.payload
@@ -69,6 +93,17 @@ class ScheduleOut(BaseModel):
 class ScheduleList(BaseModel):
     schedules: list[ScheduleOut]
     next_cursor: str | None
+
+
+class UpcomingOut(BaseModel):
+    tick_ms: int = Field(description="The tick's identity (its job's periodic_origin.tick_ms)")
+    due_at_ms: int = Field(description="When it is enqueued: the tick, later by its jitter")
+
+
+class UpcomingList(BaseModel):
+    upcoming: list[UpcomingOut] = Field(
+        description="Oldest first, from next_run_ms; empty while paused or once finished"
+    )
 
 
 class RunOut(BaseModel):

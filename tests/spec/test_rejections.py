@@ -76,11 +76,15 @@ REJECTED = [
     ("@every:", "bad @every '@every:': interval must be a whole number of milliseconds >= 1"),
     (
         "@every 1000",
-        "bad spec '@every 1000': the only @ form is '@every:<milliseconds>' (macros such as @daily are not supported)",
+        "bad spec '@every 1000': the @ forms are '@every:<milliseconds>' and the macros @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
     ),
     (
-        "@daily",
-        "bad spec '@daily': the only @ form is '@every:<milliseconds>' (macros such as @daily are not supported)",
+        "@reboot",
+        "bad spec '@reboot': the @ forms are '@every:<milliseconds>' and the macros @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+    ),
+    (
+        "CRON_TZ=Europe/Paris @Daily",
+        "bad spec 'CRON_TZ=Europe/Paris @Daily': the @ forms are '@every:<milliseconds>' and the macros @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
     ),
     (
         "CRON_TZ=America/New_York @every:30000",

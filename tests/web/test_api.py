@@ -30,6 +30,11 @@ SCHEDULE_KEYS = {
     "paused",
     "next_run_ms",
     "last_enqueued_ms",
+    "start_at_ms",
+    "end_at_ms",
+    "jitter_ms",
+    "finished",
+    "next_due_at_ms",
 }
 
 
@@ -265,6 +270,14 @@ BAD_PUTS = [
     ({"spec": "@every:1000"}, "kind: is required"),
     ({"kind": "", "spec": "@every:1000"}, "kind: must be 1-128 characters, got 0"),
     ({"kind": "k", "spec": "@every:1000", "colour": "red"}, "colour: is not a known field"),
+    (
+        {"kind": "k", "spec": "@every:1000", "start_at_ms": 5000, "end_at_ms": 4000},
+        "end_at_ms: must be after start_at_ms (5000), got 4000",
+    ),
+    (
+        {"kind": "k", "spec": "@every:1000", "jitter_ms": 3_600_001},
+        "jitter_ms: must be an integer from 0 to 3600000 (an hour), got 3600001",
+    ),
 ]
 
 
@@ -460,3 +473,30 @@ def test_console_pages_explain_a_bad_cursor_in_html(client: TestClient, path: st
     assert response.status_code == 422
     assert response.headers["content-type"].startswith("text/html")
     assert "cursor" in response.text and "Bad request" in response.text
+
+
+def test_bounds_jitter_and_upcoming_runs_in_the_api_and_the_console(
+    client: TestClient, hg: Headgate
+) -> None:
+    start, end = START_MS + 10 * MINUTE, START_MS + 12 * MINUTE
+    body = {"kind": "k", "spec": "@hourly", "start_at_ms": start, "end_at_ms": end}
+    created = client.put("/api/v1/periodic/h", json={"kind": "k", "spec": "@hourly"})
+    assert created.status_code == 201
+    assert created.json()["spec"] == "0 * * * *"  # a macro is stored as its five fields
+    assert client.put("/api/v1/periodic/h", json=body).status_code == 422  # no tick in bounds
+    body = {**body, "spec": "* * * * *", "jitter_ms": 20_000}
+    shown = client.put("/api/v1/periodic/h", json=body).json()
+    assert (shown["start_at_ms"], shown["end_at_ms"], shown["jitter_ms"]) == (start, end, 20_000)
+    assert shown["finished"] is False and shown["next_run_ms"] == start
+    upcoming = client.get("/api/v1/periodic/h/upcoming", params={"count": 10})
+    assert upcoming.status_code == 200
+    runs = upcoming.json()["upcoming"]
+    assert [run["tick_ms"] for run in runs] == [start, start + MINUTE, end]
+    assert runs == [run._asdict() for run in hg.upcoming("h", 10)]
+    assert shown["next_due_at_ms"] == runs[0]["due_at_ms"]
+    assert client.get("/api/v1/periodic/h/upcoming").json()["upcoming"] == runs[:5]
+    assert client.get("/api/v1/periodic/h/upcoming", params={"count": 0}).status_code == 422
+    assert client.get("/api/v1/periodic/nope/upcoming").status_code == 404
+    page = client.get("/schedules/h").text
+    assert 'id="upcoming"' in page and "up to 20000 ms after each tick" in page
+    assert page.count("<tr><td>") == 3

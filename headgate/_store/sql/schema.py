@@ -39,8 +39,8 @@ from sqlalchemy import (
 TABLE_PREFIX: Final = "headgate_"
 LOG = MetaData()
 
-DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted"
-"""The due read's partial index covers live, unpaused schedules only."""
+DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted AND NOT finished"
+"""The due read's partial index covers live, unpaused, unfinished schedules only."""
 FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
 LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
@@ -173,6 +173,10 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("updated_at_ms", BigInteger, nullable=False),
         Column("max_attempts", Integer),
         Column("timeout_ms", BigInteger),
+        Column("start_at_ms", BigInteger),
+        Column("end_at_ms", BigInteger),
+        Column("jitter_ms", Integer, nullable=False, server_default=text("0")),
+        Column("finished", Boolean, nullable=False, server_default=false()),
     )
     Index(
         f"ix_{prefix}schedules_due_order",

@@ -140,6 +140,9 @@ if (form) {
       spec: form.spec.value.trim(), kind: form.kind.value.trim(), queue: form.queue.value.trim() || "default",
       payload, on_missed: form.on_missed.value, backfill_limit: Number(form.backfill_limit.value),
       paused: form.paused.checked,
+      start_at_ms: form.start_at_ms.value ? Number(form.start_at_ms.value) : null,
+      end_at_ms: form.end_at_ms.value ? Number(form.end_at_ms.value) : null,
+      jitter_ms: Number(form.jitter_ms.value || 0),
     };
     const id = form.id.value.trim();
     if (!id) { errorBox.textContent = "id: is required"; return; }

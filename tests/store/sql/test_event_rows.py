@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select, text
 
-from headgate._domain.events import JobEnqueued, NextRunAdvanced
+from headgate._domain.events import (
+    EnqueueAttempted,
+    JobEnqueued,
+    MissedRunPolicy,
+    NextRunAdvanced,
+    Outcome,
+    ScheduleDefined,
+)
 from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.port import NO_STREAM
 from headgate._store.sql.backends import SQLITE
@@ -24,7 +31,7 @@ def test_body_is_versioned_json(store: SqlStore) -> None:
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
-    assert row.schema_version == 2  # ScheduleDefined: v2 since schedules carry job options
+    assert row.schema_version == 3  # ScheduleDefined: v3 since schedules have bounds and jitter
     assert row.body.startswith('{"backfill_limit":1,')
     assert '"payload":{"a":"é","b":[1,2]}' in row.body
 
@@ -86,6 +93,69 @@ def test_jobs_enqueued_by_earlier_builds_read_as_unlinked_to_a_manual_run(
     assert store.log.read_stream("job-j")[0].event == JobEnqueued(
         "j", "k", "q", None, max_attempts=max_attempts, run_now_schedule_id=None
     )
+
+
+def _insert(store: SqlStore, rows: list[tuple[int, str, int, str]]) -> None:
+    """Events as an earlier build wrote them: (version, type, schema version, body)."""
+    with store.engine.begin() as connection:
+        for position, (version, type_name, schema_version, body) in enumerate(rows, start=1):
+            connection.execute(
+                insert(events).values(
+                    position=position,
+                    stream_id="schedule-a",
+                    version=version,
+                    type=type_name,
+                    schema_version=schema_version,
+                    body=body,
+                    recorded_at_ms=1,
+                )
+            )
+
+
+def test_schedules_from_before_bounds_and_jitter_read_as_unbounded_and_unjittered(
+    store: SqlStore,
+) -> None:
+    """ScheduleDefined v2, EnqueueAttempted v2 and NextRunAdvanced v1 had no
+    bounds, jitter or finished flag: they read with none, due at next_run_ms."""
+    _insert(
+        store,
+        [
+            (
+                1,
+                "ScheduleDefined",
+                2,
+                '{"backfill_limit":1,"kind":"k","last_enqueued_ms":null,"max_attempts":null,'
+                '"next_run_ms":60000,"on_missed":"skip","paused":false,"payload":null,'
+                '"queue":"default","schedule_id":"a","spec":"@every:60000","timeout_ms":null}',
+            ),
+            (
+                2,
+                "EnqueueAttempted",
+                2,
+                '{"attempt":1,"job_id":"j","last_enqueued_ms":60000,"next_run_ms":120000,'
+                '"outcome":"enqueued","reason":"accepted","retry_at_ms":null,'
+                '"schedule_id":"a","tick_ms":60000}',
+            ),
+            (
+                3,
+                "NextRunAdvanced",
+                1,
+                '{"last_enqueued_ms":60000,"next_run_ms":180000,"schedule_id":"a"}',
+            ),
+        ],
+    )
+    defined_v2, attempted_v2, advanced_v1 = [e.event for e in store.log.read_stream("schedule-a")]
+    assert defined_v2 == ScheduleDefined(
+        "a", "@every:60000", "k", "default", None, MissedRunPolicy.SKIP, 1, False, 60000
+    )
+    assert (defined_v2.start_at_ms, defined_v2.end_at_ms, defined_v2.jitter_ms) == (None, None, 0)
+    assert defined_v2.due_at_ms is None
+    assert attempted_v2 == EnqueueAttempted(
+        "a", 60000, "j", Outcome.ENQUEUED, "accepted", next_run_ms=120000, last_enqueued_ms=60000
+    )
+    assert (attempted_v2.due_at_ms, attempted_v2.finished) == (None, False)
+    assert advanced_v1 == NextRunAdvanced("a", 180000, 60000)
+    assert (advanced_v1.due_at_ms, advanced_v1.finished) == (None, False)
 
 
 def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:
