@@ -31,6 +31,11 @@ class Projector:
         self.tables = tables
         self.projections = tuple(projections)
 
+    def has_table(self, table: str) -> bool:
+        """Whether some projection here keeps `table` live (a store may be opened
+        with fewer projections)."""
+        return any(projection.table == table for projection in self.projections)
+
     def table_for(self, projection: AnyProjection) -> Table:
         return self.tables.by_name(projection.table)
 
