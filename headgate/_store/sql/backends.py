@@ -36,6 +36,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    update,
 )
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -559,6 +560,15 @@ class _PostgreSQL(SqlBackend):
     def bulk_update(
         self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
     ) -> None:
+        if len(rows) == 1:
+            # One row by its key's equality: an index probe, planned as one
+            # (a command's single write saves the switches' two round trips).
+            (row,) = rows
+            values = {name: value for name, value in row.items() if name != key_column}
+            connection.execute(
+                update(table).where(table.c[key_column] == row[key_column]).values(values)
+            )
+            return
         # Left to itself, the planner hashed the whole table to join it with
         # the batch: 73 ms for 1,000 rows among 100,000 schedules, against
         # 17 ms probing.

@@ -155,6 +155,10 @@ def load_rows(
     column = table.c[key_column]
     wanted = list(dict.fromkeys(keys))
     rows: dict[Any, Row] = {}
+    if len(wanted) == 1:  # a key's equality is an index probe: no planner switches needed
+        for row in connection.execute(select(table).where(column == wanted[0])).mappings():
+            rows[row[key_column]] = row_type(**row)
+        return rows
     backend = backend_of(connection)
     with backend.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):
