@@ -25,13 +25,18 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import pykka
 
 from headgate._clock import Clock, StoreClock
-from headgate._commands import Commands, ScheduleDefinition, validate_definition
+from headgate._commands import (
+    Commands,
+    ScheduleDefinition,
+    validate_definition,
+    validate_definitions,
+)
 from headgate._domain.admission import require_kind, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
@@ -58,6 +63,7 @@ from headgate._model import (
     Job,
     JobsPage,
     LeaseStatus,
+    PutSchedulesResult,
     QuarantineEntry,
     QuarantinePage,
     Readiness,
@@ -182,8 +188,8 @@ class Headgate:
         with self._lifecycle:
             if self.running:
                 return self
-            for definition in self._declared.values():
-                self._upsert_schedule(definition)
+            if self._declared:
+                self._upsert_schedules(list(self._declared.values()))
             if scheduler:
                 self._start_scheduler()
             config = self._worker_config(workers)
@@ -338,6 +344,35 @@ class Headgate:
         row, created = self._commands.put_schedule(definition)
         self._poke()
         return Schedule.from_row(row), created
+
+    def put_schedules(self, schedules: Iterable[Mapping[str, object]]) -> PutSchedulesResult:
+        """Create or update many schedules at once: put_schedule for each item, in
+        bulk (thousands a second).
+
+        Each item is a mapping of put_schedule's keyword names plus `schedule_id`:
+        `{"schedule_id": "t7-nightly", "spec": "0 9 * * *", "kind": "report.build",
+        "payload": {"tenant": 7}}`. Every item is validated before anything is
+        written: the first bad one raises ValidationError naming it by index and
+        field (`schedules[3].spec: ...`), and so does an id given twice. Then
+        they are written 500 per transaction, each one all or nothing (so the
+        scheduler's ticks never wait for the whole call), with put_schedule's
+        rules: an unchanged spec keeps its phase, an identical item writes
+        nothing, a changed spec re-anchors after now. A store error partway
+        leaves the chunks before it written (a note on the error says how many);
+        repeating the call is safe.
+        """
+        definitions = validate_definitions(schedules, limits=self.config.limits)
+        return self._upsert_schedules(definitions)
+
+    def _upsert_schedules(self, definitions: Sequence[ScheduleDefinition]) -> PutSchedulesResult:
+        """put_schedules for validated definitions with distinct ids."""
+        try:
+            outcomes = self._commands.put_schedules(definitions)
+        finally:
+            self._poke()  # a chunk may have been written before an error
+        return PutSchedulesResult(
+            {d.schedule_id: outcome for d, outcome in zip(definitions, outcomes, strict=True)}
+        )
 
     def get_schedule(self, schedule_id: str) -> Schedule:
         row = self._reads.schedule(schedule_id)

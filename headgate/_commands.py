@@ -10,7 +10,9 @@ a refusal becomes an exception here.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from headgate._domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -73,7 +75,7 @@ from headgate._errors import (
 )
 from headgate._json import JsonValue, canonical_json
 from headgate._model import PeriodicOrigin, RunNowResult
-from headgate._projections import JobRow, ScheduleRow
+from headgate._projections import SCHEDULES, JobRow, ScheduleRow
 from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
 
 
@@ -154,6 +156,190 @@ def _require_tick_between(timing: TickTiming, start: int, end: int) -> None:
         )
 
 
+CREATED: Final = "created"
+UPDATED: Final = "updated"
+UNCHANGED: Final = "unchanged"
+BULK_CHUNK: Final = 500
+"""Schedules per write transaction in put_schedules."""
+_DEFINITION_FIELDS: Final = frozenset(
+    {
+        "spec",
+        "kind",
+        "payload",
+        "queue",
+        "on_missed",
+        "backfill_limit",
+        "paused",
+        "start_at_ms",
+        "end_at_ms",
+        "jitter_ms",
+    }
+)
+_REQUIRED_FIELDS: Final = ("spec", "kind")
+
+
+def validate_definitions(
+    items: Iterable[object],
+    *,
+    limits: AdmissionLimits,
+    id_field: str = "schedule_id",
+    name: str = "schedules",
+) -> list[ScheduleDefinition]:
+    """Validate every item of a put_schedules call before anything is written.
+
+    Each item is a mapping of put_schedule's keyword names plus `id_field`
+    (the schedule's id). The first bad item raises a ValidationError naming it
+    by index and field (`schedules[3].spec: ...`); so does an id already given
+    by an earlier item (one call defines each schedule once).
+    """
+    definitions: list[ScheduleDefinition] = []
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(items):
+        where = f"{name}[{index}]"
+        if not isinstance(item, Mapping):
+            raise ValidationError(where, f"must be a mapping, got {type(item).__name__}")
+        unknown = sorted(
+            str(key) for key in item if key != id_field and key not in _DEFINITION_FIELDS
+        )
+        if unknown:
+            raise ValidationError(f"{where}.{unknown[0]}", "is not a known field")
+        for required in (id_field, *_REQUIRED_FIELDS):
+            if required not in item:
+                raise ValidationError(f"{where}.{required}", "is required")
+        try:
+            definition = validate_definition(
+                item[id_field],
+                spec=item["spec"],
+                kind=item["kind"],
+                payload=item.get("payload"),
+                queue=item.get("queue", "default"),
+                on_missed=item.get("on_missed", "skip"),
+                backfill_limit=item.get("backfill_limit", 1),
+                paused=item.get("paused", False),
+                limits=limits,
+                start_at_ms=item.get("start_at_ms"),
+                end_at_ms=item.get("end_at_ms"),
+                jitter_ms=item.get("jitter_ms"),
+            )
+        except ValidationError as error:
+            field = id_field if error.field == "id" else error.field
+            raise ValidationError(f"{where}.{field}", error.rule) from None
+        earlier = first_index.setdefault(definition.schedule_id, index)
+        if earlier != index:
+            raise ValidationError(
+                f"{where}.{id_field}",
+                f"{definition.schedule_id!r} is also {name}[{earlier}] "
+                "(a call defines each schedule once)",
+            )
+        definitions.append(definition)
+    return definitions
+
+
+def _put_definitions(
+    transaction: WriteTransaction,
+    definitions: Sequence[ScheduleDefinition],
+    *,
+    name: int | None,
+    first_ticks: dict[str, int] | None = None,
+) -> list[tuple[ScheduleRow | None, str]]:
+    """Upsert these definitions (distinct ids) in one write transaction: their
+    rows read in one go, their streams' versions in one more, one append.
+    Returns each one's outcome, in order, with its row for a single
+    put_schedule (None in bulk, where nobody reads them). `name`: the index of the
+    first definition in its call, to name an item in an error (None: a single
+    put_schedule, whose errors name the field alone). `first_ticks`: specs'
+    first ticks after an earlier instant of the same call (tenants' schedules
+    often share a spec), still each spec's first tick after now while in the
+    future; filled in here."""
+    current = transaction.schedules([d.schedule_id for d in definitions])
+    now = transaction.now_ms
+    ticks = {} if first_ticks is None else first_ticks
+    results: list[tuple[ScheduleRow | None, str] | None] = []
+    changed: list[tuple[int, ScheduleRow | None, ScheduleDefined]] = []
+    for offset, definition in enumerate(definitions):
+        row = current.get(definition.schedule_id)
+        live = row is not None and not row.deleted
+        if live and row is not None and _same(row, definition):
+            results.append((row, UNCHANGED))
+            continue
+        if live and row is not None and _fires_like(row.spec, definition.spec):
+            next_run = row.next_run_ms  # the same ticks, perhaps respelled: same phase
+        elif ticks.get(definition.spec, now) > now:
+            next_run = ticks[definition.spec]
+        else:
+            try:
+                next_run = _first_tick_after(definition.spec, now)
+            except ValidationError as error:
+                if name is None:
+                    raise
+                raise ValidationError(f"schedules[{name + offset}].spec", error.rule) from None
+            ticks[definition.spec] = next_run
+        timing = _timing_of(definition)
+        try:
+            next_run = _not_before_start(timing, next_run)
+        except ValidationError as error:
+            if name is None:
+                raise
+            raise ValidationError(f"schedules[{name + offset}].{error.field}", error.rule) from None
+        results.append(None)
+        event = _defined_event(definition, row, next_run, timing.due_at_ms(next_run))
+        changed.append((offset, row if live else None, event))
+    if changed:
+        streams = [schedule_stream(event.schedule_id) for _, _, event in changed]
+        versions = transaction.stream_versions(streams)
+        appended = transaction.append_units(
+            [
+                [StreamAppend(stream, versions[stream], (event,))]
+                for stream, (_, _, event) in zip(streams, changed, strict=True)
+            ]
+        )
+        for (offset, before, _), result in zip(changed, appended, strict=True):
+            if isinstance(result, Exception):
+                raise result
+            # The row the projector wrote, folded the same way here (a definition
+            # is a whole snapshot of the row) rather than read back; only a single
+            # put_schedule returns it.
+            row = SCHEDULES.apply(before, result[0]) if name is None else None
+            results[offset] = (row, CREATED if before is None else UPDATED)
+    return [result for result in results if result is not None]
+
+
+def _timing_of(definition: ScheduleDefinition) -> TickTiming:
+    return TickTiming(
+        definition.schedule_id,
+        parse_spec(definition.spec),
+        definition.start_at_ms,
+        definition.end_at_ms,
+        definition.jitter_ms,
+    )
+
+
+def _defined_event(
+    definition: ScheduleDefinition,
+    current: ScheduleRow | None,
+    next_run_ms: int,
+    due_at_ms: int | None,
+) -> ScheduleDefined:
+    return ScheduleDefined(
+        schedule_id=definition.schedule_id,
+        spec=definition.spec,
+        kind=definition.kind,
+        queue=definition.queue,
+        payload=definition.payload,
+        on_missed=MissedRunPolicy(definition.on_missed),
+        backfill_limit=definition.backfill_limit,
+        paused=definition.paused,
+        next_run_ms=next_run_ms,
+        last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
+        max_attempts=definition.max_attempts,
+        timeout_ms=definition.timeout_ms,
+        start_at_ms=definition.start_at_ms,
+        end_at_ms=definition.end_at_ms,
+        jitter_ms=definition.jitter_ms,
+        due_at_ms=due_at_ms,
+    )
+
+
 class Commands:
     def __init__(self, store: Store, limits: AdmissionLimits) -> None:
         self._log = store.log
@@ -168,47 +354,41 @@ class Commands:
         `end_at_ms` is finished. A request identical to what is stored writes
         nothing.
         """
-        stream = schedule_stream(definition.schedule_id)
         with self._log.write() as transaction:
-            current = transaction.schedule(definition.schedule_id)
-            live = current is not None and not current.deleted
-            if live and current is not None and _same(current, definition):
-                return current, False
-            if live and current is not None and _fires_like(current.spec, definition.spec):
-                next_run = current.next_run_ms  # the same ticks, perhaps respelled: same phase
-            else:
-                next_run = _first_tick_after(definition.spec, transaction.now_ms)
-            timing = TickTiming(
-                definition.schedule_id,
-                parse_spec(definition.spec),
-                definition.start_at_ms,
-                definition.end_at_ms,
-                definition.jitter_ms,
-            )
-            next_run = _not_before_start(timing, next_run)
-            event = ScheduleDefined(
-                schedule_id=definition.schedule_id,
-                spec=definition.spec,
-                kind=definition.kind,
-                queue=definition.queue,
-                payload=definition.payload,
-                on_missed=MissedRunPolicy(definition.on_missed),
-                backfill_limit=definition.backfill_limit,
-                paused=definition.paused,
-                next_run_ms=next_run,
-                last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
-                max_attempts=definition.max_attempts,
-                timeout_ms=definition.timeout_ms,
-                start_at_ms=definition.start_at_ms,
-                end_at_ms=definition.end_at_ms,
-                jitter_ms=definition.jitter_ms,
-                due_at_ms=timing.due_at_ms(next_run),
-            )
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            row = transaction.schedule(definition.schedule_id)
+            ((row, outcome),) = _put_definitions(transaction, [definition], name=None)
         assert row is not None
-        return row, not live
+        return row, outcome == CREATED
+
+    def put_schedules(
+        self, definitions: Sequence[ScheduleDefinition], chunk: int = BULK_CHUNK
+    ) -> list[str]:
+        """put_schedule for many validated definitions (distinct ids), `chunk` per
+        write transaction; returns each one's outcome (CREATED, UPDATED or
+        UNCHANGED), in order.
+
+        Each chunk commits on its own (all of it or none), so other writers (the
+        scheduler's ticks) wait for one chunk at most, never for the whole call.
+        A store error stops the call: the chunks before it stay written (a note
+        on the error says how many), and repeating the call is safe, since what
+        is already stored writes nothing.
+        """
+        outcomes: list[str] = []
+        first_ticks: dict[str, int] = {}
+        for start in range(0, len(definitions), chunk):
+            part = definitions[start : start + chunk]
+            try:
+                with self._log.write() as transaction:
+                    done = _put_definitions(transaction, part, name=start, first_ticks=first_ticks)
+            except Exception as error:
+                if start:
+                    error.add_note(
+                        f"put_schedules: schedules[0:{start}] of {len(definitions)} were "
+                        "written before this error, the rest were not; repeating the call "
+                        "is safe (what is already stored writes nothing)"
+                    )
+                raise
+            outcomes.extend(outcome for _, outcome in done)
+        return outcomes
 
     def set_paused(self, schedule_id: str, paused: bool) -> ScheduleRow:
         """Pause or resume a schedule, keeping its phase: resumed, the ticks it

@@ -244,6 +244,30 @@ class SchedulesPage:
     next_cursor: str | None
 
 
+@dataclass(frozen=True)
+class PutSchedulesResult:
+    """What `put_schedules` did: each schedule's outcome, by id, in the call's order."""
+
+    outcomes: dict[str, str]
+    """id -> "created" (new, or defined again after a delete), "updated" (changed;
+    an unchanged spec kept its phase) or "unchanged" (identical: nothing written)."""
+
+    def _count(self, outcome: str) -> int:
+        return sum(1 for value in self.outcomes.values() if value == outcome)
+
+    @property
+    def created(self) -> int:
+        return self._count("created")
+
+    @property
+    def updated(self) -> int:
+        return self._count("updated")
+
+    @property
+    def unchanged(self) -> int:
+        return self._count("unchanged")
+
+
 class RunNowResult(NamedTuple):
     job_id: str
     replayed: bool

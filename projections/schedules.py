@@ -124,30 +124,43 @@ def _touched(recorded: RecordedEvent) -> dict[str, Any]:
     return {"version": recorded.version, "updated_at_ms": recorded.recorded_at_ms}
 
 
+def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
+    """A schedule's stream starts with ScheduleDefined, so at version 1 it always
+    makes a new row (a re-definition after a delete continues the stream)."""
+    event = recorded.event
+    if recorded.version != 1 or not isinstance(event, ScheduleDefined):
+        return None
+    return _defined_columns(event, recorded)
+
+
 def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
-    return ScheduleRow(
-        schedule_id=event.schedule_id,
-        spec=event.spec,
-        kind=event.kind,
-        queue=event.queue,
-        payload=canonical_json_of_plain(event.payload),
-        on_missed=event.on_missed.value,
-        backfill_limit=event.backfill_limit,
-        paused=event.paused,
-        next_run_ms=event.next_run_ms,
-        due_at_ms=event.next_run_ms if event.due_at_ms is None else event.due_at_ms,
-        failures=0,
-        last_enqueued_ms=event.last_enqueued_ms,
-        version=recorded.version,
-        deleted=False,
-        updated_at_ms=recorded.recorded_at_ms,
-        max_attempts=event.max_attempts,
-        timeout_ms=event.timeout_ms,
-        start_at_ms=event.start_at_ms,
-        end_at_ms=event.end_at_ms,
-        jitter_ms=event.jitter_ms,
-        finished=event.end_at_ms is not None and event.next_run_ms > event.end_at_ms,
-    )
+    return ScheduleRow(**_defined_columns(event, recorded))
+
+
+def _defined_columns(event: ScheduleDefined, recorded: RecordedEvent) -> dict[str, Any]:
+    return {
+        "schedule_id": event.schedule_id,
+        "spec": event.spec,
+        "kind": event.kind,
+        "queue": event.queue,
+        "payload": canonical_json_of_plain(event.payload),
+        "on_missed": event.on_missed.value,
+        "backfill_limit": event.backfill_limit,
+        "paused": event.paused,
+        "next_run_ms": event.next_run_ms,
+        "due_at_ms": event.next_run_ms if event.due_at_ms is None else event.due_at_ms,
+        "failures": 0,
+        "last_enqueued_ms": event.last_enqueued_ms,
+        "version": recorded.version,
+        "deleted": False,
+        "updated_at_ms": recorded.recorded_at_ms,
+        "max_attempts": event.max_attempts,
+        "timeout_ms": event.timeout_ms,
+        "start_at_ms": event.start_at_ms,
+        "end_at_ms": event.end_at_ms,
+        "jitter_ms": event.jitter_ms,
+        "finished": event.end_at_ms is not None and event.next_run_ms > event.end_at_ms,
+    }
 
 
 SCHEDULES: Projection[ScheduleRow] = Projection(
@@ -157,5 +170,6 @@ SCHEDULES: Projection[ScheduleRow] = Projection(
     key_column="schedule_id",
     key=key,
     apply=apply,
+    creates=creates,
     changes=changes,
 )

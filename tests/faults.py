@@ -102,6 +102,9 @@ class FaultyTransaction(WriteTransaction):
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
         return self._inner.schedule(schedule_id)
 
+    def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
+        return self._inner.schedules(schedule_ids)
+
     def job(self, job_id: str) -> JobRow | None:
         return self._inner.job(job_id)
 

@@ -212,14 +212,24 @@ job_events = st.builds(
     periodic_tick_ms=ms,
 )
 creating_events = st.one_of(
-    job_events, later_events, st.builds(JobFinished, st.text(), st.sampled_from(list(JobState)))
+    job_events,
+    definitions,
+    later_events,
+    st.builds(JobFinished, st.text(), st.sampled_from(list(JobState))),
 )
 
 
-@given(event=creating_events, position=st.integers(1, 2**40), recorded_at=ms)
-def test_creates_agrees_with_apply(event: object, position: int, recorded_at: int) -> None:
-    recorded = RecordedEvent(position, "stream", 1, recorded_at, event)  # type: ignore[arg-type]
-    for projection in (JOBS, ENQUEUE_HISTORY):
+@given(
+    event=creating_events,
+    position=st.integers(1, 2**40),
+    version=st.integers(1, 3),
+    recorded_at=ms,
+)
+def test_creates_agrees_with_apply(
+    event: object, position: int, version: int, recorded_at: int
+) -> None:
+    recorded = RecordedEvent(position, "stream", version, recorded_at, event)  # type: ignore[arg-type]
+    for projection in (JOBS, ENQUEUE_HISTORY, SCHEDULES):
         assert projection.creates is not None
         values = projection.creates(recorded)
         if values is not None:

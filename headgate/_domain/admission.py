@@ -132,8 +132,11 @@ def require_note(value: object, max_length: int) -> str:
     return value
 
 
+_POLICIES: Final = {policy.value: policy for policy in MissedRunPolicy}
+
+
 def require_policy(on_missed: object, backfill_limit: object) -> tuple[MissedRunPolicy, int]:
-    choices = {policy.value: policy for policy in MissedRunPolicy}
+    choices = _POLICIES
     if not isinstance(on_missed, str) or on_missed not in choices:
         allowed = ", ".join(choices)
         raise ValidationError("on_missed", f"must be one of {allowed}, got {on_missed!r}")

@@ -239,6 +239,14 @@ class WriteTransaction(ABC):
         """The schedule's projection row (deleted ones included), or None."""
 
     @abstractmethod
+    def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
+        """The projection rows (deleted ones included) of those schedules that have
+        one, by id, read in bulk: a few queries for any number of ids, not one
+        per id. Ids no store could hold are simply absent. Like every read
+        here, it sees this transaction's own appends.
+        """
+
+    @abstractmethod
     def job(self, job_id: str) -> JobRow | None:
         """The job's projection row, or None."""
 

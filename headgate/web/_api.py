@@ -7,7 +7,7 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from headgate._app import Headgate
-from headgate._commands import validate_definition
+from headgate._commands import validate_definition, validate_definitions
 from headgate._errors import ValidationError
 from headgate.web._schemas import (
     ErrorOut,
@@ -25,6 +25,8 @@ from headgate.web._schemas import (
     ScheduleIn,
     ScheduleList,
     ScheduleOut,
+    SchedulesIn,
+    SchedulesPutOut,
     SpecPreview,
     UpcomingList,
     UpcomingOut,
@@ -88,6 +90,29 @@ def put_schedule(
     schedule, created = hg._upsert_schedule(definition)
     response.status_code = 201 if created else 200
     return ScheduleOut.of(schedule)
+
+
+@router.post(
+    "/periodic:bulk",
+    response_model=SchedulesPutOut,
+    summary="Create or replace many schedules (201 if any was created, else 200)",
+    description=(
+        "Every item is checked before any is written: a bad one is a 422 naming it "
+        '(`{"error": "schedules[3].spec: ..."}`), and so is an id given twice; nothing is '
+        "written then. The rest follows PUT /periodic/{id}, per item. Written 500 per "
+        "transaction: a 503 partway leaves the earlier ones written, and repeating the "
+        "request is safe. The body limit (1 MiB) holds some 8,000 schedules of 130 bytes."
+    ),
+    responses={201: {"model": SchedulesPutOut, "description": "At least one was created"}},
+)
+def put_schedules(request: Request, response: Response, body: SchedulesIn) -> SchedulesPutOut:
+    hg = _hg(request)
+    definitions = validate_definitions(
+        [item.model_dump() for item in body.schedules], limits=hg.config.limits, id_field="id"
+    )
+    result = hg._upsert_schedules(definitions)
+    response.status_code = 201 if result.created else 200
+    return SchedulesPutOut.of(result.outcomes)
 
 
 @router.get(

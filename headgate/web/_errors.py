@@ -117,10 +117,15 @@ def _request_error(exc: RequestValidationError) -> Response:
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
         return error(400, "body: is not valid JSON")
-    location = [str(part) for part in first.get("loc", ())]
+    location = list(first.get("loc", ()))
     if location and location[0] in ("body", "query", "path", "header"):
         location = location[1:]
-    field = ".".join(location) or "body"
+    # schedules[3].spec: list indexes as Headgate's own validation names them
+    field = "".join(
+        f"[{part}]" if isinstance(part, int) else f"{'.' if index else ''}{part}"
+        for index, part in enumerate(location)
+    )
+    field = field or "body"
     kind = first.get("type", "")
     if kind == "missing":
         rule = "is required"

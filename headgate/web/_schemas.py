@@ -47,6 +47,44 @@ class ScheduleIn(Strict):
     )
 
 
+class ScheduleItemIn(ScheduleIn):
+    id: StrictStr = Field(description="The schedule's id, as in PUT /periodic/{id}")
+
+
+class SchedulesIn(Strict):
+    schedules: list[ScheduleItemIn] = Field(
+        description="Each schedule once; validated all before any is written"
+    )
+
+
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+class PutResultOut(BaseModel):
+    id: str
+    outcome: Outcome
+
+
+class SchedulesPutOut(BaseModel):
+    created: int
+    updated: int
+    unchanged: int
+    results: list[PutResultOut] = Field(description="Each schedule's outcome, in the body's order")
+
+    @classmethod
+    def of(cls, outcomes: dict[str, str]) -> SchedulesPutOut:
+        counts = {name: 0 for name in ("created", "updated", "unchanged")}
+        for outcome in outcomes.values():
+            counts[outcome] += 1
+        return cls(
+            **counts,
+            results=[
+                PutResultOut(id=schedule_id, outcome=cast(Outcome, outcome))
+                for schedule_id, outcome in outcomes.items()
+            ],
+        )
+
+
 class ScheduleOut(BaseModel):
     id: str
     kind: str

@@ -32,10 +32,12 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    insert,
     literal,
     select,
     text,
     true,
+    update,
 )
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -546,8 +548,12 @@ class _PostgreSQL(SqlBackend):
     def bulk_insert(
         self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        """COPY ... FROM STDIN: the fastest way in, one round trip per batch."""
+        """COPY ... FROM STDIN: the fastest way in for a batch. A single row is an
+        INSERT: COPY's start and its end are a round trip each."""
         if not rows:
+            return
+        if len(rows) == 1:
+            connection.execute(insert(table).values(rows[0]))
             return
         names = tuple(rows[0])
         quote = connection.dialect.identifier_preparer.quote
@@ -566,6 +572,15 @@ class _PostgreSQL(SqlBackend):
     def bulk_update(
         self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
     ) -> None:
+        if len(rows) == 1:
+            # One row by its key's equality: an index probe, planned as one
+            # (a command's single write saves the switches' two round trips).
+            (row,) = rows
+            values = {name: value for name, value in row.items() if name != key_column}
+            connection.execute(
+                update(table).where(table.c[key_column] == row[key_column]).values(values)
+            )
+            return
         # Left to itself, the planner hashed the whole table to join it with
         # the batch: 73 ms for 1,000 rows among 100,000 schedules, against
         # 17 ms probing.

@@ -19,9 +19,10 @@ from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
+from headgate._domain.admission import could_be_stored
 from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
-from headgate._domain.streams import job_stream
+from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
 from headgate._projections import JobRow, ScheduleRow
 from headgate._store.port import (
@@ -90,6 +91,7 @@ class SqlWriteTransaction(WriteTransaction):
                     if version is not None
                 }
             )
+        known.update((stream_id, versions[stream_id]) for stream_id in wanted)
         return versions
 
     def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
@@ -151,7 +153,28 @@ class SqlWriteTransaction(WriteTransaction):
             self._projector.advance(self.connection, self._head_at_start, self._head)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
-        return queries.schedule(self.connection, schedule_id)
+        row = queries.schedule(self.connection, schedule_id)
+        if row is not None:
+            self._learn_schedule_versions([row])
+        return row
+
+    def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
+        rows = queries.schedules(self.connection, schedule_ids)
+        self._learn_schedule_versions(rows.values())
+        if self._projector.has_table("schedules"):
+            # Schedule rows are never removed (a delete marks them), so a schedule
+            # without one has no stream yet: its first definition needs no read.
+            self._versions.update(
+                (schedule_stream(schedule_id), 0)
+                for schedule_id in schedule_ids
+                if schedule_id not in rows and could_be_stored(schedule_id)
+            )
+        return rows
+
+    def _learn_schedule_versions(self, rows: Iterable[ScheduleRow]) -> None:
+        """A schedule row's version is its stream's, as a job row's is (every event
+        on a schedule's stream folds into its row, deleted ones included)."""
+        self._versions.update((schedule_stream(row.schedule_id), row.version) for row in rows)
 
     def job(self, job_id: str) -> JobRow | None:
         return queries.job(self.connection, job_id)

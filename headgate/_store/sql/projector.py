@@ -31,6 +31,11 @@ class Projector:
         self.tables = tables
         self.projections = tuple(projections)
 
+    def has_table(self, table: str) -> bool:
+        """Whether some projection here keeps `table` live (a store may be opened
+        with fewer projections)."""
+        return any(projection.table == table for projection in self.projections)
+
     def table_for(self, projection: AnyProjection) -> Table:
         return self.tables.by_name(projection.table)
 
@@ -150,6 +155,10 @@ def load_rows(
     column = table.c[key_column]
     wanted = list(dict.fromkeys(keys))
     rows: dict[Any, Row] = {}
+    if len(wanted) == 1:  # a key's equality is an index probe: no planner switches needed
+        for row in connection.execute(select(table).where(column == wanted[0])).mappings():
+            rows[row[key_column]] = row_type(**row)
+        return rows
     backend = backend_of(connection)
     with backend.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):

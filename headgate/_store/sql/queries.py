@@ -77,6 +77,25 @@ def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
     return None if row is None else ScheduleRow(**row)
 
 
+def schedules(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, ScheduleRow]:
+    """The rows of those schedules that exist (deleted ones included), by id: one
+    indexed lookup per chunk of ids."""
+    wanted = [key for key in dict.fromkeys(schedule_ids) if could_be_stored(key)]
+    found: dict[str, ScheduleRow] = {}
+    if len(wanted) == 1:  # a key's equality is an index probe: no planner switches needed
+        query = select(*_SCHEDULE_ROW_COLUMNS).where(_schedules.c.schedule_id == wanted[0])
+        found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
+        return found
+    backend = backend_of(connection)
+    with backend.probing_indexes(connection):
+        for start in range(0, len(wanted), CHUNK):
+            query = select(*_SCHEDULE_ROW_COLUMNS).where(
+                backend.is_one_of(_schedules.c.schedule_id, wanted[start : start + CHUNK])
+            )
+            found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
+    return found
+
+
 def schedules_page(
     connection: Connection, limit: int, cursor: str | None, maximum: int = 200
 ) -> Page[ScheduleRow]:

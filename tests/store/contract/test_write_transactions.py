@@ -13,6 +13,7 @@ from headgate._domain.events import (
     JobFinished,
     JobState,
     ManualRunRequested,
+    ScheduleDeleted,
 )
 from headgate._errors import ConcurrencyConflict
 from headgate._store.port import NO_STREAM, Store, StreamAppend
@@ -114,3 +115,32 @@ def test_a_tick_unit_lands_whole_and_a_stale_one_not_at_all(store: Store) -> Non
         fire_tick(store, "s", 60_000)  # the same tick again: the job stream exists
     assert store.log.stream_version("schedule-s") == 2
     assert len(store.reads.enqueue_history("s", 10, None).items) == 1
+
+
+def test_schedules_are_read_in_bulk_deleted_ones_included(store: Store) -> None:
+    for n in range(1_100):  # more than one query's worth of ids
+        create_schedule(store, f"s{n}", next_run_ms=60_000 + n)
+    fire_tick(store, "s7", 60_007)
+    store.log.append("schedule-s9", 1, [ScheduleDeleted("s9")])
+    wanted = [f"s{n}" for n in range(1_100)] + ["missing", "bad\x00id", "x" * 300]
+    with store.log.write() as transaction:
+        rows = transaction.schedules(wanted)
+        assert sorted(rows) == sorted(f"s{n}" for n in range(1_100))
+        assert rows["s1099"].next_run_ms == 61_099
+        assert rows["s9"].deleted and rows["s9"].version == 2
+        assert rows["s7"] == transaction.schedule("s7") and rows["s7"].version == 2
+        assert transaction.schedules([]) == {}
+        # What it read is what an append is checked against: each stream's version.
+        results = transaction.append_units(
+            [
+                [StreamAppend("schedule-s7", rows["s7"].version, (defined("s7"),))],
+                [StreamAppend("schedule-missing", NO_STREAM, (defined("missing"),))],
+                [StreamAppend("schedule-s1", NO_STREAM, (defined("s1"),))],
+            ]
+        )
+        assert isinstance(results[0], list) and isinstance(results[1], list)
+        assert isinstance(results[2], ConcurrencyConflict)
+        # It sees the transaction's own appends.
+        after = transaction.schedules(["s7", "missing"])
+        assert after["s7"].version == 3 and after["missing"].version == 1
+    assert store.reads.schedule("missing") is not None
