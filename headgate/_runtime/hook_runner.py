@@ -104,7 +104,7 @@ class HookRunner:
             "schedule_id": context.schedule_id,
             "tick_ms": context.tick_ms,
         }
-        outcome = calls.call(fn, self._budget_ms / 1000, about, self._cancel)
+        outcome = calls.call(fn, self._budget_ms / 1000, about, self._cancel, context.schedule_id)
         if not outcome.finished and self._cancel.is_set():
             if method == "before_enqueue":
                 raise HooksInterrupted
@@ -112,7 +112,10 @@ class HookRunner:
         fields = {**about, "elapsed_ms": outcome.elapsed_ms, "budget_ms": self._budget_ms}
         if outcome.refused:
             log.warning(
-                "hook not called: earlier calls are still hung", stuck=calls.stuck, **fields
+                "hook not called: an earlier call (for this schedule, or too many in all) "
+                "is still hung",
+                stuck=calls.stuck,
+                **fields,
             )
             return False
         if not outcome.finished:

@@ -6,9 +6,13 @@ thread of the runtime's own waits for one longer than its budget:
 * `BudgetedCalls` runs each call on a reusable daemon helper thread and waits
   up to the budget. A call still running then is abandoned: a thread cannot be
   killed, so its helper goes on running it, counted as stuck until it returns,
-  and what it eventually returns or raises is ignored. Past `max_stuck` such
-  threads, calls are refused at once (as over budget), so hung host code never
-  piles up threads. Helpers are daemons: a hung hook never blocks shutdown.
+  and what it eventually returns or raises is ignored. While a call made for a
+  key (a schedule) is stuck, further calls for that key are refused at once
+  (as over budget): a hook hung for one schedule holds one thread, and the
+  retries of that schedule's tick add none, while other schedules' calls go on.
+  Past `max_stuck` stuck threads in all, every call is refused, so hung host
+  code never piles up threads. Helpers are daemons: a hung hook never blocks
+  shutdown.
 * `HookQueue` hands work to one daemon worker thread through a bounded queue,
   in order; when it is full, work is dropped (and counted in a warning) rather
   than making the caller wait.
@@ -30,9 +34,9 @@ from headgate._logs import get_logger
 log = get_logger("headgate.scheduler")
 T = TypeVar("T")
 
-MAX_STUCK: Final = 8
+MAX_STUCK: Final = 64
 """Hook calls abandoned past their budget and still running, at most, before
-further calls are refused outright."""
+further calls are refused outright (one per schedule whose hook is hung)."""
 EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
 CANCEL_POLL_S: Final = 0.02
 """How often a wait for a hook looks whether the runtime is stopping."""
@@ -48,13 +52,17 @@ class CallOutcome:
     error: BaseException | None = None
     """What the call raised, when it finished by raising."""
     refused: bool = False
-    """Not even started: `MAX_STUCK` earlier calls are still hung."""
+    """Not even started: an earlier call for the same key, or `MAX_STUCK` earlier
+    calls in all, are still hung."""
 
 
 class _Call:
-    def __init__(self, fn: Callable[[], object], about: Mapping[str, object]) -> None:
+    def __init__(
+        self, fn: Callable[[], object], about: Mapping[str, object], key: str | None
+    ) -> None:
         self.fn = fn
         self.about = about
+        self.key = key
         self.began = time.perf_counter()
         self.done = threading.Event()
         self.error: BaseException | None = None
@@ -70,6 +78,7 @@ class BudgetedCalls:
         self._lock = threading.Lock()
         self._idle: list[queue.SimpleQueue[_Call | None]] = []
         self._stuck = 0
+        self._stuck_keys: dict[str, int] = {}
         self._started = 0
         self._closed = False
 
@@ -85,13 +94,15 @@ class BudgetedCalls:
         budget_s: float,
         about: Mapping[str, object] = EMPTY,
         cancel: threading.Event | None = None,
+        key: str | None = None,
     ) -> CallOutcome:
         """Run `fn` on a helper thread; wait up to `budget_s` for it, or until
         `cancel` is set (then it is abandoned at once). `about` names the call in
-        the line logged if it returns after being abandoned."""
-        work = _Call(fn, about)
+        the line logged if it returns after being abandoned; `key` (a schedule
+        id) is refused while an earlier call for it is stuck."""
+        work = _Call(fn, about, key)
         with self._lock:
-            if self._stuck >= self._max_stuck:
+            if self._stuck >= self._max_stuck or (key is not None and key in self._stuck_keys):
                 return CallOutcome(False, 0, refused=True)
             inbox = self._idle.pop() if self._idle else self._new_helper()
         inbox.put(work)
@@ -102,6 +113,8 @@ class BudgetedCalls:
                 return CallOutcome(True, elapsed_ms, work.error)
             work.abandoned = True
             self._stuck += 1
+            if key is not None:
+                self._stuck_keys[key] = self._stuck_keys.get(key, 0) + 1
         return CallOutcome(False, elapsed_ms)
 
     def close(self) -> None:
@@ -128,6 +141,10 @@ class BudgetedCalls:
             with self._lock:
                 if work.abandoned:
                     self._stuck -= 1
+                    if work.key is not None:
+                        left = self._stuck_keys.pop(work.key) - 1
+                        if left:
+                            self._stuck_keys[work.key] = left
                 keep = not self._closed and len(self._idle) < MAX_IDLE
                 if keep:
                     self._idle.append(inbox)

@@ -9,22 +9,30 @@ The page and the OpenAPI document it loads stay behind the token.
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
 from typing import Final
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
 ASSETS: Final = "/static/swagger-ui"
 router = APIRouter(include_in_schema=False)
 
 
+def _assets_directory() -> Path:
+    """Where swagger-ui-bundle-v2 keeps the files. Looked up at run time: the
+    package ships no type information, and a static import would make every
+    host that type-checks its own code against Headgate (py.typed) report it."""
+    return Path(str(importlib.import_module("swagger_ui_bundle").swagger_ui_path))
+
+
 def mount_assets(app: FastAPI) -> None:
     """Serve Swagger UI's files; before the console's /static mount, which would
     otherwise answer for them."""
-    app.mount(ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui")
+    app.mount(ASSETS, StaticFiles(directory=str(_assets_directory())), name="swagger-ui")
 
 
 @router.get("/docs")

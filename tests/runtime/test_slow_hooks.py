@@ -101,11 +101,14 @@ def _assert_on_time(hg: Headgate, hook: Recorder, schedule_id: str, at_least: in
 
 
 class HangingBefore(Recorder):
-    """Hangs in before_enqueue for `bad`'s first `hangs` attempts (until released)."""
+    """Hangs in before_enqueue for `bad`'s first `hangs` attempts, for `hang_s` each
+    (past the budget, but back before the retry: a call still hung would have
+    the retry refused without calling the hook)."""
 
-    def __init__(self, hangs: int) -> None:
+    def __init__(self, hangs: int, hang_s: float = 30.0) -> None:
         super().__init__(slow_id="")
         self.hangs = hangs
+        self.hang_s = hang_s
         self.release = threading.Event()
         self.attempts: list[int] = []
 
@@ -113,13 +116,13 @@ class HangingBefore(Recorder):
         if context.schedule_id == "bad":
             self.attempts.append(context.attempt)
             if len(self.attempts) <= self.hangs:
-                self.release.wait(30)
+                self.release.wait(self.hang_s)
 
 
 def test_a_before_hook_over_budget_fails_its_attempt_which_is_retried_while_others_fire(
     store_url: str, runtime: list[Headgate]
 ) -> None:
-    hook = HangingBefore(hangs=2)
+    hook = HangingBefore(hangs=2, hang_s=0.6)
     config = RuntimeConfig(lease_ttl_ms=TTL_MS, hook_timeout_ms=200)
     hg = Headgate(store_url, config=config, hooks=[hook])
     runtime.append(hg)
