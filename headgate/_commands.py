@@ -276,6 +276,10 @@ def _put_definitions(
             ticks[definition.spec] = next_run
         timing = _timing_of(definition)
         try:
+            if live and row is not None and row.start_at_ms != definition.start_at_ms:
+                # A start moved earlier or dropped: the kept phase may sit at the old
+                # start; it comes back to the first tick after now the new bounds allow.
+                next_run = min(next_run, _first_allowed_after(timing, now))
             next_run = _not_before_start(timing, next_run)
         except ValidationError as error:
             if name is None:
@@ -343,6 +347,7 @@ def _defined_event(
 class Commands:
     def __init__(self, store: Store, limits: AdmissionLimits) -> None:
         self._log = store.log
+        self._clock = store.clock
         self._limits = limits
 
     def put_schedule(self, definition: ScheduleDefinition) -> tuple[ScheduleRow, bool]:
@@ -372,6 +377,7 @@ class Commands:
         on the error says how many), and repeating the call is safe, since what
         is already stored writes nothing.
         """
+        _require_ticks_left(definitions, self._clock.now_ms())
         outcomes: list[str] = []
         first_ticks: dict[str, int] = {}
         for start in range(0, len(definitions), chunk):
@@ -675,6 +681,25 @@ def _fires_like(stored: str, requested: str) -> bool:
 def _first_tick_after(spec: str, now_ms: int) -> int:
     try:
         return parse_spec(spec).next_tick_ms(now_ms)
+    except InvalidSpec as error:  # no tick left before the calendar ends
+        raise ValidationError("spec", str(error)) from None
+
+
+def _require_ticks_left(definitions: Sequence[ScheduleDefinition], now_ms: int) -> None:
+    """Before a bulk call writes its first chunk: every item has a tick left after
+    now within its bounds, or the call fails naming it (a later chunk's write
+    would find out only after earlier chunks committed)."""
+    for index, definition in enumerate(definitions):
+        try:
+            _first_allowed_after(_timing_of(definition), now_ms)
+        except ValidationError as error:
+            field = "start_at_ms" if definition.start_at_ms is not None else "spec"
+            raise ValidationError(f"schedules[{index}].{field}", error.rule) from None
+
+
+def _first_allowed_after(timing: TickTiming, now_ms: int) -> int:
+    try:
+        return timing.first_tick_ms(now_ms)
     except InvalidSpec as error:  # no tick left before the calendar ends
         raise ValidationError("spec", str(error)) from None
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from headgate._app import Headgate
 from headgate._commands import validate_definition, validate_definitions
-from headgate._errors import ValidationError
+from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
     ErrorOut,
     EventList,
@@ -314,7 +314,8 @@ def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> Quaran
     hg = _hg(request)
     hg.quarantine(fingerprint, body.note)
     entry = hg.quarantine_entry(fingerprint)
-    assert entry is not None
+    if entry is None:  # released by someone else since this request's write
+        raise NotFound(f"fingerprint {fingerprint} was released meanwhile")
     return QuarantineOut.of(entry)
 
 

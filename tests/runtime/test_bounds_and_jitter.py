@@ -125,6 +125,22 @@ def test_a_later_end_reopens_a_finished_schedule(
     assert hg.get_schedule("s").finished
 
 
+def test_a_start_dropped_or_moved_earlier_brings_the_schedule_back_now(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    day = 86_400_000
+    hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 30 * day)
+    assert hg.get_schedule("s").next_run_ms == START_MS + 30 * day
+    clock.advance(5 * MINUTE + 1)
+    earlier = hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + day)
+    assert earlier.next_run_ms == START_MS + day
+    dropped = hg.put_schedule("s", spec="@every:60000", kind="k")
+    assert dropped.next_run_ms == START_MS + 6 * MINUTE
+    later = hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 2 * day)
+    assert later.next_run_ms == START_MS + 2 * day
+    assert hg.upcoming("s", 1)[0].tick_ms == START_MS + 2 * day
+
+
 def test_bounds_and_jitter_are_validated_naming_the_field_and_the_rule(hg: Headgate) -> None:
     cases: list[tuple[dict[str, object], str]] = [
         ({"start_at_ms": 10, "end_at_ms": 10}, "end_at_ms: must be after start_at_ms (10), got 10"),

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from headgate import Headgate, PutSchedulesResult, StoreUnavailable, ValidationError
-from headgate._domain.spec import parse_spec
+from headgate._domain.spec import MAX_INSTANT_MS, parse_spec
 from headgate._store.port import Unit
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, FaultyHeadgate
@@ -220,3 +220,13 @@ def test_bounds_and_jitter_are_kept_and_validated_per_item(hg: Headgate) -> None
     with pytest.raises(ValidationError, match=r"schedules\[1\]\.end_at_ms: must be after"):
         hg.put_schedules([_item("a"), _item("b", start_at_ms=START_MS, end_at_ms=START_MS - 1)])
     assert "a" not in _all_ids(hg)
+
+
+def test_an_item_with_no_tick_left_fails_the_call_before_any_chunk_is_written(
+    hg: Headgate,
+) -> None:
+    items = [_item(f"s{n}") for n in range(600)]
+    items[550] = _item("never", start_at_ms=MAX_INSTANT_MS)
+    with pytest.raises(ValidationError, match=r"^schedules\[550\]\.start_at_ms: "):
+        hg.put_schedules(items)
+    assert _all_ids(hg) == []
