@@ -52,6 +52,8 @@ class TickTiming:
 
     def instant_ms(self, tick_ms: int, following_ms: int | None = None) -> int:
         """When `tick_ms` is due (`following_ms`: the tick after it, if known)."""
+        if self.jitter_ms <= 0:  # most schedules: every tick is due at itself
+            return tick_ms
         delay = jitter_delay_ms(self.schedule_id, tick_ms, self.jitter_ms)
         if delay == 0:
             return tick_ms
@@ -68,6 +70,8 @@ class TickTiming:
 
     def due_at_ms(self, next_run_ms: int) -> int | None:
         """When the scheduler should look at the schedule; None once it is finished."""
+        if self.end_at_ms is None and self.jitter_ms <= 0:
+            return next_run_ms
         return None if self.finished(next_run_ms) else self.instant_ms(next_run_ms)
 
     def first_tick_ms(self, after_ms: int) -> int:
