@@ -176,7 +176,8 @@ def _add_app(parser: argparse.ArgumentParser, *, required: bool = False) -> None
         required=required,
         metavar="MODULE:NAME",
         help="the Headgate object of your service, whose handlers run here "
-        "(e.g. myservice.jobs:hg; imported with the working directory on the path)",
+        "(e.g. myservice.jobs:hg; imported with the working directory on the path); "
+        "it names its own store, so --db is not used",
     )
 
 
@@ -237,7 +238,8 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging()
     hg = load_app(args.app) if args.app else Headgate(args.db)
     app = create_app(hg, manage_runtime=True)
-    print(f"headgate: serving {args.db} on http://{args.host}:{args.port}/", file=sys.stderr)
+    store = f"the store of {args.app}" if args.app else args.db
+    print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
     # through the handlers it found. Finding no-op handlers, the process carries
     # on to exit with status 0: a clean stop is not a failure.
