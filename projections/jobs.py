@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from headgate._domain.events import (
+    JOB_EVENTS,
     JobAbandoned,
     JobAttemptFailed,
     JobCancelled,
@@ -65,23 +66,9 @@ class JobRow:
     """The schedule whose Enqueue now made it."""
 
 
-_KEYED: Final = (
-    JobEnqueued,
-    JobClaimed,
-    JobSucceeded,
-    JobAttemptFailed,
-    JobReleased,
-    JobAbandoned,
-    JobQuarantined,
-    JobCancelled,
-    JobRetried,
-    JobFinished,
-)
-
-
 def key(recorded: RecordedEvent) -> str | None:
     event = recorded.event
-    if isinstance(event, _KEYED):
+    if isinstance(event, JOB_EVENTS):
         return event.job_id
     return None
 

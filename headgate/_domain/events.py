@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
@@ -311,6 +311,21 @@ class FingerprintBlameCleared(DomainEvent):
 
     fingerprint: str
     job_id: str
+
+
+JOB_EVENTS: Final = (
+    JobEnqueued,
+    JobClaimed,
+    JobSucceeded,
+    JobAttemptFailed,
+    JobReleased,
+    JobAbandoned,
+    JobQuarantined,
+    JobCancelled,
+    JobRetried,
+    JobFinished,
+)
+"""The events of a job's own stream: its lifecycle, from JobEnqueued on."""
 
 
 @dataclass(frozen=True)

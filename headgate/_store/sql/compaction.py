@@ -34,17 +34,8 @@ from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text,
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import (
+    JOB_EVENTS,
     EnqueueAttempted,
-    JobAbandoned,
-    JobAttemptFailed,
-    JobCancelled,
-    JobClaimed,
-    JobEnqueued,
-    JobFinished,
-    JobQuarantined,
-    JobReleased,
-    JobRetried,
-    JobSucceeded,
     ManualRunRequested,
 )
 from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
@@ -59,21 +50,7 @@ if TYPE_CHECKING:
     from headgate._store.sql.store import SqlStore
 
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
-JOB_TYPES: Final = tuple(
-    type_name(job_type)
-    for job_type in (
-        JobEnqueued,
-        JobClaimed,
-        JobSucceeded,
-        JobAttemptFailed,
-        JobReleased,
-        JobAbandoned,
-        JobQuarantined,
-        JobCancelled,
-        JobRetried,
-        JobFinished,
-    )
-)
+JOB_TYPES: Final = tuple(type_name(job_type) for job_type in JOB_EVENTS)
 """A job's stream is never trimmed: it goes whole, with its rows, once the job is
 finished and past retention."""
 MANUAL_TYPE: Final = type_name(ManualRunRequested)
