@@ -9,6 +9,10 @@ count + 1, claimable again), or quarantined with its fingerprint; then it
 forgets those workers. A worker that is alive, however long its job runs,
 keeps renewing its heartbeat and is never rescued from; one frozen past its
 expiry comes back to find its jobs moved on, and its appends are refused.
+A rescue that quarantines a job's fingerprint holds that fingerprint's
+pending jobs with it (quarantined too), in the same write: enqueues of it are
+refused from then on, and what was enqueued before would only crash more
+workers.
 
 Locally: every worker process, lease or not, at its start (before its first
 claim) and every rescue interval, reads the heartbeat rows of its own boot
@@ -28,6 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from headgate._clock import Clock
 from headgate._domain.events import JobQuarantined
@@ -53,6 +58,9 @@ from headgate._store.port import (
 )
 
 log = get_logger("headgate.workers")
+HOLD_LIMIT: Final = 1_000
+"""Pending jobs quarantined with their fingerprint in one rescue write, at most."""
+LOGGED_IDS: Final = 20
 
 
 class Rescuer:
@@ -178,12 +186,42 @@ class Rescuer:
                 )
         results = transaction.append_units(units)
         taken = _Taken(dead)
+        held: dict[str, JobRow] = {}
         for unit, owner, result in zip(units, owners, results, strict=True):
             if isinstance(result, list):
-                held = any(isinstance(e, JobQuarantined) for e in unit[0].events)
-                taken.jobs.append((owner, held))
+                quarantined_now = any(isinstance(e, JobQuarantined) for e in unit[0].events)
+                taken.jobs.append((owner, quarantined_now))
+                if quarantined_now:
+                    held.setdefault(fingerprint_of_text(owner.kind, owner.payload), owner)
+        taken.held = self._hold_pending(transaction, held)
         transaction.forget_workers([worker.worker_id for worker in dead])
         return taken
+
+    def _hold_pending(
+        self, transaction: WriteTransaction, held: dict[str, JobRow]
+    ) -> dict[str, list[str]]:
+        """Quarantine the jobs still waiting to run of the fingerprints this rescue
+        quarantined a job of: each would crash another worker when claimed (a
+        crash loop's backlog, a schedule's ticks enqueued meanwhile). Read after
+        the rescue's appends, so its own jobs given back are among them; at most
+        HOLD_LIMIT a write (a later crash takes the next ones). Returns the job
+        ids held, per fingerprint."""
+        left = HOLD_LIMIT
+        units: list[Unit] = []
+        for fingerprint, example in sorted(held.items()):
+            for row in transaction.pending_like(example.kind, example.payload, left):
+                event = JobQuarantined(row.job_id, fingerprint, row.crash_count)
+                units.append([StreamAppend(job_stream(row.job_id), row.version, (event,))])
+                left -= 1
+            if left <= 0:
+                break
+        results = transaction.append_units(units)
+        done: dict[str, list[str]] = defaultdict(list)
+        for unit, result in zip(units, results, strict=True):
+            held_job = unit[0].events[0]
+            if isinstance(result, list) and isinstance(held_job, JobQuarantined):
+                done[held_job.fingerprint].append(held_job.job_id)
+        return dict(done)
 
     def _report(self, taken: _Taken, message: str) -> int:
         """Count and log a rescue once its write has committed."""
@@ -199,6 +237,13 @@ class Rescuer:
                 pid=worker.pid,
                 job_ids=[row.job_id for row, _ in taken.jobs if row.worker_id == worker.worker_id],
             )
+        for fingerprint, job_ids in taken.held.items():
+            log.warning(
+                "jobs of a fingerprint quarantined for crashes are held with it, not run",
+                fingerprint=fingerprint,
+                jobs=len(job_ids),
+                job_ids=job_ids[:LOGGED_IDS],
+            )
         return len(taken.jobs)
 
 
@@ -209,3 +254,5 @@ class _Taken:
 
     workers: Sequence[WorkerRow]
     jobs: list[tuple[JobRow, bool]] = field(default_factory=list)
+    held: dict[str, list[str]] = field(default_factory=dict)
+    """Pending jobs quarantined with their fingerprint, by fingerprint."""

@@ -292,6 +292,13 @@ class WriteTransaction(ABC):
         """Jobs in state running on these workers."""
 
     @abstractmethod
+    def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        """Pending jobs of this kind with exactly this payload (its canonical JSON
+        text, as stored): one fingerprint's jobs waiting to run, oldest run_at
+        first (then by id), at most `limit`. A rare read (a quarantine's), so
+        it may scan the pending jobs."""
+
+    @abstractmethod
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         """Each fingerprint's crash blame (thousandths of a crash); 0 if none."""
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from headgate import Headgate, JobContext, WorkerConfig
 from headgate._domain.events import JobAbandoned, JobClaimed
@@ -229,3 +230,34 @@ def test_a_starting_worker_runs_its_dead_predecessors_jobs_in_its_first_turn(
     _eventually(lambda: hg.get_job(job.id).state == "completed", "its end to be recorded")
     done = hg.get_job(job.id)
     assert (done.state, done.crash_count, done.result) == ("completed", 1, 1)
+
+
+def test_the_rescue_that_quarantines_a_fingerprint_holds_its_waiting_jobs_with_it(
+    hg: Headgate, clock: FakeClock, spawn: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """A crash loop's backlog (or a schedule's ticks enqueued meanwhile) would crash
+    a worker each: they are quarantined in the write that quarantines their
+    fingerprint, the rest left alone."""
+    poison = [hg.enqueue("k", {"bad": True}, queue=queue) for queue in ("a", "a", "b", "a")]
+    later = hg.enqueue("k", {"bad": True}, run_at_ms=clock.now_ms() + 3_600_000)
+    healthy = hg.enqueue("k", {"bad": False})
+    rescuer = Rescuer(
+        hg._store, clock, worker_identity("rescuer"), dataclasses.replace(CONFIG, crash_limit=2)
+    )
+    pid, identity = _died(spawn)
+    _worker_running(hg._store, "first", pid, identity, [poison[0].id])
+    assert rescuer.rescue_local() == 1  # one crash: claimable again, nothing held
+    assert {hg.get_job(job.id).state for job in [*poison, later, healthy]} == {"pending"}
+    pid, identity = _died(spawn)
+    _worker_running(hg._store, "second", pid, identity, [poison[0].id])
+    with capture_logs() as logs:
+        assert rescuer.rescue_local() == 1
+    assert hg.quarantine_entry(hg.fingerprint("k", {"bad": True})) is not None
+    held = {job.id: hg.get_job(job.id) for job in [*poison, later]}
+    assert {job.state for job in held.values()} == {"quarantined"}
+    assert [job.crash_count for job in held.values()] == [2, 0, 0, 0, 0]
+    assert hg.get_job(healthy.id).state == "pending"
+    (said,) = [line for line in logs if line["event"].startswith("jobs of a fingerprint")]
+    assert said["jobs"] == 4 and set(said["job_ids"]) == {job.id for job in [*poison[1:], later]}
+    retried = hg.retry_job(poison[1].id)
+    assert retried.state == "pending", "an operator may still run one by hand"

@@ -21,6 +21,7 @@ from headgate._domain.events import (
     JobSucceeded,
 )
 from headgate._errors import ConcurrencyConflict, ValidationError
+from headgate._json import canonical_json
 from headgate._store.port import (
     ANY_VERSION,
     NO_STREAM,
@@ -35,9 +36,16 @@ from tests.store.contract.conftest import StoreFactory
 
 
 def _enqueue(
-    store: Store, job_id: str, *, kind: str = "k", queue: str = "q", run_at_ms: int | None = None
+    store: Store,
+    job_id: str,
+    *,
+    kind: str = "k",
+    queue: str = "q",
+    run_at_ms: int | None = None,
+    payload: object = None,
 ) -> None:
-    job = JobEnqueued(job_id, kind, queue, {"n": job_id}, run_at_ms=run_at_ms)
+    body = {"n": job_id} if payload is None else payload
+    job = JobEnqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)  # type: ignore[arg-type]
     store.log.append(f"job-{job_id}", NO_STREAM, [job])
 
 
@@ -63,6 +71,34 @@ def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
         assert transaction.claimable({"q": 10}, {"k"}, now + 1_000)[-1].job_id == "future"
         assert transaction.claimable({"q": 0}, {"k"}, now) == []
         assert transaction.claimable({"q": 10}, set(), now) == []
+
+
+def test_a_fingerprints_pending_jobs_are_found_by_kind_and_exact_payload(
+    store: Store, clock: FakeClock
+) -> None:
+    """Whatever their queue or run_at; not running ones, not another kind's, not
+    another payload's (key order is canonical: the same payload)."""
+    now = clock.now_ms()
+    poison = {"file": "bad.csv", "rows": [1, 2]}
+    _enqueue(store, "later", payload=poison, run_at_ms=now + 60_000)
+    _enqueue(store, "sooner", payload={"rows": [1, 2], "file": "bad.csv"}, queue="r")
+    _enqueue(store, "running", payload=poison)
+    _claim(store, "running")
+    _enqueue(store, "other-kind", payload=poison, kind="k2")
+    _enqueue(store, "other-payload", payload={"file": "bad.csv", "rows": [1]})
+    text = canonical_json(poison)
+    with store.log.write() as transaction:
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == [
+            "sooner",
+            "later",
+        ]
+        (first,) = transaction.pending_like("k", text, 1)
+        assert (first.job_id, first.state, first.version) == ("sooner", "pending", 1)
+        assert transaction.pending_like("k", canonical_json({"file": "bad.csv"}), 10) == []
+        transaction.append_units(
+            [[StreamAppend("job-sooner", 1, (JobClaimed("sooner", "w", 1, 10**13),))]]
+        )
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == ["later"]
 
 
 def test_a_claimed_job_is_not_claimable_again_and_a_stale_claim_is_refused(store: Store) -> None:
