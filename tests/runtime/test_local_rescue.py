@@ -210,11 +210,12 @@ def _assert_crashed_once(hg: Headgate, job_ids: list[str]) -> None:
         assert hg.get_job(job_id).crash_count == 1
 
 
-def test_a_starting_worker_runs_its_dead_predecessors_jobs_in_its_first_turn(
+def test_a_starting_worker_runs_its_dead_predecessors_jobs_without_a_ttl_or_lease(
     hg: Headgate, clock: FakeClock, spawn: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
-    """No lease, no TTL: the fake clock never moves, so only the check at start
-    can give the job back before the first claim."""
+    """The fake clock never moves, so the predecessor's heartbeat never expires
+    (and the rescuer lease it could hold never would): only the starting
+    worker's own check of this machine's processes gives the job back."""
     ran = threading.Event()
 
     @hg.handler("k")
