@@ -127,6 +127,9 @@ class FaultyTransaction(WriteTransaction):
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._inner.running_on(worker_ids)
 
+    def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        return self._inner.pending_like(kind, payload, limit)
+
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         return self._inner.crash_blame(fingerprints)
 

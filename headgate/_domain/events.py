@@ -238,8 +238,10 @@ class JobAbandoned(DomainEvent):
 
 @dataclass(frozen=True)
 class JobQuarantined(DomainEvent):
-    """The job crashed its workers too often (`crash_count`); held until an
-    operator retries it. Its fingerprint is quarantined in the same unit."""
+    """The job crashed its workers too often (`crash_count`), its fingerprint
+    quarantined in the same unit; or it was waiting to run when a rescue
+    quarantined its fingerprint, and is held with it. Held until an operator
+    retries it."""
 
     job_id: str
     fingerprint: str

@@ -18,6 +18,9 @@ Crash counting, decided here and documented in the README:
   beside its earlier jobs was not its payload.
 * So one crash never quarantines anything (crash_limit is at least 2), and an
   innocent job killed beside the real culprit takes only its share.
+* The rescue that quarantines a job also quarantines its fingerprint's jobs
+  still waiting to run (the rescuer does, in the same write): a crash loop's
+  backlog would otherwise crash a worker each.
 * A job given back at shutdown (released) is never a crash: rolling deploys
   quarantine nothing.
 """

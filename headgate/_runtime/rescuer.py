@@ -1,6 +1,7 @@
-"""The rescue duty: jobs of dead workers made claimable again, by lease.
+"""Jobs of dead workers made claimable again: by lease after their heartbeat
+expired, or at once by a worker of their own machine that knows they died.
 
-One process at a time holds the `rescuer` lease (any process running
+By TTL: one process at a time holds the `rescuer` lease (any process running
 workers competes for it). Every rescue interval it reads the workers whose
 heartbeat has expired and, in one write fenced by its term, records what
 `job_rules.rescue` decides for each running job of theirs: abandoned (crash
@@ -8,11 +9,30 @@ count + 1, claimable again), or quarantined with its fingerprint; then it
 forgets those workers. A worker that is alive, however long its job runs,
 keeps renewing its heartbeat and is never rescued from; one frozen past its
 expiry comes back to find its jobs moved on, and its appends are refused.
+A rescue that quarantines a job's fingerprint holds that fingerprint's
+pending jobs with it (quarantined too), in the same write: enqueues of it are
+refused from then on, and what was enqueued before would only crash more
+workers.
+
+Locally: every worker process, lease or not, at its start (before its first
+claim) and every rescue interval, reads the heartbeat rows of its own boot
+and namespaces, expired or not, and rescues at once those whose process is
+certainly dead (`local_processes`: no process has the pid, or another one
+does). A supervisor's restarted worker thus counts its predecessor's crash
+before it claims anything: a crash loop is quarantined after `crash_limit`
+deaths however long the TTL, and the dead worker's healthy jobs run again
+within a turn. This needs no lease: the write is serialised and reads the
+jobs still running on the dead worker inside it, and each job's rescue is
+appended at the version read there, so two rescuers of one dead worker (two
+restarted workers, or one and the lease holder) count its crash once.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
 
 from headgate._clock import Clock
 from headgate._domain.events import JobQuarantined
@@ -23,10 +43,24 @@ from headgate._errors import LeaseLost, StoreError
 from headgate._logs import get_logger
 from headgate._projections import JobRow
 from headgate._runtime.config import RESCUER_LEASE, WorkerConfig
+from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
-from headgate._store.port import ANY_VERSION, Claimant, Fence, Lease, Store, StreamAppend, Unit
+from headgate._store.port import (
+    ANY_VERSION,
+    Claimant,
+    Fence,
+    Lease,
+    Store,
+    StreamAppend,
+    Unit,
+    WorkerRow,
+    WriteTransaction,
+)
 
 log = get_logger("headgate.workers")
+HOLD_LIMIT: Final = 1_000
+"""Pending jobs quarantined with their fingerprint in one rescue write, at most."""
+LOGGED_IDS: Final = 20
 
 
 class Rescuer:
@@ -38,8 +72,10 @@ class Rescuer:
         config: WorkerConfig,
         *,
         recorder: Recorder = NO_METRICS,
+        processes: LocalProcesses | None = None,
     ):
         self._store = store
+        self._processes = processes if processes is not None else LocalProcesses()
         self._recorder = recorder
         self._clock = clock
         self._claimant = claimant
@@ -50,19 +86,43 @@ class Rescuer:
         self.quarantined = 0
 
     def run_once(self) -> int:
-        """Rescue what is due if this process holds (or takes) the lease; returns
-        how many jobs it took back."""
+        """Rescue the workers of this machine known dead, then, if this process
+        holds (or takes) the lease, those whose heartbeat expired; returns how
+        many jobs it took back."""
+        taken = self.rescue_local()
         try:
             lease = self._keep_lease()
             if lease is None:
-                return 0
-            return self._rescue(Fence(RESCUER_LEASE, lease.term))
+                return taken
+            return taken + self._rescue_expired(Fence(RESCUER_LEASE, lease.term))
         except LeaseLost:
             self._lease = None
-            return 0
+            return taken
         except StoreError:
             log.warning("rescue failed; it runs again at the next interval", exc_info=True)
+            return taken
+
+    def rescue_local(self) -> int:
+        """Rescue, unfenced, the workers of this machine whose process is certainly
+        dead, expired or not (not this process's own); returns the jobs taken."""
+        here = self._processes.here
+        if here is None:
             return 0
+        try:
+            rows = self._store.workers.in_namespaces(here.boot_id, here.namespaces)
+            dead = self._processes.dead_among(
+                row for row in rows if row.worker_id != self._claimant.holder
+            )
+            if not dead:
+                return 0
+            with self._store.log.write() as transaction:
+                taken = self._take_back(transaction, dead)
+        except StoreError:
+            log.warning("local rescue failed; it runs again at the next interval", exc_info=True)
+            return 0
+        return self._report(
+            taken, "worker's process is gone from this machine; its jobs were rescued"
+        )
 
     def release(self) -> None:
         lease, self._lease = self._lease, None
@@ -78,64 +138,121 @@ class Rescuer:
         self._lease = self._store.leases.acquire(RESCUER_LEASE, self._claimant, ttl, current)
         return self._lease
 
-    def _rescue(self, fence: Fence) -> int:
-        taken = 0
+    def _rescue_expired(self, fence: Fence) -> int:
         with self._store.log.write(fence) as transaction:
             dead = transaction.expired_workers(transaction.now_ms)
             if not dead:
                 return 0
-            jobs = transaction.running_on([worker.worker_id for worker in dead])
-            by_id = {row.job_id: row for row in jobs}
-            crashed_by_worker: dict[str, list[CrashedJob]] = defaultdict(list)
-            for row in jobs:
-                assert row.worker_id is not None
-                crashed_by_worker[row.worker_id].append(
-                    CrashedJob(
-                        row.job_id,
-                        row.worker_id,
-                        fingerprint_of_text(row.kind, row.payload),
-                        row.crash_count,
-                        row.version,
-                    )
+            taken = self._take_back(transaction, dead)
+        return self._report(taken, "worker stopped heartbeating; its jobs were rescued")
+
+    def _take_back(self, transaction: WriteTransaction, dead: Sequence[WorkerRow]) -> _Taken:
+        """Record the rescue of the dead workers' running jobs, and forget them, in
+        this transaction: each job at the version read here, so a job another
+        rescuer took back first is not running here, or refused."""
+        jobs = transaction.running_on([worker.worker_id for worker in dead])
+        by_id = {row.job_id: row for row in jobs}
+        crashed_by_worker: dict[str, list[CrashedJob]] = defaultdict(list)
+        for row in jobs:
+            assert row.worker_id is not None
+            crashed_by_worker[row.worker_id].append(
+                CrashedJob(
+                    row.job_id,
+                    row.worker_id,
+                    fingerprint_of_text(row.kind, row.payload),
+                    row.crash_count,
+                    row.version,
                 )
-            fingerprints = {
-                job.fingerprint for crashed in crashed_by_worker.values() for job in crashed
-            }
-            blame = transaction.crash_blame(fingerprints)
-            quarantined = transaction.quarantined(fingerprints)
-            units: list[Unit] = []
-            owners: list[JobRow] = []
-            for worker_id in sorted(crashed_by_worker):
-                for job, job_events, fingerprint_events in rescue(
-                    crashed_by_worker[worker_id], blame, self._config.crash_limit, quarantined
-                ):
-                    owners.append(by_id[job.job_id])
-                    units.append(
-                        [
-                            StreamAppend(job_stream(job.job_id), job.version, job_events),
-                            StreamAppend(
-                                quarantine_stream(job.fingerprint), ANY_VERSION, fingerprint_events
-                            ),
-                        ]
-                    )
-            results = transaction.append_units(units)
-            rescued: list[tuple[JobRow, bool]] = []
-            for unit, owner, result in zip(units, owners, results, strict=True):
-                if isinstance(result, list):
-                    taken += 1
-                    held = any(isinstance(e, JobQuarantined) for e in unit[0].events)
-                    self.quarantined += int(held)
-                    rescued.append((owner, held))
-            transaction.forget_workers([worker.worker_id for worker in dead])
-        self.rescued += taken
-        for row, held in rescued:  # counted once the write has committed
+            )
+        fingerprints = {
+            job.fingerprint for crashed in crashed_by_worker.values() for job in crashed
+        }
+        blame = transaction.crash_blame(fingerprints)
+        quarantined = transaction.quarantined(fingerprints)
+        units: list[Unit] = []
+        owners: list[JobRow] = []
+        for worker_id in sorted(crashed_by_worker):
+            for job, job_events, fingerprint_events in rescue(
+                crashed_by_worker[worker_id], blame, self._config.crash_limit, quarantined
+            ):
+                owners.append(by_id[job.job_id])
+                units.append(
+                    [
+                        StreamAppend(job_stream(job.job_id), job.version, job_events),
+                        StreamAppend(
+                            quarantine_stream(job.fingerprint), ANY_VERSION, fingerprint_events
+                        ),
+                    ]
+                )
+        results = transaction.append_units(units)
+        taken = _Taken(dead)
+        held: dict[str, JobRow] = {}
+        for unit, owner, result in zip(units, owners, results, strict=True):
+            if isinstance(result, list):
+                quarantined_now = any(isinstance(e, JobQuarantined) for e in unit[0].events)
+                taken.jobs.append((owner, quarantined_now))
+                if quarantined_now:
+                    held.setdefault(fingerprint_of_text(owner.kind, owner.payload), owner)
+        taken.held = self._hold_pending(transaction, held)
+        transaction.forget_workers([worker.worker_id for worker in dead])
+        return taken
+
+    def _hold_pending(
+        self, transaction: WriteTransaction, held: dict[str, JobRow]
+    ) -> dict[str, list[str]]:
+        """Quarantine the jobs still waiting to run of the fingerprints this rescue
+        quarantined a job of: each would crash another worker when claimed (a
+        crash loop's backlog, a schedule's ticks enqueued meanwhile). Read after
+        the rescue's appends, so its own jobs given back are among them; at most
+        HOLD_LIMIT a write (a later crash takes the next ones). Returns the job
+        ids held, per fingerprint."""
+        left = HOLD_LIMIT
+        units: list[Unit] = []
+        for fingerprint, example in sorted(held.items()):
+            for row in transaction.pending_like(example.kind, example.payload, left):
+                event = JobQuarantined(row.job_id, fingerprint, row.crash_count)
+                units.append([StreamAppend(job_stream(row.job_id), row.version, (event,))])
+                left -= 1
+            if left <= 0:
+                break
+        results = transaction.append_units(units)
+        done: dict[str, list[str]] = defaultdict(list)
+        for unit, result in zip(units, results, strict=True):
+            held_job = unit[0].events[0]
+            if isinstance(result, list) and isinstance(held_job, JobQuarantined):
+                done[held_job.fingerprint].append(held_job.job_id)
+        return dict(done)
+
+    def _report(self, taken: _Taken, message: str) -> int:
+        """Count and log a rescue once its write has committed."""
+        self.rescued += len(taken.jobs)
+        for row, held in taken.jobs:
+            self.quarantined += int(held)
             self._recorder.job_rescued(row.queue, row.kind, quarantined=held)
-        for worker in dead:
+        for worker in taken.workers:
             log.warning(
-                "worker stopped heartbeating; its jobs were rescued",
+                message,
                 worker_id=worker.worker_id,
                 host=worker.host,
                 pid=worker.pid,
-                jobs=len(crashed_by_worker.get(worker.worker_id, [])),
+                job_ids=[row.job_id for row, _ in taken.jobs if row.worker_id == worker.worker_id],
             )
-        return taken
+        for fingerprint, job_ids in taken.held.items():
+            log.warning(
+                "jobs of a fingerprint quarantined for crashes are held with it, not run",
+                fingerprint=fingerprint,
+                jobs=len(job_ids),
+                job_ids=job_ids[:LOGGED_IDS],
+            )
+        return len(taken.jobs)
+
+
+@dataclass
+class _Taken:
+    """What one rescue write took back: its workers, and per job whether it was
+    quarantined."""
+
+    workers: Sequence[WorkerRow]
+    jobs: list[tuple[JobRow, bool]] = field(default_factory=list)
+    held: dict[str, list[str]] = field(default_factory=dict)
+    """Pending jobs quarantined with their fingerprint, by fingerprint."""

@@ -17,9 +17,12 @@ outcome back to the dispatcher, which they wake.
   slot is given back (a thread is added), it is counted as overdue in the
   heartbeat, and whatever it returns is dropped (its append would be refused
   by the version check anyway).
-* Heartbeat: renewed every quarter of its TTL; the rescuer takes back the
-  jobs of a worker whose heartbeat expired. One that fails to renew for its
-  whole TTL stops claiming until it can again.
+* Heartbeat: renewed every quarter of its TTL, with this process's identity
+  on its machine (`local_processes`); the rescuer takes back the jobs of a
+  worker whose heartbeat expired, or, on the same machine, whose process is
+  certainly dead. It runs before the first claim, so a restarted worker
+  counts its predecessor's crash, and runs its orphaned jobs, at once. One
+  that fails to renew for its whole TTL stops claiming until it can again.
 * Stop: no more claims; running handlers get `shutdown_timeout_s` to end;
   what is still running is released (no attempt or crash counted) so
   another worker takes it at once; the heartbeat row goes.
@@ -51,6 +54,7 @@ from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
 from headgate._runtime.executor import LoopRunner, ThreadRunner
 from headgate._runtime.handlers import HandlerRegistry, HandlerSpec, JobContext
 from headgate._runtime.job_units import Claim
+from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
@@ -120,8 +124,10 @@ class WorkerPool:
         identity: Claimant | None = None,
         *,
         recorder: Recorder = NO_METRICS,
+        processes: LocalProcesses | None = None,
     ) -> None:
         self._store = store
+        self._processes = processes if processes is not None else LocalProcesses()
         self._recorder = recorder
         self._clock = clock
         self._handlers = handlers
@@ -141,7 +147,9 @@ class WorkerPool:
         self._threads = ThreadRunner("headgate-job")
         self._loop = LoopRunner("headgate-async-jobs")
         self._listener: Listener | None = None
-        self._rescuer = Rescuer(store, clock, self.identity, config, recorder=recorder)
+        self._rescuer = Rescuer(
+            store, clock, self.identity, config, recorder=recorder, processes=self._processes
+        )
         self._started_at_ms = 0
         self._last_beat_ms: int | None = None
         self._next_beat_ms = 0
@@ -231,11 +239,11 @@ class WorkerPool:
         if now >= self._next_check_ms:
             self._notice_lost_jobs()
             self._next_check_ms = now + self._config.heartbeat_every_ms
+        if now >= self._next_rescue_ms and not self._stopping.is_set():
+            self._rescuer.run_once()  # before claiming: the dead's jobs are claimable now
+            self._next_rescue_ms = now + self._config.rescue_interval_ms
         claiming = not self._stopping.is_set() and self._heartbeat_fresh(now)
         self._write(claiming=claiming, release=final)
-        if now >= self._next_rescue_ms and not self._stopping.is_set():
-            self._rescuer.run_once()
-            self._next_rescue_ms = now + self._config.rescue_interval_ms
 
     def _sleep_s(self) -> float:
         """Until the next thing due: a poll, a heartbeat, a deadline, a rescue,
@@ -532,6 +540,7 @@ class WorkerPool:
             started_at_ms=self._started_at_ms,
             running=self.running,
             overdue=self._overdue(),
+            process=self._processes.here,
         )
         try:
             self._store.workers.beat(beat, self._config.heartbeat_ttl_ms)
@@ -629,7 +638,14 @@ def drain(
     give_up = time.monotonic() + timeout_s
     totals = Counter[str]()
     beat = WorkerBeat(
-        identity.holder, identity.host, identity.pid, dict.fromkeys(queues, 1), clock.now_ms(), 0, 0
+        identity.holder,
+        identity.host,
+        identity.pid,
+        dict.fromkeys(queues, 1),
+        clock.now_ms(),
+        0,
+        0,
+        process=LocalProcesses().here,
     )
     next_beat = 0.0
     try:

@@ -58,6 +58,7 @@ __all__ = [
     "Leases",
     "Listener",
     "Page",
+    "ProcessIdentity",
     "Reads",
     "Store",
     "StreamAppend",
@@ -127,6 +128,21 @@ class Claimant:
 
 
 @dataclass(frozen=True)
+class ProcessIdentity:
+    """What tells a worker's process apart from every other process of its machine
+    while that machine runs, beyond its pid (which is reused) and host name
+    (which repeats): see `headgate._runtime.local_processes`."""
+
+    boot_id: str
+    """The kernel's boot id: random at each boot of each machine."""
+    namespaces: str
+    """The pid and time namespaces its pid and start time were read in
+    (`pid:[4026531836] time:[4026531834]`)."""
+    start_ticks: int
+    """When it started, in clock ticks since boot (/proc/PID/stat, field 22)."""
+
+
+@dataclass(frozen=True)
 class WorkerBeat:
     """A worker process's heartbeat: who it is, what it serves, what it holds."""
 
@@ -139,6 +155,8 @@ class WorkerBeat:
     running: int
     overdue: int
     """Handlers still running past their timeout (their threads cannot be killed)."""
+    process: ProcessIdentity | None = None
+    """None where the process cannot be told apart for certain (not Linux)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,8 @@ class WorkerRow:
     expires_at_ms: int
     running: int
     overdue: int
+    process: ProcessIdentity | None = None
+    """None for a worker that could not tell (or an earlier build's row)."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +290,13 @@ class WriteTransaction(ABC):
     @abstractmethod
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         """Jobs in state running on these workers."""
+
+    @abstractmethod
+    def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        """Pending jobs of this kind with exactly this payload (its canonical JSON
+        text, as stored): one fingerprint's jobs waiting to run, oldest run_at
+        first (then by id), at most `limit`. A rare read (a quarantine's), so
+        it may scan the pending jobs."""
 
     @abstractmethod
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
@@ -425,6 +452,12 @@ class Workers(ABC):
     @abstractmethod
     def live(self, now_ms: int) -> list[WorkerRow]:
         """Workers whose heartbeat has not expired by now_ms, oldest first."""
+
+    @abstractmethod
+    def in_namespaces(self, boot_id: str, namespaces: str) -> list[WorkerRow]:
+        """Workers, expired or not, whose process identity names this boot id and
+        these namespaces (so a process under them can look their pids up),
+        oldest first; rows without an identity are never among them."""
 
 
 class Listener(ABC):

@@ -194,6 +194,9 @@ class SqlWriteTransaction(WriteTransaction):
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._learn_versions(queries.running_on(self.connection, worker_ids))
 
+    def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        return self._learn_versions(queries.pending_like(self.connection, kind, payload, limit))
+
     def _learn_versions(self, rows: list[JobRow]) -> list[JobRow]:
         """A job row's version is its stream's: the projection is written in the
         transaction that appends, and no other writer runs while we hold the

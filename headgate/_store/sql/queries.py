@@ -206,6 +206,16 @@ def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobR
     return [JobRow(*row) for row in connection.execute(query)]
 
 
+def pending_like(connection: Connection, kind: str, payload: str, limit: int) -> list[JobRow]:
+    query = (
+        select(*_JOB_ROW_COLUMNS)
+        .where(_CLAIMABLE, _jobs.c.kind == kind, _jobs.c.payload == payload)
+        .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+        .limit(limit)
+    )
+    return [JobRow(*row) for row in connection.execute(query)]
+
+
 def crash_blame(connection: Connection, fingerprints: Collection[str]) -> dict[str, int]:
     wanted = list(dict.fromkeys(fingerprints))
     if not wanted:

@@ -120,11 +120,18 @@ workers = Table(
     Column("expires_at_ms", BigInteger, nullable=False),
     Column("running", Integer, nullable=False),
     Column("overdue", Integer, nullable=False),
+    Column("process_boot_id", String(64)),
+    Column("process_namespaces", String(128)),
+    Column("process_start_ticks", BigInteger),
 )
 """One row per worker process start: operational state, like a lease. Its
 heartbeat moves expires_at_ms on; once that passes, the rescuer takes the
 worker's running jobs back (and removes the row). `queues` is JSON
-{queue: capacity}; `overdue` counts handlers still running past their timeout."""
+{queue: capacity}; `overdue` counts handlers still running past their timeout.
+The `process_` columns identify the process for certain on its machine (all
+three, or none: an earlier build's row, or a system without /proc), so a
+worker there can rescue it as soon as it is dead. The table holds a row per
+running worker process and is read whole, so it has no index on them."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""Worker heartbeats on SQL: one row per worker process start (operational state)."""
+"""Worker heartbeats on SQL: one row per worker process start (operational state).
+
+A row's process identity is three nullable columns, all set or all NULL (rows
+from before revision 0006 have none): read back as `WorkerRow.process`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from headgate._store.port import WorkerBeat, WorkerRow, Workers
+from headgate._store.port import ProcessIdentity, WorkerBeat, WorkerRow, Workers
 from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.schema import workers
@@ -18,8 +22,26 @@ if TYPE_CHECKING:
     from headgate._store.sql.store import SqlStore
 
 
+_PROCESS_COLUMNS = ("process_boot_id", "process_namespaces", "process_start_ticks")
+
+
 def _row(mapping: Any) -> WorkerRow:
-    return WorkerRow(**{**mapping, "queues": json.loads(mapping["queues"])})
+    values = {k: v for k, v in mapping.items() if k not in _PROCESS_COLUMNS}
+    boot_id, namespaces, start_ticks = (mapping[name] for name in _PROCESS_COLUMNS)
+    process = None
+    if boot_id is not None and namespaces is not None and start_ticks is not None:
+        process = ProcessIdentity(boot_id, namespaces, int(start_ticks))
+    return WorkerRow(**{**values, "queues": json.loads(values["queues"]), "process": process})
+
+
+def _process_values(process: ProcessIdentity | None) -> dict[str, object]:
+    if process is None:
+        return dict.fromkeys(_PROCESS_COLUMNS)
+    return {
+        "process_boot_id": process.boot_id,
+        "process_namespaces": process.namespaces,
+        "process_start_ticks": process.start_ticks,
+    }
 
 
 def expired(connection: Connection, now_ms: int) -> list[WorkerRow]:
@@ -54,6 +76,7 @@ class SqlWorkers(Workers):
                 "expires_at_ms": now + ttl_ms,
                 "running": beat.running,
                 "overdue": beat.overdue,
+                **_process_values(beat.process),
             }
             renewed = connection.execute(
                 update(workers).where(workers.c.worker_id == beat.worker_id).values(**values)
@@ -71,6 +94,7 @@ class SqlWorkers(Workers):
             expires_at_ms=now + ttl_ms,
             running=beat.running,
             overdue=beat.overdue,
+            process=beat.process,
         )
 
     def stop(self, worker_id: str) -> None:
@@ -81,6 +105,19 @@ class SqlWorkers(Workers):
         query = (
             select(workers)
             .where(workers.c.expires_at_ms > now_ms)
+            .order_by(workers.c.started_at_ms, workers.c.worker_id)
+        )
+        with translated_errors("reading workers"), self._engine.connect() as connection:
+            return [_row(row) for row in connection.execute(query).mappings()]
+
+    def in_namespaces(self, boot_id: str, namespaces: str) -> list[WorkerRow]:
+        query = (
+            select(workers)
+            .where(
+                workers.c.process_boot_id == boot_id,
+                workers.c.process_namespaces == namespaces,
+                workers.c.process_start_ticks.is_not(None),
+            )
             .order_by(workers.c.started_at_ms, workers.c.worker_id)
         )
         with translated_errors("reading workers"), self._engine.connect() as connection:

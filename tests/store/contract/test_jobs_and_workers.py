@@ -21,15 +21,31 @@ from headgate._domain.events import (
     JobSucceeded,
 )
 from headgate._errors import ConcurrencyConflict, ValidationError
-from headgate._store.port import ANY_VERSION, NO_STREAM, JobFilter, Store, StreamAppend, WorkerBeat
+from headgate._json import canonical_json
+from headgate._store.port import (
+    ANY_VERSION,
+    NO_STREAM,
+    JobFilter,
+    ProcessIdentity,
+    Store,
+    StreamAppend,
+    WorkerBeat,
+)
 from headgate.testing import FakeClock
 from tests.store.contract.conftest import StoreFactory
 
 
 def _enqueue(
-    store: Store, job_id: str, *, kind: str = "k", queue: str = "q", run_at_ms: int | None = None
+    store: Store,
+    job_id: str,
+    *,
+    kind: str = "k",
+    queue: str = "q",
+    run_at_ms: int | None = None,
+    payload: object = None,
 ) -> None:
-    job = JobEnqueued(job_id, kind, queue, {"n": job_id}, run_at_ms=run_at_ms)
+    body = {"n": job_id} if payload is None else payload
+    job = JobEnqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)  # type: ignore[arg-type]
     store.log.append(f"job-{job_id}", NO_STREAM, [job])
 
 
@@ -55,6 +71,34 @@ def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
         assert transaction.claimable({"q": 10}, {"k"}, now + 1_000)[-1].job_id == "future"
         assert transaction.claimable({"q": 0}, {"k"}, now) == []
         assert transaction.claimable({"q": 10}, set(), now) == []
+
+
+def test_a_fingerprints_pending_jobs_are_found_by_kind_and_exact_payload(
+    store: Store, clock: FakeClock
+) -> None:
+    """Whatever their queue or run_at; not running ones, not another kind's, not
+    another payload's (key order is canonical: the same payload)."""
+    now = clock.now_ms()
+    poison = {"file": "bad.csv", "rows": [1, 2]}
+    _enqueue(store, "later", payload=poison, run_at_ms=now + 60_000)
+    _enqueue(store, "sooner", payload={"rows": [1, 2], "file": "bad.csv"}, queue="r")
+    _enqueue(store, "running", payload=poison)
+    _claim(store, "running")
+    _enqueue(store, "other-kind", payload=poison, kind="k2")
+    _enqueue(store, "other-payload", payload={"file": "bad.csv", "rows": [1]})
+    text = canonical_json(poison)
+    with store.log.write() as transaction:
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == [
+            "sooner",
+            "later",
+        ]
+        (first,) = transaction.pending_like("k", text, 1)
+        assert (first.job_id, first.state, first.version) == ("sooner", "pending", 1)
+        assert transaction.pending_like("k", canonical_json({"file": "bad.csv"}), 10) == []
+        transaction.append_units(
+            [[StreamAppend("job-sooner", 1, (JobClaimed("sooner", "w", 1, 10**13),))]]
+        )
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == ["later"]
 
 
 def test_a_claimed_job_is_not_claimable_again_and_a_stale_claim_is_refused(store: Store) -> None:
@@ -168,8 +212,10 @@ def test_a_completed_job_clears_its_fingerprints_blame(store: Store) -> None:
         assert transaction.crash_blame(["fp"]) == {"fp": 500}
 
 
-def _beat(worker_id: str, running: int = 0) -> WorkerBeat:
-    return WorkerBeat(worker_id, "host", 1, {"q": 4}, 1, running, 0)
+def _beat(
+    worker_id: str, running: int = 0, process: ProcessIdentity | None = None, started: int = 1
+) -> WorkerBeat:
+    return WorkerBeat(worker_id, "host", 1, {"q": 4}, started, running, 0, process)
 
 
 def test_heartbeats_keep_a_worker_live_until_they_stop(store: Store, clock: FakeClock) -> None:
@@ -185,6 +231,41 @@ def test_heartbeats_keep_a_worker_live_until_they_stop(store: Store, clock: Fake
         assert transaction.expired_workers(transaction.now_ms) == []
     store.workers.stop("w1")
     assert store.workers.live(clock.now_ms()) == []
+
+
+BOOT = "3a5419f7-b5ea-4d8d-a96a-a99bcbb6c25c"
+NAMESPACES = "pid:[4026531836] time:[4026531834]"
+
+
+def test_workers_sharing_a_boot_and_namespaces_are_found_expired_or_not(
+    store: Store, clock: FakeClock
+) -> None:
+    """What a worker needs to check its machine's other workers for death: their
+    rows, with the identity each wrote, however stale their heartbeat."""
+    here = ProcessIdentity(BOOT, NAMESPACES, 70_147)
+    store.workers.beat(_beat("later", process=ProcessIdentity(BOOT, NAMESPACES, 9), started=5), 100)
+    store.workers.beat(_beat("here", process=here), ttl_ms=100)
+    store.workers.beat(_beat("other-boot", process=ProcessIdentity("b2", NAMESPACES, 1)), 100)
+    store.workers.beat(_beat("other-ns", process=ProcessIdentity(BOOT, "pid:[1] time:[2]", 1)), 100)
+    store.workers.beat(_beat("old-build"), ttl_ms=100)
+    clock.advance(1_000)  # every heartbeat has expired
+    store.workers.beat(_beat("here", running=3, process=here), ttl_ms=100)  # renewed
+    found = store.workers.in_namespaces(BOOT, NAMESPACES)
+    assert [(w.worker_id, w.process) for w in found] == [
+        ("here", here),
+        ("later", ProcessIdentity(BOOT, NAMESPACES, 9)),
+    ]
+    assert found[0].running == 3
+    assert store.workers.in_namespaces(BOOT, "pid:[4026531836]") == []
+    with store.log.write() as transaction:
+        expired = {w.worker_id: w.process for w in transaction.expired_workers(transaction.now_ms)}
+        assert expired["old-build"] is None and expired["later"] is not None
+        transaction.forget_workers(["here"])
+    assert [w.worker_id for w in store.workers.in_namespaces(BOOT, NAMESPACES)] == ["later"]
+    assert store.workers.beat(_beat("again", process=here), ttl_ms=100).process == here
+    assert [(w.worker_id, w.process) for w in store.workers.live(clock.now_ms())] == [
+        ("again", here)
+    ]
 
 
 def test_jobs_list_newest_first_filtered_and_paged(store: Store, clock: FakeClock) -> None:

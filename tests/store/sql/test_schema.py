@@ -430,7 +430,7 @@ def test_revision_4_reports_ticks_with_two_jobs_and_changes_nothing(store_url: s
         }
         with engine.begin() as connection:
             connection.execute(delete(jobs).where(jobs.c.job_id == "extra-job"))
-        assert migrate(engine) == [4, 5]
+        assert migrate(engine) == list(range(4, LATEST_VERSION + 1))
         with (
             pytest.raises(ConstraintViolation, match=r"each tick has one job"),
             translated_errors("inserting"),
@@ -439,3 +439,42 @@ def test_revision_4_reports_ticks_with_two_jobs_and_changes_nothing(store_url: s
             connection.execute(insert(jobs), [_job_row("again", 60_000, 6)])
     finally:
         engine.dispose()
+
+
+def test_revision_6_keeps_the_heartbeats_of_earlier_builds_on_the_ttl_rule(
+    store_url: str,
+) -> None:
+    """A worker row written before its process identity existed reads back with
+    none: no worker can prove its process dead, so only its expiry rescues it."""
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine, target=5)
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO headgate_workers (worker_id, host, pid, queues, started_at_ms,"
+                    " heartbeat_at_ms, expires_at_ms, running, overdue)"
+                    " VALUES ('vm:4242:ab12cd34', 'vm', 4242, '{\"q\": 2}', 1000, 5000, 15000, 1, 0)"
+                )
+            )
+        assert migrate(engine) == [6]
+    finally:
+        engine.dispose()
+    clock = FakeClock(10_000)
+    store = SqlStore(store_url, clock)
+    try:
+        (row,) = store.workers.live(10_000)
+        assert (row.worker_id, row.pid, dict(row.queues), row.running) == (
+            "vm:4242:ab12cd34",
+            4242,
+            {"q": 2},
+            1,
+        )
+        assert row.process is None
+        with store.log.write() as transaction:
+            assert transaction.expired_workers(transaction.now_ms) == []
+        clock.set(15_000)
+        with store.log.write() as transaction:
+            assert [w.worker_id for w in transaction.expired_workers(15_000)] == [row.worker_id]
+    finally:
+        store.close()
