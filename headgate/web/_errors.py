@@ -37,6 +37,20 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def request_header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header `name` (lower case) as sent, decoded as latin-1
+    (every byte maps to one character), or None."""
+    raw = request_header_bytes(scope, name)
+    return None if raw is None else raw.decode("latin-1")
+
+
+def request_header_bytes(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
 def error(
     status: int, message: str, headers: dict[str, str] | None = None, **extra: object
 ) -> JSONResponse:
