@@ -188,6 +188,8 @@ class TestLogout:
             page = client.get(path).text
             assert page.count('class="logout') >= 1, path
             assert '<meta name="csrf-token"' in page, path
+        docs = client.get("/docs").text  # Swagger UI's "Try it out" sends it (static/docs.js)
+        assert '<meta name="csrf-token"' in docs and 'class="logout' not in docs
         with TestClient(create_app(hg, api_token=""), base_url=LOCAL) as open_client:
             page = open_client.get("/").text
             assert "logout" not in page and "csrf-token" not in page
