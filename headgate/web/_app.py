@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -130,9 +130,9 @@ class _GuardedApp(FastAPI):
     included: a 500 carries the headers too (middleware added the usual way
     sits inside the error middleware, which answers with the original send)."""
 
-    def __init__(self, frame_ancestors: Sequence[str] | None, **settings: object) -> None:
+    def __init__(self, frame_ancestors: Sequence[str] | None, **settings: Any) -> None:
         self._frame_ancestors = frame_ancestors
-        super().__init__(**settings)  # type: ignore[arg-type]
+        super().__init__(**settings)
 
     def build_middleware_stack(self) -> ASGIApp:
         return SecurityHeaders(super().build_middleware_stack(), self._frame_ancestors)

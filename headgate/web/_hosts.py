@@ -52,6 +52,8 @@ def allowed_hosts_from(names: Iterable[str] | None) -> frozenset[str]:
     an entry that is not a host name."""
     if names is None:
         names = os.environ.get(ENVIRONMENT, "").split(",")
+    elif isinstance(names, str):
+        raise ValueError("allowed_hosts: a list of host names, e.g. ['jobs.internal']")
     accepted = set(LOOPBACK_HOSTS)
     for name in names:
         if not name.strip():

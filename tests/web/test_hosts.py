@@ -114,6 +114,8 @@ def test_the_operator_names_other_hosts_or_any(
 def test_an_allowed_host_that_is_not_a_name_is_refused_at_start(hg: Headgate, entry: str) -> None:
     with pytest.raises(ValueError, match="allowed_hosts"):
         create_app(hg, api_token="", allowed_hosts=[entry])
+    with pytest.raises(ValueError, match="a list of host names"):
+        create_app(hg, api_token="", allowed_hosts="jobs.internal")
 
 
 def test_the_probes_answer_any_host(hg: Headgate) -> None:
