@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -86,6 +88,15 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
     serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="NAME",
+        help="answer requests addressed to this host name too, besides the loopback ones "
+        "(repeatable; '*' for any; default $HEADGATE_ALLOWED_HOSTS, comma-separated; bound "
+        "to another address, that address and this machine's name and addresses)",
+    )
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
@@ -234,10 +245,21 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn  # noqa: PLC0415
 
     from headgate.web import create_app  # noqa: PLC0415
+    from headgate.web._hosts import allowed_hosts_from  # noqa: PLC0415
 
     configure_logging()
+    allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
+    try:
+        allowed_hosts_from(allowed_hosts)  # checked before the store is opened
+    except ValueError as error:
+        reason = str(error).removeprefix("allowed_hosts: ")
+        print(
+            f"error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): {reason}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     hg = load_app(args.app) if args.app else Headgate(args.db)
-    app = create_app(hg, manage_runtime=True)
+    app = create_app(hg, manage_runtime=True, allowed_hosts=allowed_hosts)
     store = f"the store of {args.app}" if args.app else args.db
     print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
@@ -248,6 +270,64 @@ def _serve(args: argparse.Namespace) -> int:
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     print("headgate: stopped; scheduler lease released", file=sys.stderr)
     return 0
+
+
+def _hosts_to_answer(bind: str, given: list[str] | None) -> list[str] | None:
+    """The host names `serve` answers besides the loopback ones (None: create_app's
+    default, $HEADGATE_ALLOWED_HOSTS), saying so when it matters.
+
+    Bound to a loopback address, the default stands. Bound to another, the Host
+    check cannot know the name clients use, so unless told it accepts the bound
+    address, or for a wildcard (0.0.0.0, ::) this machine's name and addresses:
+    what a client that reaches it directly types. A name that is neither is
+    still refused, which is what stops DNS rebinding; a proxy's public name is
+    given with --allowed-host. Without a token such a server is open to anyone
+    who can reach it, and it says so.
+    """
+    if _is_loopback(bind):
+        return given
+    if not os.environ.get("HEADGATE_API_TOKEN"):
+        print(
+            f"headgate: warning: listening on {bind} with no HEADGATE_API_TOKEN: anyone who "
+            "can reach this address can read and change its schedules and jobs; set "
+            "HEADGATE_API_TOKEN to require a token",
+            file=sys.stderr,
+        )
+    if given or os.environ.get("HEADGATE_ALLOWED_HOSTS"):
+        return given
+    names = _this_machine() if bind in ("0.0.0.0", "::", "") else [bind]
+    shown = ", ".join(f"[{name}]" if ":" in name else name for name in names)
+    print(
+        f"headgate: answering requests addressed to localhost, 127.0.0.1, [::1], {shown}; "
+        "name others with --allowed-host NAME",
+        file=sys.stderr,
+    )
+    return names
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _this_machine() -> list[str]:
+    """This machine's host name and the addresses it resolves to (in a container
+    or a pod, its own address: /etc/hosts maps the name to it)."""
+    name = socket.gethostname()
+    names = [name]
+    try:
+        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except OSError:  # the name does not resolve: the name alone, then
+        found = []
+    for *_, address in found:
+        text = str(address[0])
+        if text not in names and not _is_loopback(text):
+            names.append(text)
+    return names
 
 
 def _worker(args: argparse.Namespace) -> int:

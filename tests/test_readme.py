@@ -12,6 +12,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
+from tests.web.conftest import LOCAL
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -59,7 +60,7 @@ def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -
     namespace: dict[str, Any] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     hg = namespace["hg"]
-    with TestClient(namespace["app"]) as client:
+    with TestClient(namespace["app"], base_url=LOCAL) as client:
         assert hg.running
         deadline = time.monotonic() + 10
         while hg.lease_status() is None and time.monotonic() < deadline:
@@ -125,7 +126,7 @@ def test_the_metrics_example_exposes_headgates_metrics_in_the_hosts_registry(
     exec(compile(example, "README.md", "exec"), namespace)
     hg = namespace["hg"]
     try:
-        with TestClient(namespace["app"]) as client:
+        with TestClient(namespace["app"], base_url=LOCAL) as client:
             response = client.get("/metrics/")
         assert response.status_code == 200
         assert "headgate_store_up 1.0" in response.text

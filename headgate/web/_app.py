@@ -1,11 +1,13 @@
-"""Assemble the ASGI app: API, console, docs, probes, static files, errors, limits, auth."""
+"""Assemble the ASGI app: API, console, docs, probes, static files, errors, limits,
+auth, and the browser-facing guards (Host check, cross-site writes, headers)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, Final
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -14,6 +16,7 @@ from headgate._app import Headgate
 from headgate.web import _api as api
 from headgate.web import _console as console
 from headgate.web import _docs as docs
+from headgate.web import _login as login
 from headgate.web import _probes as probes
 from headgate.web import _scrape as scrape
 from headgate.web._auth import TokenAuth
@@ -26,10 +29,23 @@ from headgate.web._errors import (
     install_error_handlers,
     log,
 )
+from headgate.web._guard import WriteGuard
+from headgate.web._headers import SecurityHeaders, frame_ancestors_directive
+from headgate.web._hosts import HostCheck, allowed_hosts_from
+from headgate.web._session import Sessions
+from headgate.web._throttle import FailureThrottle
+
+SESSION_SECRET_ENVIRONMENT: Final = "HEADGATE_SESSION_SECRET"
 
 
 def create_app(
-    hg: Headgate, *, api_token: str | None = None, manage_runtime: bool = False
+    hg: Headgate,
+    *,
+    api_token: str | None = None,
+    manage_runtime: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
+    frame_ancestors: Sequence[str] | None = None,
+    session_secret: str | None = None,
 ) -> FastAPI:
     """The control API (/api/v1, OpenAPI at /openapi.json, Swagger UI at /docs), the
     console (/), the Prometheus metrics (/metrics) and the probes (/healthz, /readyz).
@@ -40,8 +56,25 @@ def create_app(
     A mounted app's startup and shutdown never run (Starlette runs only the
     outer app's), so a host that mounts it starts and closes `hg` in its own
     lifespan and leaves this False (README: "Embed it in a service").
+
+    `allowed_hosts`: the host names requests may be addressed to besides the
+    loopback ones ("*": any, for a host that checks Host itself); defaults to
+    $HEADGATE_ALLOWED_HOSTS, comma-separated (`_hosts`). `frame_ancestors`: the
+    CSP sources that may frame the console (default: none may; `_headers`).
+    `session_secret`: what the console's login sessions are signed with besides
+    the token, shared by processes behind one address; defaults to
+    $HEADGATE_SESSION_SECRET, else random per app (`_session`). A bad value of
+    any raises ValueError naming it.
     """
-    token = api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN") or None
+    token = (api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN")) or None
+    hosts = allowed_hosts_from(allowed_hosts)
+    frame_ancestors_directive(frame_ancestors)  # refuses a bad source now, not per response
+    secret = session_secret or os.environ.get(SESSION_SECRET_ENVIRONMENT) or None
+    sessions = (
+        Sessions(token, hg.clock, secret.encode("utf-8", "surrogatepass") if secret else None)
+        if token
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
@@ -54,7 +87,8 @@ def create_app(
             if manage_runtime:
                 hg.close()
 
-    app = FastAPI(
+    app = _GuardedApp(
+        frame_ancestors,
         title="Headgate",
         summary="Durable periodic jobs: schedules, enqueue history, Enqueue now.",
         version="0.1.0",
@@ -64,22 +98,44 @@ def create_app(
     )
     app.state.headgate = hg
     app.state.api_token = token
+    app.state.sessions = sessions
+    app.state.login_throttle = FailureThrottle(hg.clock)
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(scrape.router)
     app.include_router(console.router)
+    app.include_router(login.router)
     app.include_router(probes.router)
     app.include_router(docs.router)
     docs.mount_assets(app)
     app.mount(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
+    # Outermost last: Host check, write guard, auth, body limits, the routes;
+    # the security headers wrap even the error middleware (_GuardedApp).
     app.add_middleware(BodyLimits)
-    if token:
-        app.add_middleware(TokenAuth, token=token)
+    if token and sessions is not None:
+        app.add_middleware(
+            TokenAuth, token=token, sessions=sessions, throttle=app.state.login_throttle
+        )
     if manage_runtime:
         app.add_middleware(WarnIfMountedWithRuntime)
+    app.add_middleware(WriteGuard, sessions=sessions)
+    app.add_middleware(HostCheck, allowed=hosts)
     return app
+
+
+class _GuardedApp(FastAPI):
+    """FastAPI with SecurityHeaders outside everything, the error middleware
+    included: a 500 carries the headers too (middleware added the usual way
+    sits inside the error middleware, which answers with the original send)."""
+
+    def __init__(self, frame_ancestors: Sequence[str] | None, **settings: Any) -> None:
+        self._frame_ancestors = frame_ancestors
+        super().__init__(**settings)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack(), self._frame_ancestors)
 
 
 class WarnIfMountedWithRuntime:

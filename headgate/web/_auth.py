@@ -1,53 +1,89 @@
 """Optional token auth: with HEADGATE_API_TOKEN set, every request needs the token,
-as a bearer header (API clients) or a cookie set by the console's login page;
-all but the login page, the probes and the static files."""
+as a bearer header (API clients) or the session cookie the console's login sets
+(`_session`); all but the login and logout routes, the probes and the static files.
+
+A request with an `Authorization: Bearer` header is judged by it alone: a wrong
+one is refused even with a valid cookie, so the cookie authorises exactly the
+requests the write guard asks a CSRF token of (`_guard`). A wrong bearer token
+counts towards the client's login throttle (`_throttle`) and is logged with the
+client's address, never with what was offered.
+"""
 
 from __future__ import annotations
 
 import hmac
 from typing import Final
 
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from headgate.web._errors import ASGIApp, Receive, Scope, Send
+from headgate.web._errors import ASGIApp, Receive, Scope, Send, log, request_header_bytes
+from headgate.web._guard import session_cookie
 from headgate.web._probes import HEALTH_PATHS
+from headgate.web._session import Sessions, token_bytes
+from headgate.web._templates import SESSION_STATE, page
+from headgate.web._throttle import FailureThrottle, client_key
 
-COOKIE: Final = "headgate_token"
-_OPEN_PATHS: Final = frozenset({"/login", *HEALTH_PATHS})
-"""Paths answered without the token: the login page, and the probes (a load
+OPEN_PATHS: Final = frozenset({"/login", "/logout", *HEALTH_PATHS})
+"""Paths answered without the token: logging in and out, and the probes (a load
 balancer's or Kubernetes' carries none)."""
 _OPEN_PREFIXES: Final = ("/static/",)
-_LOGIN_PAGE: Final = """<!doctype html><html><head><meta charset="utf-8">
-<title>Headgate login</title><link rel="stylesheet" href="{base}/static/console.css">
-</head><body><main>
-<h1>Headgate</h1><p>This console needs the API token.</p>
-<form id="login">
-<input type="password" name="token" placeholder="token" required autofocus>
-<button type="submit">Log in</button> <span id="login-error" class="error"></span></form>
-<script>
-document.getElementById("login").addEventListener("submit", async (event) => {{
-  event.preventDefault();
-  const token = event.target.token.value;
-  const response = await fetch("{base}/login", {{method: "POST",
-    headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{token}})}});
-  if (response.ok) {{ location.reload(); }}
-  else {{ document.getElementById("login-error").textContent = "wrong token"; }}
-}});
-</script></main></body></html>"""
+_API_PREFIXES: Final = ("/api/", "/openapi.json", "/docs", "/metrics")
 
 
-def login_page(base: str) -> str:
-    return _LOGIN_PAGE.format(base=base)
+def token_matches(expected: str, offered: str | bytes | None) -> bool:
+    """Constant-time comparison of the bytes; a string that no valid token can
+    equal (a lone surrogate, legal in JSON) simply does not match."""
+    if offered is None:
+        return False
+    if isinstance(offered, str):
+        offered = offered.encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(token_bytes(expected), offered)
 
 
-def token_matches(expected: str, offered: str | None) -> bool:
-    return offered is not None and hmac.compare_digest(expected.encode(), offered.encode())
+def bearer_credentials(scope: Scope) -> bytes | None:
+    """The credentials of an `Authorization: Bearer ...` header, as sent (bytes:
+    a UTF-8 token arrives as UTF-8), or None when there is no bearer header."""
+    header = request_header_bytes(scope, b"authorization")
+    if header is None:
+        return None
+    scheme, _, credentials = header.strip().partition(b" ")
+    return credentials.strip() if scheme.lower() == b"bearer" else None
+
+
+def client_address(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+def too_many_attempts(retry_after_s: int) -> JSONResponse:
+    return JSONResponse(
+        {"error": f"authorization: too many wrong tokens; retry in {retry_after_s} s"},
+        status_code=429,
+        headers={"Retry-After": str(retry_after_s)},
+    )
+
+
+def record_failure(throttle: FailureThrottle, scope: Scope, event: str) -> None:
+    address = client_address(scope)
+    if throttle.failed(client_key(address)):
+        log.warning(f"{event}; client throttled", client=address, failures=throttle.limit)
+    else:
+        log.warning(event, client=address)
+
+
+def _is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
 
 
 class TokenAuth:
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, sessions: Sessions, throttle: FailureThrottle
+    ) -> None:
         self.app = app
         self.token = token
+        self.sessions = sessions
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,26 +93,35 @@ class TokenAuth:
         # (the root path): the open paths are the app's own.
         base: str = scope.get("root_path", "")
         path: str = scope["path"].removeprefix(base) if base else scope["path"]
-        if path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES) or self._authorised(scope):
-            await self.app(scope, receive, send)
-            return
-        if path.startswith(("/api/", "/openapi.json", "/docs", "/metrics")):
-            response: JSONResponse | HTMLResponse = JSONResponse(
+        bearer = bearer_credentials(scope)
+        refusal: Response | None = None
+        if _is_open(path) or bearer is None:
+            session = None if bearer is not None else self.sessions.verify(session_cookie(scope))
+            if session is not None:
+                scope.setdefault("state", {})[SESSION_STATE] = session
+            if session is None and not _is_open(path):
+                refusal = self._unauthorised(scope, path)
+        else:
+            refusal = self._bearer_refusal(scope, bearer, path)
+        await (refusal or self.app)(scope, receive, send)
+
+    def _bearer_refusal(self, scope: Scope, bearer: bytes, path: str) -> Response | None:
+        """None for the right token; 429 for a throttled client, else 401."""
+        client = client_key(client_address(scope))
+        retry_after = self.throttle.retry_after_s(client)
+        if retry_after is not None:
+            return too_many_attempts(retry_after)
+        if token_matches(self.token, bearer):
+            self.throttle.succeeded(client)
+            return None
+        record_failure(self.throttle, scope, "bearer token refused")
+        return self._unauthorised(scope, path)
+
+    def _unauthorised(self, scope: Scope, path: str) -> Response:
+        if path.startswith(_API_PREFIXES):
+            return JSONResponse(
                 {"error": "authorization: a valid bearer token is required"},
                 status_code=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        else:
-            response = HTMLResponse(login_page(base), status_code=401)
-        await response(scope, receive, send)
-
-    def _authorised(self, scope: Scope) -> bool:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        bearer = headers.get("authorization", "")
-        if bearer.lower().startswith("bearer ") and token_matches(self.token, bearer[7:].strip()):
-            return True
-        for part in headers.get("cookie", "").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == COOKIE and token_matches(self.token, value):
-                return True
-        return False
+        return page(Request(scope), "login.html", 401, token_configured=True)

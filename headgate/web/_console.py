@@ -6,25 +6,21 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
-from pathlib import Path
 from typing import Annotated, Any, Final, get_args
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.templating import Jinja2Templates
+from fastapi.responses import HTMLResponse
 
 from headgate._app import Headgate
 from headgate._domain.describe import describe, missed_run_label
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
 from headgate._model import EnqueueEvent, Schedule
-from headgate.web._auth import COOKIE, token_matches
+from headgate.web import _templates
 from headgate.web._schemas import JobStateName
 
-TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
-TEMPLATES.env.trim_blocks = TEMPLATES.env.lstrip_blocks = True
 router = APIRouter(include_in_schema=False)
 
 
@@ -127,10 +123,14 @@ def _ticks_between(spec: ScheduleSpec, after_ms: int, before_ms: int) -> int:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    context["base"] = request.scope.get("root_path", "")
-    context["format_ms"] = format_ms
-    context["format_duration"] = format_duration
-    return TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+    return _templates.page(
+        request,
+        template,
+        status,
+        format_ms=format_ms,
+        format_duration=format_duration,
+        **context,
+    )
 
 
 def _problem(request: Request, error: ValidationError) -> HTMLResponse:
@@ -290,33 +290,3 @@ def quarantine_page(
     except ValidationError as error:
         return _problem(request, error)
     return _page(request, "quarantine.html", entries=page.entries, next_cursor=page.next_cursor)
-
-
-@router.get("/login")
-def login_form(request: Request) -> HTMLResponse:
-    return _page(request, "login.html")
-
-
-@router.post("/login")
-async def login(request: Request) -> Response:
-    expected = request.app.state.api_token
-    try:
-        offered = (await request.json()).get("token")
-    except (ValueError, AttributeError, RecursionError):
-        offered = None
-    if expected is None or not token_matches(
-        expected, offered if isinstance(offered, str) else None
-    ):
-        return JSONResponse({"error": "token: wrong or missing"}, status_code=401)
-    response = JSONResponse({"ok": True})
-    # The cookie carries the token: Secure whenever the login came over HTTPS,
-    # and sent only to this app (not to the rest of a host that mounts it).
-    response.set_cookie(
-        COOKIE,
-        expected,
-        path=request.scope.get("root_path") or "/",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
-    return response

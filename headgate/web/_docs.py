@@ -5,6 +5,11 @@ page, not a blank one.
 The assets are served under /static/, like the console's: open without the
 token (they hold nothing of the store's), and found under a mount's root path.
 The page and the OpenAPI document it loads stay behind the token.
+
+The page is the app's own template rather than FastAPI's, whose start-up script
+is inline: ours is a file (static/docs.js), so the page runs under a CSP that
+allows no inline script (DOCS_POLICY: Swagger UI's stylesheet draws its icons
+from data: URLs, hence img-src).
 """
 
 from __future__ import annotations
@@ -14,11 +19,16 @@ from pathlib import Path
 from typing import Final
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from headgate.web._templates import page
+
 ASSETS: Final = "/static/swagger-ui"
+DOCS_POLICY: Final = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'"
+)
 router = APIRouter(include_in_schema=False)
 
 
@@ -37,11 +47,12 @@ def mount_assets(app: FastAPI) -> None:
 
 @router.get("/docs")
 def docs(request: Request) -> HTMLResponse:
-    base: str = request.scope.get("root_path", "").rstrip("/")
-    return get_swagger_ui_html(
-        openapi_url=f"{base}{request.app.openapi_url}",
+    response = page(
+        request,
+        "docs.html",
         title=f"{request.app.title} API",
-        swagger_js_url=f"{base}{ASSETS}/swagger-ui-bundle.js",
-        swagger_css_url=f"{base}{ASSETS}/swagger-ui.css",
-        swagger_favicon_url=f"{base}{ASSETS}/favicon-32x32.png",
+        assets=ASSETS,
+        openapi_url=request.app.openapi_url,
     )
+    response.headers["Content-Security-Policy"] = DOCS_POLICY
+    return response

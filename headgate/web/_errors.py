@@ -7,10 +7,11 @@ be a 500, and even then no traceback or backend text reaches the client.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
+from fastapi import routing as fastapi_routing
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
@@ -35,6 +36,20 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def request_header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header `name` (lower case) as sent, decoded as latin-1
+    (every byte maps to one character), or None."""
+    raw = request_header_bytes(scope, name)
+    return None if raw is None else raw.decode("latin-1")
+
+
+def request_header_bytes(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return bytes(value)
+    return None
 
 
 def error(
@@ -104,13 +119,25 @@ def _allowed_methods(request: Request) -> set[str]:
 
     Starlette's own Allow header names only the first route that matched the
     path; FastAPI registers one route per method, so that list is incomplete.
+    The routes of included routers are reached through FastAPI's route
+    contexts (newer FastAPI keeps them out of `app.routes`).
     """
+    base: str = request.scope.get("root_path", "")
+    path: str = request.scope["path"].removeprefix(base) if base else request.scope["path"]
     methods: set[str] = set()
-    for route in request.app.routes:
+    for route in every_route(request.app):
         pattern = getattr(route, "path_regex", None)
-        if pattern is not None and pattern.match(request.url.path):
+        if pattern is not None and pattern.match(path):
             methods |= set(getattr(route, "methods", None) or ())
     return methods
+
+
+def every_route(app: FastAPI) -> Iterable[object]:
+    """The app's routes, those of included routers among them."""
+    contexts: Callable[[Any], Iterable[object]] | None = getattr(
+        fastapi_routing, "iter_route_contexts", None
+    )
+    return app.routes if contexts is None else contexts(app.routes)
 
 
 def _request_error(exc: RequestValidationError) -> Response:

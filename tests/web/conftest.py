@@ -12,6 +12,9 @@ from headgate.testing import FakeClock
 from headgate.web import create_app
 
 START_MS = 1_704_067_200_000
+LOCAL = "http://127.0.0.1"
+"""The test client's base URL: a loopback name, which the Host check accepts by
+default (the client's own default, `testserver`, it refuses)."""
 
 
 @pytest.fixture
@@ -28,5 +31,5 @@ def hg(store_url: str, clock: FakeClock) -> Iterator[Headgate]:
 
 @pytest.fixture
 def client(hg: Headgate) -> Iterator[TestClient]:
-    with TestClient(create_app(hg, api_token="")) as test_client:
+    with TestClient(create_app(hg, api_token=""), base_url=LOCAL) as test_client:
         yield test_client

@@ -48,12 +48,14 @@ def wait_until_answering(url: str, timeout: float = 15.0) -> float:
 
 
 @contextmanager
-def serving(directory: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def serving(
+    directory: Path, *extra: str, environment: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     port = free_port()
     process = subprocess.Popen(
         [headgate_command(), "serve", "--port", str(port), *extra],
         cwd=directory,
-        env=server_environment(),
+        env={**server_environment(), **(environment or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,25 +1,40 @@
 """A real browser (Playwright driving Debian's Chromium) against `headgate serve`
 with a host module's handlers: create a schedule through the form, watch ticks
 arrive, double-click Enqueue now, pause and resume, retry a failed job, see a
-quarantine banner and release it, delete, and fit every page on a phone."""
+quarantine banner and release it, delete, and fit every page on a phone; with a
+token, log in, act and log out; and pages on another origin can neither frame
+the console nor make it write. All of it under the pages' CSP, which must
+refuse nothing the console itself does."""
 
 from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, ViewportSize, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Route,
+    ViewportSize,
+    sync_playwright,
+)
 
 from headgate import Headgate
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
-from tests.web.serving import serving, wait_until_answering
+from tests.web.serving import free_port, serving, wait_until_answering
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -49,11 +64,14 @@ def flaky(job: JobContext) -> dict[str, str]:
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
-def _api(base: str, method: str, path: str, body: object = None) -> Any:
+def _api(base: str, method: str, path: str, body: object = None, token: str | None = None) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(
         f"{base}/api/v1{path}",
         data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
+        headers=headers,
         method=method,
     )
     with urllib.request.urlopen(request, timeout=5) as response:
@@ -74,6 +92,19 @@ def _newest_tick(base: str, schedule_id: str) -> int | None:
 
 def _rows(page: Page, selector: str) -> int:
     return page.locator(f"#events tbody tr{selector}").count()
+
+
+def _watch_for_refusals(page: Page) -> list[str]:
+    """What the page's CSP refused, and its uncaught errors, as they come."""
+    refused: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text or "Refused to" in message.text:
+            refused.append(message.text)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: refused.append(f"uncaught: {error}"))
+    return refused
 
 
 def _fits_a_phone(browser: Browser, url: str) -> None:
@@ -97,6 +128,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         wait_until_answering(f"{base}/")
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page()
+        refused = _watch_for_refusals(page)
         page.on("dialog", lambda dialog: dialog.accept())
         _create_a_schedule_and_enqueue_now(page, base, tmp_path)
         _pause_stops_ticks_and_resume_starts_them(page, base)
@@ -112,6 +144,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
             "/schedules/new",
         ):
             _fits_a_phone(browser, f"{base}{path}")
+        assert refused == [], "the CSP refused something the console does"
         browser.close()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
@@ -133,12 +166,13 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     page.select_option("select[name=on_missed]", "skip")
     page.fill("input[name=id]", "pulse")
     page.fill("input[name=spec]", "61 * * * *")
+    # Predicates are functions, evaluated once: the pages' CSP refuses eval of a string.
     page.wait_for_function(
-        "document.getElementById('spec-preview').textContent.includes('minute 61 out of range')"
+        "() => document.getElementById('spec-preview').textContent.includes('minute 61 out of range')"
     )
     page.fill("input[name=spec]", "@every:1000")
     page.wait_for_function(
-        "document.getElementById('spec-preview').textContent.includes('Every second. Next:')"
+        "() => document.getElementById('spec-preview').textContent.includes('Every second. Next:')"
     )
     page.fill("input[name=kind]", "demo.ping")
     page.fill("textarea[name=payload]", '{"hello": "world"}')
@@ -147,7 +181,7 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     assert '"hello": "world"' in (page.text_content("#payload") or "")
     # No reload: the history refreshes itself.
     page.wait_for_function(
-        "document.querySelectorAll('#events tbody tr.outcome-enqueued').length >= 2",
+        "() => document.querySelectorAll('#events tbody tr.outcome-enqueued').length >= 2",
         timeout=15_000,
     )
 
@@ -158,7 +192,7 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     # A human double-click: the second click comes after the first reply.
     page.click("#enqueue-now")
     page.wait_for_function(
-        "document.getElementById('action-result').textContent.startsWith('Already enqueued')"
+        "() => document.getElementById('action-result').textContent.startsWith('Already enqueued')"
     )
     assert (page.text_content("#action-result") or "").endswith(message.split()[-1])
     page.screenshot(path=str(tmp_path / "console.png"), full_page=True)
@@ -269,6 +303,7 @@ def test_api_docs_render_with_no_internet(tmp_path: Path) -> None:
         wait_until_answering(f"{base}/healthz")
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         page = browser.new_page()
+        refused = _watch_for_refusals(page)
         elsewhere: list[str] = []
 
         def only_this_server(route: Route) -> None:
@@ -285,6 +320,158 @@ def test_api_docs_render_with_no_internet(tmp_path: Path) -> None:
         assert any("/api/v1/periodic" in path for path in paths)
         assert page.locator(".errors-wrapper").count() == 0
         assert elsewhere == []
+        assert refused == [], "the CSP refused something Swagger UI does"
+        browser.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+
+
+TOKEN = "browser-s3cret"
+
+
+@contextmanager
+def _another_origin(pages: dict[str, str]) -> Iterator[str]:
+    """A second local server, on another port of the same host (so the same
+    site: SameSite cookies go along), serving `pages` as HTML: an attacker's."""
+
+    class Pages(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = pages.get(self.path, "not here").encode()
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Pages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _attacks(base: str, job_id: str) -> dict[str, str]:
+    cancel = f"{base}/api/v1/jobs/{job_id}/cancel"
+    pause = f"{base}/api/v1/periodic/pulse/pause"
+    done = "document.title = 'sent'"
+    return {
+        "/frame": f'<iframe id="victim" src="{base}/schedules/pulse" width="800" height="600"></iframe>',
+        "/form": f'<form id="f" method="POST" action="{cancel}"></form>'
+        "<script>document.getElementById('f').submit()</script>",
+        "/fetch": f'<script>fetch("{pause}", {{method: "POST", mode: "no-cors", credentials: "include"}})'
+        f".finally(() => {{ {done} }})</script>",
+        "/text": f'<script>fetch("{pause}", {{method: "POST", mode: "no-cors", credentials: "include",'
+        ' headers: {"Content-Type": "text/plain"}, body: "{}"})'
+        f".finally(() => {{ {done} }})</script>",
+        "/hidden": '<meta name="referrer" content="no-referrer">'
+        f'<form id="f" method="POST" action="{cancel}"></form>'
+        "<script>document.getElementById('f').submit()</script>",
+    }
+
+
+def _other_origins_change_nothing(
+    context: BrowserContext, base: str, job_id: str, token: str | None
+) -> None:
+    """Pages on another port of this host (the same site: a SameSite cookie goes
+    along) post forms, no-cors fetches and a frame at the console: the schedule
+    stays unpaused, the job pending, the frame empty."""
+
+    def paused() -> bool:
+        return bool(_api(base, "GET", "/periodic/pulse", token=token)["paused"])
+
+    assert not paused()
+    with _another_origin(_attacks(base, job_id)) as evil:
+        attacker = context.new_page()
+        for path in ("/fetch", "/text"):
+            attacker.goto(f"{evil}{path}")
+            attacker.wait_for_function("() => document.title === 'sent'")
+            assert not paused(), f"{path} paused the schedule"
+        for path in ("/form", "/hidden"):
+            with attacker.expect_navigation(url=f"{base}/api/v1/jobs/{job_id}/cancel") as nav:
+                attacker.goto(f"{evil}{path}")
+            response = nav.value
+            assert response is not None and response.status == 403, path
+            assert _api(base, "GET", f"/jobs/{job_id}", token=token)["state"] == "pending"
+        # The load event waits for the frame: refused, it holds the browser's error page.
+        attacker.goto(f"{evil}/frame", wait_until="load")
+        frame = attacker.frame_locator("#victim")
+        assert frame.locator(".brand").count() == 0, "the console rendered in a frame"
+        assert frame.locator("button[data-path]").count() == 0
+        attacker.close()
+
+
+def test_no_page_on_another_origin_can_frame_the_console_or_make_it_write(
+    tmp_path: Path,
+) -> None:
+    """`headgate serve` as it starts by default: no token, on 127.0.0.1."""
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: tests/run.sh installs it with apt")
+    with serving(tmp_path) as (process, base), sync_playwright() as playwright:
+        wait_until_answering(f"{base}/healthz")
+        _api(base, "PUT", "/periodic/pulse", {"kind": "demo", "spec": "@every:60000"})
+        job_id = _api(base, "POST", "/jobs", {"kind": "nobody.runs.this"})["id"]
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        context = browser.new_context()
+        _other_origins_change_nothing(context, base, job_id, None)
+        browser.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+
+
+def test_log_in_act_and_log_out_under_the_csp_while_other_origins_can_do_nothing(
+    tmp_path: Path,
+) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: tests/run.sh installs it with apt")
+    with (
+        serving(tmp_path, environment={"HEADGATE_API_TOKEN": TOKEN}) as (process, base),
+        sync_playwright() as playwright,
+    ):
+        wait_until_answering(f"{base}/healthz")
+        _api(base, "PUT", "/periodic/pulse", {"kind": "demo", "spec": "@every:60000"}, TOKEN)
+        job_id = _api(base, "POST", "/jobs", {"kind": "nobody.runs.this"}, TOKEN)["id"]
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        context = browser.new_context()
+        page = context.new_page()
+        refused = _watch_for_refusals(page)
+
+        page.goto(f"{base}/schedules/pulse")
+        assert page.locator("#logout").count() == 0
+        page.fill("#login input[name=token]", "wrong")
+        page.click("#login button[type=submit]")
+        page.wait_for_selector("#login-error:has-text('wrong token')")
+        page.fill("#login input[name=token]", TOKEN)
+        page.click("#login button[type=submit]")
+        page.wait_for_selector("#logout")
+        (cookie,) = [c for c in context.cookies() if c["name"] == "headgate_session"]
+        assert TOKEN not in cookie["value"] and cookie["httpOnly"]
+
+        page.click("button[data-path='/periodic/pulse/pause']")
+        page.wait_for_selector(".badge.paused")
+        assert page.text_content("#action-result") == "Paused pulse."
+        page.click("button[data-path='/periodic/pulse/resume']")
+        page.wait_for_selector("button[data-path='/periodic/pulse/pause']")
+
+        _other_origins_change_nothing(context, base, job_id, TOKEN)
+
+        page.click("#logout")
+        page.wait_for_url(f"{base}/login")
+        page.wait_for_selector("#login input[name=token]")
+        page.goto(f"{base}/")
+        assert page.locator("#login").count() == 1 and page.locator("#logout").count() == 0
+        stale = urllib.request.Request(
+            f"{base}/api/v1/periodic", headers={"Cookie": f"headgate_session={cookie['value']}"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as logged_out:
+            urllib.request.urlopen(stale, timeout=5)
+        assert logged_out.value.code == 401, "the session ended with the logout"
+        assert refused == [], "the CSP refused something the console does"
         browser.close()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0

@@ -10,12 +10,13 @@ from fastapi.testclient import TestClient
 
 from headgate import Headgate
 from headgate.web import create_app
+from tests.web.conftest import LOCAL
 
-ASSET = re.compile(r"""(?:src|href)="([^"]+)"|url: '([^']+)'""")
+ASSET = re.compile(r'(?:src|href|data-openapi-url)="([^"]+)"')
 
 
 def _references(page: str) -> list[str]:
-    return [src or url for src, url in ASSET.findall(page)]
+    return ASSET.findall(page)
 
 
 def test_docs_reference_only_assets_the_app_serves(client: TestClient) -> None:
@@ -26,8 +27,9 @@ def test_docs_reference_only_assets_the_app_serves(client: TestClient) -> None:
     assert references == [
         "/static/swagger-ui/swagger-ui.css",
         "/static/swagger-ui/favicon-32x32.png",
-        "/static/swagger-ui/swagger-ui-bundle.js",
         "/openapi.json",
+        "/static/swagger-ui/swagger-ui-bundle.js",
+        "/static/docs.js",
     ]
     script = client.get("/static/swagger-ui/swagger-ui-bundle.js")
     assert script.status_code == 200
@@ -44,7 +46,7 @@ def test_docs_under_a_mount_and_behind_the_token(hg: Headgate) -> None:
     host = FastAPI()
     host.mount("/scheduler", create_app(hg, api_token="s3cret"))
     bearer = {"Authorization": "Bearer s3cret"}
-    with TestClient(host) as client:
+    with TestClient(host, base_url=LOCAL) as client:
         assert client.get("/scheduler/docs").status_code == 401
         page = client.get("/scheduler/docs", headers=bearer)
         assert page.status_code == 200

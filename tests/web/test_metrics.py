@@ -23,6 +23,7 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.faults import FaultyStore
+from tests.web.conftest import LOCAL
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 ALLOWED_LABELS = {"queue", "kind", "state", "outcome", "reason", "le"}
@@ -220,7 +221,7 @@ def test_no_label_carries_an_id_a_payload_or_an_error_text(
 
 
 def test_the_token_guards_metrics_as_it_guards_the_api(hg: Headgate) -> None:
-    with TestClient(create_app(hg, api_token="s3cret")) as client:
+    with TestClient(create_app(hg, api_token="s3cret"), base_url=LOCAL) as client:
         refused = client.get("/metrics")
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == "Bearer"
@@ -278,7 +279,7 @@ def test_an_unreadable_store_still_gets_an_answer_with_this_processs_counters(
 
     hg.enqueue("ping")
     hg.drain()
-    with TestClient(create_app(hg, api_token="")) as client:
+    with TestClient(create_app(hg, api_token=""), base_url=LOCAL) as client:
         reads.down = True
         samples = _scrape(client)
         assert _value(samples, "headgate_store_up") == 0
@@ -306,7 +307,7 @@ def test_a_host_registers_the_collector_in_its_own_registry_or_mounts_the_route(
 
     host = FastAPI()
     host.mount("/scheduler", create_app(hg, api_token="s3cret"))
-    with TestClient(host) as client:
+    with TestClient(host, base_url=LOCAL) as client:
         assert client.get("/scheduler/metrics").status_code == 401
         bearer = {"Authorization": "Bearer s3cret"}
         samples = _scrape(client, path="/scheduler/metrics", headers=bearer)

@@ -17,6 +17,7 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.faults import FaultyStore
+from tests.web.conftest import LOCAL
 
 
 def test_healthz_answers_without_reading_the_store(hg: Headgate) -> None:
@@ -89,7 +90,7 @@ def test_readyz_is_503_once_headgate_is_closed(hg: Headgate) -> None:
 def test_probes_need_no_token_even_when_mounted(hg: Headgate) -> None:
     host = FastAPI()
     host.mount("/scheduler", create_app(hg, api_token="s3cret"))
-    with TestClient(host) as client:
+    with TestClient(host, base_url=LOCAL) as client:
         assert client.get("/scheduler/healthz").json() == {"status": "ok"}
         assert client.get("/scheduler/readyz").json()["status"] == "ready"
         assert client.get("/scheduler/healthz/x").status_code == 401

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -118,3 +120,83 @@ def test_serve_names_a_read_only_directory(tmp_path: Path) -> None:
         f"error: store URL: cannot open the SQLite database {locked}/x.db: directory {locked} "
         "is not writable (SQLite keeps its journal beside the file)\n"
     )
+
+
+def _status(base: str, host: str) -> int:
+    request = urllib.request.Request(f"{base}/api/v1/periodic", headers={"Host": host})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def _stopped_output(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    return process.stdout.read() if process.stdout else ""
+
+
+def test_serve_answers_the_hosts_it_is_told_and_loopback_names_only(tmp_path: Path) -> None:
+    with serving(
+        tmp_path, "--allowed-host", "scheduler.internal", "--allowed-host", "b.internal"
+    ) as (
+        process,
+        base,
+    ):
+        wait_until_answering(f"{base}/healthz")
+        for host, status in (
+            ("scheduler.internal:8080", 200),
+            ("b.internal", 200),
+            ("localhost", 200),
+            ("attacker.example", 400),
+        ):
+            assert _status(base, host) == status, host
+        output = _stopped_output(process)
+    assert "warning" not in output, "a loopback bind warns of nothing"
+    with serving(tmp_path, environment={"HEADGATE_ALLOWED_HOSTS": "env.internal"}) as (_, base):
+        wait_until_answering(f"{base}/healthz")
+        assert _status(base, "env.internal") == 200
+        assert _status(base, "scheduler.internal") == 400
+
+
+def test_serve_on_every_address_without_a_token_warns_and_answers_this_machine(
+    tmp_path: Path,
+) -> None:
+    environment = {"HEADGATE_API_TOKEN": "", "HEADGATE_ALLOWED_HOSTS": ""}
+    with serving(tmp_path, "--host", "0.0.0.0", environment=environment) as (process, base):
+        wait_until_answering(f"{base}/healthz")
+        assert _status(base, socket.gethostname()) == 200
+        assert _status(base, "127.0.0.1") == 200
+        assert _status(base, "attacker.example") == 400
+        output = _stopped_output(process)
+    assert (
+        "headgate: warning: listening on 0.0.0.0 with no HEADGATE_API_TOKEN: anyone who can "
+        "reach this address can read and change its schedules and jobs" in output
+    )
+    assert (
+        f"answering requests addressed to localhost, 127.0.0.1, [::1], {socket.gethostname()}"
+        in output
+    )
+    with serving(
+        tmp_path, "--host", "0.0.0.0", environment={**environment, "HEADGATE_API_TOKEN": "t"}
+    ) as (process, base):
+        wait_until_answering(f"{base}/healthz")
+        assert "warning" not in _stopped_output(process), "with a token it is not open"
+
+
+def test_serve_names_a_bad_allowed_host_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [headgate_command(), "serve", "--port", "0", "--allowed-host", "a b"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): "
+        "'a b' is not a host name\n"
+    )
+    assert not (tmp_path / "headgate.db").exists(), "refused before the store is opened"

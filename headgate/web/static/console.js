@@ -1,18 +1,27 @@
 "use strict";
 // The console's few interactive bits: action buttons that call the API, Enqueue
-// now, delete, the schedule form, and refreshing the enqueue history.
+// now, delete, the schedule form, refreshing the enqueue history, logging in and
+// out. All of it lives here, none inline: the pages' CSP runs no inline script.
 const base = document.body.dataset.base || "";
 const FLASH_KEY = "headgate-flash";
+// Logged in, the page carries the session's CSRF token; every write sends it
+// back, which a page on another origin cannot do.
+const csrfMeta = document.querySelector('meta[name="csrf-token"]');
 
-async function api(method, path, body, headers = {}) {
+async function send(method, url, body, headers = {}) {
   const options = {method, headers: {...headers}};
+  if (csrfMeta) options.headers["X-CSRF-Token"] = csrfMeta.content;
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
-  const response = await fetch(base + "/api/v1" + path, options);
+  const response = await fetch(url, options);
   const data = response.status === 204 ? null : await response.json().catch(() => null);
   return {ok: response.ok, status: response.status, data};
+}
+
+function api(method, path, body, headers = {}) {
+  return send(method, base + "/api/v1" + path, body, headers);
 }
 
 function flash(text, isError = false) {
@@ -82,7 +91,11 @@ if (enqueueButton) {
       if (response.ok) {
         result.className = "";
         const verb = response.data.replayed ? "Already enqueued" : "Enqueued";
-        result.innerHTML = `${verb} job <a id="manual-job" href="${base}/jobs/${response.data.id}">${response.data.id}</a>.`;
+        const link = document.createElement("a");
+        link.id = "manual-job";
+        link.href = `${base}/jobs/${encodeURIComponent(response.data.id)}`;
+        link.textContent = response.data.id;
+        result.replaceChildren(`${verb} job `, link, ".");
       } else {
         flash("Not enqueued: " + errorText(response), true);
       }
@@ -169,4 +182,34 @@ if (autoRefresh) {
     }
   };
   setInterval(refresh, REFRESH_MS);
+}
+
+const loginForm = document.getElementById("login");
+if (loginForm) {
+  loginForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const errorBox = document.getElementById("login-error");
+    errorBox.textContent = "";
+    const response = await send("POST", base + "/login", {token: loginForm.token.value})
+      .catch(() => ({ok: false, status: 0, data: {error: "the server did not answer; try again"}}));
+    if (response.ok) {
+      // On /login itself, go to the schedules; on a page that asked for the token, show it.
+      if (location.pathname === base + "/login") location.href = base + "/";
+      else location.reload();
+    } else if (response.status === 401) errorBox.textContent = "wrong token";
+    else errorBox.textContent = errorText(response);
+  });
+}
+
+for (const button of document.querySelectorAll("button.logout")) {
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const response = await send("POST", base + "/logout")
+      .catch(() => ({ok: false, status: 0, data: {error: "the server did not answer; try again"}}));
+    if (response.ok) location.href = base + "/login";
+    else {
+      flash(errorText(response), true);
+      button.disabled = false;
+    }
+  });
 }
