@@ -37,10 +37,11 @@ from headgate._commands import (
     validate_definition,
     validate_definitions,
 )
-from headgate._domain.admission import require_kind, require_payload
+from headgate._domain.admission import kind_problem, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.names import require
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -639,8 +640,10 @@ class Headgate:
 
     @staticmethod
     def fingerprint(kind: str, payload: JsonValue = None) -> str:
-        """The quarantine fingerprint of a job's kind and payload."""
-        return fingerprint_of_text(require_kind(kind), require_payload(payload, sys.maxsize))
+        """The quarantine fingerprint of a job's kind and payload (any kind a job
+        may have, one stored by an earlier build included)."""
+        require("kind", kind_problem(kind))
+        return fingerprint_of_text(kind, require_payload(payload, sys.maxsize))
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
         self._commands.quarantine(fingerprint_value, note)

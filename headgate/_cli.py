@@ -21,6 +21,8 @@ from zoneinfo import ZoneInfo
 from headgate import ops
 from headgate._app import Headgate
 from headgate._cli_operate import add_operator_commands
+from headgate._domain.admission import MAX_QUEUE_LENGTH
+from headgate._domain.names import identifier_problem
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
@@ -206,6 +208,9 @@ def _queue_capacity(text: str) -> tuple[str, int]:
     name, _, count = text.partition("=")
     if not name or not count.isdigit() or not 1 <= int(count) <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N with N from 1 to 1000")
+    problem = identifier_problem(name, MAX_QUEUE_LENGTH)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"queue {name!r}: {problem}")
     return name, int(count)
 
 

@@ -370,6 +370,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
                 "-" if origin is None else f"{origin.schedule_id}, tick {_iso(origin.tick_ms)}",
             ),
             ("unique key", job.unique_key or "-"),
+            ("fingerprint", job.fingerprint),
             ("attempts", str(job.attempts)),
             ("max attempts", _or_default(job.max_attempts)),
             ("crashes", str(job.crash_count)),

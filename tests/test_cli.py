@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from headgate._cli import main
 
 
@@ -30,3 +32,12 @@ def test_installed_command_runs_the_demo() -> None:
     )
     assert "CRON_TZ=America/New_York 0 9 * * *" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_worker_refuses_a_queue_name_no_job_can_have(capsys: object) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "--app", "x:hg", "--queue", "mail\n=2"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert err.startswith("error: headgate worker: argument --queue: queue 'mail\\n': may contain")
+    assert err.count("\n") == 1

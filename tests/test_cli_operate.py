@@ -212,6 +212,9 @@ def test_bad_schedule_input_exits_2_and_changes_nothing(
         (("--spec", "@every:1000", "--payload", "NaN"), "error: --payload: is not valid JSON"),
         (("--spec", "61 * * * *"), "error: spec: bad cron '61 * * * *'"),
         (("--spec", "@every:1000", "--queue", "a b"), "error: queue: may contain only"),
+        (("--spec", "@every:1000", "--queue", "a\n"), "error: queue: may contain only"),
+        (("--spec", "@every:1000", "--kind", "k\n"), "error: kind: must not contain control"),
+        (("--spec", "@every:1000", "--kind", "k "), "error: kind: must not start or end"),
     ):
         status, out, err = _run(capsys, *put, *extra)
         assert (status, out) == (2, ""), err
@@ -279,6 +282,8 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     assert "state:          failed" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
+    fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})
+    assert f"fingerprint:    {fingerprint}\n" in out
     attempts = out[out.index("attempts (newest first):") :].splitlines()
     assert attempts[1].split() == ["#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"]
     assert attempts[2].split()[:2] == ["1", "failed"]
@@ -287,6 +292,7 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     shown = _json(capsys, "jobs", "show", job.id, "--db", store_url)
     assert set(shown) == set(JobOut.model_fields)
     assert shown["payload"] == {"to": "a@example.com"} and shown["state"] == "failed"
+    assert shown["fingerprint"] == fingerprint
     assert [a["outcome"] for a in shown["attempt_history"]] == ["failed"]
     assert shown["attempt_history"][0]["error_type"] == "ConnectionError"
 
@@ -345,7 +351,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
     status, out, err = _run(capsys, "quarantine", "release", fingerprint, "--db", store_url)
     assert (status, out, err) == (1, "", f"error: fingerprint {fingerprint} is not quarantined\n")
     status, _, err = _run(capsys, "quarantine", "add", "a b", "--db", store_url)
-    assert status == 2 and err.startswith("error: fingerprint: may contain only")
+    assert status == 2 and err.startswith("error: fingerprint: must be 32 lowercase hexadecimal")
 
 
 # as a process ----------------------------------------------------------------
@@ -356,7 +362,25 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
     [
         (["jobs", "show", "nope"], 1, "error: no job 'nope'"),
         (["jobs", "cancel", "{job}"], 1, "error: cannot cancel job"),
-        (["quarantine", "release", "abc"], 1, "error: fingerprint abc is not quarantined"),
+        (
+            ["quarantine", "release", "0" * 32],
+            1,
+            f"error: fingerprint {'0' * 32} is not quarantined",
+        ),
+        (["quarantine", "release", "abc"], 2, "error: fingerprint: must be 32 lowercase hex"),
+        (["quarantine", "add", "abc", "--note", "x"], 2, "error: fingerprint: must be 32 lower"),
+        (["quarantine", "add", "zzz\n"], 2, "error: fingerprint: must be 32 lowercase hex"),
+        (
+            ["schedules", "put", "abc\n", "--spec", "@every:60000", "--kind", "k"],
+            2,
+            "error: id: may contain only letters, digits and . _ : - and must start with a "
+            "letter or digit; found U+000A (a control character) at index 3",
+        ),
+        (
+            ["schedules", "run-now", "s", "--idempotency-key", "k\n"],
+            2,
+            "error: Idempotency-Key: must not contain control or invisible characters",
+        ),
         (
             ["schedules", "put", "x", "--spec", "@every:1000", "--kind", "k", "--payload", "{"],
             2,

@@ -246,14 +246,17 @@ RETRYABLE: Final = frozenset({"failed", "cancelled", "quarantined"})
 
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str) -> HTMLResponse:
+    hg = _hg(request)
     try:
-        job = _hg(request).get_job(job_id)
+        job = hg.get_job(job_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"job {job_id}")
     return _page(
         request,
         "job.html",
         job=job,
+        quarantined=hg.quarantine_entry(job.fingerprint),
+        quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),
         result_json=_json(job.result),
         can_cancel=job.state in CANCELLABLE,

@@ -228,6 +228,10 @@ class JobOut(BaseModel):
     attempt_history: list[AttemptOut] = Field(
         description="The newest ended attempts, newest first (in a job's own read, empty in lists)"
     )
+    fingerprint: str = Field(
+        description="What quarantine matches (its kind and payload): PUT /quarantine/{fp} "
+        "refuses jobs like it, DELETE releases them"
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -255,6 +259,7 @@ class JobOut(BaseModel):
             error_message=job.error_message,
             updated_at_ms=job.updated_at_ms,
             attempt_history=[AttemptOut.of(attempt) for attempt in job.attempt_history],
+            fingerprint=job.fingerprint,
         )
 
 
