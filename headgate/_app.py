@@ -118,10 +118,10 @@ def _stop_runtimes_at_exit() -> None:
             hg.stop(timeout=max(deadline - time.monotonic(), 0.1))
 
 
-def open_existing(url: str, *, read_only: bool) -> Headgate:
+def open_existing(url: str, *, read_only: bool, config: RuntimeConfig | None = None) -> Headgate:
     """A Headgate on the store at `url`, which must exist (StoreNotFound): for the
     operator commands. `read_only` creates and migrates nothing."""
-    return Headgate(open_existing_store(url, StoreClock(), read_only=read_only))
+    return Headgate(open_existing_store(url, StoreClock(), read_only=read_only), config=config)
 
 
 class Headgate:
@@ -332,6 +332,7 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=paused,
             limits=self.config.limits,
+            min_interval_ms=self.config.min_interval_ms,
             start_at_ms=start_at_ms,
             end_at_ms=end_at_ms,
             jitter_ms=jitter_ms,
@@ -362,7 +363,9 @@ class Headgate:
         leaves the chunks before it written (a note on the error says how many);
         repeating the call is safe.
         """
-        definitions = validate_definitions(schedules, limits=self.config.limits)
+        definitions = validate_definitions(
+            schedules, limits=self.config.limits, min_interval_ms=self.config.min_interval_ms
+        )
         return self._upsert_schedules(definitions)
 
     def _upsert_schedules(self, definitions: Sequence[ScheduleDefinition]) -> PutSchedulesResult:
@@ -497,6 +500,7 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=False,
             limits=self.config.limits,
+            min_interval_ms=self.config.min_interval_ms,
             max_attempts=max_attempts,
             timeout_s=timeout_s,
             start_at_ms=start_at_ms,

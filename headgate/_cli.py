@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from headgate import ops
 from headgate._app import Headgate
-from headgate._cli_operate import add_operator_commands
+from headgate._cli_operate import add_min_interval, add_operator_commands, runtime_config
 from headgate._domain.admission import MAX_QUEUE_LENGTH
 from headgate._domain.names import identifier_problem
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
@@ -88,6 +88,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
     serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
+    add_min_interval(serve, _int_in)
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
@@ -240,8 +241,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     from headgate.web import create_app  # noqa: PLC0415
 
+    if args.app and args.min_interval_ms is not None:
+        raise ValidationError(
+            "--min-interval-ms", "--app names its own Headgate: set RuntimeConfig.min_interval_ms"
+        )
     configure_logging()
-    hg = load_app(args.app) if args.app else Headgate(args.db)
+    hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
     app = create_app(hg, manage_runtime=True)
     store = f"the store of {args.app}" if args.app else args.db
     print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
@@ -286,6 +291,9 @@ def _print_ticks(args: argparse.Namespace) -> int:
             continue
         print(spec.text)
         zone = ZoneInfo(spec.zone_name)
+        # Ticks off whole seconds (@every:1500) show their milliseconds, every one
+        # of them so the column lines up; cron ticks and whole-second intervals have none.
+        with_ms = spec.shortest_gap_ms % 1000 != 0
         tick = after
         for _ in range(args.count):
             try:
@@ -294,9 +302,13 @@ def _print_ticks(args: argparse.Namespace) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 status = EXIT_ERROR
                 break
-            moment = datetime.fromtimestamp(tick / 1000, UTC)
-            local = moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
-            print(f"  {tick}  {moment:%Y-%m-%d %H:%M:%S} UTC  ({local})")
+            fraction = f".{tick % 1000:03}" if with_ms else ""
+            moment = datetime.fromtimestamp(tick // 1000, UTC)
+            local = moment.astimezone(zone)
+            print(
+                f"  {tick}  {moment:%Y-%m-%d %H:%M:%S}{fraction} UTC  "
+                f"({local:%Y-%m-%d %H:%M:%S}{fraction} {local:%Z})"
+            )
     return status
 
 

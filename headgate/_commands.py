@@ -59,7 +59,7 @@ from headgate._domain.ids import (
     tick_unique_key,
 )
 from headgate._domain.names import fingerprint_problem, require
-from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import (
     job_stream,
     manual_run_stream,
@@ -112,6 +112,7 @@ def validate_definition(
     backfill_limit: object,
     paused: object,
     limits: AdmissionLimits,
+    min_interval_ms: int,
     max_attempts: object = None,
     timeout_s: object = None,
     start_at_ms: object = None,
@@ -125,6 +126,7 @@ def validate_definition(
         parsed = parse_spec(spec)
     except InvalidSpec as error:
         raise ValidationError("spec", str(error)) from None
+    require("spec", interval_problem(parsed, min_interval_ms))
     policy, limit = require_policy(on_missed, backfill_limit)
     require_payload(payload, limits.max_payload_bytes)
     start, end = require_bounds(start_at_ms, end_at_ms)
@@ -185,6 +187,7 @@ def validate_definitions(
     items: Iterable[object],
     *,
     limits: AdmissionLimits,
+    min_interval_ms: int,
     id_field: str = "schedule_id",
     name: str = "schedules",
 ) -> list[ScheduleDefinition]:
@@ -220,6 +223,7 @@ def validate_definitions(
                 backfill_limit=item.get("backfill_limit", 1),
                 paused=item.get("paused", False),
                 limits=limits,
+                min_interval_ms=min_interval_ms,
                 start_at_ms=item.get("start_at_ms"),
                 end_at_ms=item.get("end_at_ms"),
                 jitter_ms=item.get("jitter_ms"),

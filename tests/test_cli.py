@@ -16,6 +16,19 @@ def test_ticks_prints_the_next_ticks(capsys: object) -> None:
     assert "120000  1970-01-01 00:02:00 UTC" in out
 
 
+def test_ticks_print_milliseconds_when_ticks_are_not_whole_seconds(capsys: object) -> None:
+    assert main(["ticks", "@every:1500", "@every:1s", "--count", "2", "--after-ms", "0"]) == 0
+    out = capsys.readouterr().out  # type: ignore[attr-defined]
+    assert out.splitlines() == [
+        "@every:1500",
+        "  1500  1970-01-01 00:00:01.500 UTC  (1970-01-01 00:00:01.500 UTC)",
+        "  3000  1970-01-01 00:00:03.000 UTC  (1970-01-01 00:00:03.000 UTC)",
+        "@every:1000",
+        "  1000  1970-01-01 00:00:01 UTC  (1970-01-01 00:00:01 UTC)",
+        "  2000  1970-01-01 00:00:02 UTC  (1970-01-01 00:00:02 UTC)",
+    ]
+
+
 def test_ticks_reports_a_bad_spec_in_one_line(capsys: object) -> None:
     assert main(["ticks", "61 * * * *"]) == 1
     err = capsys.readouterr().err  # type: ignore[attr-defined]

@@ -226,6 +226,32 @@ def test_bad_schedule_input_exits_2_and_changes_nothing(
     assert hg.get_schedule("nightly").spec == "0 9 * * *"
 
 
+def test_schedules_put_holds_specs_to_the_minimum_interval(
+    store_url: str, hg: Headgate, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put = ("schedules", "put", "fast", "--db", store_url, "--kind", "k")
+    before = _event_count(store_url)
+    status, out, err = _run(capsys, *put, "--spec", "@every:500")
+    assert (status, out) == (2, "")
+    assert err == (
+        "error: spec: interval 500 ms is below the minimum of 1000 ms "
+        "(RuntimeConfig.min_interval_ms)\n"
+    )
+    assert _event_count(store_url) == before
+    assert _json(capsys, *put, "--spec", "@every:500ms", "--min-interval-ms", "500")["spec"] == (
+        "@every:500"
+    )
+    monkeypatch.setenv("HEADGATE_MIN_INTERVAL_MS", "250")
+    assert _json(capsys, *put, "--spec", "@every:0.25s")["spec"] == "@every:250"
+    monkeypatch.setenv("HEADGATE_MIN_INTERVAL_MS", "-1")
+    status, _, err = _run(capsys, *put, "--spec", "@every:250")
+    assert (status, err) == (
+        2,
+        "error: HEADGATE_MIN_INTERVAL_MS: must be a whole number from 1 to 60000\n",
+    )
+    assert hg.get_schedule("fast").spec == "@every:250"
+
+
 # jobs ------------------------------------------------------------------------
 
 

@@ -62,6 +62,20 @@ def test_a_label_takes_printable_text_with_inner_spaces(value: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "composed"),
+    [("cafe\u0301", "caf\u00e9"), ("\u212b", "\u00c5"), ("\u1100\u1161", "\uac00")],
+)
+def test_a_label_is_in_normal_form_nfc_so_it_has_one_spelling(value: str, composed: str) -> None:
+    """`café` with a combining accent looks like the composed one; so do Hangul
+    jamo and their syllable, and the Angstrom sign and Å."""
+    assert label_problem(value, 128) == (
+        f"must be in Unicode normal form NFC (composed, as text is usually typed): "
+        f"write {composed!r}"
+    )
+    assert label_problem(composed, 128) is None
+
+
+@pytest.mark.parametrize(
     ("value", "problem"),
     [
         ("", "must be 1-128 characters, got 0"),

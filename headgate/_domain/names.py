@@ -20,6 +20,11 @@ which calls the API):
   it; Co (private use) and Cn (unassigned) have no agreed glyph. A space at
   either end is invisible too, and an HTTP header (the Idempotency-Key) loses
   it on the way, so a key sent over HTTP and the same key in Python would differ.
+  And the text must be in normal form NFC: `café` spelled with a combining
+  accent (NFD, as some file systems hand names over) looks the same as the
+  composed `café` and would be another name. Look-alike letters of other
+  scripts (the Cyrillic U+0430 for a Latin `a`) are not caught: that needs the
+  Unicode confusables tables, and every one of them is a visible character.
 - fingerprints: 32 lowercase hexadecimal digits, what `ids.fingerprint_of_text`
   makes: anything else can match no job.
 
@@ -87,6 +92,12 @@ def label_problem(value: object, max_length: int) -> str | None:
         return problem
     if value[0] == " " or value[-1] == " ":
         return "must not start or end with a space"
+    if not value.isascii() and not unicodedata.is_normalized("NFC", value):
+        composed = unicodedata.normalize("NFC", value)
+        return (
+            "must be in Unicode normal form NFC (composed, as text is usually typed): "
+            f"write {composed!r}"
+        )
     return None
 
 

@@ -38,8 +38,9 @@ def format_ms(ms: int | None, zone: str = "UTC") -> str:
         return "—"
     if not 0 <= ms <= MAX_INSTANT_MS:  # only a job stored before the API enforced the range
         return f"{ms} (epoch ms, beyond the calendar)"
-    moment = datetime.fromtimestamp(ms / 1000, UTC).astimezone(ZoneInfo(zone))
-    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    moment = datetime.fromtimestamp(ms // 1000, UTC).astimezone(ZoneInfo(zone))
+    fraction = f".{ms % 1000:03}" if ms % 1000 else ""  # an @every:1500 tick's .500
+    return f"{moment:%Y-%m-%d %H:%M:%S}{fraction} {moment:%Z}"
 
 
 def format_duration(ms: int | None) -> str:

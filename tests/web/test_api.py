@@ -550,7 +550,57 @@ def test_spec_preview(client: TestClient) -> None:
         "spec": None,
         "description": None,
         "next_ticks_ms": [],
+        "min_interval_ms": 1_000,
     }
+
+
+def test_spec_preview_says_when_an_interval_is_below_the_minimum(client: TestClient) -> None:
+    fast = client.get("/api/v1/spec-preview", params={"spec": "@every:250ms"}).json()
+    assert fast == {
+        "valid": False,
+        "error": "interval 250 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)",
+        "spec": "@every:250",
+        "description": "Every 250 ms",
+        "next_ticks_ms": [START_MS + 250 * n for n in range(1, 6)],
+        "min_interval_ms": 1_000,
+    }
+    friendly = client.get("/api/v1/spec-preview", params={"spec": "@every:1.5s"}).json()
+    assert (friendly["valid"], friendly["spec"], friendly["next_ticks_ms"][0]) == (
+        True,
+        "@every:1500",
+        START_MS + 1_500,
+    )
+
+
+def test_a_spec_below_the_minimum_is_a_422_and_a_respelling_is_unchanged(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    fast = client.put("/api/v1/periodic/fast", json={"kind": "k", "spec": "@every:1"})
+    assert (fast.status_code, fast.json()) == (
+        422,
+        {
+            "error": "spec: interval 1 ms is below the minimum of 1000 ms "
+            "(RuntimeConfig.min_interval_ms)"
+        },
+    )
+    bulk = client.post(
+        "/api/v1/periodic:bulk",
+        json={"schedules": [{"id": "fast", "kind": "k", "spec": "@every:999"}]},
+    )
+    assert bulk.status_code == 422 and bulk.json()["error"].startswith(
+        "schedules[0].spec: interval 999 ms"
+    )
+    assert client.get("/api/v1/periodic").json()["schedules"] == []
+
+    made = client.put("/api/v1/periodic/half", json={"kind": "k", "spec": "@every:30000"}).json()
+    clock.advance(7_000)
+    again = client.put("/api/v1/periodic/half", json={"kind": "k", "spec": "@every:30s"})
+    assert again.status_code == 200 and again.json() == made
+    respelled = client.post(
+        "/api/v1/periodic:bulk",
+        json={"schedules": [{"id": "half", "kind": "k", "spec": "@every:0.5m"}]},
+    )
+    assert respelled.json()["results"] == [{"id": "half", "outcome": "unchanged"}]
 
 
 @pytest.mark.parametrize(

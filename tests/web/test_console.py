@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from headgate import Headgate, JobContext, WorkerConfig
 from headgate.testing import FakeClock
+from headgate.web._console import format_ms
 from tests.web.conftest import START_MS
 
 MINUTE = 60_000
@@ -355,3 +356,9 @@ def test_manual_runs_are_listed_apart_from_ticks_and_link_back_after_a_delete(
     hg.delete_schedule("pulse")
     [still] = _rows(_html(client, "/schedules/pulse"), "manual")
     assert f'href="/jobs/{job_id}"' in still
+
+
+def test_times_show_their_milliseconds_when_they_have_some() -> None:
+    assert format_ms(1_500) == "1970-01-01 00:00:01.500 UTC"
+    assert format_ms(60_000) == "1970-01-01 00:01:00 UTC"
+    assert format_ms(50_400_007, "America/New_York") == "1970-01-01 09:00:00.007 EST"
