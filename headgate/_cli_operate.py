@@ -216,7 +216,7 @@ def _schedules_show(args: argparse.Namespace) -> int:
         _print_json(body)
         return 0
     _print_schedule(schedule)
-    print(f"payload:        {_shown_json(schedule.payload)}")
+    print(f"payload:        {_printable(_shown_json(schedule.payload))}")
     print(f"enqueue attempts (newest {HISTORY_SHOWN}):")
     _print_table(
         ("TICK", "OUTCOME", "REASON", "JOB", "RECORDED"),
@@ -253,7 +253,7 @@ def _schedules_delete(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"id": args.schedule_id, "deleted": True})
     else:
-        print(f"deleted schedule {args.schedule_id} (its enqueue history stays)")
+        print(f"deleted schedule {_printable(args.schedule_id)} (its enqueue history stays)")
     return 0
 
 
@@ -288,7 +288,7 @@ def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: s
 
         _print_json(ScheduleOut.of(schedule))
     else:
-        print(done)
+        print(_printable(done))
         _print_schedule(schedule)
     return 0
 
@@ -384,7 +384,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
         _print_json(JobOut.of(job))
         return 0
     if done is not None:
-        print(done)
+        print(_printable(done))
     origin = job.periodic_origin
     _print_fields(
         (
@@ -462,7 +462,7 @@ def _release(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"fingerprint": args.fingerprint, "released": True})
     else:
-        print(f"released {args.fingerprint}: its jobs are admitted again")
+        print(f"released {_printable(args.fingerprint)}: its jobs are admitted again")
     return 0
 
 

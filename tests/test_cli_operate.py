@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, inspect
 
 from headgate import Headgate, JobContext, NotFound
 from headgate._cli import main
+from headgate._domain.streams import schedule_stream
 from headgate._store.sql.store import SqlStore
 from headgate.ops import read_events
 from headgate.testing import FakeClock
@@ -250,6 +251,29 @@ def test_schedules_put_holds_specs_to_the_minimum_interval(
         "error: HEADGATE_MIN_INTERVAL_MS: must be a whole number from 1 to 60000\n",
     )
     assert hg.get_schedule("fast").spec == "@every:250"
+
+
+def test_names_stored_before_the_rules_are_operated_and_printed_on_one_line(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    from headgate._domain.events import FingerprintQuarantined
+    from headgate._domain.streams import quarantine_stream
+    from headgate._store.port import NO_STREAM
+    from tests.store.builders import defined
+
+    log = hg._store.log
+    log.append(schedule_stream("abc\n"), NO_STREAM, [defined("abc\n", payload={"s": "a\u2028b"})])
+    log.append(quarantine_stream("zzz\n"), NO_STREAM, [FingerprintQuarantined("zzz\n", "old")])
+    status, out, _ = _run(capsys, "schedules", "show", "abc\n", "--db", store_url)
+    assert status == 0 and "id:             abc\\n\n" in out
+    assert 'payload:        {"s": "a\\u2028b"}\n' in out
+    status, out, _ = _run(capsys, "schedules", "pause", "abc\n", "--db", store_url)
+    assert status == 0 and out.startswith("paused schedule abc\\n\n")
+    status, out, _ = _run(capsys, "schedules", "delete", "abc\n", "--db", store_url)
+    assert (status, out) == (0, "deleted schedule abc\\n (its enqueue history stays)\n")
+    status, out, _ = _run(capsys, "quarantine", "release", "zzz\n", "--db", store_url)
+    assert (status, out) == (0, "released zzz\\n: its jobs are admitted again\n")
+    assert hg.list_quarantine().entries == [] and hg.list_schedules().schedules == []
 
 
 # jobs ------------------------------------------------------------------------
