@@ -488,7 +488,7 @@ FAILOVER_CHILD = textwrap.dedent(
 def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[object]]:
     rows = []
     with fresh_database(backend) as url:
-        observer = Headgate(url)
+        observer = Headgate(url, config=RuntimeConfig(min_interval_ms=100))
         observer.put_schedule("pulse", spec="@every:100", kind="k")
         children = [
             subprocess.Popen(

@@ -37,10 +37,11 @@ from headgate._commands import (
     validate_definition,
     validate_definitions,
 )
-from headgate._domain.admission import require_kind, require_payload
+from headgate._domain.admission import kind_problem, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.names import require
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -117,10 +118,10 @@ def _stop_runtimes_at_exit() -> None:
             hg.stop(timeout=max(deadline - time.monotonic(), 0.1))
 
 
-def open_existing(url: str, *, read_only: bool) -> Headgate:
+def open_existing(url: str, *, read_only: bool, config: RuntimeConfig | None = None) -> Headgate:
     """A Headgate on the store at `url`, which must exist (StoreNotFound): for the
     operator commands. `read_only` creates and migrates nothing."""
-    return Headgate(open_existing_store(url, StoreClock(), read_only=read_only))
+    return Headgate(open_existing_store(url, StoreClock(), read_only=read_only), config=config)
 
 
 class Headgate:
@@ -331,6 +332,7 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=paused,
             limits=self.config.limits,
+            min_interval_ms=self.config.min_interval_ms,
             start_at_ms=start_at_ms,
             end_at_ms=end_at_ms,
             jitter_ms=jitter_ms,
@@ -361,7 +363,9 @@ class Headgate:
         leaves the chunks before it written (a note on the error says how many);
         repeating the call is safe.
         """
-        definitions = validate_definitions(schedules, limits=self.config.limits)
+        definitions = validate_definitions(
+            schedules, limits=self.config.limits, min_interval_ms=self.config.min_interval_ms
+        )
         return self._upsert_schedules(definitions)
 
     def _upsert_schedules(self, definitions: Sequence[ScheduleDefinition]) -> PutSchedulesResult:
@@ -496,6 +500,7 @@ class Headgate:
             backfill_limit=backfill_limit,
             paused=False,
             limits=self.config.limits,
+            min_interval_ms=self.config.min_interval_ms,
             max_attempts=max_attempts,
             timeout_s=timeout_s,
             start_at_ms=start_at_ms,
@@ -639,8 +644,10 @@ class Headgate:
 
     @staticmethod
     def fingerprint(kind: str, payload: JsonValue = None) -> str:
-        """The quarantine fingerprint of a job's kind and payload."""
-        return fingerprint_of_text(require_kind(kind), require_payload(payload, sys.maxsize))
+        """The quarantine fingerprint of a job's kind and payload (any kind a job
+        may have, one stored by an earlier build included)."""
+        require("kind", kind_problem(kind))
+        return fingerprint_of_text(kind, require_payload(payload, sys.maxsize))
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
         self._commands.quarantine(fingerprint_value, note)

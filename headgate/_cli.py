@@ -22,7 +22,9 @@ from zoneinfo import ZoneInfo
 
 from headgate import ops
 from headgate._app import Headgate
-from headgate._cli_operate import add_operator_commands
+from headgate._cli_operate import add_min_interval, add_operator_commands, runtime_config
+from headgate._domain.admission import MAX_QUEUE_LENGTH
+from headgate._domain.names import identifier_problem
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
@@ -97,6 +99,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "(repeatable; '*' for any; default $HEADGATE_ALLOWED_HOSTS, comma-separated; bound "
         "to another address, that address and this machine's name and addresses)",
     )
+    add_min_interval(serve, _int_in)
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
@@ -217,6 +220,9 @@ def _queue_capacity(text: str) -> tuple[str, int]:
     name, _, count = text.partition("=")
     if not name or not count.isdigit() or not 1 <= int(count) <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N with N from 1 to 1000")
+    problem = identifier_problem(name, MAX_QUEUE_LENGTH)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"queue {name!r}: {problem}")
     return name, int(count)
 
 
@@ -247,6 +253,10 @@ def _serve(args: argparse.Namespace) -> int:
     from headgate.web import create_app  # noqa: PLC0415
     from headgate.web._hosts import allowed_hosts_from  # noqa: PLC0415
 
+    if args.app and args.min_interval_ms is not None:
+        raise ValidationError(
+            "--min-interval-ms", "--app names its own Headgate: set RuntimeConfig.min_interval_ms"
+        )
     configure_logging()
     allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
     try:
@@ -258,7 +268,7 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    hg = load_app(args.app) if args.app else Headgate(args.db)
+    hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
     app = create_app(hg, manage_runtime=True, allowed_hosts=allowed_hosts)
     store = f"the store of {args.app}" if args.app else args.db
     print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
@@ -361,6 +371,9 @@ def _print_ticks(args: argparse.Namespace) -> int:
             continue
         print(spec.text)
         zone = ZoneInfo(spec.zone_name)
+        # Ticks off whole seconds (@every:1500) show their milliseconds, every one
+        # of them so the column lines up; cron ticks and whole-second intervals have none.
+        with_ms = spec.shortest_gap_ms % 1000 != 0
         tick = after
         for _ in range(args.count):
             try:
@@ -369,9 +382,13 @@ def _print_ticks(args: argparse.Namespace) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 status = EXIT_ERROR
                 break
-            moment = datetime.fromtimestamp(tick / 1000, UTC)
-            local = moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
-            print(f"  {tick}  {moment:%Y-%m-%d %H:%M:%S} UTC  ({local})")
+            fraction = f".{tick % 1000:03}" if with_ms else ""
+            moment = datetime.fromtimestamp(tick // 1000, UTC)
+            local = moment.astimezone(zone)
+            print(
+                f"  {tick}  {moment:%Y-%m-%d %H:%M:%S}{fraction} UTC  "
+                f"({local:%Y-%m-%d %H:%M:%S}{fraction} {local:%Z})"
+            )
     return status
 
 

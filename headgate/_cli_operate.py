@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
 from headgate._model import Job, QuarantineEntry, Schedule
+from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
 
 Handler = Callable[[argparse.Namespace], int]
 AddDb = Callable[[argparse.ArgumentParser], None]
@@ -37,6 +39,32 @@ MAX_PAGE = 200
 """The API's largest page."""
 HISTORY_SHOWN = 10
 """Enqueue attempts `schedules show` prints."""
+MIN_INTERVAL_ENV = "HEADGATE_MIN_INTERVAL_MS"
+
+
+def add_min_interval(parser: argparse.ArgumentParser, int_in: IntIn) -> None:
+    """The --min-interval-ms option (`serve`, `schedules put`)."""
+    parser.add_argument(
+        "--min-interval-ms",
+        type=int_in(1, MAX_MIN_INTERVAL_MS),
+        metavar="MS",
+        help="refuse specs that tick more often than this "
+        f"(default ${MIN_INTERVAL_ENV}, else {RuntimeConfig.min_interval_ms})",
+    )
+
+
+def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
+    """The settings a command's Headgate runs with: --min-interval-ms, else
+    $HEADGATE_MIN_INTERVAL_MS, else the default."""
+    chosen: int | None = args.min_interval_ms
+    if chosen is None and os.environ.get(MIN_INTERVAL_ENV):
+        text = os.environ[MIN_INTERVAL_ENV]
+        if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_MIN_INTERVAL_MS):
+            raise ValidationError(
+                MIN_INTERVAL_ENV, f"must be a whole number from 1 to {MAX_MIN_INTERVAL_MS}"
+            )
+        chosen = int(text)
+    return RuntimeConfig() if chosen is None else RuntimeConfig(min_interval_ms=chosen)
 
 
 def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
@@ -101,6 +129,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     put.add_argument(
         "--jitter-ms", type=int, default=0, metavar="MS", help="spread each tick by up to MS (0)"
     )
+    add_min_interval(put, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
         ("pause", "stop a schedule's ticks, keeping its phase", _schedules_pause),
@@ -187,7 +216,7 @@ def _schedules_show(args: argparse.Namespace) -> int:
         _print_json(body)
         return 0
     _print_schedule(schedule)
-    print(f"payload:        {_shown_json(schedule.payload)}")
+    print(f"payload:        {_printable(_shown_json(schedule.payload))}")
     print(f"enqueue attempts (newest {HISTORY_SHOWN}):")
     _print_table(
         ("TICK", "OUTCOME", "REASON", "JOB", "RECORDED"),
@@ -200,7 +229,8 @@ def _schedules_show(args: argparse.Namespace) -> int:
 
 def _schedules_put(args: argparse.Namespace) -> int:
     payload = _json_argument("--payload", args.payload)
-    with open_existing(args.db, read_only=False) as hg:
+    config = runtime_config(args)
+    with open_existing(args.db, read_only=False, config=config) as hg:
         schedule = hg.put_schedule(
             args.schedule_id,
             spec=args.spec,
@@ -223,7 +253,7 @@ def _schedules_delete(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"id": args.schedule_id, "deleted": True})
     else:
-        print(f"deleted schedule {args.schedule_id} (its enqueue history stays)")
+        print(f"deleted schedule {_printable(args.schedule_id)} (its enqueue history stays)")
     return 0
 
 
@@ -258,7 +288,7 @@ def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: s
 
         _print_json(ScheduleOut.of(schedule))
     else:
-        print(done)
+        print(_printable(done))
         _print_schedule(schedule)
     return 0
 
@@ -354,7 +384,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
         _print_json(JobOut.of(job))
         return 0
     if done is not None:
-        print(done)
+        print(_printable(done))
     origin = job.periodic_origin
     _print_fields(
         (
@@ -370,6 +400,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
                 "-" if origin is None else f"{origin.schedule_id}, tick {_iso(origin.tick_ms)}",
             ),
             ("unique key", job.unique_key or "-"),
+            ("fingerprint", job.fingerprint),
             ("attempts", str(job.attempts)),
             ("max attempts", _or_default(job.max_attempts)),
             ("crashes", str(job.crash_count)),
@@ -431,7 +462,7 @@ def _release(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"fingerprint": args.fingerprint, "released": True})
     else:
-        print(f"released {args.fingerprint}: its jobs are admitted again")
+        print(f"released {_printable(args.fingerprint)}: its jobs are admitted again")
     return 0
 
 

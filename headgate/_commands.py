@@ -21,8 +21,10 @@ from headgate._domain.admission import (
     MAX_UNIQUE_KEY_LENGTH,
     AdmissionLimits,
     could_be_stored,
+    kind_problem,
     require_bool,
     require_bounds,
+    require_fingerprint,
     require_jitter_ms,
     require_kind,
     require_max_attempts,
@@ -56,7 +58,8 @@ from headgate._domain.ids import (
     tick_job_id,
     tick_unique_key,
 )
-from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.names import fingerprint_problem, require
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import (
     job_stream,
     manual_run_stream,
@@ -109,6 +112,7 @@ def validate_definition(
     backfill_limit: object,
     paused: object,
     limits: AdmissionLimits,
+    min_interval_ms: int,
     max_attempts: object = None,
     timeout_s: object = None,
     start_at_ms: object = None,
@@ -122,6 +126,7 @@ def validate_definition(
         parsed = parse_spec(spec)
     except InvalidSpec as error:
         raise ValidationError("spec", str(error)) from None
+    require("spec", interval_problem(parsed, min_interval_ms))
     policy, limit = require_policy(on_missed, backfill_limit)
     require_payload(payload, limits.max_payload_bytes)
     start, end = require_bounds(start_at_ms, end_at_ms)
@@ -182,6 +187,7 @@ def validate_definitions(
     items: Iterable[object],
     *,
     limits: AdmissionLimits,
+    min_interval_ms: int,
     id_field: str = "schedule_id",
     name: str = "schedules",
 ) -> list[ScheduleDefinition]:
@@ -217,6 +223,7 @@ def validate_definitions(
                 backfill_limit=item.get("backfill_limit", 1),
                 paused=item.get("paused", False),
                 limits=limits,
+                min_interval_ms=min_interval_ms,
                 start_at_ms=item.get("start_at_ms"),
                 end_at_ms=item.get("end_at_ms"),
                 jitter_ms=item.get("jitter_ms"),
@@ -593,7 +600,7 @@ class Commands:
         return updated
 
     def quarantine(self, fingerprint_value: str, note: str = "") -> None:
-        stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
+        stream = quarantine_stream(require_fingerprint(fingerprint_value))
         checked_note = require_note(note, MAX_NOTE_LENGTH)
         with self._log.write() as transaction:
             version = transaction.stream_versions([stream])[stream]
@@ -601,9 +608,15 @@ class Commands:
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
 
     def release(self, fingerprint_value: str) -> None:
-        stream = quarantine_stream(require_name("fingerprint", fingerprint_value))
+        """Make a fingerprint admissible again: NotFound unless it is quarantined,
+        and a ValidationError naming the format for one that could never be (a
+        malformed one an earlier build let an operator quarantine is released)."""
+        if not could_be_stored(fingerprint_value):
+            require("fingerprint", fingerprint_problem(fingerprint_value))
+        stream = quarantine_stream(fingerprint_value)
         with self._log.write() as transaction:
             if not transaction.quarantined([fingerprint_value]):
+                require("fingerprint", fingerprint_problem(fingerprint_value))
                 raise NotFound(f"fingerprint {fingerprint_value} is not quarantined")
             version = transaction.stream_versions([stream])[stream]
             _append_one(
@@ -612,9 +625,10 @@ class Commands:
             )
 
     def _validated_payload(self, job: JobEnqueued) -> str:
-        """The gate's validation, for every job: its kind, and its payload within
-        today's limits. Returns the payload's canonical text."""
-        require_kind(job.kind)
+        """The gate's validation, for every job: its kind (as the gate takes it: a
+        schedule stored with a kind today's naming rule refuses still runs now),
+        and its payload within today's limits. Returns the payload's canonical text."""
+        require("kind", kind_problem(job.kind))
         return require_payload(job.payload, self._limits.max_payload_bytes)
 
     def _admit(self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str) -> None:
@@ -791,7 +805,13 @@ def _origin(value: object) -> PeriodicOrigin | None:
         raise ValidationError(
             "periodic_origin.tick_ms", f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}"
         )
-    return PeriodicOrigin(require_name("periodic_origin.schedule_id", schedule_id), tick_ms)
+    if not isinstance(schedule_id, str):
+        raise ValidationError(
+            "periodic_origin.schedule_id", f"must be a string, got {type(schedule_id).__name__}"
+        )
+    if not could_be_stored(schedule_id):  # before hashing it into the tick's id
+        raise ValidationError("periodic_origin.schedule_id", f"no schedule {schedule_id!r}")
+    return PeriodicOrigin(schedule_id, tick_ms)
 
 
 def _append_one(transaction: WriteTransaction, unit: list[StreamAppend]) -> None:

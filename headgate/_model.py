@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from headgate._domain.ids import fingerprint_of_text
 from headgate._json import JsonValue
 from headgate._projections import (
     EnqueueHistoryRow,
@@ -140,6 +141,9 @@ class Job:
     """The newest ended attempts, newest first (filled by get_job)."""
     run_now_schedule_id: str | None = None
     """The schedule whose Enqueue now made it (a tick's job has `periodic_origin`)."""
+    fingerprint: str = ""
+    """What quarantine matches: its kind and payload (`Headgate.fingerprint`), to
+    quarantine jobs like it (`Headgate.quarantine`) or find why it is refused."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -167,6 +171,7 @@ class Job:
             updated_at_ms=row.updated_at_ms,
             attempt_history=tuple(JobAttempt.from_row(attempt) for attempt in attempts),
             run_now_schedule_id=row.run_now_schedule_id,
+            fingerprint=fingerprint_of_text(row.kind, row.payload),
         )
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, inspect
 
 from headgate import Headgate, JobContext, NotFound
 from headgate._cli import main
+from headgate._domain.streams import schedule_stream
 from headgate._store.sql.store import SqlStore
 from headgate.ops import read_events
 from headgate.testing import FakeClock
@@ -212,6 +213,9 @@ def test_bad_schedule_input_exits_2_and_changes_nothing(
         (("--spec", "@every:1000", "--payload", "NaN"), "error: --payload: is not valid JSON"),
         (("--spec", "61 * * * *"), "error: spec: bad cron '61 * * * *'"),
         (("--spec", "@every:1000", "--queue", "a b"), "error: queue: may contain only"),
+        (("--spec", "@every:1000", "--queue", "a\n"), "error: queue: may contain only"),
+        (("--spec", "@every:1000", "--kind", "k\n"), "error: kind: must not contain control"),
+        (("--spec", "@every:1000", "--kind", "k "), "error: kind: must not start or end"),
     ):
         status, out, err = _run(capsys, *put, *extra)
         assert (status, out) == (2, ""), err
@@ -221,6 +225,55 @@ def test_bad_schedule_input_exits_2_and_changes_nothing(
     assert exited.value.code == 2
     assert _event_count(store_url) == before
     assert hg.get_schedule("nightly").spec == "0 9 * * *"
+
+
+def test_schedules_put_holds_specs_to_the_minimum_interval(
+    store_url: str, hg: Headgate, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put = ("schedules", "put", "fast", "--db", store_url, "--kind", "k")
+    before = _event_count(store_url)
+    status, out, err = _run(capsys, *put, "--spec", "@every:500")
+    assert (status, out) == (2, "")
+    assert err == (
+        "error: spec: interval 500 ms is below the minimum of 1000 ms "
+        "(RuntimeConfig.min_interval_ms)\n"
+    )
+    assert _event_count(store_url) == before
+    assert _json(capsys, *put, "--spec", "@every:500ms", "--min-interval-ms", "500")["spec"] == (
+        "@every:500"
+    )
+    monkeypatch.setenv("HEADGATE_MIN_INTERVAL_MS", "250")
+    assert _json(capsys, *put, "--spec", "@every:0.25s")["spec"] == "@every:250"
+    monkeypatch.setenv("HEADGATE_MIN_INTERVAL_MS", "-1")
+    status, _, err = _run(capsys, *put, "--spec", "@every:250")
+    assert (status, err) == (
+        2,
+        "error: HEADGATE_MIN_INTERVAL_MS: must be a whole number from 1 to 60000\n",
+    )
+    assert hg.get_schedule("fast").spec == "@every:250"
+
+
+def test_names_stored_before_the_rules_are_operated_and_printed_on_one_line(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    from headgate._domain.events import FingerprintQuarantined
+    from headgate._domain.streams import quarantine_stream
+    from headgate._store.port import NO_STREAM
+    from tests.store.builders import defined
+
+    log = hg._store.log
+    log.append(schedule_stream("abc\n"), NO_STREAM, [defined("abc\n", payload={"s": "a\u2028b"})])
+    log.append(quarantine_stream("zzz\n"), NO_STREAM, [FingerprintQuarantined("zzz\n", "old")])
+    status, out, _ = _run(capsys, "schedules", "show", "abc\n", "--db", store_url)
+    assert status == 0 and "id:             abc\\n\n" in out
+    assert 'payload:        {"s": "a\\u2028b"}\n' in out
+    status, out, _ = _run(capsys, "schedules", "pause", "abc\n", "--db", store_url)
+    assert status == 0 and out.startswith("paused schedule abc\\n\n")
+    status, out, _ = _run(capsys, "schedules", "delete", "abc\n", "--db", store_url)
+    assert (status, out) == (0, "deleted schedule abc\\n (its enqueue history stays)\n")
+    status, out, _ = _run(capsys, "quarantine", "release", "zzz\n", "--db", store_url)
+    assert (status, out) == (0, "released zzz\\n: its jobs are admitted again\n")
+    assert hg.list_quarantine().entries == [] and hg.list_schedules().schedules == []
 
 
 # jobs ------------------------------------------------------------------------
@@ -279,6 +332,8 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     assert "state:          failed" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
+    fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})
+    assert f"fingerprint:    {fingerprint}\n" in out
     attempts = out[out.index("attempts (newest first):") :].splitlines()
     assert attempts[1].split() == ["#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"]
     assert attempts[2].split()[:2] == ["1", "failed"]
@@ -287,6 +342,7 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     shown = _json(capsys, "jobs", "show", job.id, "--db", store_url)
     assert set(shown) == set(JobOut.model_fields)
     assert shown["payload"] == {"to": "a@example.com"} and shown["state"] == "failed"
+    assert shown["fingerprint"] == fingerprint
     assert [a["outcome"] for a in shown["attempt_history"]] == ["failed"]
     assert shown["attempt_history"][0]["error_type"] == "ConnectionError"
 
@@ -345,7 +401,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
     status, out, err = _run(capsys, "quarantine", "release", fingerprint, "--db", store_url)
     assert (status, out, err) == (1, "", f"error: fingerprint {fingerprint} is not quarantined\n")
     status, _, err = _run(capsys, "quarantine", "add", "a b", "--db", store_url)
-    assert status == 2 and err.startswith("error: fingerprint: may contain only")
+    assert status == 2 and err.startswith("error: fingerprint: must be 32 lowercase hexadecimal")
 
 
 # as a process ----------------------------------------------------------------
@@ -356,7 +412,25 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
     [
         (["jobs", "show", "nope"], 1, "error: no job 'nope'"),
         (["jobs", "cancel", "{job}"], 1, "error: cannot cancel job"),
-        (["quarantine", "release", "abc"], 1, "error: fingerprint abc is not quarantined"),
+        (
+            ["quarantine", "release", "0" * 32],
+            1,
+            f"error: fingerprint {'0' * 32} is not quarantined",
+        ),
+        (["quarantine", "release", "abc"], 2, "error: fingerprint: must be 32 lowercase hex"),
+        (["quarantine", "add", "abc", "--note", "x"], 2, "error: fingerprint: must be 32 lower"),
+        (["quarantine", "add", "zzz\n"], 2, "error: fingerprint: must be 32 lowercase hex"),
+        (
+            ["schedules", "put", "abc\n", "--spec", "@every:60000", "--kind", "k"],
+            2,
+            "error: id: may contain only letters, digits and . _ : - and must start with a "
+            "letter or digit; found U+000A (a control character) at index 3",
+        ),
+        (
+            ["schedules", "run-now", "s", "--idempotency-key", "k\n"],
+            2,
+            "error: Idempotency-Key: must not contain control or invisible characters",
+        ),
         (
             ["schedules", "put", "x", "--spec", "@every:1000", "--kind", "k", "--payload", "{"],
             2,

@@ -193,7 +193,11 @@ def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[s
         ),
         (
             ["projections", "rebuild", "--projection", "nope", "--db", "{db}"],
-            "error: --projection: unknown nope",
+            "error: --projection: unknown 'nope'",
+        ),
+        (
+            ["projections", "rebuild", "--projection", "no\npe", "--db", "{db}"],
+            "error: --projection: unknown 'no\\npe'",
         ),
     ],
 )

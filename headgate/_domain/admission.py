@@ -7,13 +7,19 @@ time, with the limits in force then.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from headgate._domain.cursors import is_clean_text
 from headgate._domain.events import MissedRunPolicy
+from headgate._domain.names import (
+    fingerprint_problem,
+    identifier_problem,
+    invisible_problem,
+    label_problem,
+    require,
+)
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.tick_timing import MAX_JITTER_MS
 from headgate._errors import ValidationError
@@ -27,7 +33,6 @@ MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_BACKFILL_LIMIT: Final = 1000
 MAX_NOTE_LENGTH: Final = 255
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 64 * 1024
-_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]*$")
 
 
 @dataclass(frozen=True)
@@ -43,33 +48,34 @@ class AdmissionLimits:
 
 
 def require_name(field_name: str, value: object, max_length: int = MAX_ID_LENGTH) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
-    if not 1 <= len(value) <= max_length:
-        raise ValidationError(field_name, f"must be 1-{max_length} characters, got {len(value)}")
-    if not _NAME.match(value):
-        raise ValidationError(
-            field_name,
-            "may contain only letters, digits and . _ : - and must start with a letter or digit",
-        )
+    """A new identifier: a schedule's id or a queue (`names.identifier_problem`)."""
+    require(field_name, identifier_problem(value, max_length))
+    assert isinstance(value, str)
     return value
 
 
 def kind_problem(value: object) -> str | None:
-    """The rule a job kind breaks, or None for a valid one."""
+    """The admission gate's rule for a job's kind, applied to every job at write
+    time: any text a kind has ever been allowed to be (printable, 1-128
+    characters), so a schedule stored by an earlier build keeps ticking. A new
+    kind is held to `require_kind`, which also refuses a space at either end."""
     if not isinstance(value, str):
         return f"must be a string, got {type(value).__name__}"
     if not 1 <= len(value) <= MAX_KIND_LENGTH:
         return f"must be 1-{MAX_KIND_LENGTH} characters, got {len(value)}"
-    if not value.isprintable():
-        return "must not contain control characters"
-    return None
+    return invisible_problem(value)
 
 
 def require_kind(value: object) -> str:
-    problem = kind_problem(value)
-    if problem is not None:
-        raise ValidationError("kind", problem)
+    """A new job kind (a schedule's, a handler's, an enqueue's): `names.label_problem`."""
+    require("kind", label_problem(value, MAX_KIND_LENGTH))
+    assert isinstance(value, str)
+    return value
+
+
+def require_fingerprint(value: object) -> str:
+    """A fingerprint to quarantine: the form `ids.fingerprint_of_text` makes."""
+    require("fingerprint", fingerprint_problem(value))
     assert isinstance(value, str)
     return value
 
@@ -127,8 +133,7 @@ def require_note(value: object, max_length: int) -> str:
         raise ValidationError("note", f"must be a string, got {type(value).__name__}")
     if len(value) > max_length:
         raise ValidationError("note", f"must be at most {max_length} characters, got {len(value)}")
-    if not value.isprintable():  # also rejects lone surrogates, which no store can hold
-        raise ValidationError("note", "must not contain control characters")
+    require("note", invisible_problem(value))  # lone surrogates too, which no store holds
     return value
 
 
@@ -157,10 +162,11 @@ def require_bool(field_name: str, value: object) -> bool:
 
 
 def require_optional_key(field_name: str, value: object, max_length: int) -> str | None:
+    """A new unique or idempotency key, or None: `names.label_problem`."""
     if value is None:
         return None
-    if not isinstance(value, str) or not 1 <= len(value) <= max_length or not value.isprintable():
-        raise ValidationError(field_name, f"must be 1-{max_length} printable characters")
+    require(field_name, label_problem(value, max_length))
+    assert isinstance(value, str)
     return value
 
 

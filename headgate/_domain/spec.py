@@ -1,5 +1,5 @@
-"""Schedule specifications: `@every:<ms>`, five/six-field cron and its macros
-(`@daily`, ...), optional CRON_TZ.
+"""Schedule specifications: `@every:<interval>`, five/six-field cron and its
+macros (`@daily`, ...), optional CRON_TZ.
 
 `parse_spec` validates and normalises once; the returned object computes ticks
 many times. Every rejection is an `InvalidSpec` whose message quotes the spec
@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from calendar import monthrange
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from types import MappingProxyType
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -35,6 +36,12 @@ from headgate._domain.wallclock import WallClock
 MAX_SPEC_LENGTH: Final = 512
 MAX_EVERY_MS: Final = 10**12  # about 31.7 years
 _EVERY_PREFIX: Final = "@every:"
+EVERY_UNITS: Final = MappingProxyType(
+    {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+)
+"""The units an @every interval may be written in; a bare number is milliseconds.
+A day is 86,400,000 ms on the UTC epoch grid, not a calendar day."""
+_INTERVAL: Final = re.compile(r"(?P<whole>[0-9]+)(?:\.(?P<fraction>[0-9]+))?(?P<unit>ms|s|m|h|d)?")
 _TZ_PREFIX: Final = re.compile(r"^CRON_TZ=(?P<zone>\S*)(?:\s+(?P<rest>.*))?$", re.DOTALL)
 MACROS: Final = MappingProxyType(
     {
@@ -76,6 +83,12 @@ class ScheduleSpec(ABC):
     def due_ticks(self, next_run_ms: int, now_ms: int, limit: int) -> list[int]:
         """The newest `limit` ticks in [next_run_ms, now_ms], oldest first."""
 
+    @property
+    @abstractmethod
+    def shortest_gap_ms(self) -> int:
+        """The least time between two of its ticks: exact for @every; for cron, a
+        lower bound that is exact up to a minute (all a minimum interval asks)."""
+
     def fires_like(self, other: ScheduleSpec) -> bool:
         """Whether `other` ticks at exactly the same instants, however it is spelled
         (`1-5` and `MON-FRI`, `00` and `0`, `UTC` and `Etc/UTC`). False when in doubt."""
@@ -98,6 +111,10 @@ class EverySpec(ScheduleSpec):
     @property
     def zone_name(self) -> str:
         return "UTC"
+
+    @property
+    def shortest_gap_ms(self) -> int:
+        return self.interval_ms
 
     def next_tick_ms(self, after_ms: int) -> int:
         _check_instant("after_ms", after_ms)
@@ -128,6 +145,18 @@ class CronSpec(ScheduleSpec):
     @property
     def zone_name(self) -> str:
         return "UTC" if self.zone is None else self.zone.key
+
+    @property
+    def shortest_gap_ms(self) -> int:
+        """Ticks within a minute are its seconds field's neighbours; across two
+        minutes that both fire, from its last second to the next minute's first.
+        Any other two ticks are more than a minute apart (61 s stands for them)."""
+        seconds = sorted(self.fields[0].values)
+        minutes = self.fields[1].values
+        gaps = [later - earlier for earlier, later in pairwise(seconds)]
+        if any((minute + 1) % 60 in minutes for minute in minutes):
+            gaps.append(60 - seconds[-1] + seconds[0])
+        return min(gaps, default=61) * 1000
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CronSpec) and other.text == self.text
@@ -270,12 +299,21 @@ def _load_zone(name: str, spec: str) -> ZoneInfo | None:
 
 
 def _parse_every(spec: str) -> EverySpec:
-    digits = spec[len(_EVERY_PREFIX) :]
-    if not (digits.isascii() and digits.isdigit()):
+    """`@every:30000`, or with a unit: `@every:30s`, `@every:1.5h`. Stored as
+    milliseconds (`@every:30000`), so a respelling keeps its phase and its ticks'
+    identity. A fraction must come to whole milliseconds (`1.5s`, not `0.5ms`)."""
+    text = spec[len(_EVERY_PREFIX) :]
+    match = _INTERVAL.fullmatch(text)
+    if match is None or (match["fraction"] is not None and match["unit"] is None):
         raise InvalidSpec(
-            f"bad @every '{spec}': interval must be a whole number of milliseconds >= 1"
+            f"bad @every '{spec}': interval must be a whole number of milliseconds >= 1, "
+            f"or a number and a unit: {', '.join(EVERY_UNITS)} (30s, 5m, 1.5h)"
         )
-    interval = int(digits)
+    fraction = match["fraction"] or ""
+    scaled = int(match["whole"] + fraction) * EVERY_UNITS[match["unit"] or "ms"]
+    interval, remainder = divmod(scaled, 10 ** len(fraction))
+    if remainder:
+        raise InvalidSpec(f"bad @every '{spec}': {text} is not a whole number of milliseconds")
     if not 1 <= interval <= MAX_EVERY_MS:
         raise InvalidSpec(
             f"bad @every '{spec}': interval {interval} out of range 1-{MAX_EVERY_MS} milliseconds"
@@ -329,6 +367,19 @@ def _require_future_occurrence(spec: str, fields: tuple[ParsedField, ...]) -> No
         f"bad cron '{spec}': no future occurrence: day-of-month "
         f"{day_of_month.text} never falls in month {month.text}"
     )
+
+
+def interval_problem(spec: ScheduleSpec, min_interval_ms: int) -> str | None:
+    """How `spec` ticks more often than `min_interval_ms` allows, or None."""
+    gap = spec.shortest_gap_ms
+    if gap >= min_interval_ms:
+        return None
+    what = (
+        f"interval {gap} ms is"
+        if isinstance(spec, EverySpec)
+        else f"'{spec.text}' ticks as little as {gap} ms apart,"
+    )
+    return f"{what} below the minimum of {min_interval_ms} ms (RuntimeConfig.min_interval_ms)"
 
 
 def next_tick_ms(spec: str | ScheduleSpec, after_ms: int) -> int:

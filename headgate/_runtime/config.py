@@ -9,6 +9,9 @@ from typing import Final
 from headgate._domain.admission import AdmissionLimits
 
 SCHEDULER_LEASE: Final = "scheduler"
+MAX_MIN_INTERVAL_MS: Final = 60_000
+"""A minimum interval guards against runaway specs; it is no rate policy, and a
+cron spec's shortest gap is computed exactly only up to a minute."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class RuntimeConfig:
     Keep `before_enqueue` fast: its time beyond `prepare_ahead_ms` makes the
     ticks written with it (its instant's batch) late."""
     limits: AdmissionLimits = field(default_factory=AdmissionLimits)
+    min_interval_ms: int = 1_000
+    """The least time a schedule may ask for between two ticks (`@every:1` makes
+    a job every millisecond): a definition below it is refused, in code, the API
+    and the CLI. 1 to 60000; tests lower it. Schedules stored before keep
+    ticking as they are; putting one again is checked."""
 
     @property
     def renew_every_ms(self) -> int:
@@ -64,6 +72,11 @@ class RuntimeConfig:
             raise ValueError("hook_timeout_ms must be between 10 and 600000")
         if not 1 <= self.shards <= 64:
             raise ValueError("shards must be between 1 and 64")
+        interval = self.min_interval_ms
+        if isinstance(interval, bool) or not isinstance(interval, int):
+            raise ValueError(f"min_interval_ms must be an integer, got {interval!r}")
+        if not 1 <= interval <= MAX_MIN_INTERVAL_MS:
+            raise ValueError(f"min_interval_ms must be between 1 and {MAX_MIN_INTERVAL_MS}")
 
 
 RESCUER_LEASE: Final = "rescuer"

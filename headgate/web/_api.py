@@ -86,7 +86,12 @@ def put_schedule(
     request: Request, response: Response, schedule_id: str, body: ScheduleIn
 ) -> ScheduleOut:
     hg = _hg(request)
-    definition = validate_definition(schedule_id, limits=hg.config.limits, **body.model_dump())
+    definition = validate_definition(
+        schedule_id,
+        limits=hg.config.limits,
+        min_interval_ms=hg.config.min_interval_ms,
+        **body.model_dump(),
+    )
     schedule, created = hg._upsert_schedule(definition)
     response.status_code = 201 if created else 200
     return ScheduleOut.of(schedule)
@@ -108,7 +113,10 @@ def put_schedule(
 def put_schedules(request: Request, response: Response, body: SchedulesIn) -> SchedulesPutOut:
     hg = _hg(request)
     definitions = validate_definitions(
-        [item.model_dump() for item in body.schedules], limits=hg.config.limits, id_field="id"
+        [item.model_dump() for item in body.schedules],
+        limits=hg.config.limits,
+        min_interval_ms=hg.config.min_interval_ms,
+        id_field="id",
     )
     result = hg._upsert_schedules(definitions)
     response.status_code = 201 if result.created else 200
@@ -331,4 +339,5 @@ def release(request: Request, fingerprint: str) -> Response:
     "/spec-preview", response_model=SpecPreview, summary="Validate a spec and show its next ticks"
 )
 def spec_preview(request: Request, spec: Annotated[str, Query(max_length=1024)]) -> SpecPreview:
-    return preview(spec, _hg(request).clock.now_ms())
+    hg = _hg(request)
+    return preview(spec, hg.clock.now_ms(), hg.config.min_interval_ms)

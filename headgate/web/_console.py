@@ -34,8 +34,9 @@ def format_ms(ms: int | None, zone: str = "UTC") -> str:
         return "—"
     if not 0 <= ms <= MAX_INSTANT_MS:  # only a job stored before the API enforced the range
         return f"{ms} (epoch ms, beyond the calendar)"
-    moment = datetime.fromtimestamp(ms / 1000, UTC).astimezone(ZoneInfo(zone))
-    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+    moment = datetime.fromtimestamp(ms // 1000, UTC).astimezone(ZoneInfo(zone))
+    fraction = f".{ms % 1000:03}" if ms % 1000 else ""  # an @every:1500 tick's .500
+    return f"{moment:%Y-%m-%d %H:%M:%S}{fraction} {moment:%Z}"
 
 
 def format_duration(ms: int | None) -> str:
@@ -246,14 +247,17 @@ RETRYABLE: Final = frozenset({"failed", "cancelled", "quarantined"})
 
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str) -> HTMLResponse:
+    hg = _hg(request)
     try:
-        job = _hg(request).get_job(job_id)
+        job = hg.get_job(job_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"job {job_id}")
     return _page(
         request,
         "job.html",
         job=job,
+        quarantined=hg.quarantine_entry(job.fingerprint),
+        quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),
         result_json=_json(job.result),
         can_cancel=job.state in CANCELLABLE,

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, Strict
 
 from headgate._domain.admission import MAX_BACKFILL_LIMIT
 from headgate._domain.describe import describe, missed_run_label
-from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._model import (
     EnqueueEvent,
     Job,
@@ -228,6 +228,10 @@ class JobOut(BaseModel):
     attempt_history: list[AttemptOut] = Field(
         description="The newest ended attempts, newest first (in a job's own read, empty in lists)"
     )
+    fingerprint: str = Field(
+        description="What quarantine matches (its kind and payload): PUT /quarantine/{fp} "
+        "refuses jobs like it, DELETE releases them"
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
@@ -255,6 +259,7 @@ class JobOut(BaseModel):
             error_message=job.error_message,
             updated_at_ms=job.updated_at_ms,
             attempt_history=[AttemptOut.of(attempt) for attempt in job.attempt_history],
+            fingerprint=job.fingerprint,
         )
 
 
@@ -322,30 +327,45 @@ class QuarantineList(BaseModel):
 
 
 class SpecPreview(BaseModel):
-    valid: bool
+    valid: bool = Field(description="Whether a schedule may have it here (min_interval_ms too)")
     error: str | None
     spec: str | None = Field(None, description="The normalised spec")
     description: str | None
     next_ticks_ms: list[int]
+    min_interval_ms: int = Field(description="This server's minimum interval between ticks")
 
 
 class ErrorOut(BaseModel):
     error: str
 
 
-def preview(spec: str, now_ms: int, count: int = 5) -> SpecPreview:
+def preview(spec: str, now_ms: int, min_interval_ms: int, count: int = 5) -> SpecPreview:
+    """What PUT /periodic/{id} would make of `spec`: its normal form and next
+    ticks, or why it is refused (a spec below the minimum interval is shown
+    too, with the reason it is refused)."""
     try:
         parsed = parse_spec(spec)
     except InvalidSpec as error:
         return SpecPreview(
-            valid=False, error=str(error), spec=None, description=None, next_ticks_ms=[]
+            valid=False,
+            error=str(error),
+            spec=None,
+            description=None,
+            next_ticks_ms=[],
+            min_interval_ms=min_interval_ms,
         )
     ticks, tick = [], now_ms
     for _ in range(count):
         tick = parsed.next_tick_ms(tick)
         ticks.append(tick)
+    too_often = interval_problem(parsed, min_interval_ms)
     return SpecPreview(
-        valid=True, error=None, spec=parsed.text, description=describe(parsed), next_ticks_ms=ticks
+        valid=too_often is None,
+        error=too_often,
+        spec=parsed.text,
+        description=describe(parsed),
+        next_ticks_ms=ticks,
+        min_interval_ms=min_interval_ms,
     )
 
 

@@ -24,9 +24,9 @@ from headgate._store.port import Claimant
 from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
-CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS)
-TAKEOVER_LIMIT_S = (TTL_MS + CONFIG.renew_every_ms) / 1000 + 0.5  # TTL + one renewal + slack
 INTERVAL_MS = 200
+CONFIG = RuntimeConfig(lease_ttl_ms=TTL_MS, min_interval_ms=INTERVAL_MS)
+TAKEOVER_LIMIT_S = (TTL_MS + CONFIG.renew_every_ms) / 1000 + 0.5  # TTL + one renewal + slack
 CHILD = textwrap.dedent(
     """
     import signal, sys, time

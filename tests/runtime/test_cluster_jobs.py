@@ -79,7 +79,9 @@ def _eventually(predicate: Callable[[], bool], timeout_s: float, what: str) -> N
 def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
     store_url: str, tmp_path: Path
 ) -> None:
-    observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=LEASE_TTL_MS))
+    observer = Headgate(
+        store_url, config=RuntimeConfig(lease_ttl_ms=LEASE_TTL_MS, min_interval_ms=INTERVAL_MS)
+    )
     for _ in range(BACKLOG):
         observer.enqueue("work")
     observer.put_schedule(

@@ -492,7 +492,9 @@ EXITS_WITHOUT_CLOSE = textwrap.dedent(
     from headgate import Headgate, RuntimeConfig
 
     def start() -> Headgate:
-        hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000))
+        hg = Headgate(
+            sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000, min_interval_ms=100)
+        )
         hg.put_schedule("pulse", spec="@every:100", kind="k")
         hg.start()
         while hg.lease_status() is None:

@@ -65,7 +65,10 @@ def _runtime(store_url: str, log: Path) -> subprocess.Popen[bytes]:
 
 def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: Path) -> None:
     chance = random.Random(7)
-    observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=TTL_MS))
+    observer = Headgate(
+        store_url,
+        config=RuntimeConfig(lease_ttl_ms=TTL_MS, min_interval_ms=min(SCHEDULES.values())),
+    )
     _put_every_schedule(observer)
     log = tmp_path / "runtimes.log"
     runtimes = [_runtime(store_url, log) for _ in range(3)]

@@ -11,7 +11,7 @@ from headgate import Headgate, LeaseStatus, RuntimeConfig, StoreClock, SystemClo
 from tests.runtime.conftest import jobs_for
 
 SKEW_MS = 3_000
-CONFIG = RuntimeConfig(lease_ttl_ms=1_500)
+CONFIG = RuntimeConfig(lease_ttl_ms=1_500, min_interval_ms=200)  # a pulse of 200 ms
 
 
 class HostClock(SystemClock):

@@ -4,6 +4,10 @@ import pytest
 
 from headgate import InvalidSpec, parse_spec
 
+EVERY_FORMS = (
+    "interval must be a whole number of milliseconds >= 1, "
+    "or a number and a unit: ms, s, m, h, d (30s, 5m, 1.5h)"
+)
 REJECTED = [
     ("61 * * * *", "bad cron '61 * * * *': minute 61 out of range 0-59"),
     ("* 24 * * *", "bad cron '* 24 * * *': hour 24 out of range 0-23"),
@@ -71,9 +75,28 @@ REJECTED = [
     ("", "empty spec: expected '@every:<ms>' or a cron expression"),
     ("   ", "empty spec: expected '@every:<ms>' or a cron expression"),
     ("@every:0", "bad @every '@every:0': interval 0 out of range 1-1000000000000 milliseconds"),
-    ("@every:-5", "bad @every '@every:-5': interval must be a whole number of milliseconds >= 1"),
-    ("@every:1.5", "bad @every '@every:1.5': interval must be a whole number of milliseconds >= 1"),
-    ("@every:", "bad @every '@every:': interval must be a whole number of milliseconds >= 1"),
+    ("@every:-5", f"bad @every '@every:-5': {EVERY_FORMS}"),
+    ("@every:1.5", f"bad @every '@every:1.5': {EVERY_FORMS}"),
+    ("@every:", f"bad @every '@every:': {EVERY_FORMS}"),
+    ("@every:30S", f"bad @every '@every:30S': {EVERY_FORMS}"),
+    ("@every:5min", f"bad @every '@every:5min': {EVERY_FORMS}"),
+    ("@every:1h30m", f"bad @every '@every:1h30m': {EVERY_FORMS}"),
+    ("@every:s", f"bad @every '@every:s': {EVERY_FORMS}"),
+    ("@every:.5s", f"bad @every '@every:.5s': {EVERY_FORMS}"),
+    ("@every:1e3", f"bad @every '@every:1e3': {EVERY_FORMS}"),
+    ("@every:30 s", f"bad @every '@every:30 s': {EVERY_FORMS}"),
+    ("@every:\uff13\uff10s", f"bad @every '@every:\uff13\uff10s': {EVERY_FORMS}"),  # full width
+    ("@every:0.5ms", "bad @every '@every:0.5ms': 0.5ms is not a whole number of milliseconds"),
+    (
+        "@every:1.0005s",
+        "bad @every '@every:1.0005s': 1.0005s is not a whole number of milliseconds",
+    ),
+    ("@every:0s", "bad @every '@every:0s': interval 0 out of range 1-1000000000000 milliseconds"),
+    ("@every:12d", None),
+    (
+        "@every:11575d",
+        "bad @every '@every:11575d': interval 1000080000000 out of range 1-1000000000000 milliseconds",
+    ),
     (
         "@every 1000",
         "bad spec '@every 1000': the @ forms are '@every:<milliseconds>' and the macros @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",

@@ -32,6 +32,40 @@ class TestEvery:
         assert parse_spec(" @every:30000 ") == EverySpec(30000)
         assert parse_spec("@every:030000").text == "@every:30000"
 
+    @pytest.mark.parametrize(
+        ("spelled", "interval_ms"),
+        [
+            ("@every:250ms", 250),
+            ("@every:30s", 30_000),
+            ("@every:5m", 300_000),
+            ("@every:1h", 3_600_000),
+            ("@every:1d", 86_400_000),
+            ("@every:1.5s", 1_500),
+            ("@every:0.25m", 15_000),
+            ("@every:2.5h", 9_000_000),
+            ("@every:1.000s", 1_000),
+        ],
+    )
+    def test_a_unit_is_stored_as_milliseconds(self, spelled: str, interval_ms: int) -> None:
+        """One spelling per schedule: the phase and the tick identity are those of
+        the milliseconds form."""
+        parsed = parse_spec(spelled)
+        assert parsed == EverySpec(interval_ms) == parse_spec(f"@every:{interval_ms}")
+        assert parsed.text == f"@every:{interval_ms}"
+        assert next_tick_ms(spelled, 1_700_000_000_001) == next_tick_ms(
+            parsed.text, 1_700_000_000_001
+        )
+
+    def test_the_shortest_gap_of_every_and_of_cron(self) -> None:
+        assert parse_spec("@every:1500").shortest_gap_ms == 1_500
+        assert parse_spec("* * * * * *").shortest_gap_ms == 1_000
+        assert parse_spec("0,30 * * * * *").shortest_gap_ms == 30_000
+        assert parse_spec("10,50 * * * * *").shortest_gap_ms == 20_000  # 00:50 to 01:10
+        assert parse_spec("10,50 0 * * * *").shortest_gap_ms == 40_000  # one minute an hour
+        assert parse_spec("* * * * *").shortest_gap_ms == 60_000
+        assert parse_spec("0 59,0 * * * *").shortest_gap_ms == 60_000  # 00:59 to 01:00
+        assert parse_spec("0 9 * * *").shortest_gap_ms > 60_000
+
 
 class TestCronFields:
     def test_five_fields_have_minute_precision(self) -> None:

@@ -358,6 +358,124 @@ class TestBadInput:
         assert response.status_code == 404 and "error" in response.json()
 
 
+NEWLINE_AT_3 = "found U+000A (a control character) at index 3"
+EVERY_MINUTE = {"kind": "k", "spec": "@every:60000"}
+
+
+class TestNames:
+    """Names with a newline, a space at an end or an invisible character are 422s
+    naming the field, and nothing is stored; names stored before stay usable."""
+
+    def test_a_schedule_id_ending_in_a_newline_is_422(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/abc", json=EVERY_MINUTE)
+        response = client.put("/api/v1/periodic/abc%0A", json=EVERY_MINUTE)
+        assert response.status_code == 422
+        assert response.json()["error"].startswith("id: may contain only letters")
+        assert response.json()["error"].endswith(NEWLINE_AT_3)
+        assert [s["id"] for s in client.get("/api/v1/periodic").json()["schedules"]] == ["abc"]
+
+    @pytest.mark.parametrize(
+        ("field", "value", "message"),
+        [
+            ("queue", "q\n", "queue: may contain only letters"),
+            ("queue", " q", "queue: may contain only letters"),
+            ("kind", "k ", "kind: must not start or end with a space"),
+            ("kind", "k\u200b", "kind: must not contain control or invisible characters"),
+        ],
+    )
+    def test_bad_names_in_a_schedule_body_are_422(
+        self, client: TestClient, field: str, value: str, message: str
+    ) -> None:
+        response = client.put("/api/v1/periodic/s", json={**EVERY_MINUTE, field: value})
+        assert response.status_code == 422 and response.json()["error"].startswith(message)
+        bulk = client.post(
+            "/api/v1/periodic:bulk",
+            json={
+                "schedules": [
+                    {**EVERY_MINUTE, "id": "ok"},
+                    {**EVERY_MINUTE, field: value, "id": "s"},
+                ]
+            },
+        )
+        assert bulk.status_code == 422
+        assert bulk.json()["error"].startswith(f"schedules[1].{message}")
+        assert client.get("/api/v1/periodic").json()["schedules"] == []
+
+    def test_a_bulk_id_ending_in_a_newline_is_422(self, client: TestClient) -> None:
+        response = client.post(
+            "/api/v1/periodic:bulk", json={"schedules": [{**EVERY_MINUTE, "id": "abc\n"}]}
+        )
+        assert response.status_code == 422
+        assert response.json()["error"].startswith("schedules[0].id: may contain only")
+        assert client.get("/api/v1/periodic").json()["schedules"] == []
+
+    @pytest.mark.parametrize(
+        ("body", "message"),
+        [
+            ({"kind": "k", "queue": "q\n"}, "queue: may contain only letters"),
+            ({"kind": "k\n"}, "kind: must not contain control or invisible characters"),
+            ({"kind": " k"}, "kind: must not start or end with a space"),
+            ({"kind": "k", "unique_key": "u "}, "unique_key: must not start or end with a space"),
+            ({"kind": "k", "unique_key": "u\u2028"}, "unique_key: must not contain control"),
+        ],
+    )
+    def test_bad_names_in_a_job_body_are_422(
+        self, client: TestClient, body: dict[str, object], message: str
+    ) -> None:
+        response = client.post("/api/v1/jobs", json=body)
+        assert response.status_code == 422 and response.json()["error"].startswith(message)
+        assert client.get("/api/v1/jobs").json()["jobs"] == []
+
+    def test_an_idempotency_key_with_an_invisible_character_is_422(
+        self, client: TestClient
+    ) -> None:
+        client.put("/api/v1/periodic/s", json=EVERY_MINUTE)
+        response = client.post("/api/v1/periodic/s/run", headers={"Idempotency-Key": "k\tv"})
+        assert response.status_code == 422
+        assert response.json()["error"] == (
+            "Idempotency-Key: must not contain control or invisible characters; "
+            "found U+0009 (a control character) at index 1"
+        )
+        assert client.get("/api/v1/jobs").json()["jobs"] == []
+
+    @pytest.mark.parametrize("fingerprint", ["zzz", "zzz%0A", "ABCDEF0123456789ABCDEF0123456789"])
+    def test_a_fingerprint_headgate_cannot_make_is_422(
+        self, client: TestClient, fingerprint: str
+    ) -> None:
+        for response in (
+            client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": "x"}),
+            client.delete(f"/api/v1/quarantine/{fingerprint}"),
+        ):
+            assert response.status_code == 422
+            assert response.json()["error"].startswith(
+                "fingerprint: must be 32 lowercase hexadecimal digits"
+            )
+        assert client.get("/api/v1/quarantine").json()["entries"] == []
+
+    def test_names_stored_before_the_rules_are_read_filtered_and_deleted(
+        self, client: TestClient, hg: Headgate
+    ) -> None:
+        from headgate._domain.events import FingerprintQuarantined, JobEnqueued, ScheduleDefined
+        from headgate._domain.streams import job_stream, quarantine_stream, schedule_stream
+        from headgate._store.port import NO_STREAM
+
+        log = hg._store.log
+        legacy = ScheduleDefined(
+            "abc\n", "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
+        )  # type: ignore[arg-type]
+        log.append(schedule_stream("abc\n"), NO_STREAM, [legacy])
+        log.append(job_stream("j"), NO_STREAM, [JobEnqueued("j", "k", "a\n", None, None)])
+        log.append(quarantine_stream("zzz"), NO_STREAM, [FingerprintQuarantined("zzz", "old")])
+        assert client.get("/api/v1/periodic/abc%0A").json()["id"] == "abc\n"
+        assert client.post("/api/v1/periodic/abc%0A/pause").json()["paused"] is True
+        assert [j["id"] for j in client.get("/api/v1/jobs?queue=a%0A").json()["jobs"]] == ["j"]
+        assert client.get("/api/v1/jobs?queue=a").json()["jobs"] == []
+        assert client.delete("/api/v1/periodic/abc%0A").status_code == 204
+        assert client.get("/api/v1/periodic/abc%0A").status_code == 404
+        assert client.delete("/api/v1/quarantine/zzz").status_code == 204
+        assert client.get("/api/v1/quarantine").json()["entries"] == []
+
+
 def test_an_app_that_should_start_the_runtime_says_so_when_mounted(hg: Headgate) -> None:
     host = FastAPI()
     host.mount("/scheduler", create_app(hg, api_token="", manage_runtime=True))
@@ -436,7 +554,57 @@ def test_spec_preview(client: TestClient) -> None:
         "spec": None,
         "description": None,
         "next_ticks_ms": [],
+        "min_interval_ms": 1_000,
     }
+
+
+def test_spec_preview_says_when_an_interval_is_below_the_minimum(client: TestClient) -> None:
+    fast = client.get("/api/v1/spec-preview", params={"spec": "@every:250ms"}).json()
+    assert fast == {
+        "valid": False,
+        "error": "interval 250 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)",
+        "spec": "@every:250",
+        "description": "Every 250 ms",
+        "next_ticks_ms": [START_MS + 250 * n for n in range(1, 6)],
+        "min_interval_ms": 1_000,
+    }
+    friendly = client.get("/api/v1/spec-preview", params={"spec": "@every:1.5s"}).json()
+    assert (friendly["valid"], friendly["spec"], friendly["next_ticks_ms"][0]) == (
+        True,
+        "@every:1500",
+        START_MS + 1_500,
+    )
+
+
+def test_a_spec_below_the_minimum_is_a_422_and_a_respelling_is_unchanged(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    fast = client.put("/api/v1/periodic/fast", json={"kind": "k", "spec": "@every:1"})
+    assert (fast.status_code, fast.json()) == (
+        422,
+        {
+            "error": "spec: interval 1 ms is below the minimum of 1000 ms "
+            "(RuntimeConfig.min_interval_ms)"
+        },
+    )
+    bulk = client.post(
+        "/api/v1/periodic:bulk",
+        json={"schedules": [{"id": "fast", "kind": "k", "spec": "@every:999"}]},
+    )
+    assert bulk.status_code == 422 and bulk.json()["error"].startswith(
+        "schedules[0].spec: interval 999 ms"
+    )
+    assert client.get("/api/v1/periodic").json()["schedules"] == []
+
+    made = client.put("/api/v1/periodic/half", json={"kind": "k", "spec": "@every:30000"}).json()
+    clock.advance(7_000)
+    again = client.put("/api/v1/periodic/half", json={"kind": "k", "spec": "@every:30s"})
+    assert again.status_code == 200 and again.json() == made
+    respelled = client.post(
+        "/api/v1/periodic:bulk",
+        json={"schedules": [{"id": "half", "kind": "k", "spec": "@every:0.5m"}]},
+    )
+    assert respelled.json()["results"] == [{"id": "half", "outcome": "unchanged"}]
 
 
 @pytest.mark.parametrize(

@@ -143,10 +143,13 @@ def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
     assert admitted.status_code == 201
 
 
-def test_a_bad_quarantine_note_is_a_422_and_stores_nothing(client: TestClient) -> None:
-    response = client.put("/api/v1/quarantine/abc", json={"note": 5})
+def test_a_bad_quarantine_note_is_a_422_and_stores_nothing(
+    client: TestClient, hg: Headgate
+) -> None:
+    fingerprint = hg.fingerprint("k")
+    response = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": 5})
     assert response.status_code == 422 and response.json()["error"].startswith("note")
-    too_long = client.put("/api/v1/quarantine/abc", json={"note": "x" * 10_000})
+    too_long = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": "x" * 10_000})
     assert too_long.status_code == 422 and "note" in too_long.json()["error"]
     assert client.get("/api/v1/quarantine").json()["entries"] == []
 

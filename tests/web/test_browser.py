@@ -170,7 +170,12 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     page.wait_for_function(
         "() => document.getElementById('spec-preview').textContent.includes('minute 61 out of range')"
     )
-    page.fill("input[name=spec]", "@every:1000")
+    page.fill("input[name=spec]", "@every:250ms")
+    page.wait_for_function(
+        "() => document.getElementById('spec-preview').textContent.includes("
+        "'interval 250 ms is below the minimum of 1000 ms')"
+    )
+    page.fill("input[name=spec]", "@every:1s")
     page.wait_for_function(
         "() => document.getElementById('spec-preview').textContent.includes('Every second. Next:')"
     )
@@ -273,10 +278,21 @@ def _quarantine_shows_a_banner_until_released(page: Page, browser: Browser, base
         {"kind": "demo.poison", "spec": "@every:1000", "payload": {"bad": True}},
     )
     fingerprint = Headgate.fingerprint("demo.poison", {"bad": True})
-    _api(base, "PUT", f"/quarantine/{fingerprint}", {"note": "crashed its worker 3 times"})
+    _eventually(
+        lambda: bool(_api(base, "GET", "/jobs?kind=demo.poison&limit=1")["jobs"]),
+        "the poison schedule made no job",
+    )
+    [job] = _api(base, "GET", "/jobs?kind=demo.poison&limit=1")["jobs"]
+    assert job["fingerprint"] == fingerprint
+    page.goto(f"{base}/jobs/{job['id']}")
+    assert fingerprint in (page.text_content("#fingerprint") or "")
+    page.click("#quarantine-fingerprint")
+    page.wait_for_selector("#fingerprint-quarantined")
+    assert f"by hand, from job {job['id']}" in (page.text_content("#fingerprint") or "")
+    assert (page.text_content("#action-result") or "").startswith("Quarantined ")
     page.goto(f"{base}/schedules/poison")
     banner = page.text_content("#quarantine-banner") or ""
-    assert "crashed its worker 3 times" in banner and "skipped (quarantined)" in banner
+    assert f"by hand, from job {job['id']}" in banner and "skipped (quarantined)" in banner
     page.wait_for_selector("#events tr.outcome-skipped", timeout=10_000)
     assert "quarantined" in (page.text_content("#events tr.outcome-skipped") or "")
     _fits_a_phone(browser, f"{base}/quarantine")

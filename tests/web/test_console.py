@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from headgate import Headgate, JobContext, WorkerConfig
 from headgate.testing import FakeClock
+from headgate.web._console import format_ms
 from tests.web.conftest import START_MS
 
 MINUTE = 60_000
@@ -146,8 +147,38 @@ def test_a_completed_job_shows_its_result_and_no_actions(client: TestClient, hg:
     hg.drain()
     html = _html(client, f"/jobs/{job_id}")
     assert '<pre id="result">{\n  &#34;total&#34;: 3\n}</pre>' in html
-    assert "data-path" not in html
+    assert "/retry" not in html and "/cancel" not in html
     assert '<span class="outcome succeeded">succeeded</span>' in html
+
+
+def test_a_jobs_page_shows_its_fingerprint_with_quarantine_and_release(
+    client: TestClient, hg: Headgate
+) -> None:
+    job = hg.enqueue("report.build", {"team": 7})
+    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    assert job.fingerprint == fingerprint
+    html = _html(client, f"/jobs/{job.id}")
+    facts = re.search(r'<dd id="fingerprint">(.*?)</dd>', html, re.S)
+    assert facts is not None
+    assert f'<code class="fingerprint">{fingerprint}</code>' in facts.group(1)
+    button = re.search(r'<button id="quarantine-fingerprint"[^>]*>', facts.group(1), re.S)
+    assert button is not None
+    assert f'data-method="PUT" data-path="/quarantine/{fingerprint}"' in button.group(0)
+    assert f'data-body="{{&#34;note&#34;: &#34;by hand, from job {job.id}&#34;}}"' in button.group(
+        0
+    )
+    assert "release-fingerprint" not in html
+
+    # What the button sends: the API quarantines it, and the page says so.
+    put = client.put(
+        f"/api/v1/quarantine/{fingerprint}", json={"note": f"by hand, from job {job.id}"}
+    )
+    assert put.status_code == 200
+    quarantined = _html(client, f"/jobs/{job.id}")
+    assert f"by hand, from job {job.id}" in quarantined
+    assert 'id="fingerprint-quarantined"' in quarantined and 'href="/quarantine"' in quarantined
+    assert f'data-method="DELETE" data-path="/quarantine/{fingerprint}"' in quarantined
+    assert "quarantine-fingerprint" not in quarantined
 
 
 def test_a_tick_job_links_to_its_schedule_and_tick(
@@ -325,3 +356,9 @@ def test_manual_runs_are_listed_apart_from_ticks_and_link_back_after_a_delete(
     hg.delete_schedule("pulse")
     [still] = _rows(_html(client, "/schedules/pulse"), "manual")
     assert f'href="/jobs/{job_id}"' in still
+
+
+def test_times_show_their_milliseconds_when_they_have_some() -> None:
+    assert format_ms(1_500) == "1970-01-01 00:00:01.500 UTC"
+    assert format_ms(60_000) == "1970-01-01 00:01:00 UTC"
+    assert format_ms(50_400_007, "America/New_York") == "1970-01-01 09:00:00.007 EST"

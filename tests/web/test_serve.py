@@ -200,3 +200,69 @@ def test_serve_names_a_bad_allowed_host_in_one_line(tmp_path: Path) -> None:
         "'a b' is not a host name\n"
     )
     assert not (tmp_path / "headgate.db").exists(), "refused before the store is opened"
+
+
+def _put(base: str, schedule_id: str, spec: str) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        f"{base}/api/v1/periodic/{schedule_id}",
+        data=json.dumps({"kind": "demo", "spec": spec}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="PUT",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_serve_takes_the_minimum_interval_from_its_flag(tmp_path: Path) -> None:
+    with serving(tmp_path, "--min-interval-ms", "250") as (process, base):
+        wait_until_answering(f"{base}/api/v1/periodic")
+        assert _put(base, "quarter", "@every:250ms")[0] == 201
+        assert _put(base, "fast", "@every:100") == (
+            422,
+            {
+                "error": "spec: interval 100 ms is below the minimum of 250 ms "
+                "(RuntimeConfig.min_interval_ms)"
+            },
+        )
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment", "message"),
+    [
+        (
+            ["--app", "nowhere:hg", "--min-interval-ms", "5"],
+            {},
+            "error: --min-interval-ms: --app names its own Headgate: "
+            "set RuntimeConfig.min_interval_ms",
+        ),
+        (
+            ["--min-interval-ms", "0"],
+            {},
+            "error: headgate serve: argument --min-interval-ms: must be 1-60000, got 0",
+        ),
+        (
+            [],
+            {"HEADGATE_MIN_INTERVAL_MS": "1s"},
+            "error: HEADGATE_MIN_INTERVAL_MS: must be a whole number from 1 to 60000",
+        ),
+    ],
+)
+def test_serve_refuses_a_bad_minimum_interval_in_one_line(
+    tmp_path: Path, argv: list[str], environment: dict[str, str], message: str
+) -> None:
+    result = subprocess.run(
+        [headgate_command(), "serve", "--port", "0", *argv],
+        cwd=tmp_path,
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (2, message + "\n")
+    assert list(tmp_path.iterdir()) == [], "a refused serve created a store"

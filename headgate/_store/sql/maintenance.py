@@ -56,7 +56,7 @@ def select_projections(names: Sequence[str] | None) -> tuple[AnyProjection, ...]
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ValueError(
-            f"--projection: unknown {', '.join(unknown)}; choose from {', '.join(known)}"
+            f"--projection: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
         )
     return tuple(known[name] for name in dict.fromkeys(names))
 

@@ -42,7 +42,8 @@ if (saved) {
 }
 
 // <button class="action" data-path="/jobs/1/retry" [data-method="DELETE"]
-// [data-confirm="Sure?"] data-done="Retried.">: calls the API, disabled while the
+// [data-body='{"note": "..."}'] [data-confirm="Sure?"] data-done="Retried.">: calls
+// the API (with the JSON body, if any), disabled while the
 // request is in flight; on success reloads the page to show the new state (and
 // data-done), otherwise shows the API's error.
 for (const button of document.querySelectorAll("button.action[data-path]")) {
@@ -52,7 +53,8 @@ for (const button of document.querySelectorAll("button.action[data-path]")) {
     button.disabled = true;
     let response;
     try {
-      response = await api(button.dataset.method || "POST", button.dataset.path);
+      const body = button.dataset.body ? JSON.parse(button.dataset.body) : undefined;
+      response = await api(button.dataset.method || "POST", button.dataset.path, body);
     } catch (e) {
       response = {ok: false, status: 0, data: {error: "the server did not answer; try again"}};
     }

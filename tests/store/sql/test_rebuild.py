@@ -220,7 +220,9 @@ def test_rebuild_of_one_projection_leaves_the_others(store: SqlStore) -> None:
     report = rebuild(store, ["enqueue_history"])
     assert set(report.applied) == {"enqueue_history"}
     assert snapshot(store.engine) == live
-    with pytest.raises(ValueError, match="--projection: unknown nope; choose from schedules, jobs"):
+    with pytest.raises(
+        ValueError, match="--projection: unknown 'nope'; choose from schedules, jobs"
+    ):
         rebuild(store, ["nope"])
 
 
