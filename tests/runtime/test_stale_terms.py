@@ -1,9 +1,12 @@
-"""A loss reported under a term the scheduler no longer holds, with a fake clock.
+"""Terms that changed while something was on its way, with a fake clock.
 
 A batch sent under term T may come back after the scheduler has taken the
 lease again under T+1 (the process stalled past the TTL while the batch
 waited for its instant, or for a hook). Its `LeaseLost` is about T: it must
 not cost the new term its ticks. A loss to another process stays a loss.
+And a holder that lost track of its own live term (a renewal it could not
+trust, a takeover whose answer was lost) takes the lease again at once under
+the next term, instead of idling until the lease expires.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
-from headgate._domain.events import EnqueueAttempted
-from headgate._domain.streams import schedule_stream
+from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext, WorkerConfig
+from headgate._domain.events import EnqueueAttempted, JobClaimed
+from headgate._domain.streams import job_stream, schedule_stream
+from headgate._errors import StoreUnavailable
 from headgate._runtime.actors import shard_of
-from headgate._store.port import CompactionReport, Lease
+from headgate._runtime.rescuer import Rescuer
+from headgate._runtime.worker_pool import worker_identity
+from headgate._store.port import CompactionReport, Lease, WorkerBeat
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, FaultyHeadgate, jobs_for
 
@@ -262,3 +268,93 @@ def test_a_compaction_lost_with_an_old_term_leaves_the_new_term_firing_and_compa
     assert isinstance(runs[1], CompactionReport)
     assert jobs_for(hg, "s") == [START_MS + at for at in (1_000, 2_000, 3_000, 4_000)]
     _assert_each_tick_once(hg, "s")
+
+
+class LostAnswers:
+    """A runtime's lease calls, whose next answer is lost after the store acted on
+    it (the connection dropped as the commit was acknowledged)."""
+
+    def __init__(self, leases: Any) -> None:
+        self._leases = leases
+        self.lose_next = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._leases, name)
+
+    def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
+        lease: Lease | None = self._leases.acquire(*args, **kwargs)
+        if self.lose_next.is_set():
+            self.lose_next.clear()
+            raise StoreUnavailable("claiming lease: the connection dropped before the answer")
+        return lease
+
+
+def test_a_takeover_whose_answer_was_lost_is_taken_again_at_once(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate(CONFIG)
+    leases = LostAnswers(hg._store.leases)
+    hg._store.leases = leases  # type: ignore[assignment]
+    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.start(workers=False)
+    assert hg.run_pending()
+    leases.lose_next.set()
+    clock.set(START_MS + 2_000)  # lapsed: the runtime takes it again, and hears nothing back
+    _wait_for(lambda: not leases.lose_next.is_set(), "the takeover")
+    assert hg.run_pending(), "its own live lease is taken again, not refused until it expires"
+    assert _term(hg) == 3
+    assert jobs_for(hg, "s") == [START_MS + 2_000]
+    _assert_each_tick_once(hg, "s")
+
+
+def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hg = make_headgate(CONFIG)
+    leases = hg._store.leases
+    slow = threading.Event()
+
+    class SlowLeases:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(leases, name)
+
+        def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
+            lease: Lease | None = leases.acquire(*args, **kwargs)
+            if slow.is_set():
+                slow.clear()
+                clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
+            return lease
+
+    hg._store.leases = SlowLeases()  # type: ignore[assignment]
+    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.start(workers=False)
+    assert hg.run_pending()
+    with capture_logs() as logs:
+        slow.set()
+        clock.advance(CONFIG.renew_every_ms)
+        _wait_for(
+            lambda: [e for e in logs if e["event"].startswith("lease renewal came back too late")],
+            "the late renewal",
+        )
+    assert hg.run_pending(), "a fresh term is taken at once, not once the untrusted one expires"
+    assert _term(hg) == 2
+    assert jobs_for(hg, "s") == [START_MS + 1_000]
+    _assert_each_tick_once(hg, "s")
+
+
+def test_a_rescuer_whose_takeover_answer_was_lost_rescues_at_its_next_run(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    store = hg._store
+    leases = LostAnswers(store.leases)
+    store.leases = leases  # type: ignore[assignment]
+    rescuer = Rescuer(store, clock, worker_identity("rescuer"), WorkerConfig())
+    job = hg.enqueue("k")
+    store.workers.beat(WorkerBeat("dead", "host", 1, {"default": 1}, 0, 1, 0), ttl_ms=1_000)
+    store.log.append(job_stream(job.id), 1, [JobClaimed(job.id, "dead", 1, 10**13)])
+    clock.advance(2_000)  # the worker stopped heartbeating
+    leases.lose_next.set()
+    assert rescuer.run_once() == 0  # it took the rescuer lease, and heard nothing back
+    assert rescuer.run_once() == 1, "rescued at its next run, not once its lease expired"
+    assert hg.get_job(job.id).state == "pending"
+    rescuer.release()
