@@ -311,8 +311,11 @@ class WriteTransaction(ABC):
         """Workers whose heartbeat has expired by now_ms."""
 
     @abstractmethod
-    def forget_workers(self, worker_ids: Collection[str]) -> None:
-        """Remove these workers' heartbeat rows (their jobs have been taken back)."""
+    def forget_workers(self, workers: Collection[WorkerRow]) -> None:
+        """Remove these heartbeat rows, as they were read (their jobs have been taken
+        back). A worker that has beaten since keeps its row: it is alive after all
+        (on PostgreSQL its renewal may commit inside this very transaction), and
+        its row is what gets the jobs it claims next rescued should it die."""
 
     @abstractmethod
     def notify_enqueued(self, queues: Collection[str]) -> None:
