@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext, WorkerConfig
 from headgate._domain.events import EnqueueAttempted, JobClaimed
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._errors import StoreUnavailable
+from headgate._errors import LeaseLost, StoreUnavailable
 from headgate._runtime.actors import shard_of
 from headgate._runtime.rescuer import Rescuer
 from headgate._runtime.worker_pool import worker_identity
@@ -257,7 +257,7 @@ def test_a_compaction_lost_with_an_old_term_leaves_the_new_term_firing_and_compa
         assert (_term(hg) or 0) > old
         release.set()
         _wait_for(lambda: runs, "the stale compaction to stop")
-    assert type(runs[0]).__name__ == "LeaseLost"
+    assert isinstance(runs[0], LeaseLost)
     stopped = [e for e in logs if e["event"].startswith("lease lost; compaction stopped")]
     assert [e["term"] for e in stopped] == [old]
     clock.set(START_MS + 3_000)
