@@ -139,8 +139,8 @@ class FaultyTransaction(WriteTransaction):
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         return self._inner.expired_workers(now_ms)
 
-    def forget_workers(self, worker_ids: Collection[str]) -> None:
-        self._inner.forget_workers(worker_ids)
+    def forget_workers(self, workers: Collection[WorkerRow]) -> None:
+        self._inner.forget_workers(workers)
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self._inner.notify_enqueued(queues)

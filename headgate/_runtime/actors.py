@@ -81,6 +81,11 @@ class TickDue:
 
 @dataclass(frozen=True)
 class BatchDone:
+    term: int
+    """The term the batch was sent under: a loss it reports is that term's. The
+    scheduler may have taken the lease again under a newer term meanwhile (the
+    process stalled past the TTL while the batch waited for its instant or a
+    hook), and that term is not lost."""
     progressed: bool
     lease_lost: bool
     postponed_at_ms: int | None = None
@@ -119,7 +124,7 @@ class ScheduleShard(pykka.ThreadingActor):
             log.exception("schedule batch could not be planned", schedules=len(message.rows))
         batch = message.group.arrive(share)
         if batch is None:
-            _reply(message, BatchDone(progressed=False, lease_lost=False))
+            _reply(message, BatchDone(message.term, progressed=False, lease_lost=False))
             return
         lost, progressed, postponed = False, False, None
         try:
@@ -137,7 +142,7 @@ class ScheduleShard(pykka.ThreadingActor):
         except Exception:
             log.exception("schedule batch failed", schedules=len(batch.plans))
         finally:
-            _reply(message, BatchDone(progressed, lost, postponed))
+            _reply(message, BatchDone(message.term, progressed, lost, postponed))
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,8 @@ class SchedulerActor(pykka.ThreadingActor):
         """The term this runtime last held, kept after losing it (to log a re-take)."""
         self._shards: list[pykka.ActorRef[ScheduleShard]] = []
         self._in_flight = 0
+        self._sweep_term: int | None = None
+        """The term the last sweep was sent under."""
         self._progressed = False
         self._waiters: list[RunPending] = []
         self._last_compaction_ms: int | None = None
@@ -255,7 +262,7 @@ class SchedulerActor(pykka.ThreadingActor):
             self._in_flight -= 1
             self._progressed = self._progressed or message.progressed
             if message.lease_lost:
-                self._lease = None
+                self._forget_lost_term(message.term)
             if message.postponed_at_ms is not None:
                 self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
                 self._postponed = True
@@ -282,9 +289,12 @@ class SchedulerActor(pykka.ThreadingActor):
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
             postponed, self._postponed = self._postponed, False
-            if after_batch and not self._progressed and not postponed:
+            retaken = self._sweep_term != self._lease.term
+            if after_batch and not self._progressed and not postponed and not retaken:
                 # Nothing could be recorded (the store is failing, a rebuild is
-                # running, the lease was lost): do not spin; look again later.
+                # running): do not spin; look again later. A sweep sent under a
+                # term since replaced proves nothing of the kind: its ticks are
+                # still due, and fire under the new term now.
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
             self._maybe_compact(now)
@@ -295,6 +305,20 @@ class SchedulerActor(pykka.ThreadingActor):
         except StoreError:
             log.warning("store unavailable; the scheduler will retry", exc_info=True)
             self._ticker.wake_at(now + self._config.renew_every_ms)
+
+    def _forget_lost_term(self, term: int) -> None:
+        """A batch sent under `term` found it lost: forget the lease if it is still
+        that term; a newer one, taken again since the batch was sent, stays held."""
+        if self._lease is None:
+            return
+        if self._lease.term == term:
+            self._lease = None
+            return
+        log.info(
+            "a batch sent under an earlier term was discarded; its ticks fire under this one",
+            batch_term=term,
+            term=self._lease.term,
+        )
 
     def _renewal_due_ms(self, now: int) -> int:
         """When the lease is next renewed (or, without one, claimed again)."""
@@ -340,6 +364,7 @@ class SchedulerActor(pykka.ThreadingActor):
             by_shard[shard_of(row.schedule_id, self._config.shards)].append(row)
         self._progressed = False
         self._postponed = False
+        self._sweep_term = self._lease.term
         self._in_flight = len(by_shard)
         group = GroupCommit(len(by_shard))
         for index, share in by_shard.items():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.decisions import Reason
+from headgate._domain.streams import schedule_stream
 from headgate._errors import (
     ConcurrencyConflict,
     LeaseLost,
@@ -156,6 +157,7 @@ class BatchWriter:
     def _decide_and_append(
         self, transaction: WriteTransaction, plans: list[SchedulePlan], report: BatchReport
     ) -> None:
+        plans = _still_current(transaction, plans, report)
         facts = transaction.gate_facts(candidates_of(plans), queues_to_count(plans, self._limits))
         units: list[Owned] = []
         owners: list[SchedulePlan] = []
@@ -215,3 +217,25 @@ class BatchWriter:
                 reason=reason.value,
             )
             report.unrecorded.append(plan.schedule_id)
+
+
+def _still_current(
+    transaction: WriteTransaction, plans: list[SchedulePlan], report: BatchReport
+) -> list[SchedulePlan]:
+    """The plans whose schedule has not changed since its row was read; the others
+    are reported changed, and stay due to be planned again from what they are now.
+
+    A plan's ticks are chained on the schedule stream's version. After a change
+    made meanwhile (another process paused, redefined or deleted the schedule)
+    only the first tick would conflict: the rest would land one version on, as
+    if nothing had changed. The versions read here are those the append checks,
+    so this costs no query of its own.
+    """
+    versions = transaction.stream_versions(schedule_stream(plan.schedule_id) for plan in plans)
+    current: list[SchedulePlan] = []
+    for plan in plans:
+        if versions[schedule_stream(plan.schedule_id)] == plan.row.version:
+            current.append(plan)
+        else:
+            report.changed_concurrently.append(plan.schedule_id)
+    return current

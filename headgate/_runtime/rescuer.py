@@ -194,7 +194,7 @@ class Rescuer:
                 if quarantined_now:
                     held.setdefault(fingerprint_of_text(owner.kind, owner.payload), owner)
         taken.held = self._hold_pending(transaction, held)
-        transaction.forget_workers([worker.worker_id for worker in dead])
+        transaction.forget_workers(dead)
         return taken
 
     def _hold_pending(

@@ -311,8 +311,11 @@ class WriteTransaction(ABC):
         """Workers whose heartbeat has expired by now_ms."""
 
     @abstractmethod
-    def forget_workers(self, worker_ids: Collection[str]) -> None:
-        """Remove these workers' heartbeat rows (their jobs have been taken back)."""
+    def forget_workers(self, workers: Collection[WorkerRow]) -> None:
+        """Remove these heartbeat rows, as they were read (their jobs have been taken
+        back). A worker that has beaten since keeps its row: it is alive after all
+        (on PostgreSQL its renewal may commit inside this very transaction), and
+        its row is what gets the jobs it claims next rescued should it die."""
 
     @abstractmethod
     def notify_enqueued(self, queues: Collection[str]) -> None:
@@ -417,14 +420,27 @@ class Leases(ABC):
     still holds its own term and the lease has not expired; once it has
     expired anyone (the old holder included) may take it, bumping the term,
     so writes fenced with an older term are refused. Expiry is store time.
+
+    A holder that asks for its own live lease without naming its term (it
+    lost track of it: a batch reported the term lost, a renewal came back too
+    late to trust, or the answer to a takeover was lost after the store made
+    it) takes it again at once under the next term, rather than being refused
+    until the lease expires. That is safe: a live lease is still nobody
+    else's, and the term moves on, so whatever the holder sent under the term
+    it no longer trusts (a batch in flight, a compaction) is refused from then
+    on. Refusing would only turn a holder's lapse of memory into an outage of
+    up to a whole TTL. Renewing the forgotten term instead would not be safe:
+    work under it would still commit. Holder names are unique to one runtime
+    start (host, pid and a random part), so no other process can do this.
     """
 
     @abstractmethod
     def acquire(
         self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
     ) -> Lease | None:
-        """Renew (if `current_term` is still ours and live) or take over an expired or
-        absent lease. Returns the lease when `claimant` holds it afterwards, else None.
+        """Renew (if `current_term` is still ours and live), take our own live lease
+        again under the next term (if it is not), or take over an expired or absent
+        lease. Returns the lease when `claimant` holds it afterwards, else None.
         Two claimants racing for a free lease: exactly one gets it."""
 
     @abstractmethod

@@ -3,6 +3,7 @@ failover after SIGKILL, a SIGSTOPped holder fenced out, and every tick fired onc
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
+from headgate._domain.streams import schedule_stream
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._store.port import Claimant
 from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
@@ -277,6 +279,131 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         child.wait(timeout=30)
         status = observer.lease_status()
         assert status is not None and status.holder == "observer"
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGCONT)
+            child.kill()
+            child.wait(timeout=10)
+        observer.close()
+
+
+FROZEN_TTL_MS = 3_000
+FROZEN_RENEW_MS = RuntimeConfig(lease_ttl_ms=FROZEN_TTL_MS).renew_every_ms
+RESUME_LIMIT_S = 2 * FROZEN_RENEW_MS / 1000
+"""Ticks resume within about one renewal interval of waking (a renewal is due at
+once, and the re-sweep follows it), never a whole TTL later."""
+FREEZING_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, threading, time
+    from headgate import Headgate, RuntimeConfig
+    from headgate._logs import configure_logging
+    from headgate._runtime.instants import InstantTiming
+    configure_logging(json_lines=True)
+    hg = Headgate(sys.argv[1], config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2])))
+    continued = threading.Event()
+    signal.signal(signal.SIGCONT, lambda *_: continued.set())
+    real_wait_to_open, opened = InstantTiming.wait_to_open, 0
+
+    def wait_to_open(self, instant_ms, units):
+        # Freeze this whole process while a batch waits for its instant, as a
+        # pause of the host would (GC, a VM stall), on the fifth such batch.
+        global opened
+        opened += 1
+        if opened == 5:
+            print(f"pausing before instant {instant_ms}", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            continued.wait()
+            print("resumed", flush=True)
+        real_wait_to_open(self, instant_ms, units)
+
+    InstantTiming.wait_to_open = wait_to_open
+    def stop(*_):
+        hg.close()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    hg.start()
+    while True:
+        time.sleep(0.5)
+    """
+)
+
+
+def _pulse_ticks(observer: Headgate) -> list[int]:
+    with observer._store.engine.connect() as connection:
+        return [
+            int(t)
+            for (t,) in connection.execute(
+                text(
+                    "SELECT periodic_tick_ms FROM headgate_jobs "
+                    "WHERE periodic_schedule_id = 'pulse' ORDER BY 1"
+                )
+            )
+        ]
+
+
+def test_a_holder_frozen_past_its_lease_while_a_batch_waits_fires_again_at_once(
+    store_url: str, tmp_path: Path
+) -> None:
+    """SIGSTOPped while a batch waits for its instant, past the lease's expiry, the
+    holder wakes, takes the lease again under a new term, and its ticks resume
+    within a renewal interval: the batch's loss of the old term does not cost the
+    new one its ticks (it did, until that new term expired in turn)."""
+    observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=FROZEN_TTL_MS))
+    observer.put_schedule("pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="skip")
+    output = tmp_path / "holder.log"
+    child = subprocess.Popen(
+        [sys.executable, "-c", FREEZING_CHILD, store_url, str(FROZEN_TTL_MS)],
+        stdout=output.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    try:
+        _wait_for(lambda: "pausing before instant" in output.read_text(), 30, "a batch to wait")
+        _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
+        held = observer.lease_status()
+        assert held is not None and held.pid == child.pid
+        before = _pulse_ticks(observer)
+        assert before, "the holder fired ticks before it froze"
+        _wait_for(
+            lambda: observer.clock.now_ms() > held.expires_at_ms + FROZEN_RENEW_MS,
+            2 * FROZEN_TTL_MS / 1000,
+            "the lease to expire",
+        )
+        resumed_ms = observer.clock.now_ms()
+        os.kill(child.pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        _wait_for(
+            lambda: _pulse_ticks(observer)[-1] >= resumed_ms - INTERVAL_MS,
+            FROZEN_TTL_MS / 1000 + 2,
+            "a tick after the holder woke",
+        )
+        took_s = time.monotonic() - resumed
+        assert took_s <= RESUME_LIMIT_S, f"ticks resumed {took_s:.2f} s after the holder woke"
+        time.sleep(1.0)
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+        assert child.returncode == 0, output.read_text()
+
+        ticks = _pulse_ticks(observer)
+        assert ticks[: len(before)] == before
+        assert len([tick for tick in ticks if tick >= resumed_ms]) >= 3, "ticks went on firing"
+        attempts = [
+            (e.event.tick_ms, e.event.next_run_ms)  # type: ignore[attr-defined]
+            for e in observer._store.log.read_stream(schedule_stream("pulse"))
+            if e.type == "EnqueueAttempted"
+        ]
+        assert [tick for tick, _ in attempts] == ticks, "one job and one record per tick"
+        for (tick, next_run), (later, _) in itertools.pairwise(attempts):
+            assert tick < next_run <= later, f"advanced from {tick} to {next_run}, then {later}"
+        entries = _log(output)
+        retaken = [
+            (e["old_term"], e["new_term"])
+            for e in entries
+            if e["event"].startswith("lease acquired again") and e["new_term"] > held.term
+        ]
+        assert retaken == [(held.term, held.term + 1)], "taken again once, on waking"
+        lost = [e["term"] for e in entries if e["event"].startswith("lease lost; batch")]
+        assert lost[-1:] == [held.term], "the waiting batch was refused under its old term"
     finally:
         if child.poll() is None:
             child.send_signal(signal.SIGCONT)

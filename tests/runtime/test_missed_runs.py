@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import func, select
 
-from headgate import Headgate, RuntimeConfig
+from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.admission import AdmissionLimits
 from headgate._store.sql.schema import LIVE
 from headgate.testing import FakeClock
@@ -170,3 +170,41 @@ def test_a_schedule_resumed_while_the_scheduler_looks_ahead_keeps_its_policy(
     fire(hg)
     fire(hg)
     assert jobs_for(hg, "p") == [START_MS + MINUTE, START_MS + 10 * MINUTE]
+
+
+@pytest.mark.parametrize("change", ["pause", "redefine", "delete"])
+def test_a_schedule_changed_while_its_catch_up_is_planned_fires_none_of_that_plan(
+    make_headgate: Callable[..., Headgate], clock: FakeClock, change: str
+) -> None:
+    """A backfill's ticks are chained on the schedule stream's version. A change that
+    lands between the plan's read and its write (another process pauses it, say)
+    must void the whole plan: it used to fail only the first tick, whose version
+    the change took, and write the rest one version on, as if nothing had changed."""
+
+    class ChangeOnce(EnqueueHook):
+        changed = False
+
+        def before_enqueue(self, context: TickContext) -> None:
+            if self.changed:
+                return
+            self.changed = True  # the planner has read the row; its write is to come
+            if change == "pause":
+                hg.pause_schedule("b")
+            elif change == "redefine":
+                hg.put_schedule("b", spec="@every:120000", kind="k2", on_missed="backfill")
+            else:
+                hg.delete_schedule("b")
+
+    hg = make_headgate(hooks=[ChangeOnce()])
+    hg.put_schedule("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=10)
+    clock.advance(5 * MINUTE + 5_000)
+    fire(hg)
+    fire(hg)  # whatever the change left due fires now, under the schedule as changed
+    assert jobs_for(hg, "b") == [], "ticks planned before the change were written after it"
+    if change == "pause":
+        assert hg.get_schedule("b").next_run_ms == START_MS + MINUTE
+        hg.resume_schedule("b")
+        fire(hg)
+        assert jobs_for(hg, "b") == [START_MS + n * MINUTE for n in range(1, 6)]
+    elif change == "redefine":
+        assert hg.get_schedule("b").next_run_ms == START_MS + 6 * MINUTE

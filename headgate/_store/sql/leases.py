@@ -1,4 +1,4 @@
-"""Leases on SQL: one row per lease, its term bumped on every takeover."""
+"""Leases on SQL: one row per lease, its term bumped on every takeover (see `Leases`)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,8 @@ class SqlLeases(Leases):
             row = self._locked_row(connection, name)
             if row is None:
                 return self._create(connection, name, claimant, now, ttl_ms)
-            renewing = (
-                row.holder == claimant.holder
-                and row.term == current_term
-                and row.expires_at_ms > now
-            )
-            if renewing:
+            live = row.expires_at_ms > now
+            if live and row.holder == claimant.holder and row.term == current_term:
                 return self._write(
                     connection,
                     row,
@@ -45,7 +41,7 @@ class SqlLeases(Leases):
                     acquired_at_ms=row.acquired_at_ms,
                     expires_at_ms=now + ttl_ms,
                 )
-            if row.expires_at_ms <= now:
+            if not live or row.holder == claimant.holder:
                 return self._write(
                     connection,
                     row,

@@ -215,8 +215,8 @@ class SqlWriteTransaction(WriteTransaction):
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         return worker_rows.expired(self.connection, now_ms)
 
-    def forget_workers(self, worker_ids: Collection[str]) -> None:
-        worker_rows.forget(self.connection, worker_ids)
+    def forget_workers(self, workers: Collection[WorkerRow]) -> None:
+        worker_rows.forget(self.connection, workers)
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self._backend.notify_enqueued(self.connection, queues)

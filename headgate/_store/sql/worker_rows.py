@@ -10,11 +10,10 @@ import json
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._store.port import ProcessIdentity, WorkerBeat, WorkerRow, Workers
-from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.schema import workers
 
@@ -49,11 +48,18 @@ def expired(connection: Connection, now_ms: int) -> list[WorkerRow]:
     return [_row(row) for row in connection.execute(query).mappings()]
 
 
-def forget(connection: Connection, worker_ids: Collection[str]) -> None:
-    if worker_ids:
-        backend = backend_of(connection)
+def forget(connection: Connection, rows: Collection[WorkerRow]) -> None:
+    """Delete each row only if it has not beaten since it was read."""
+    if rows:
         connection.execute(
-            delete(workers).where(backend.is_one_of(workers.c.worker_id, list(worker_ids)))
+            delete(workers).where(
+                workers.c.worker_id == bindparam("forgotten_id"),
+                workers.c.heartbeat_at_ms == bindparam("read_heartbeat_ms"),
+            ),
+            [
+                {"forgotten_id": row.worker_id, "read_heartbeat_ms": row.heartbeat_at_ms}
+                for row in rows
+            ],
         )
 
 

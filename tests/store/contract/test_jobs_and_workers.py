@@ -226,11 +226,30 @@ def test_heartbeats_keep_a_worker_live_until_they_stop(store: Store, clock: Fake
     clock.advance(600)  # w2 is 1,200 ms past its beat, w1 600
     assert [(w.worker_id, w.running) for w in store.workers.live(clock.now_ms())] == [("w1", 2)]
     with store.log.write() as transaction:
-        assert [w.worker_id for w in transaction.expired_workers(transaction.now_ms)] == ["w2"]
-        transaction.forget_workers(["w2"])
+        expired = transaction.expired_workers(transaction.now_ms)
+        assert [w.worker_id for w in expired] == ["w2"]
+        transaction.forget_workers(expired)
         assert transaction.expired_workers(transaction.now_ms) == []
     store.workers.stop("w1")
     assert store.workers.live(clock.now_ms()) == []
+
+
+def test_a_worker_that_beat_since_it_was_read_as_expired_is_not_forgotten(
+    store: Store, clock: FakeClock
+) -> None:
+    """The rescuer forgets the rows it read; a worker that renewed meanwhile is alive,
+    and its row is what gets its later jobs rescued should it die. (On PostgreSQL
+    the renewal can land inside the rescuer's own transaction:
+    tests/store/sql/test_interleaved_writes.py.)"""
+    store.workers.beat(_beat("w1"), ttl_ms=1_000)
+    clock.advance(1_200)
+    with store.log.write() as transaction:
+        expired = transaction.expired_workers(transaction.now_ms)
+    assert [w.worker_id for w in expired] == ["w1"]
+    store.workers.beat(_beat("w1"), ttl_ms=1_000)
+    with store.log.write() as transaction:
+        transaction.forget_workers(expired)
+    assert [w.worker_id for w in store.workers.live(clock.now_ms())] == ["w1"]
 
 
 BOOT = "3a5419f7-b5ea-4d8d-a96a-a99bcbb6c25c"
@@ -260,7 +279,7 @@ def test_workers_sharing_a_boot_and_namespaces_are_found_expired_or_not(
     with store.log.write() as transaction:
         expired = {w.worker_id: w.process for w in transaction.expired_workers(transaction.now_ms)}
         assert expired["old-build"] is None and expired["later"] is not None
-        transaction.forget_workers(["here"])
+        transaction.forget_workers([found[0]])  # "here", as read
     assert [w.worker_id for w in store.workers.in_namespaces(BOOT, NAMESPACES)] == ["later"]
     assert store.workers.beat(_beat("again", process=here), ttl_ms=100).process == here
     assert [(w.worker_id, w.process) for w in store.workers.live(clock.now_ms())] == [

@@ -57,6 +57,24 @@ def test_a_holder_whose_lease_expired_renews_only_by_taking_it_anew(
     assert again is not None and again.term == 2  # a takeover, so writes at term 1 stop
 
 
+@pytest.mark.parametrize("current_term", [None, 7], ids=["no term", "a wrong term"])
+def test_a_holder_that_lost_track_of_its_live_term_takes_the_lease_again_under_the_next(
+    store: Store, clock: FakeClock, current_term: int | None
+) -> None:
+    """Its own, live lease: taken again at once (not after its expiry), and the
+    term it lost track of writes nothing more."""
+    held = store.leases.acquire("duty", A, TTL)
+    assert held is not None
+    clock.advance(TTL // 2)
+    again = store.leases.acquire("duty", A, TTL, current_term=current_term)
+    assert again is not None and again.term == held.term + 1
+    assert (again.acquired_at_ms, again.expires_at_ms) == (clock.now_ms(), clock.now_ms() + TTL)
+    with pytest.raises(LeaseLost):
+        store.log.append("schedule-a", NO_STREAM, [defined("a")], fence=Fence("duty", held.term))
+    store.log.append("schedule-a", NO_STREAM, [defined("a")], fence=Fence("duty", again.term))
+    assert store.leases.acquire("duty", B, TTL) is None, "still nobody else's"
+
+
 def test_release_frees_the_lease_at_once_but_only_for_its_own_term(
     store: Store, clock: FakeClock
 ) -> None:
