@@ -26,6 +26,14 @@ from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._runtime.config import WorkerConfig
+from headgate._serving import (
+    MAX_CLIENT_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MIN_CLIENT_TIMEOUT_S,
+    ClientLimits,
+    address_of,
+    listening_sockets,
+)
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -78,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="headgate", description="Durable periodic jobs.")
     commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+    defaults = ClientLimits()
 
     serve = commands.add_parser(
         "serve", help="run the scheduler runtime, the control API and the console"
@@ -86,6 +95,29 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
     serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
+    serve.add_argument(
+        "--header-timeout",
+        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        default=defaults.header_timeout_s,
+        metavar="S",
+        help="close a connection whose request headers are not complete in S seconds "
+        f"({defaults.header_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        default=defaults.body_timeout_s,
+        metavar="S",
+        help="close a connection whose request body is not complete in S seconds after its "
+        f"headers ({defaults.body_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_int_in(1, MAX_CONNECTIONS),
+        default=defaults.max_connections,
+        metavar="N",
+        help=f"past N open connections, answer 503 ({defaults.max_connections})",
+    )
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
@@ -221,6 +253,21 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds_in(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: seconds from `low` to `high` (nan and infinity refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not low <= value <= high:  # nan compares false: refused as well
+            raise argparse.ArgumentTypeError(f"must be {low:g}-{high:g} seconds, got {text}")
+        return value
+
+    return parse
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -229,23 +276,33 @@ def _integer(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
+    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0).
+    The address is bound first: a port in use fails in one line before anything
+    starts, and "serving ... on" is printed once the server accepts connections."""
     # The web stack is imported here, not at the top: other commands start without it.
-    import uvicorn  # noqa: PLC0415
-
+    from headgate import _http_server  # noqa: PLC0415
     from headgate.web import create_app  # noqa: PLC0415
 
-    configure_logging()
-    hg = load_app(args.app) if args.app else Headgate(args.db)
-    app = create_app(hg, manage_runtime=True)
-    store = f"the store of {args.app}" if args.app else args.db
-    print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
-    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
-    # through the handlers it found. Finding no-op handlers, the process carries
-    # on to exit with status 0: a clean stop is not a failure.
-    for handled in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(handled, lambda *_: None)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    sockets = listening_sockets(args.host, args.port)
+    try:
+        configure_logging()
+        hg = load_app(args.app) if args.app else Headgate(args.db)
+        app = create_app(hg)
+        store = f"the store of {args.app}" if args.app else args.db
+        address = address_of(args.host, sockets)
+        limits = ClientLimits(args.header_timeout, args.body_timeout, args.max_connections)
+        with hg:  # close() stops the runtime and releases the lease
+            hg.start()
+            # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
+            # through the handlers it found. Finding no-op handlers, the process carries
+            # on to exit with status 0: a clean stop is not a failure.
+            for handled in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(handled, lambda *_: None)
+            serving = f"headgate: serving {store} on {address}"
+            _http_server.serve(app, sockets, limits, lambda: print(serving, file=sys.stderr))
+    finally:
+        for sock in sockets:
+            sock.close()
     print("headgate: stopped; scheduler lease released", file=sys.stderr)
     return 0
 
