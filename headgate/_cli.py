@@ -2,7 +2,8 @@
 
 Every command reports bad arguments and unreachable databases in one line on
 stderr with a non-zero exit status, never a traceback: 2 for a usage error (a
-store URL naming a place no store can be opened among them), 1 for the rest.
+store URL that does not parse, or names a place no store can be opened, among
+them), 1 for the rest.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
-from headgate._runtime.config import WorkerConfig
+from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, WorkerConfig
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -63,10 +64,7 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    handler: Callable[[argparse.Namespace], int] = args.handler  # every command has one
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -76,16 +74,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except (StoreUnopenable, ValidationError) as error:  # bad input, as a bad argument is
-        print(f"error: {error}", file=sys.stderr)
+        _print_error(error)
         return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        _print_error(error)
         return EXIT_ERROR
+
+
+def _print_error(error: Exception) -> None:
+    """One line, whatever the message holds (a driver's may span several)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    print(f"error: {text}", file=sys.stderr)
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="headgate", description="Durable periodic jobs.")
-    commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+    commands = parser.add_subparsers(title="commands", parser_class=_Parser, required=True)
     defaults = ClientLimits()
 
     serve = commands.add_parser(
@@ -133,7 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--shutdown-timeout",
-        type=float,
+        type=_seconds_in(0, MAX_SHUTDOWN_TIMEOUT_S),
         default=30.0,
         metavar="S",
         help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
@@ -151,7 +155,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ticks.set_defaults(handler=_print_ticks)
 
     projections = commands.add_parser("projections", help="projection maintenance")
-    projection_commands = projections.add_subparsers(title="commands", parser_class=_Parser)
+    projection_commands = projections.add_subparsers(
+        title="commands", parser_class=_Parser, required=True
+    )
     rebuild_parser = projection_commands.add_parser(
         "rebuild", help="rebuild projections from the event log (resumable)"
     )
@@ -168,7 +174,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rebuild_parser.set_defaults(handler=_rebuild)
 
     events = commands.add_parser("events", help="inspect and replay the event log")
-    event_commands = events.add_subparsers(title="commands", parser_class=_Parser)
+    event_commands = events.add_subparsers(title="commands", parser_class=_Parser, required=True)
     replay_parser = event_commands.add_parser(
         "replay", help="replay the log into fresh projections (another database or scratch tables)"
     )

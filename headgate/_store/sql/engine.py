@@ -20,6 +20,7 @@ from headgate._errors import (
     ConstraintViolation,
     StoreError,
     StoreUnavailable,
+    ValidationError,
 )
 from headgate._store.sql.backends import POSTGRESQL, SQLITE, backend_named, checked_store_url
 
@@ -31,9 +32,11 @@ WRITE: Final = {"headgate_write": True}
 def parse_store_url(url: str) -> URL:
     """Validate a store URL (each backend checks its own; see backends.py)."""
     try:
-        parsed = make_url(url)
+        parsed: URL | None = make_url(url)
     except (sa_exc.ArgumentError, ValueError):
-        raise ValueError(f"store URL: {url!r} is not a database URL") from None
+        parsed = None
+    if parsed is None:  # raised here, the parser's own error (it may quote the URL) is no context
+        raise ValidationError("store URL", f"{url!r} is not a database URL")
     return checked_store_url(parsed)
 
 
