@@ -3,7 +3,8 @@
 Every command reports bad arguments and unreachable databases in one line on
 stderr with a non-zero exit status, never a traceback: 2 for a usage error (a
 store URL that does not parse, or names a place no store can be opened, among
-them), 1 for the rest.
+them), 1 for the rest. No line shows a password: an error is masked
+(`_redact`) before it is printed, whatever raised it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
+from headgate._redact import masked
 from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, WorkerConfig
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
@@ -55,10 +57,11 @@ EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line and exit status 2."""
+    """argparse, with usage errors as one line and exit status 2 (an argument it
+    quotes may be a store URL: masked)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"error: {self.prog}: {message}\n")
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {masked(message)}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _print_error(error: Exception) -> None:
     """One line, whatever the message holds (a driver's may span several)."""
     text = " ".join(str(error).split()) or type(error).__name__
-    print(f"error: {text}", file=sys.stderr)
+    print(f"error: {masked(text)}", file=sys.stderr)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -294,7 +297,7 @@ def _serve(args: argparse.Namespace) -> int:
         configure_logging()
         hg = load_app(args.app) if args.app else Headgate(args.db)
         app = create_app(hg)
-        store = f"the store of {args.app}" if args.app else args.db
+        store = f"the store of {args.app}" if args.app else masked(args.db)
         address = address_of(args.host, sockets)
         limits = ClientLimits(args.header_timeout, args.body_timeout, args.max_connections)
         with hg:  # close() stops the runtime and releases the lease

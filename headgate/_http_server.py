@@ -21,6 +21,7 @@ can hold its slot without a complete request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
@@ -29,12 +30,14 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from headgate._logs import MaskSecrets
 from headgate._serving import BACKLOG, ClientLimits
 
 __all__ = ["SlowClientGuard", "guard_for", "serve"]
 
 KEEP_ALIVE_S: Final = 5
 """How long an idle keep-alive connection stays open between requests (uvicorn's)."""
+UVICORN_LOGGERS: Final = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def serve(
@@ -54,6 +57,11 @@ def serve(
         lifespan="on",
         log_level="warning",
     )
+    # uvicorn's own lines (an exception it caught, a refused request) are rendered
+    # by the handlers its config just set up: masked there, as Headgate's are.
+    for name in UVICORN_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(MaskSecrets())
     _Server(config, on_started).run(sockets=sockets)
 
 

@@ -371,6 +371,6 @@ def test_the_cases_the_issue_names_through_the_installed_script(tmp_path: Path) 
     unparseable = _script("schedules", "list", "--db", "postgresql://u:pw@[::1/x", cwd=tmp_path)
     assert unparseable.returncode == BAD_INPUT
     assert unparseable.stderr == (
-        "error: store URL: 'postgresql://u:pw@[::1/x' is not a database URL\n"
+        "error: store URL: 'postgresql://u:***@[::1/x' is not a database URL\n"
     )
     assert list(tmp_path.iterdir()) == []

@@ -31,6 +31,7 @@ from headgate._store.sql.backends import backend_named, backend_of
 from headgate._store.sql.engine import (
     create_store_engine,
     parse_store_url,
+    shown_url,
     translated_errors,
     write_transaction,
 )
@@ -315,6 +316,8 @@ def _rows_by_key(connection: Connection, table: Table, key: str) -> dict[Any, di
 @dataclass
 class ReplayReport:
     target: str
+    """Where the projections went: scratch tables, or the --to URL with its
+    password masked."""
     until: int
     applied: Counter[str] = field(default_factory=Counter)
     rows: dict[str, int] = field(default_factory=dict)
@@ -347,7 +350,7 @@ def replay(
     try:
         migrate(engine)
         _require_empty(engine)
-        report = ReplayReport(to_url, stop)
+        report = ReplayReport(shown_url(target), stop)
         _replay_into(store, FoldTarget(engine, LIVE), report, batch_size, on_progress)
     finally:
         engine.dispose()
