@@ -301,14 +301,17 @@ def _serve(args: argparse.Namespace) -> int:
         address = address_of(args.host, sockets)
         limits = ClientLimits(args.header_timeout, args.body_timeout, args.max_connections)
         with hg:  # close() stops the runtime and releases the lease
-            hg.start()
-            # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
-            # through the handlers it found. Finding no-op handlers, the process carries
-            # on to exit with status 0: a clean stop is not a failure.
+            # A stop asked for while the runtime starts is kept for after it: then
+            # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and
+            # re-raises the signal through the handlers it found, these: the process
+            # carries on to exit with status 0, as a clean stop is not a failure.
+            stop_asked = threading.Event()
             for handled in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(handled, lambda *_: None)
-            serving = f"headgate: serving {store} on {address}"
-            _http_server.serve(app, sockets, limits, lambda: print(serving, file=sys.stderr))
+                signal.signal(handled, lambda *_: stop_asked.set())
+            hg.start()
+            if not stop_asked.is_set():
+                serving = f"headgate: serving {store} on {address}"
+                _http_server.serve(app, sockets, limits, lambda: print(serving, file=sys.stderr))
     finally:
         for sock in sockets:
             sock.close()

@@ -11,9 +11,12 @@ with Headgate's protocol, for what is easier to watch from inside.
 from __future__ import annotations
 
 import asyncio
+import os
 import selectors
+import signal
 import socket
 import subprocess
+import textwrap
 import threading
 import time
 import urllib.error
@@ -26,6 +29,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from headgate import Headgate
 from headgate._http_server import guard_for
 from headgate._serving import ClientLimits, listening_sockets
 from tests.web.serving import headgate_command, server_environment, serving_printed
@@ -73,6 +77,54 @@ def test_a_port_in_use_is_one_line_and_nothing_starts(tmp_path: Path) -> None:
     )
     assert result.stdout == ""
     assert list(tmp_path.iterdir()) == [], "no store was opened, nothing was started"
+
+
+def test_a_sigterm_while_the_runtime_starts_stops_it_cleanly(tmp_path: Path) -> None:
+    """The runtime starts before uvicorn takes the signals: a stop asked for then
+    is kept for after the start, and the lease is released, never left to expire."""
+    (tmp_path / "slow_start.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            from headgate import Headgate
+            hg = Headgate("sqlite:///{tmp_path}/h.db")
+            started = hg.start
+
+            def slow_start(*args, **kwargs):
+                print("starting", file=sys.stderr, flush=True)
+                time.sleep(2)
+                return started(*args, **kwargs)
+
+            hg.start = slow_start
+            """
+        )
+    )
+    environment = server_environment()
+    environment["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{environment['PYTHONPATH']}"
+    process = subprocess.Popen(
+        [headgate_command(), "serve", "--port", "0", "--app", "slow_start:hg"],
+        cwd=tmp_path,
+        env=environment,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        while "starting" not in (line := process.stderr.readline()):
+            assert line, f"serve ended before starting: {''.join(lines)}"
+            lines.append(line)
+        process.send_signal(signal.SIGTERM)
+        rest = process.stderr.read()
+        assert process.wait(timeout=60) == 0, rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert "headgate: stopped; scheduler lease released" in rest
+    assert "serving" not in rest and "Traceback" not in rest
+    with Headgate(f"sqlite:///{tmp_path}/h.db") as hg:
+        assert hg.lease_status() is None, "the lease was released"
 
 
 def test_every_address_a_host_names_is_listened_on() -> None:
