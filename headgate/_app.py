@@ -75,6 +75,7 @@ from headgate._model import (
     WorkerStatus,
 )
 from headgate._projections.job_attempts import SHOWN_PER_JOB
+from headgate._redact import masked
 from headgate._runtime.actors import RunPending, SchedulerActor, Wake
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
@@ -162,6 +163,10 @@ class Headgate:
             self._reads, self._leases, self.clock, holder=lambda: self._holder
         )
         renew_in_forked_children(self)
+
+    def __repr__(self) -> str:
+        """Names the store (a store given by a test included), its password masked."""
+        return f"<Headgate on {masked(repr(self._store))}>"
 
     # lifecycle -----------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 Every command reports bad arguments and unreachable databases in one line on
 stderr with a non-zero exit status, never a traceback: 2 for a usage error (a
-store URL naming a place no store can be opened among them), 1 for the rest.
+store URL that does not parse, or names a place no store can be opened, among
+them), 1 for the rest. No line shows a password: an error is masked
+(`_redact`) before it is printed, whatever raised it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
-from headgate._runtime.config import WorkerConfig
+from headgate._redact import masked
+from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, WorkerConfig
+from headgate._serving import (
+    MAX_CLIENT_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MIN_CLIENT_TIMEOUT_S,
+    ClientLimits,
+    address_of,
+    listening_sockets,
+)
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -50,19 +61,17 @@ EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with usage errors as one line and exit status 2."""
+    """argparse, with usage errors as one line and exit status 2 (an argument it
+    quotes may be a store URL: masked)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"error: {self.prog}: {message}\n")
+        self.exit(EXIT_USAGE, f"error: {self.prog}: {masked(message)}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    handler: Callable[[argparse.Namespace], int] = args.handler  # every command has one
     try:
         return handler(args)
     except KeyboardInterrupt:
@@ -72,16 +81,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
     except (StoreUnopenable, ValidationError) as error:  # bad input, as a bad argument is
-        print(f"error: {error}", file=sys.stderr)
+        _print_error(error)
         return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        _print_error(error)
         return EXIT_ERROR
+
+
+def _print_error(error: Exception) -> None:
+    """One line, whatever the message holds (a driver's may span several)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    print(f"error: {masked(text)}", file=sys.stderr)
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="headgate", description="Durable periodic jobs.")
-    commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+    commands = parser.add_subparsers(title="commands", parser_class=_Parser, required=True)
+    defaults = ClientLimits()
 
     serve = commands.add_parser(
         "serve", help="run the scheduler runtime, the control API and the console"
@@ -99,6 +115,29 @@ def _build_parser() -> argparse.ArgumentParser:
         "(repeatable; '*' for any; default $HEADGATE_ALLOWED_HOSTS, comma-separated; bound "
         "to another address, that address and this machine's name and addresses)",
     )
+    serve.add_argument(
+        "--header-timeout",
+        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        default=defaults.header_timeout_s,
+        metavar="S",
+        help="close a connection whose request headers are not complete in S seconds "
+        f"({defaults.header_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        default=defaults.body_timeout_s,
+        metavar="S",
+        help="close a connection whose request body is not complete in S seconds after its "
+        f"headers ({defaults.body_timeout_s:g})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_int_in(1, MAX_CONNECTIONS),
+        default=defaults.max_connections,
+        metavar="N",
+        help=f"past N open connections, answer 503 ({defaults.max_connections})",
+    )
     add_min_interval(serve, _int_in)
     serve.set_defaults(handler=_serve)
 
@@ -115,7 +154,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--shutdown-timeout",
-        type=float,
+        type=_seconds_in(0, MAX_SHUTDOWN_TIMEOUT_S),
         default=30.0,
         metavar="S",
         help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
@@ -133,7 +172,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ticks.set_defaults(handler=_print_ticks)
 
     projections = commands.add_parser("projections", help="projection maintenance")
-    projection_commands = projections.add_subparsers(title="commands", parser_class=_Parser)
+    projection_commands = projections.add_subparsers(
+        title="commands", parser_class=_Parser, required=True
+    )
     rebuild_parser = projection_commands.add_parser(
         "rebuild", help="rebuild projections from the event log (resumable)"
     )
@@ -150,7 +191,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rebuild_parser.set_defaults(handler=_rebuild)
 
     events = commands.add_parser("events", help="inspect and replay the event log")
-    event_commands = events.add_subparsers(title="commands", parser_class=_Parser)
+    event_commands = events.add_subparsers(title="commands", parser_class=_Parser, required=True)
     replay_parser = event_commands.add_parser(
         "replay", help="replay the log into fresh projections (another database or scratch tables)"
     )
@@ -238,6 +279,21 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _seconds_in(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: seconds from `low` to `high` (nan and infinity refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not low <= value <= high:  # nan compares false: refused as well
+            raise argparse.ArgumentTypeError(f"must be {low:g}-{high:g} seconds, got {text}")
+        return value
+
+    return parse
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -246,10 +302,11 @@ def _integer(text: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0)."""
+    """Runtime + API + console in one process; SIGTERM/Ctrl-C stop it cleanly (exit 0).
+    The address is bound first: a port in use fails in one line before anything
+    starts, and "serving ... on" is printed once the server accepts connections."""
     # The web stack is imported here, not at the top: other commands start without it.
-    import uvicorn  # noqa: PLC0415
-
+    from headgate import _http_server  # noqa: PLC0415
     from headgate.web import create_app  # noqa: PLC0415
     from headgate.web._hosts import allowed_hosts_from  # noqa: PLC0415
 
@@ -257,7 +314,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValidationError(
             "--min-interval-ms", "--app names its own Headgate: set RuntimeConfig.min_interval_ms"
         )
-    configure_logging()
     allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
     try:
         allowed_hosts_from(allowed_hosts)  # checked before the store is opened
@@ -268,16 +324,29 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
-    app = create_app(hg, manage_runtime=True, allowed_hosts=allowed_hosts)
-    store = f"the store of {args.app}" if args.app else args.db
-    print(f"headgate: serving {store} on http://{args.host}:{args.port}/", file=sys.stderr)
-    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal
-    # through the handlers it found. Finding no-op handlers, the process carries
-    # on to exit with status 0: a clean stop is not a failure.
-    for handled in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(handled, lambda *_: None)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
+    sockets = listening_sockets(args.host, args.port)
+    try:
+        configure_logging()
+        hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
+        app = create_app(hg, allowed_hosts=allowed_hosts)
+        store = f"the store of {args.app}" if args.app else masked(args.db)
+        address = address_of(args.host, sockets)
+        limits = ClientLimits(args.header_timeout, args.body_timeout, args.max_connections)
+        with hg:  # close() stops the runtime and releases the lease
+            # A stop asked for while the runtime starts is kept for after it: then
+            # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and
+            # re-raises the signal through the handlers it found, these: the process
+            # carries on to exit with status 0, as a clean stop is not a failure.
+            stop_asked = threading.Event()
+            for handled in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(handled, lambda *_: stop_asked.set())
+            hg.start()
+            if not stop_asked.is_set():
+                serving = f"headgate: serving {store} on {address}"
+                _http_server.serve(app, sockets, limits, lambda: print(serving, file=sys.stderr))
+    finally:
+        for sock in sockets:
+            sock.close()
     print("headgate: stopped; scheduler lease released", file=sys.stderr)
     return 0
 

@@ -90,7 +90,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         parser.add_argument("--cursor", metavar="C", help="the next page, as the last one said")
 
     schedules = commands.add_parser("schedules", help="list, change and run schedules")
-    group = schedules.add_subparsers(title="commands", parser_class=type(schedules))
+    group = schedules.add_subparsers(title="commands", parser_class=type(schedules), required=True)
     paged(command(group, "list", "list schedules", _schedules_list), 50)
     show = command(
         group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
@@ -145,7 +145,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     )
 
     jobs = commands.add_parser("jobs", help="list, inspect, cancel and retry jobs")
-    group = jobs.add_subparsers(title="commands", parser_class=type(jobs))
+    group = jobs.add_subparsers(title="commands", parser_class=type(jobs), required=True)
     listing = command(group, "list", "list jobs, newest first", _jobs_list)
     listing.add_argument("--state", choices=[state.value for state in JobState])
     listing.add_argument("--queue", metavar="Q")
@@ -160,7 +160,9 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         command(group, name, help_text, handler).add_argument("job_id", metavar="ID")
 
     quarantine = commands.add_parser("quarantine", help="quarantined fingerprints")
-    group = quarantine.add_subparsers(title="commands", parser_class=type(quarantine))
+    group = quarantine.add_subparsers(
+        title="commands", parser_class=type(quarantine), required=True
+    )
     paged(command(group, "list", "quarantined fingerprints, newest first", _quarantine_list), 50)
     release = command(group, "release", "make a fingerprint admissible again", _release)
     release.add_argument("fingerprint", metavar="FINGERPRINT")

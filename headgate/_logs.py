@@ -17,24 +17,74 @@ through `get_logger`, which follows the host:
 `headgate serve` is an application, so it does configure logging:
 `configure_logging` below. Tracebacks are rendered plainly (never with
 frames' local variables, which hold job payloads).
+
+No line carries a password (`_redact`): Headgate masks its lines' text and
+fields before they leave it, whichever way they go; where it renders the
+lines itself (`configure_logging`, and the stdlib path's exceptions) it masks
+what it renders, tracebacks included, so a store URL that reaches a line by a
+path nobody foresaw (a driver's message inside an exception) is masked too.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, Final
 
 import structlog
 
 # structlog's writers keep a lock per file, which a fork must not leave held.
 from headgate import _structlog_compat  # noqa: F401 (registers itself)
+from headgate._redact import MASK, masked
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["MaskSecrets", "configure_logging", "get_logger", "mask_secrets"]
 
 _RENDER: Final = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
 """`event key=value ...` for a stdlib record's message; the record carries the
 exception itself, so the host's handlers (a formatter, Sentry) render it."""
+
+
+class MaskSecrets(logging.Filter):
+    """A stdlib filter that masks passwords in a record's message and in its
+    exception's rendering (which the formatter then prints as it is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = masked(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = masked(_FORMATTER.formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = masked(record.stack_info)
+        return True
+
+
+_FORMATTER: Final = logging.Formatter()
+_MASK_SECRETS: Final = MaskSecrets()
+
+
+def mask_secrets(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """A structlog processor: every field with its passwords masked (after
+    `format_exc_info`, so the rendered traceback is masked too)."""
+    for key, value in event_dict.items():
+        event_dict[key] = MASK if _is_password_field(key) else _masked_value(value)
+    return event_dict
+
+
+def _masked_value(value: object) -> object:
+    if isinstance(value, str):
+        return masked(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {k: MASK if _is_password_field(k) else _masked_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked_value(item) for item in value]
+    return masked(repr(value))  # what a renderer would print: an exception, an object
+
+
+def _is_password_field(key: object) -> bool:
+    return isinstance(key, str) and key.lower().endswith("password")
 
 
 class HeadgateLogger:
@@ -43,10 +93,16 @@ class HeadgateLogger:
     def __init__(self, name: str) -> None:
         self._configured = structlog.get_logger(name)
         self._stdlib = logging.getLogger(name)
+        if _MASK_SECRETS not in self._stdlib.filters:
+            self._stdlib.addFilter(_MASK_SECRETS)
 
     def _emit(self, level: int, method: str, event: str, kwargs: dict[str, Any]) -> None:
         if structlog.is_configured():
-            getattr(self._configured, method)(event, **kwargs)
+            exc_info = kwargs.pop("exc_info", None)
+            fields = mask_secrets(None, method, {"event": event, **kwargs})
+            if exc_info is not None:
+                fields["exc_info"] = exc_info
+            getattr(self._configured, method)(fields.pop("event"), **fields)
         elif self._stdlib.isEnabledFor(level):  # a dropped line costs no rendering
             exc_info = kwargs.pop("exc_info", method == "exception")
             message = _RENDER(self._stdlib, method, {"event": event, **kwargs})
@@ -87,6 +143,7 @@ def configure_logging(level: int = logging.INFO, json_lines: bool | None = None)
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            mask_secrets,
             renderer,
         ],
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),

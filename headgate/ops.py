@@ -25,8 +25,6 @@ from headgate._errors import NotFound, StoreNotFound, ValidationError
 from headgate._store.mapper import encode
 from headgate._store.port import CompactionReport, EventLog
 from headgate._store.sql import maintenance
-from headgate._store.sql.backends import backend_named
-from headgate._store.sql.engine import parse_store_url
 from headgate._store.sql.maintenance import (
     DEFAULT_BATCH,
     MAX_BATCH,
@@ -35,7 +33,7 @@ from headgate._store.sql.maintenance import (
     RowDifference,
     VerifyReport,
 )
-from headgate._store.sql.store import SqlStore
+from headgate._store.sql.store import SqlStore, open_existing_store
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -74,11 +72,9 @@ class LoggedEvent:
 
 @contextmanager
 def _existing_store(url: str) -> Iterator[SqlStore]:
-    """The store, migrated if it is behind (for what writes to it)."""
-    parsed = parse_store_url(url)
-    if backend_named(parsed.get_backend_name()).is_missing(parsed):
-        raise ValueError(f"--db: no database at {parsed.database}")
-    store = SqlStore(url, SystemClock())
+    """The store, migrated if it is behind (for what writes to it); StoreNotFound
+    for a URL holding none, database or not (a typo never gets a store made)."""
+    store = open_existing_store(url, SystemClock(), read_only=False)
     try:
         yield store
     finally:

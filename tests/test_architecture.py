@@ -111,6 +111,21 @@ def test_only_the_metrics_module_knows_prometheus() -> None:
     assert set(_importing("headgate", ("prometheus_client",))) == {"headgate._metrics"}
 
 
+def test_only_the_http_server_knows_uvicorn() -> None:
+    """`headgate serve`'s server and its slow-client protocol reach into uvicorn's
+    h11 protocol: one module, so an upgrade that moves it breaks one place."""
+    assert set(_importing("headgate", ("uvicorn", "h11"))) == {"headgate._http_server"}
+
+
+def test_the_masking_rule_depends_on_nothing() -> None:
+    """`_redact` is applied on every output path, the log processors' included:
+    it imports nothing of Headgate's and no library, so it can be used anywhere."""
+    assert {i.split(".")[0] for i in MODULES["headgate._redact"]} <= {
+        *sys.stdlib_module_names,
+        "__future__",
+    }
+
+
 def test_dialect_names_appear_only_in_the_backends_module() -> None:
     """SQLite/PostgreSQL differences are decided once, in backends.py: no other module
     of the package branches on a dialect or issues a dialect's own statements."""

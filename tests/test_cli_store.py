@@ -153,7 +153,7 @@ def test_replay_prints_a_summary(store_url: str, capsys: pytest.CaptureFixture[s
         ),
         (
             ["events", "replay", "--db", "postgresql://postgres@127.0.0.1:1/x"],
-            "error: migrating the schema: store unavailable: connection failed",
+            "error: reading the schema version: store unavailable: connection failed",
         ),
         (
             ["events", "show", "--db", "{db}", "--stream", "nope"],

@@ -1,5 +1,6 @@
-"""The two dependency internals Headgate relies on, checked so an upgrade that
-changes them fails here, loudly, instead of quietly slowing or hanging."""
+"""The dependency internals Headgate relies on, checked so an upgrade that
+changes them fails here, loudly, instead of quietly slowing, hanging or
+leaving slow clients connected."""
 
 from __future__ import annotations
 
@@ -61,3 +62,27 @@ def test_a_write_lock_held_at_a_fork_is_released_in_the_child() -> None:
         assert not lock.locked()
     finally:
         del locks[key]
+
+
+def test_uvicorn_still_has_the_h11_protocol_the_slow_client_guard_extends() -> None:
+    import inspect
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from headgate._http_server import guard_for
+    from headgate._serving import ClientLimits
+
+    hooks = ("connection_made", "data_received", "on_response_complete", "connection_lost")
+    for name in (*hooks, "handle_websocket_upgrade"):
+        assert callable(getattr(H11Protocol, name, None)), (
+            f"uvicorn's H11Protocol.{name} is gone: the header and body deadlines of "
+            "`headgate serve` are no longer armed; update headgate/_http_server.py"
+        )
+    source = inspect.getsource(H11Protocol.__init__)
+    for attribute in ("self.conn", "self.loop", "self.transport"):
+        assert attribute in source, f"H11Protocol no longer sets {attribute}"
+    config = uvicorn.Config(lambda *_: None, http=guard_for(ClientLimits()))
+    config.load()
+    assert issubclass(config.http_protocol_class, H11Protocol), "uvicorn ignores http=<class>"
+    assert "started" in vars(uvicorn.Server(config)), "Server.started, read after startup()"

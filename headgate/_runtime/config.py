@@ -12,6 +12,8 @@ SCHEDULER_LEASE: Final = "scheduler"
 MAX_MIN_INTERVAL_MS: Final = 60_000
 """A minimum interval guards against runaway specs; it is no rate policy, and a
 cron spec's shortest gap is computed exactly only up to a minute."""
+MAX_SHUTDOWN_TIMEOUT_S: Final = 86_400.0
+"""A day: past it a stop never ends (and a thread's wait overflows the clock)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,11 @@ class WorkerConfig:
             raise ValueError("rescue_interval_ms must be at least 100")
         if self.poll_interval_ms < 10:
             raise ValueError("poll_interval_ms must be at least 10")
-        if self.shutdown_timeout_s < 0:
-            raise ValueError("shutdown_timeout_s must not be negative")
+        if not 0 <= self.shutdown_timeout_s <= MAX_SHUTDOWN_TIMEOUT_S:  # nan fails too
+            raise ValueError(
+                f"shutdown_timeout_s must be 0-{MAX_SHUTDOWN_TIMEOUT_S:g} seconds, "
+                f"got {self.shutdown_timeout_s!r}"
+            )
         if self.crash_limit < 2:
             raise ValueError("crash_limit must be at least 2: one crash never quarantines")
 

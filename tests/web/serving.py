@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,52 @@ def serving(
     )
     try:
         yield process, f"http://127.0.0.1:{port}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+SERVING_LINE = re.compile(r"headgate: serving .* on (http://\S+)/\n")
+
+
+@dataclass
+class Served:
+    """A `headgate serve` started on port 0, at the address it printed."""
+
+    process: subprocess.Popen[bytes]
+    base: str
+    stdout: Path
+    stderr: Path
+
+    def output(self) -> str:
+        return self.stdout.read_text() + self.stderr.read_text()
+
+
+@contextmanager
+def serving_printed(
+    directory: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[Served]:
+    """`headgate serve --port 0 ...`, its output in files; yields once it has
+    printed where it serves (it is listening by then), killed if still running."""
+    out, err = directory / "serve.out", directory / "serve.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [headgate_command(), "serve", "--port", "0", *extra],
+            cwd=directory,
+            env={**server_environment(), **(env or {})},
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + timeout
+        while (found := SERVING_LINE.search(err.read_text())) is None:
+            if process.poll() is not None:
+                raise AssertionError(f"serve exited {process.returncode}: {err.read_text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve printed no address in {timeout} s: {err.read_text()}")
+            time.sleep(0.05)
+        yield Served(process, found[1], out, err)
     finally:
         if process.poll() is None:
             process.kill()

@@ -48,7 +48,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
-from headgate._errors import StoreUnopenable
+from headgate._errors import StoreUnopenable, ValidationError
 from headgate._store.port import Listener
 from headgate._store.sql import bulk
 
@@ -89,7 +89,8 @@ class SqlBackend(ABC):
     @abstractmethod
     def is_missing(self, url: URL) -> bool:
         """True when the URL names no store that exists yet (and opening it would make
-        one); False when it may exist (a server says so only once connected to)."""
+        one); False when it may exist (a server says so only once connected to);
+        StoreUnopenable when it names a place no store can be at (a directory)."""
 
     @abstractmethod
     def check_openable(self, url: URL) -> None:
@@ -223,29 +224,38 @@ class _Sqlite(SqlBackend):
 
     def checked_url(self, url: URL) -> URL:
         if url.drivername not in ("sqlite", "sqlite+pysqlite"):
-            raise ValueError(
-                f"store URL: driver {url.get_driver_name()!r} is not supported; "
-                "use sqlite:///path.db"
+            raise ValidationError(
+                "store URL",
+                f"driver {url.get_driver_name()!r} is not supported; use sqlite:///path.db",
             )
         if not url.database or url.database == ":memory:":
-            raise ValueError(
-                "store URL: an in-memory SQLite database cannot be shared; use sqlite:///path.db"
+            raise ValidationError(
+                "store URL", "an in-memory SQLite database cannot be shared; use sqlite:///path.db"
             )
         if url.query:
-            raise ValueError(
-                f"store URL: SQLite takes no options here ({', '.join(url.query)}); "
-                "Headgate sets its own"
+            raise ValidationError(
+                "store URL",
+                f"SQLite takes no options here ({', '.join(url.query)}); Headgate sets its own",
             )
         return url
 
     def is_missing(self, url: URL) -> bool:
-        return not Path(str(url.database)).exists()
+        path = Path(str(url.database))
+        try:
+            if path.is_dir():
+                raise _unopenable(path, "it is a directory")
+            return not path.exists()
+        except OSError as error:  # a name too long, a loop of links: no file can be there
+            raise _unopenable(path, error.strerror or str(error)) from None
 
     def check_openable(self, url: URL) -> None:
         path = Path(str(url.database))
-        reason = _why_sqlite_cannot_open(path)
+        try:
+            reason = _why_sqlite_cannot_open(path)
+        except OSError as error:
+            reason = error.strerror or str(error)
         if reason is not None:
-            raise StoreUnopenable(f"store URL: cannot open the SQLite database {path}: {reason}")
+            raise _unopenable(path, reason)
 
     def inspecting_engine(self, url: URL) -> Engine:
         """Opened read-only (SQLite's `mode=ro`): it never creates the file."""
@@ -372,9 +382,14 @@ class _Sqlite(SqlBackend):
         return None
 
 
+def _unopenable(path: Path, reason: str) -> StoreUnopenable:
+    return StoreUnopenable(f"store URL: cannot open the SQLite database {path}: {reason}")
+
+
 def _why_sqlite_cannot_open(path: Path) -> str | None:
     """What stops SQLite from opening (or creating) a database at `path` for
-    writing, or None. SQLite itself says only "unable to open database file"."""
+    writing, or None. SQLite itself says only "unable to open database file".
+    OSError when the path cannot even be looked at (a name too long)."""
     directory = path.parent
     if path.is_dir():
         return "it is a directory"
@@ -440,8 +455,8 @@ class _PostgreSQL(SqlBackend):
         driver: they mean psycopg 3, the one Headgate ships with."""
         _, _, driver = url.drivername.partition("+")
         if driver not in ("", "psycopg"):
-            raise ValueError(
-                f"store URL: driver {driver!r} is not supported; use postgresql:// (psycopg 3)"
+            raise ValidationError(
+                "store URL", f"driver {driver!r} is not supported; use postgresql:// (psycopg 3)"
             )
         return url.set(drivername="postgresql+psycopg")
 
@@ -756,8 +771,8 @@ def checked_store_url(url: URL) -> URL:
     scheme = url.drivername.partition("+")[0]
     backend = _URL_SCHEMES.get(scheme)
     if backend is None:
-        raise ValueError(
-            f"store URL: {scheme!r} is not supported; use sqlite:///path.db or postgresql://"
+        raise ValidationError(
+            "store URL", f"{scheme!r} is not supported; use sqlite:///path.db or postgresql://"
         )
     return backend.checked_url(url)
 

@@ -20,7 +20,9 @@ from headgate._errors import (
     ConstraintViolation,
     StoreError,
     StoreUnavailable,
+    ValidationError,
 )
+from headgate._redact import masked, passwords_in, remember_secrets
 from headgate._store.sql.backends import POSTGRESQL, SQLITE, backend_named, checked_store_url
 
 BUSY_TIMEOUT_S: Final = 30.0
@@ -29,12 +31,23 @@ WRITE: Final = {"headgate_write": True}
 
 
 def parse_store_url(url: str) -> URL:
-    """Validate a store URL (each backend checks its own; see backends.py)."""
+    """Validate a store URL (each backend checks its own; see backends.py). Its
+    passwords are masked in every message and log line from here on (`_redact`),
+    those of a URL that does not parse included."""
+    remember_secrets(*passwords_in(url))
     try:
-        parsed = make_url(url)
+        parsed: URL | None = make_url(url)
     except (sa_exc.ArgumentError, ValueError):
-        raise ValueError(f"store URL: {url!r} is not a database URL") from None
+        parsed = None
+    if parsed is None:  # raised here, the parser's own error (it may quote the URL) is no context
+        raise ValidationError("store URL", f"{masked(repr(url))} is not a database URL")
+    remember_secrets(parsed.password)
     return checked_store_url(parsed)
+
+
+def shown_url(url: URL) -> str:
+    """The URL as messages may show it: every password masked (`_redact.masked`)."""
+    return masked(url.render_as_string(hide_password=False))
 
 
 def create_store_engine(
@@ -91,4 +104,4 @@ def translated_errors(where: str) -> Iterator[None]:
 def _first_line(error: sa_exc.SQLAlchemyError) -> str:
     original = getattr(error, "orig", None)
     text = str(original if original is not None else error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return masked(text.splitlines()[0]) if text else type(error).__name__

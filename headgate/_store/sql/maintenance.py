@@ -25,9 +25,16 @@ from sqlalchemy import Engine, MetaData, Table, delete, exists, func, literal, s
 from sqlalchemy.engine import Connection
 
 from headgate._domain.streams import JOB_PREFIX, job_stream
+from headgate._errors import StoreUnopenable, ValidationError
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
-from headgate._store.sql.backends import backend_of
-from headgate._store.sql.engine import create_store_engine, translated_errors, write_transaction
+from headgate._store.sql.backends import backend_named, backend_of
+from headgate._store.sql.engine import (
+    create_store_engine,
+    parse_store_url,
+    shown_url,
+    translated_errors,
+    write_transaction,
+)
 from headgate._store.sql.event_rows import decode_row, events_between
 from headgate._store.sql.migrations import migrate
 from headgate._store.sql.projector import CHUNK, fold_into_table
@@ -55,8 +62,9 @@ def select_projections(names: Sequence[str] | None) -> tuple[AnyProjection, ...]
     known = {projection.name: projection for projection in ALL_PROJECTIONS}
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise ValueError(
-            f"--projection: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
+        raise ValidationError(
+            "--projection",
+            f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}",
         )
     return tuple(known[name] for name in dict.fromkeys(names))
 
@@ -115,9 +123,9 @@ def rebuild(
 
 def require_batch_size(batch_size: int) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise ValueError(f"--batch-size: must be a whole number, got {batch_size!r}")
+        raise ValidationError("--batch-size", f"must be a whole number, got {batch_size!r}")
     if not 1 <= batch_size <= MAX_BATCH:
-        raise ValueError(f"--batch-size: must be 1-{MAX_BATCH}, got {batch_size}")
+        raise ValidationError("--batch-size", f"must be 1-{MAX_BATCH}, got {batch_size}")
 
 
 def _checkpoints(connection: Connection) -> dict[str, tuple[int, bool]]:
@@ -309,6 +317,8 @@ def _rows_by_key(connection: Connection, table: Table, key: str) -> dict[Any, di
 @dataclass
 class ReplayReport:
     target: str
+    """Where the projections went: scratch tables, or the --to URL with its
+    password masked."""
     until: int
     applied: Counter[str] = field(default_factory=Counter)
     rows: dict[str, int] = field(default_factory=dict)
@@ -324,7 +334,7 @@ def replay(
     """Fold the log (up to `until`) into fresh projections elsewhere; they are kept."""
     require_batch_size(batch_size)
     if until is not None and until < 0:
-        raise ValueError(f"--until: must be a position >= 0, got {until}")
+        raise ValidationError("--until", f"must be a position >= 0, got {until}")
     head = store.log.head()
     stop = head if until is None else min(until, head)
     if to_url is None:
@@ -332,11 +342,16 @@ def replay(
             report = ReplayReport(f"scratch tables {REPLAY_PREFIX}* in the source database", stop)
             _replay_into(store, FoldTarget(store.engine, tables), report, batch_size, on_progress)
         return report
+    target = parse_store_url(to_url)
+    try:
+        backend_named(target.get_backend_name()).check_openable(target)
+    except StoreUnopenable as error:
+        raise StoreUnopenable(f"--to: {error}") from None
     engine = create_store_engine(to_url)
     try:
         migrate(engine)
         _require_empty(engine)
-        report = ReplayReport(to_url, stop)
+        report = ReplayReport(shown_url(target), stop)
         _replay_into(store, FoldTarget(engine, LIVE), report, batch_size, on_progress)
     finally:
         engine.dispose()

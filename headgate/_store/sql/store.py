@@ -20,6 +20,7 @@ from headgate._store.sql.engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
     parse_store_url,
+    shown_url,
     translated_errors,
     write_transaction,
 )
@@ -65,7 +66,6 @@ class SqlStore(Store):
         projections: Sequence[AnyProjection] = ALL_PROJECTIONS,
         migrate_schema: bool = True,
     ) -> None:
-        self.url = url
         self.clock = clock
         self._url = parse_store_url(url)
         if migrate_schema:
@@ -102,11 +102,14 @@ class SqlStore(Store):
         self.workers = SqlWorkers(self)
         self.reads = SqlReads(self.engine)
 
+    def __repr__(self) -> str:
+        return f"SqlStore({shown_url(self._url)!r})"
+
     def schema_revision(self) -> int:
         if self._closed:
             raise StoreClosed("reading the schema version: the store is closed")
         revision = schema_version(self.engine)
-        require_revision(revision, self._url.render_as_string(hide_password=True))
+        require_revision(revision, shown_url(self._url))
         return revision
 
     def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:

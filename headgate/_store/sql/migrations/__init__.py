@@ -35,7 +35,7 @@ from sqlalchemy.engine import URL, Connection
 from headgate._errors import SchemaBehind, SchemaTooNew, StoreNotFound
 from headgate._logs import get_logger
 from headgate._store.sql.backends import backend_named, backend_of
-from headgate._store.sql.engine import translated_errors, write_transaction
+from headgate._store.sql.engine import shown_url, translated_errors, write_transaction
 from headgate._store.sql.migrations import legacy
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def require_current(url: URL) -> None:
     revision. Looks through a read-only connection and changes nothing: no
     file, table or migration is made. Raises StoreNotFound, SchemaBehind,
     SchemaTooNew, or StoreUnavailable."""
-    require_revision(require_existing(url), url.render_as_string(hide_password=True))
+    require_revision(require_existing(url), shown_url(url))
 
 
 def require_existing(url: URL) -> int:
@@ -142,7 +142,7 @@ def require_existing(url: URL) -> int:
     up as `require_current` does, changing nothing; StoreNotFound when there is
     none (for commands, where a mistyped URL must not become a new store)."""
     backend = backend_named(url.get_backend_name())
-    shown = url.render_as_string(hide_password=True)
+    shown = shown_url(url)
     if backend.is_missing(url):
         raise StoreNotFound(f"no Headgate store at {shown}")
     engine = backend.inspecting_engine(url)
@@ -156,12 +156,12 @@ def require_existing(url: URL) -> int:
     return current or 0  # a store from before Alembic is at 0
 
 
-def require_revision(current: int, shown_url: str) -> None:
+def require_revision(current: int, shown: str) -> None:
     """SchemaBehind unless `current` is this Headgate's revision (a newer one
     never gets here: reading it raised SchemaTooNew)."""
     if current < LATEST_VERSION:
         raise SchemaBehind(
-            f"the store at {shown_url} is at schema revision {revision_id(current)}, "
+            f"the store at {shown} is at schema revision {revision_id(current)}, "
             f"behind this Headgate's {revision_id(LATEST_VERSION)}; a command that only "
             "reads migrates nothing: run one that migrates (headgate serve, headgate "
             "projections rebuild, or Headgate(url) in code), then this again"

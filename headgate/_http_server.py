@@ -1,0 +1,145 @@
+"""The HTTP server of `headgate serve`: uvicorn, on the sockets `_serving` bound,
+with deadlines for slow clients.
+
+Slow clients. uvicorn closes an idle keep-alive connection after
+`timeout_keep_alive`, but that timer runs only between requests, from the end
+of a response, and the first byte received cancels it: a connection that never
+completes its headers, or trickles a body a byte at a time, is held open for
+ever, and a few hundred of them (slow loris) take every slot `limit_concurrency`
+allows, so everyone else gets 503. ASGI middleware cannot help: the app is
+called only once the headers are complete. So the HTTP protocol itself carries
+the deadlines (`SlowClientGuard`, uvicorn's h11 protocol with two timers): a
+request's headers must be complete within `header_timeout_s` of the connection
+being ready for them (opened, or done with the previous request), and its body
+within `body_timeout_s` of its headers; past either the connection is closed.
+Nothing times a request once it has been received: a slow handler, or a long
+response, is the app's business. `limit_concurrency` is the connection limit:
+past it uvicorn answers 503, and the deadlines bound how long any connection
+can hold its slot without a complete request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any, ClassVar, Final
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from headgate._logs import MaskSecrets
+from headgate._serving import BACKLOG, ClientLimits
+
+__all__ = ["SlowClientGuard", "guard_for", "serve"]
+
+KEEP_ALIVE_S: Final = 5
+"""How long an idle keep-alive connection stays open between requests (uvicorn's)."""
+UVICORN_LOGGERS: Final = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+
+def serve(
+    app: Any,
+    sockets: list[socket.socket],
+    limits: ClientLimits,
+    on_started: Callable[[], None],
+) -> None:
+    """Serve `app` on `sockets` until SIGTERM or SIGINT (uvicorn's graceful
+    shutdown); `on_started` once it accepts connections."""
+    config = uvicorn.Config(
+        app,
+        http=guard_for(limits),
+        limit_concurrency=limits.max_connections,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        backlog=BACKLOG,
+        lifespan="on",
+        log_level="warning",
+    )
+    # uvicorn's own lines (an exception it caught, a refused request) are rendered
+    # by the handlers its config just set up: masked there, as Headgate's are.
+    for name in UVICORN_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(MaskSecrets())
+    _Server(config, on_started).run(sockets=sockets)
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and not self.should_exit:
+            self._on_started()
+
+
+class SlowClientGuard(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request's headers or
+    body are not complete in time (see the module docstring).
+
+    The phase a connection is in is h11's state of the client: IDLE until a
+    request's headers are complete, SEND_BODY until its body is, then DONE (the
+    app's turn) until the response ends and the next cycle starts at IDLE. Each
+    change of phase replaces the one timer; the timer, on firing, closes the
+    transport, which ends a request being read as a client disconnect would.
+    """
+
+    limits: ClassVar[ClientLimits] = ClientLimits()
+
+    _deadline: asyncio.TimerHandle | None = None
+    _waiting_for: str | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._follow()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow()
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._cancel()  # the connection is the WebSocket protocol's from here on
+        self._waiting_for = "upgrade"
+        super().handle_websocket_upgrade(event)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        super().connection_lost(exc)
+
+    def _follow(self) -> None:
+        if self._waiting_for == "upgrade":
+            return
+        state = self.conn.their_state
+        waiting_for = {h11.IDLE: "headers", h11.SEND_BODY: "body"}.get(state)
+        if waiting_for == self._waiting_for:
+            return
+        self._cancel()
+        self._waiting_for = waiting_for
+        if waiting_for is None or self.transport.is_closing():
+            return
+        timeout = (
+            self.limits.header_timeout_s if waiting_for == "headers" else self.limits.body_timeout_s
+        )
+        self._deadline = self.loop.call_later(timeout, self._expired)
+
+    def _cancel(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def guard_for(limits: ClientLimits) -> type[SlowClientGuard]:
+    """The protocol class uvicorn instantiates per connection, with these limits."""
+    return type("SlowClientGuard", (SlowClientGuard,), {"limits": limits})

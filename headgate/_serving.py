@@ -1,0 +1,100 @@
+"""Where and how `headgate serve` listens: its sockets, bound here, and its
+limits on clients (`_http_server` serves on them; this module imports no web
+stack, so the command line reads its defaults without starting one).
+
+Binding the sockets before uvicorn starts makes a port in use (or a host that
+names no address) an error of the command's own, in one line, before anything
+runs; the "serving ... on" line is printed once the server is accepting on
+them, never for a server that failed to start.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from dataclasses import dataclass
+from typing import Any, Final
+
+from headgate._errors import HeadgateError, ValidationError
+
+__all__ = ["CannotListen", "ClientLimits", "address_of", "listening_sockets"]
+
+BACKLOG: Final = 2048
+"""uvicorn's default: connections the kernel queues before they are accepted."""
+MIN_CLIENT_TIMEOUT_S: Final = 0.1
+MAX_CLIENT_TIMEOUT_S: Final = 3600.0
+MAX_CONNECTIONS: Final = 65_535
+
+
+class CannotListen(HeadgateError):
+    """The address cannot be listened on (a port in use, a port below 1024)."""
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """How long a client may take to send a request, and how many may be connected
+    (see `_http_server` for what each bounds, and why)."""
+
+    header_timeout_s: float = 10.0
+    """From the connection being ready for a request to its headers' end."""
+    body_timeout_s: float = 30.0
+    """From the end of the headers to the end of the body."""
+    max_connections: int = 256
+    """Past it, requests are answered 503 until connections close."""
+
+
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for every address `host` names (as uvicorn's own bind:
+    `localhost` may be IPv4 and IPv6). ValidationError for a host that names no
+    address; CannotListen when one cannot be bound (in use, not allowed)."""
+    try:
+        found = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
+        )
+    except (socket.gaierror, UnicodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise ValidationError(
+            "--host", f"{host!r} names no address to listen on ({reason})"
+        ) from None
+    addresses = list(dict.fromkeys((family, address) for family, *_, address in found))
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            # Port 0: every address on the port the first one was given.
+            bound = (address[0], sockets[0].getsockname()[1], *address[2:]) if sockets else address
+            sockets.append(_listen(family, bound, several=len(addresses) > 1))
+    except OSError as error:
+        for opened in sockets:
+            opened.close()
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise ValidationError(
+                "--host", f"{host!r} is no address of this machine ({error.strerror})"
+            ) from None
+        raise CannotListen(
+            f"--host/--port: cannot listen on {_authority(host, port)}: {error.strerror or error}"
+        ) from None
+    return sockets
+
+
+def _listen(family: int, address: Any, *, several: bool) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and several:  # as asyncio: IPv4 has a socket of its own
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def address_of(host: str, sockets: list[socket.socket]) -> str:
+    """`http://host:port/` of the first socket (its port, when 0 was asked for)."""
+    return f"http://{_authority(host, sockets[0].getsockname()[1])}/"
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

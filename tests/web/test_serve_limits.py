@@ -1,0 +1,364 @@
+"""Where `headgate serve` listens, and what it allows a client: it says it is
+serving only once it is, a port in use is one line, and connections that never
+finish their headers or trickle a body are closed by their deadlines while
+everyone else is answered.
+
+The slow clients are real sockets against a real server: `headgate serve` as a
+process (with the short timeouts its flags set), and uvicorn in this process
+with Headgate's protocol, for what is easier to watch from inside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import textwrap
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from headgate import Headgate
+from headgate._http_server import guard_for
+from headgate._serving import ClientLimits, listening_sockets
+from tests.web.serving import headgate_command, server_environment, serving_printed
+
+SLACK_S = 3.0
+"""How late past its deadline a close may be seen on a busy two-core machine."""
+
+
+def _get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+# where it listens --------------------------------------------------------------
+
+
+def test_the_serving_line_comes_once_the_server_answers(tmp_path: Path) -> None:
+    with serving_printed(tmp_path) as served:
+        port = int(served.base.rsplit(":", 1)[1])
+        assert port != 0, "--port 0 prints the port it was given"
+        # No retry: by the time the line is out, the server accepts and answers.
+        assert _get(f"{served.base}/healthz", timeout=5)[0] == 200
+
+
+def test_a_port_in_use_is_one_line_and_nothing_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [headgate_command(), "serve", "--port", str(port)],
+            cwd=tmp_path,
+            env=server_environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: --host/--port: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    )
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == [], "no store was opened, nothing was started"
+
+
+def test_a_sigterm_while_the_runtime_starts_stops_it_cleanly(tmp_path: Path) -> None:
+    """The runtime starts before uvicorn takes the signals: a stop asked for then
+    is kept for after the start, and the lease is released, never left to expire."""
+    (tmp_path / "slow_start.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            from headgate import Headgate
+            hg = Headgate("sqlite:///{tmp_path}/h.db")
+            started = hg.start
+
+            def slow_start(*args, **kwargs):
+                print("starting", file=sys.stderr, flush=True)
+                time.sleep(2)
+                return started(*args, **kwargs)
+
+            hg.start = slow_start
+            """
+        )
+    )
+    environment = server_environment()
+    environment["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{environment['PYTHONPATH']}"
+    process = subprocess.Popen(
+        [headgate_command(), "serve", "--port", "0", "--app", "slow_start:hg"],
+        cwd=tmp_path,
+        env=environment,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        while "starting" not in (line := process.stderr.readline()):
+            assert line, f"serve ended before starting: {''.join(lines)}"
+            lines.append(line)
+        process.send_signal(signal.SIGTERM)
+        rest = process.stderr.read()
+        assert process.wait(timeout=60) == 0, rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert "headgate: stopped; scheduler lease released" in rest
+    assert "serving" not in rest and "Traceback" not in rest
+    with Headgate(f"sqlite:///{tmp_path}/h.db") as hg:
+        assert hg.lease_status() is None, "the lease was released"
+
+
+def test_every_address_a_host_names_is_listened_on() -> None:
+    sockets = listening_sockets("localhost", 0)
+    try:
+        ports = {sock.getsockname()[1] for sock in sockets}
+        assert len(ports) == 1 and ports != {0}, "one port, the same on every address"
+        for sock in sockets:
+            with socket.create_connection(sock.getsockname()[:2], timeout=5):
+                pass
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# slow clients ------------------------------------------------------------------
+
+
+@dataclass
+class SlowClients:
+    """Connections that each hold back part of a request, watched until closed."""
+
+    address: tuple[str, int]
+    opened_at: float = field(default_factory=time.monotonic)
+    headers: list[socket.socket] = field(default_factory=list)
+    bodies: list[socket.socket] = field(default_factory=list)
+    closed_after: dict[int, float] = field(default_factory=dict)
+    """fileno -> seconds from opening to the server's close."""
+
+    def open_headers(self, count: int) -> None:
+        """Headers begun, never finished: a byte of them now and then."""
+        for _ in range(count):
+            sock = socket.create_connection(self.address, timeout=5)
+            sock.sendall(b"GET /api/v1/periodic HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            self.headers.append(sock)
+
+    def open_bodies(self, count: int) -> None:
+        """Complete headers announcing 100 kB, the body trickled a byte at a time."""
+        for _ in range(count):
+            sock = socket.create_connection(self.address, timeout=5)
+            sock.sendall(
+                b"PUT /api/v1/periodic/slow HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+            )
+            self.bodies.append(sock)
+
+    def watch(self, until_s: float) -> None:
+        """Trickle and wait until every connection is closed, or `until_s` passes."""
+        selector = selectors.DefaultSelector()
+        for sock in self.headers + self.bodies:
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+        next_trickle = 0.0
+        while len(self.closed_after) < len(self.headers) + len(self.bodies):
+            now = time.monotonic()
+            if now - self.opened_at > until_s:
+                break
+            if now >= next_trickle:
+                next_trickle = now + 0.2
+                for sock in self.headers + self.bodies:
+                    if sock.fileno() not in self.closed_after:
+                        try:
+                            sock.send(b"x" if sock in self.headers else b" ")
+                        except OSError:
+                            self._closed(selector, sock)
+            for key, _ in selector.select(timeout=0.05):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    data = sock.recv(4096)
+                except OSError:
+                    data = b""
+                if data == b"":
+                    self._closed(selector, sock)
+        selector.close()
+
+    def _closed(self, selector: selectors.BaseSelector, sock: socket.socket) -> None:
+        if sock.fileno() not in self.closed_after:
+            self.closed_after[sock.fileno()] = time.monotonic() - self.opened_at
+            selector.unregister(sock)
+
+    def close_times(self, group: list[socket.socket]) -> list[float]:
+        return [self.closed_after.get(sock.fileno(), float("inf")) for sock in group]
+
+    def close(self) -> None:
+        for sock in self.headers + self.bodies:
+            sock.close()
+
+
+@contextmanager
+def slow_clients(address: tuple[str, int]) -> Iterator[SlowClients]:
+    clients = SlowClients(address)
+    try:
+        yield clients
+    finally:
+        clients.close()
+
+
+def test_serve_closes_slow_clients_and_answers_the_rest(tmp_path: Path) -> None:
+    header_s, body_s = 1.5, 3.0
+    with serving_printed(
+        tmp_path, "--header-timeout", str(header_s), "--body-timeout", str(body_s)
+    ) as served:
+        host, port = served.base.removeprefix("http://").rsplit(":", 1)
+        with slow_clients((host, int(port))) as clients:
+            clients.open_headers(50)
+            clients.open_bodies(50)
+            started = time.monotonic()
+            assert _get(f"{served.base}/api/v1/periodic")[0] == 200, "answered meanwhile"
+            assert time.monotonic() - started < header_s, "answered before any slow one closed"
+            clients.watch(until_s=body_s + 2 * SLACK_S)
+            header_closes = clients.close_times(clients.headers)
+            body_closes = clients.close_times(clients.bodies)
+        assert _get(f"{served.base}/healthz")[0] == 200
+        served.process.terminate()
+        assert served.process.wait(timeout=30) == 0
+        output = served.output()
+    assert min(header_closes) >= header_s * 0.9, "not closed before the header deadline"
+    assert max(header_closes) <= header_s + SLACK_S, header_closes
+    assert min(body_closes) >= body_s * 0.9, "a body gets its own deadline"
+    assert max(body_closes) <= body_s + SLACK_S, body_closes
+    assert "Traceback" not in output, output
+
+
+# the protocol, in this process -------------------------------------------------
+
+
+async def _app(scope: dict[str, object], receive: object, send: object) -> None:
+    """Reads the body, then sleeps as long as the query says: a slow handler."""
+    assert scope["type"] == "http"
+    assert callable(receive) and callable(send)
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False)
+    query = bytes(scope["query_string"]).decode()  # type: ignore[arg-type]
+    await asyncio.sleep(float(query or 0))
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]}
+    )
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@dataclass
+class Guarded:
+    address: tuple[str, int]
+    server: uvicorn.Server
+
+    def wait_for_connections(self, count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(self.server.server_state.connections) < count:
+            assert time.monotonic() < deadline, f"the server never held {count} connections"
+            time.sleep(0.01)
+
+
+@contextmanager
+def guarded_server(limits: ClientLimits) -> Iterator[Guarded]:
+    """uvicorn with Headgate's protocol, on a thread, on an ephemeral port."""
+    sockets = listening_sockets("127.0.0.1", 0)
+    config = uvicorn.Config(
+        _app,
+        http=guard_for(limits),
+        limit_concurrency=limits.max_connections,
+        lifespan="off",
+        log_level="warning",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield Guarded(sockets[0].getsockname()[:2], server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        for sock in sockets:
+            sock.close()
+
+
+def _request(address: tuple[str, int], query: str = "", timeout: float = 10) -> bytes:
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(f"GET /?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        return b"".join(iter(lambda: sock.recv(4096), b""))
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> float:
+    """Seconds until the server closes `sock`; fails past `seconds`."""
+    started = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        pytest.fail(f"still open after {seconds} s")
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - started
+
+
+def test_a_slow_handler_is_never_cut_off() -> None:
+    """The deadlines are for receiving a request, not for answering it."""
+    with guarded_server(ClientLimits(header_timeout_s=0.3, body_timeout_s=0.3)) as guarded:
+        response = _request(guarded.address, query="1.0")
+    assert response.startswith(b"HTTP/1.1 200") and response.endswith(b"ok")
+
+
+def test_a_kept_alive_connection_must_finish_its_next_headers_in_time() -> None:
+    with (
+        guarded_server(ClientLimits(header_timeout_s=0.5, body_timeout_s=5)) as guarded,
+        socket.create_connection(guarded.address, timeout=5) as sock,
+    ):
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # the next one, begun
+        assert _closed_within(sock, 0.5 + SLACK_S) >= 0.4
+
+
+def test_a_connection_that_sends_nothing_is_closed() -> None:
+    with (
+        guarded_server(ClientLimits(header_timeout_s=0.5, body_timeout_s=5)) as guarded,
+        socket.create_connection(guarded.address, timeout=5) as sock,
+    ):
+        assert _closed_within(sock, 0.5 + SLACK_S) >= 0.4
+
+
+def test_past_the_connection_limit_requests_get_503_until_slow_ones_are_closed() -> None:
+    limits = ClientLimits(header_timeout_s=1.0, body_timeout_s=5, max_connections=5)
+    with guarded_server(limits) as guarded, slow_clients(guarded.address) as clients:
+        clients.open_headers(5)
+        guarded.wait_for_connections(5)
+        assert _request(guarded.address).startswith(b"HTTP/1.1 503")
+        clients.watch(until_s=1.0 + SLACK_S)
+        assert max(clients.close_times(clients.headers)) <= 1.0 + SLACK_S
+        assert _request(guarded.address).startswith(b"HTTP/1.1 200")
