@@ -314,18 +314,18 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValidationError(
             "--min-interval-ms", "--app names its own Headgate: set RuntimeConfig.min_interval_ms"
         )
-    allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
-    try:
-        allowed_hosts_from(allowed_hosts)  # checked before the store is opened
-    except ValueError as error:
-        reason = str(error).removeprefix("allowed_hosts: ")
-        print(
-            f"error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): {reason}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     sockets = listening_sockets(args.host, args.port)
     try:
+        allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
+        try:
+            allowed_hosts_from(allowed_hosts)  # checked before the store is opened
+        except ValueError as error:
+            reason = str(error).removeprefix("allowed_hosts: ")
+            print(
+                f"error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): {reason}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         configure_logging()
         hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
         app = create_app(hg, allowed_hosts=allowed_hosts)

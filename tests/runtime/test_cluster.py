@@ -348,7 +348,9 @@ def test_a_holder_frozen_past_its_lease_while_a_batch_waits_fires_again_at_once(
     holder wakes, takes the lease again under a new term, and its ticks resume
     within a renewal interval: the batch's loss of the old term does not cost the
     new one its ticks (it did, until that new term expired in turn)."""
-    observer = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=FROZEN_TTL_MS))
+    observer = Headgate(
+        store_url, config=RuntimeConfig(lease_ttl_ms=FROZEN_TTL_MS, min_interval_ms=INTERVAL_MS)
+    )
     observer.put_schedule("pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="skip")
     output = tmp_path / "holder.log"
     child = subprocess.Popen(
