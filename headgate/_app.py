@@ -29,19 +29,30 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import pykka
+from typing_extensions import Unpack
 
 from headgate._clock import Clock, StoreClock
 from headgate._commands import (
     Commands,
-    ScheduleDefinition,
-    validate_definition,
-    validate_definitions,
+    Put,
+    Settings,
+    definitions_of,
+    require_allowed,
 )
-from headgate._domain.admission import kind_problem, require_payload
+from headgate._domain.admission import kind_problem, require_name, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
-from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
 from headgate._domain.names import require
+from headgate._domain.options import (
+    DEFAULT_QUEUE,
+    EnqueueArgs,
+    JobOptionArgs,
+    JobOptions,
+    ScheduleArgs,
+    ScheduleDefinition,
+    definition_from,
+    job_options,
+)
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -64,6 +75,7 @@ from headgate._model import (
     Job,
     JobsPage,
     LeaseStatus,
+    PutScheduleResult,
     PutSchedulesResult,
     QuarantineEntry,
     QuarantinePage,
@@ -147,7 +159,8 @@ class Headgate:
         self.clock: Clock = self._store.clock
         self.config = config if config is not None else RuntimeConfig()
         self._reads = self._store.reads
-        self._commands = Commands(self._store, self.config.limits)
+        self._settings = Settings(self.config.limits, self.config.min_interval_ms)
+        self._commands = Commands(self._store, self._settings)
         self._leases = self._store.leases
         self._hooks = list(hooks)
         self._handlers = HandlerRegistry()
@@ -195,7 +208,7 @@ class Headgate:
             if self.running:
                 return self
             if self._declared:
-                self._upsert_schedules(list(self._declared.values()))
+                self._declare()
             if scheduler:
                 self._start_scheduler()
             config = self._worker_config(workers)
@@ -206,6 +219,22 @@ class Headgate:
                 self._pool.start()
             _RUNNING.add(self)
         return self
+
+    def _declare(self) -> None:
+        """Upsert the schedules this code declares (keeping operators' overrides),
+        then report those of its group it no longer declares."""
+        group = self.config.declarations_group
+        self._put_all(
+            [Put(schedule_id, d, declared_by=group) for schedule_id, d in self._declared.items()]
+        )
+        pause = self.config.on_undeclared == "pause"
+        for schedule_id in self._commands.undeclare(group, self._declared.keys(), pause):
+            log.warning(
+                "schedule no longer declared in code",
+                schedule_id=schedule_id,
+                declarations_group=group,
+                paused=pause,
+            )
 
     def _worker_config(self, workers: WorkerConfig | bool | None) -> WorkerConfig | None:
         if workers is False or (workers is None and not self._handlers):
@@ -308,52 +337,70 @@ class Headgate:
     # schedules -----------------------------------------------------------
 
     def put_schedule(
+        self, schedule_id: str, *, spec: str, kind: str, **options: Unpack[ScheduleArgs]
+    ) -> Schedule:
+        """Create or replace a schedule (an upsert: every field not given takes its
+        default, as the API's PUT does; `update_schedule` changes some and keeps
+        the rest). Invalid input raises ValidationError and writes nothing.
+
+        `spec` says when it ticks, `kind` (and `payload`) what each tick
+        enqueues; `on_missed` and `backfill_limit` what it does with ticks
+        missed while nobody fired them; no tick fires before `start_at_ms` or
+        after `end_at_ms` (epoch ms); each tick is enqueued a stable delay in
+        [0, jitter_ms) after it (at most an hour); `paused` stops its ticks,
+        keeping its phase; `queue`, `max_attempts` and `timeout_ms` (or
+        `timeout_s`) are its jobs' options (None: the handler's). Each field is
+        described in `ScheduleDefinition`. An unchanged spec keeps its phase.
+        On a schedule declared in code (`periodic`), what differs from the
+        declaration is an override, which survives deploys until cleared
+        (`clear_overrides`)."""
+        definition = definition_from(spec=spec, kind=kind, **options)
+        return self.put_definition(schedule_id, definition).schedule
+
+    def put_definition(self, schedule_id: str, definition: ScheduleDefinition) -> PutScheduleResult:
+        """put_schedule with a ScheduleDefinition made beforehand, saying whether it
+        created the schedule, updated it or found it so already."""
+        require_name("id", schedule_id)
+        row, outcome = self._commands.put_schedule(Put(schedule_id, definition))
+        self._poke()
+        return PutScheduleResult(Schedule.from_row(row), outcome)
+
+    def update_schedule(
         self,
         schedule_id: str,
         *,
-        spec: str,
-        kind: str,
-        payload: JsonValue = None,
-        queue: str = "default",
-        on_missed: str = "skip",
-        backfill_limit: int = 1,
-        paused: bool = False,
-        start_at_ms: int | None = None,
-        end_at_ms: int | None = None,
-        jitter_ms: int = 0,
+        spec: str | None = None,
+        kind: str | None = None,
+        **changes: Unpack[ScheduleArgs],
     ) -> Schedule:
-        """Create or update a schedule (an upsert); invalid input raises and writes nothing.
+        """Change some fields of a schedule, keeping the others (PATCH in the API):
+        a field left out is unchanged, one given as None is cleared (`end_at_ms=None`).
+        NotFound for a schedule that does not exist; only the changed fields are
+        checked, so a schedule stored under older rules can still be re-timed."""
+        given: dict[str, object] = dict(job_options(changes))
+        if spec is not None:
+            given["spec"] = spec
+        if kind is not None:
+            given["kind"] = kind
+        return self.update_schedule_fields(schedule_id, given)
 
-        No tick fires before `start_at_ms` or after `end_at_ms` (epoch ms; the
-        end must come after the start); each tick is enqueued a stable delay
-        in [0, jitter_ms) after it (at most an hour)."""
-        definition = validate_definition(
-            schedule_id,
-            spec=spec,
-            kind=kind,
-            payload=payload,
-            queue=queue,
-            on_missed=on_missed,
-            backfill_limit=backfill_limit,
-            paused=paused,
-            limits=self.config.limits,
-            min_interval_ms=self.config.min_interval_ms,
-            start_at_ms=start_at_ms,
-            end_at_ms=end_at_ms,
-            jitter_ms=jitter_ms,
-        )
-        schedule, _ = self._upsert_schedule(definition)
-        return schedule
-
-    def _upsert_schedule(self, definition: ScheduleDefinition) -> tuple[Schedule, bool]:
-        """put_schedule for a validated definition, also saying whether it created
-        the schedule (the HTTP API answers 201)."""
-        row, created = self._commands.put_schedule(definition)
+    def update_schedule_fields(self, schedule_id: str, changes: Mapping[str, object]) -> Schedule:
+        """update_schedule with the changes as a mapping of flat field names
+        (`SCHEDULE_FIELDS`), as the API's PATCH body gives them."""
+        row = self._commands.update_schedule(schedule_id, changes)
         self._poke()
-        return Schedule.from_row(row), created
+        return Schedule.from_row(row)
+
+    def clear_overrides(self, schedule_id: str) -> Schedule:
+        """Make a schedule declared in code (`periodic`) what its code declares
+        again, dropping every operator change (a pause included); a
+        ValidationError for a schedule only operators define."""
+        row = self._commands.clear_overrides(schedule_id)
+        self._poke()
+        return Schedule.from_row(row)
 
     def put_schedules(self, schedules: Iterable[Mapping[str, object]]) -> PutSchedulesResult:
-        """Create or update many schedules at once: put_schedule for each item, in
+        """Create or replace many schedules at once: put_schedule for each item, in
         bulk (thousands a second).
 
         Each item is a mapping of put_schedule's keyword names plus `schedule_id`:
@@ -368,19 +415,20 @@ class Headgate:
         leaves the chunks before it written (a note on the error says how many);
         repeating the call is safe.
         """
-        definitions = validate_definitions(
-            schedules, limits=self.config.limits, min_interval_ms=self.config.min_interval_ms
-        )
-        return self._upsert_schedules(definitions)
+        items = [
+            {**item, **job_options(item)} if isinstance(item, Mapping) else item
+            for item in schedules
+        ]
+        definitions = definitions_of(items, self._settings)
+        return self._put_all([Put(schedule_id, d) for schedule_id, d in definitions])
 
-    def _upsert_schedules(self, definitions: Sequence[ScheduleDefinition]) -> PutSchedulesResult:
-        """put_schedules for validated definitions with distinct ids."""
+    def _put_all(self, puts: Sequence[Put]) -> PutSchedulesResult:
         try:
-            outcomes = self._commands.put_schedules(definitions)
+            outcomes = self._commands.put_schedules(puts)
         finally:
             self._poke()  # a chunk may have been written before an error
         return PutSchedulesResult(
-            {d.schedule_id: outcome for d, outcome in zip(definitions, outcomes, strict=True)}
+            {put.schedule_id: outcome for put, outcome in zip(puts, outcomes, strict=True)}
         )
 
     def get_schedule(self, schedule_id: str) -> Schedule:
@@ -422,15 +470,13 @@ class Headgate:
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule's ticks, keeping its phase; pausing a paused one is a no-op."""
-        return Schedule.from_row(self._commands.set_paused(schedule_id, True))
+        return self.update_schedule_fields(schedule_id, {"paused": True})
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Let a paused schedule tick again. The ticks it missed meanwhile follow its
         missed-run policy, as after downtime: skip and run_once enqueue the latest
         due tick, backfill up to its limit. Resuming a running one is a no-op."""
-        schedule = Schedule.from_row(self._commands.set_paused(schedule_id, False))
-        self._poke()
-        return schedule
+        return self.update_schedule_fields(schedule_id, {"paused": False})
 
     def delete_schedule(self, schedule_id: str) -> None:
         """Delete a schedule; its enqueue history stays readable."""
@@ -451,25 +497,18 @@ class Headgate:
 
     # handlers and jobs ---------------------------------------------------
 
-    def handler(
-        self,
-        kind: str,
-        *,
-        queue: str = "default",
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
-    ) -> Callable[[H], H]:
+    def handler(self, kind: str, **defaults: Unpack[JobOptionArgs]) -> Callable[[H], H]:
         """Register the decorated function (sync or async, taking a JobContext) to run
         jobs of `kind`. Its return value (plain JSON) is the job's result; what it
-        raises fails the attempt, retried with backoff up to `max_attempts`; an
-        attempt running past `timeout_s` fails too. Register before start()."""
+        raises fails the attempt, retried with backoff up to `max_attempts`
+        (default 25); an attempt running past `timeout_ms` (or `timeout_s`;
+        default 30 min) fails too. `queue` (default "default") is where its
+        jobs wait unless they say otherwise. These are its jobs' defaults: a
+        job's or a schedule's own options win. Register before start()."""
+        options = JobOptions(**job_options(defaults))
 
         def register(function: H) -> H:
-            self._handlers.add(
-                handler_spec(
-                    kind, function, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s
-                )
-            )
+            self._handlers.add(handler_spec(kind, function, options))
             return function
 
         return register
@@ -480,45 +519,30 @@ class Headgate:
         *,
         spec: str,
         kind: str | None = None,
-        payload: JsonValue = None,
-        queue: str = "default",
-        on_missed: str = "skip",
-        backfill_limit: int = 1,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
-        start_at_ms: int | None = None,
-        end_at_ms: int | None = None,
-        jitter_ms: int = 0,
+        **options: Unpack[ScheduleArgs],
     ) -> Callable[[H], H]:
-        """A handler and its schedule, declared together: the decorated function
-        handles jobs of `kind` (default: the schedule's id), and start() upserts
-        the schedule (an unchanged spec keeps its phase, as put_schedule does;
-        bounds and jitter as for put_schedule)."""
+        """A handler and its schedule, declared together in code: the decorated
+        function handles jobs of `kind` (default: the schedule's id), with the
+        schedule's job options (`queue`, `max_attempts`, `timeout_ms`) as its
+        defaults, and start() upserts the schedule (an unchanged spec keeps its
+        phase, as put_schedule does; the other fields as for put_schedule).
+
+        The code owns the definition; what an operator changes on it (a pause,
+        a new spec) is an override that survives restarts until cleared
+        (`clear_overrides`). A schedule the code stops declaring is reported
+        at the next start (and paused, with `RuntimeConfig.on_undeclared`)."""
+        require_name("id", schedule_id)
         job_kind = schedule_id if kind is None else kind
-        definition = validate_definition(
-            schedule_id,
-            spec=spec,
-            kind=job_kind,
-            payload=payload,
-            queue=queue,
-            on_missed=on_missed,
-            backfill_limit=backfill_limit,
-            paused=False,
-            limits=self.config.limits,
-            min_interval_ms=self.config.min_interval_ms,
-            max_attempts=max_attempts,
-            timeout_s=timeout_s,
-            start_at_ms=start_at_ms,
-            end_at_ms=end_at_ms,
-            jitter_ms=jitter_ms,
-        )
+        definition = definition_from(spec=spec, kind=job_kind, **options)
+        require_allowed(definition, self._settings)
+        job = definition.job
         register = self.handler(
-            job_kind, queue=queue, max_attempts=max_attempts, timeout_s=timeout_s
+            job_kind, queue=job.queue, max_attempts=job.max_attempts, timeout_ms=job.timeout_ms
         )
 
         def declare(function: H) -> H:
             register(function)
-            self._declared[definition.schedule_id] = definition
+            self._declared[schedule_id] = definition
             return function
 
         return declare
@@ -528,17 +552,14 @@ class Headgate:
         kind: str,
         payload: JsonValue = None,
         *,
-        queue: str | None = None,
-        unique_key: str | None = None,
         periodic_origin: object = None,
-        run_at_ms: int | None = None,
-        max_attempts: int | None = None,
-        timeout_s: float | None = None,
+        **options: Unpack[EnqueueArgs],
     ) -> Job:
-        """Enqueue a job of `kind` to run at `run_at_ms` (None: now) on `queue` (None:
-        its handler's, else "default"), with its own `max_attempts` and
-        `timeout_s` (None: its handler's). A `unique_key` held by an unfinished
-        job raises DuplicateJob; a quarantined kind and payload, or a full queue,
+        """Enqueue a job of `kind` with its options (`JobOptions`): to run at
+        `run_at_ms` (None: now) on `queue` (None: its handler's, else "default"),
+        with its own `max_attempts` and `timeout_ms` or `timeout_s` (None: its
+        handler's). A `unique_key` held by an unfinished job raises
+        DuplicateJob; a quarantined kind and payload, or a full queue,
         AdmissionRejected.
 
         `periodic_origin` (schedule_id, tick_ms) credits the job to a tick, keeping
@@ -547,17 +568,20 @@ class Headgate:
         come is the scheduler's to make), TickHasJob (a DuplicateJob naming it) if
         the tick has its job already; otherwise the job takes the tick's own id
         and unique key (and a different `unique_key` is a ValidationError)."""
-        spec = self._handlers.get(kind) if isinstance(kind, str) else None
-        row = self._commands.enqueue(
-            kind,
-            payload,
-            queue=queue if queue is not None else (spec.queue if spec else "default"),
-            unique_key=unique_key,
-            periodic_origin=periodic_origin,
-            run_at_ms=run_at_ms,
-            max_attempts=max_attempts,
-            timeout_s=timeout_s,
-        )
+        return self.enqueue_job(kind, payload, JobOptions(**job_options(options)), periodic_origin)
+
+    def enqueue_job(
+        self,
+        kind: str,
+        payload: JsonValue,
+        options: JobOptions,
+        periodic_origin: object = None,
+    ) -> Job:
+        """enqueue with its options as a JobOptions made beforehand."""
+        if options.queue is None:
+            spec = self._handlers.get(kind) if isinstance(kind, str) else None
+            options = options.changed({"queue": spec.queue if spec else DEFAULT_QUEUE})
+        row = self._commands.enqueue(kind, payload, options, periodic_origin)
         self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         return Job.from_row(row)
 
@@ -578,11 +602,13 @@ class Headgate:
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobsPage:
-        """Jobs, newest first, filtered; pass next_cursor back for the next page."""
+        """Jobs, newest first, filtered; pass next_cursor back for the next page.
+        `schedule_id`: the jobs that schedule made, its ticks' and its Enqueue
+        now's (`Job.run_now_schedule_id` tells the manual ones)."""
         if state is not None and state not in {s.value for s in JobState}:
             states = ", ".join(s.value for s in JobState)
             raise ValidationError("state", f"must be one of {states}, got {state!r}")
-        where = JobFilter(state=state, queue=queue, kind=kind, schedule_id=schedule_id)
+        where = JobFilter(state=state, queue=queue, kind=kind, made_by_schedule=schedule_id)
         page = self._reads.jobs_page(where, limit, cursor)
         return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
 

@@ -22,9 +22,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from headgate._app import open_existing
-from headgate._domain.admission import MAX_BACKFILL_LIMIT
+from headgate._cli_options import add_option_flags, given, refuse_none_given
 from headgate._domain.describe import describe, missed_run_label
-from headgate._domain.events import JobState, MissedRunPolicy
+from headgate._domain.events import JobState
+from headgate._domain.options import (
+    JOB_OPTION_FIELDS,
+    SCHEDULE_DEFAULTS,
+    SCHEDULE_FIELDS,
+    JobOptions,
+    ScheduleDefinition,
+)
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
@@ -96,39 +103,27 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
     )
     show.add_argument("schedule_id", metavar="ID")
-    put = command(group, "put", "create or replace a schedule", _schedules_put)
+    put = command(
+        group,
+        "put",
+        "create or replace a schedule (a full replace: flags left out take their defaults)",
+        _schedules_put,
+    )
     put.add_argument("schedule_id", metavar="ID")
-    put.add_argument("--spec", required=True, help='e.g. "0 9 * * *" or @every:60000')
-    put.add_argument("--kind", required=True, help="the job kind its ticks enqueue")
-    put.add_argument("--payload", metavar="JSON", help="the jobs' payload, as JSON (null)")
-    put.add_argument("--queue", default="default", help="(default)")
-    put.add_argument(
-        "--on-missed",
-        choices=[policy.value for policy in MissedRunPolicy],
-        default="skip",
-        help="missed-run policy (skip)",
+    add_option_flags(put, SCHEDULE_FIELDS, defaults=SCHEDULE_DEFAULTS, required=("spec", "kind"))
+    update = command(
+        group, "update", "change some fields of a schedule, keeping the rest", _schedules_update
     )
-    put.add_argument(
-        "--backfill-limit",
-        type=int_in(1, MAX_BACKFILL_LIMIT),
-        default=1,
-        metavar="N",
-        help="ticks a backfill fires at most (1)",
+    update.add_argument("schedule_id", metavar="ID")
+    add_option_flags(update, SCHEDULE_FIELDS, changes=True)
+    add_min_interval(update, int_in)
+    clear = command(
+        group,
+        "clear-overrides",
+        "make a schedule declared in code what its code declares again",
+        _schedules_clear_overrides,
     )
-    put.add_argument(
-        "--paused",
-        action="store_true",
-        help="store it paused (a put without it leaves the schedule running)",
-    )
-    put.add_argument(
-        "--start-at-ms", type=int, metavar="MS", help="no tick before this epoch ms (none)"
-    )
-    put.add_argument(
-        "--end-at-ms", type=int, metavar="MS", help="no tick after this epoch ms (none)"
-    )
-    put.add_argument(
-        "--jitter-ms", type=int, default=0, metavar="MS", help="spread each tick by up to MS (0)"
-    )
+    clear.add_argument("schedule_id", metavar="ID")
     add_min_interval(put, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
@@ -150,8 +145,16 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     listing.add_argument("--state", choices=[state.value for state in JobState])
     listing.add_argument("--queue", metavar="Q")
     listing.add_argument("--kind", metavar="K")
-    listing.add_argument("--schedule", metavar="ID", help="only the jobs this schedule enqueued")
+    listing.add_argument(
+        "--schedule",
+        metavar="ID",
+        help="only the jobs this schedule made (its ticks and its Enqueue now)",
+    )
     paged(listing, 50)
+    enqueue = command(group, "enqueue", "enqueue a job (as POST /api/v1/jobs)", _jobs_enqueue)
+    enqueue.add_argument("kind", metavar="KIND")
+    enqueue.add_argument("--payload", metavar="JSON", help="its payload, as JSON (null)")
+    add_option_flags(enqueue, JOB_OPTION_FIELDS)
     for name, help_text, handler in (
         ("show", "a job, its payload and result, and its newest attempts", _jobs_show),
         ("cancel", "cancel a pending or running job", _jobs_cancel),
@@ -208,15 +211,19 @@ def _schedules_list(args: argparse.Namespace) -> int:
 
 def _schedules_show(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        schedule = hg.get_schedule(args.schedule_id)
+        deleted = hg.deleted_schedule(args.schedule_id)
+        schedule = deleted if deleted is not None else hg.get_schedule(args.schedule_id)
         events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
     if args.json:
         from headgate.web._schemas import EventOut, ScheduleOut  # noqa: PLC0415 (see top)
 
-        body = ScheduleOut.of(schedule, include_payload=True).model_dump(mode="json")
+        body = ScheduleOut.of(schedule).model_dump(mode="json")
+        body["deleted"] = deleted is not None
         body["enqueue_events"] = [EventOut.of(e).model_dump(mode="json") for e in events]
         _print_json(body)
         return 0
+    if deleted is not None:
+        print("deleted: this is how it was last defined (its enqueue history stays)")
     _print_schedule(schedule)
     print(f"payload:        {_printable(_shown_json(schedule.payload))}")
     print(f"enqueue attempts (newest {HISTORY_SHOWN}):")
@@ -230,23 +237,25 @@ def _schedules_show(args: argparse.Namespace) -> int:
 
 
 def _schedules_put(args: argparse.Namespace) -> int:
-    payload = _json_argument("--payload", args.payload)
-    config = runtime_config(args)
-    with open_existing(args.db, read_only=False, config=config) as hg:
-        schedule = hg.put_schedule(
-            args.schedule_id,
-            spec=args.spec,
-            kind=args.kind,
-            payload=payload,
-            queue=args.queue,
-            on_missed=args.on_missed,
-            backfill_limit=args.backfill_limit,
-            paused=args.paused,
-            start_at_ms=args.start_at_ms,
-            end_at_ms=args.end_at_ms,
-            jitter_ms=args.jitter_ms,
-        )
+    definition = ScheduleDefinition.from_fields(given(args, SCHEDULE_FIELDS))
+    with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
+        schedule = hg.put_definition(args.schedule_id, definition).schedule
     return _print_schedule_result(args, schedule, f"saved schedule {schedule.id}")
+
+
+def _schedules_update(args: argparse.Namespace) -> int:
+    changes = given(args, SCHEDULE_FIELDS)
+    refuse_none_given(changes, "update")
+    with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
+        schedule = hg.update_schedule_fields(args.schedule_id, changes)
+    return _print_schedule_result(args, schedule, f"updated schedule {schedule.id}")
+
+
+def _schedules_clear_overrides(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=False) as hg:
+        schedule = hg.clear_overrides(args.schedule_id)
+    done = f"schedule {schedule.id} is what its code declares again"
+    return _print_schedule_result(args, schedule, done)
 
 
 def _schedules_delete(args: argparse.Namespace) -> int:
@@ -316,8 +325,20 @@ def _print_schedule(schedule: Schedule) -> None:
             ("starts", _iso(schedule.start_at_ms)),
             ("ends", _iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else "")),
             ("jitter", f"{schedule.jitter_ms} ms"),
+            ("defined by", _owner(schedule)),
         )
     )
+
+
+def _owner(schedule: Schedule) -> str:
+    if not schedule.declared_in_code:
+        return "operators"
+    text = "code (periodic)"
+    if schedule.overrides:
+        text += "; overridden: " + ", ".join(schedule.overrides)
+    if schedule.undeclared_at_ms is not None:
+        text += f"; no longer declared since {_iso(schedule.undeclared_at_ms)}"
+    return text
 
 
 # jobs ------------------------------------------------------------------------
@@ -341,7 +362,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
         )
         return 0
     _print_table(
-        ("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN AT", "CREATED"),
+        ("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN AT", "CREATED", "FROM"),
         (
             (
                 job.id,
@@ -352,6 +373,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
                 str(job.crash_count),
                 _iso(job.run_at_ms),
                 _iso(job.created_at_ms),
+                "tick" if job.periodic_origin else "manual" if job.run_now_schedule_id else "-",
             )
             for job in page.jobs
         ),
@@ -359,6 +381,14 @@ def _jobs_list(args: argparse.Namespace) -> int:
     )
     _print_next(page.next_cursor)
     return 0
+
+
+def _jobs_enqueue(args: argparse.Namespace) -> int:
+    payload = _json_argument("--payload", args.payload)
+    options = JobOptions(**given(args, JOB_OPTION_FIELDS))
+    with open_existing(args.db, read_only=False) as hg:
+        job = hg.enqueue_job(args.kind, payload, options)
+    return _print_job_result(args, job, f"enqueued job {job.id}")
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
@@ -379,6 +409,15 @@ def _jobs_retry(args: argparse.Namespace) -> int:
     return _print_job_result(args, job, f"job {job.id} runs again (attempts and crashes reset)")
 
 
+def _made_by(job: Job) -> str:
+    origin = job.periodic_origin
+    if origin is not None:
+        return f"{origin.schedule_id}, tick {_iso(origin.tick_ms)}"
+    if job.run_now_schedule_id is not None:
+        return f"{job.run_now_schedule_id} (manual: Enqueue now)"
+    return "-"
+
+
 def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> int:
     if args.json:
         from headgate.web._schemas import JobOut  # noqa: PLC0415 (see top)
@@ -387,7 +426,6 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
         return 0
     if done is not None:
         print(_printable(done))
-    origin = job.periodic_origin
     _print_fields(
         (
             ("id", job.id),
@@ -397,10 +435,7 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
             ("run at", _iso(job.run_at_ms)),
             ("created", _iso(job.created_at_ms)),
             ("updated", _iso(job.updated_at_ms)),
-            (
-                "from schedule",
-                "-" if origin is None else f"{origin.schedule_id}, tick {_iso(origin.tick_ms)}",
-            ),
+            ("from schedule", _made_by(job)),
             ("unique key", job.unique_key or "-"),
             ("fingerprint", job.fingerprint),
             ("attempts", str(job.attempts)),

@@ -9,35 +9,25 @@ a refusal becomes an exception here.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from headgate._domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_NOTE_LENGTH,
-    MAX_QUEUE_LENGTH,
-    MAX_UNIQUE_KEY_LENGTH,
     AdmissionLimits,
     could_be_stored,
     kind_problem,
-    require_bool,
-    require_bounds,
     require_fingerprint,
-    require_jitter_ms,
     require_kind,
-    require_max_attempts,
     require_name,
     require_note,
     require_optional_key,
     require_payload,
-    require_policy,
-    require_timeout_ms,
 )
 from headgate._domain.decisions import Candidate, Decision, Reason, decide
 from headgate._domain.events import (
-    UNFINISHED_STATES,
     DomainEvent,
     FingerprintQuarantined,
     FingerprintReleased,
@@ -45,11 +35,10 @@ from headgate._domain.events import (
     JobEnqueued,
     JobFinished,
     JobRetried,
-    JobState,
     ManualRunRequested,
-    MissedRunPolicy,
     ScheduleDefined,
     ScheduleDeleted,
+    ScheduleUndeclared,
 )
 from headgate._domain.ids import (
     fingerprint_of_text,
@@ -58,7 +47,10 @@ from headgate._domain.ids import (
     tick_job_id,
     tick_unique_key,
 )
+from headgate._domain.lifecycle import FINISHED_AS, JobAction, allows, refusal
 from headgate._domain.names import fingerprint_problem, require
+from headgate._domain.options import JobOptions, ScheduleDefinition
+from headgate._domain.ownership import declared_definition
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import (
     job_stream,
@@ -76,180 +68,96 @@ from headgate._errors import (
     TickHasJob,
     ValidationError,
 )
-from headgate._json import JsonValue, canonical_json
+from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import SCHEDULES, JobRow, ScheduleRow
+from headgate._projections.schedules import declared_of, definition_of
 from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
-
-
-@dataclass(frozen=True)
-class ScheduleDefinition:
-    """A validated put_schedule request."""
-
-    schedule_id: str
-    spec: str
-    kind: str
-    queue: str
-    payload: JsonValue
-    on_missed: str
-    backfill_limit: int
-    paused: bool
-    max_attempts: int | None = None
-    timeout_ms: int | None = None
-    start_at_ms: int | None = None
-    end_at_ms: int | None = None
-    jitter_ms: int = 0
-
-
-def validate_definition(
-    schedule_id: object,
-    *,
-    spec: object,
-    kind: object,
-    payload: JsonValue,
-    queue: object,
-    on_missed: object,
-    backfill_limit: object,
-    paused: object,
-    limits: AdmissionLimits,
-    min_interval_ms: int,
-    max_attempts: object = None,
-    timeout_s: object = None,
-    start_at_ms: object = None,
-    end_at_ms: object = None,
-    jitter_ms: object = None,
-) -> ScheduleDefinition:
-    identifier = require_name("id", schedule_id)
-    if not isinstance(spec, str):
-        raise ValidationError("spec", f"must be a string, got {type(spec).__name__}")
-    try:
-        parsed = parse_spec(spec)
-    except InvalidSpec as error:
-        raise ValidationError("spec", str(error)) from None
-    require("spec", interval_problem(parsed, min_interval_ms))
-    policy, limit = require_policy(on_missed, backfill_limit)
-    require_payload(payload, limits.max_payload_bytes)
-    start, end = require_bounds(start_at_ms, end_at_ms)
-    jitter = require_jitter_ms(jitter_ms)
-    if start is not None and end is not None:
-        _require_tick_between(TickTiming(identifier, parsed, start, end), start, end)
-    return ScheduleDefinition(
-        schedule_id=identifier,
-        spec=parsed.text,
-        kind=require_kind(kind),
-        queue=require_name("queue", queue, MAX_QUEUE_LENGTH),
-        payload=payload,
-        on_missed=policy.value,
-        backfill_limit=limit,
-        paused=require_bool("paused", paused),
-        max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
-        timeout_ms=None if timeout_s is None else require_timeout_ms(timeout_s),
-        start_at_ms=start,
-        end_at_ms=end,
-        jitter_ms=jitter,
-    )
-
-
-def _require_tick_between(timing: TickTiming, start: int, end: int) -> None:
-    try:
-        first = timing.first_tick_ms(start - 1) if start > 0 else timing.spec.next_tick_ms(0)
-    except InvalidSpec:
-        first = None
-    if first is None or first > end:
-        raise ValidationError(
-            "end_at_ms", f"no tick of '{timing.spec.text}' falls from start_at_ms to end_at_ms"
-        )
-
 
 CREATED: Final = "created"
 UPDATED: Final = "updated"
 UNCHANGED: Final = "unchanged"
 BULK_CHUNK: Final = 500
 """Schedules per write transaction in put_schedules."""
-_DEFINITION_FIELDS: Final = frozenset(
-    {
-        "spec",
-        "kind",
-        "payload",
-        "queue",
-        "on_missed",
-        "backfill_limit",
-        "paused",
-        "start_at_ms",
-        "end_at_ms",
-        "jitter_ms",
-    }
-)
-_REQUIRED_FIELDS: Final = ("spec", "kind")
 
 
-def validate_definitions(
-    items: Iterable[object],
-    *,
-    limits: AdmissionLimits,
-    min_interval_ms: int,
-    id_field: str = "schedule_id",
-    name: str = "schedules",
-) -> list[ScheduleDefinition]:
-    """Validate every item of a put_schedules call before anything is written.
+@dataclass(frozen=True)
+class Settings:
+    """The server's settings a request is checked against (beyond the value
+    objects' own rules): what this Headgate's RuntimeConfig says."""
 
-    Each item is a mapping of put_schedule's keyword names plus `id_field`
-    (the schedule's id). The first bad item raises a ValidationError naming it
-    by index and field (`schedules[3].spec: ...`); so does an id already given
-    by an earlier item (one call defines each schedule once).
+    limits: AdmissionLimits
+    min_interval_ms: int
+
+
+def require_allowed(
+    definition: ScheduleDefinition, settings: Settings, only: Collection[str] | None = None
+) -> None:
+    """The rules a server's settings add to a definition: its spec ticks no more
+    often than the minimum interval, its payload is within the size limit.
+    `only`: check just these flat fields (the ones a change touches), so a
+    schedule stored under laxer settings can still be paused or re-timed."""
+    if only is None or "spec" in only:
+        require("spec", interval_problem(parse_spec(definition.spec), settings.min_interval_ms))
+    if only is None or "payload" in only:
+        require_payload(definition.payload, settings.limits.max_payload_bytes)
+
+
+def definitions_of(
+    items: Iterable[object], settings: Settings, *, id_field: str = "schedule_id"
+) -> list[tuple[str, ScheduleDefinition]]:
+    """Every item of a put_schedules call, validated before anything is written.
+
+    Each item is a mapping of the definition's flat fields (`SCHEDULE_FIELDS`)
+    plus `id_field` (the schedule's id). The first bad item raises a
+    ValidationError naming it by index and field (`schedules[3].spec: ...`); so
+    does an id already given by an earlier item (one call defines each
+    schedule once).
     """
-    definitions: list[ScheduleDefinition] = []
+    definitions: list[tuple[str, ScheduleDefinition]] = []
     first_index: dict[str, int] = {}
     for index, item in enumerate(items):
-        where = f"{name}[{index}]"
+        where = f"schedules[{index}]"
         if not isinstance(item, Mapping):
             raise ValidationError(where, f"must be a mapping, got {type(item).__name__}")
-        unknown = sorted(
-            str(key) for key in item if key != id_field and key not in _DEFINITION_FIELDS
-        )
-        if unknown:
-            raise ValidationError(f"{where}.{unknown[0]}", "is not a known field")
-        for required in (id_field, *_REQUIRED_FIELDS):
-            if required not in item:
-                raise ValidationError(f"{where}.{required}", "is required")
         try:
-            definition = validate_definition(
-                item[id_field],
-                spec=item["spec"],
-                kind=item["kind"],
-                payload=item.get("payload"),
-                queue=item.get("queue", "default"),
-                on_missed=item.get("on_missed", "skip"),
-                backfill_limit=item.get("backfill_limit", 1),
-                paused=item.get("paused", False),
-                limits=limits,
-                min_interval_ms=min_interval_ms,
-                start_at_ms=item.get("start_at_ms"),
-                end_at_ms=item.get("end_at_ms"),
-                jitter_ms=item.get("jitter_ms"),
-            )
+            if id_field not in item:
+                raise ValidationError(id_field, "is required")
+            schedule_id = require_name(id_field, item[id_field])
+            fields = {name: value for name, value in item.items() if name != id_field}
+            definition = ScheduleDefinition.from_fields(fields)
+            require_allowed(definition, settings)
         except ValidationError as error:
-            field = id_field if error.field == "id" else error.field
-            raise ValidationError(f"{where}.{field}", error.rule) from None
-        earlier = first_index.setdefault(definition.schedule_id, index)
+            raise ValidationError(f"{where}.{error.field}", error.rule) from None
+        earlier = first_index.setdefault(schedule_id, index)
         if earlier != index:
             raise ValidationError(
                 f"{where}.{id_field}",
-                f"{definition.schedule_id!r} is also {name}[{earlier}] "
-                "(a call defines each schedule once)",
+                f"{schedule_id!r} is also schedules[{earlier}] (a call defines each schedule once)",
             )
-        definitions.append(definition)
+        definitions.append((schedule_id, definition))
     return definitions
+
+
+@dataclass(frozen=True)
+class Put:
+    """One schedule to upsert: by an operator, or declared by the host's code."""
+
+    schedule_id: str
+    definition: ScheduleDefinition
+    declared_by: str | None = None
+    """The declarations group, when the host's code declares it (`periodic`):
+    then `definition` is the code's, and the operator's overrides are kept."""
 
 
 def _put_definitions(
     transaction: WriteTransaction,
-    definitions: Sequence[ScheduleDefinition],
+    puts: Sequence[Put],
     *,
     name: int | None,
     first_ticks: dict[str, int] | None = None,
 ) -> list[tuple[ScheduleRow | None, str]]:
-    """Upsert these definitions (distinct ids) in one write transaction: their
+    """Upsert these schedules (distinct ids) in one write transaction: their
     rows read in one go, their streams' versions in one more, one append.
     Returns each one's outcome, in order, with its row for a single
     put_schedule (None in bulk, where nobody reads them). `name`: the index of the
@@ -258,43 +166,26 @@ def _put_definitions(
     first ticks after an earlier instant of the same call (tenants' schedules
     often share a spec), still each spec's first tick after now while in the
     future; filled in here."""
-    current = transaction.schedules([d.schedule_id for d in definitions])
+    current = transaction.schedules([put.schedule_id for put in puts])
     now = transaction.now_ms
     ticks = {} if first_ticks is None else first_ticks
     results: list[tuple[ScheduleRow | None, str] | None] = []
     changed: list[tuple[int, ScheduleRow | None, ScheduleDefined]] = []
-    for offset, definition in enumerate(definitions):
-        row = current.get(definition.schedule_id)
-        live = row is not None and not row.deleted
-        if live and row is not None and _same(row, definition):
-            results.append((row, UNCHANGED))
-            continue
-        if live and row is not None and _fires_like(row.spec, definition.spec):
-            next_run = row.next_run_ms  # the same ticks, perhaps respelled: same phase
-        elif ticks.get(definition.spec, now) > now:
-            next_run = ticks[definition.spec]
-        else:
-            try:
-                next_run = _first_tick_after(definition.spec, now)
-            except ValidationError as error:
-                if name is None:
-                    raise
-                raise ValidationError(f"schedules[{name + offset}].spec", error.rule) from None
-            ticks[definition.spec] = next_run
-        timing = _timing_of(definition)
+    for offset, put in enumerate(puts):
+        row = current.get(put.schedule_id)
+        live = row if row is not None and not row.deleted else None
         try:
-            if live and row is not None and row.start_at_ms != definition.start_at_ms:
-                # A start moved earlier or dropped: the kept phase may sit at the old
-                # start; it comes back to the first tick after now the new bounds allow.
-                next_run = min(next_run, _first_allowed_after(timing, now))
-            next_run = _not_before_start(timing, next_run)
+            event = _defined(put, live, now, ticks)
         except ValidationError as error:
             if name is None:
                 raise
             raise ValidationError(f"schedules[{name + offset}].{error.field}", error.rule) from None
+        if event is None:
+            assert live is not None
+            results.append((live, UNCHANGED))
+            continue
         results.append(None)
-        event = _defined_event(definition, row, next_run, timing.due_at_ms(next_run))
-        changed.append((offset, row if live else None, event))
+        changed.append((offset, live, event))
     if changed:
         streams = [schedule_stream(event.schedule_id) for _, _, event in changed]
         versions = transaction.stream_versions(streams)
@@ -315,9 +206,63 @@ def _put_definitions(
     return [result for result in results if result is not None]
 
 
-def _timing_of(definition: ScheduleDefinition) -> TickTiming:
+def _defined(
+    put: Put, live: ScheduleRow | None, now: int, ticks: dict[str, int]
+) -> ScheduleDefined | None:
+    """The event that makes the schedule what `put` asks, or None when it is
+    that already. Its next run keeps the phase when the spec fires the same
+    ticks, else it is the spec's first tick after now, and no tick comes before
+    the start; an item's error is named by `Put`'s caller."""
+    stored = definition_of(live) if live is not None else None
+    previous = declared_of(live) if live is not None else None
+    if put.declared_by is None:
+        definition, declared = put.definition, previous
+        declared_by = live.declared_by if live is not None else None
+    else:
+        declared, declared_by = put.definition, put.declared_by
+        definition = declared_definition(put.definition, stored, previous)
+    if (
+        live is not None
+        and stored is not None
+        and stored.same_as(definition)
+        and _same_declaration(previous, declared)
+        and live.declared_by == declared_by
+        and (declared is None or live.undeclared_at_ms is None)
+    ):
+        return None
+    if live is not None and _fires_like(live.spec, definition.spec):
+        next_run = live.next_run_ms  # the same ticks, perhaps respelled: same phase
+    elif ticks.get(definition.spec, now) > now:
+        next_run = ticks[definition.spec]
+    else:
+        next_run = _first_tick_after(definition.spec, now)
+        ticks[definition.spec] = next_run
+    timing = _timing_of(put.schedule_id, definition)
+    if live is not None and live.start_at_ms != definition.start_at_ms:
+        # A start moved earlier or dropped: the kept phase may sit at the old
+        # start; it comes back to the first tick after now the new bounds allow.
+        next_run = min(next_run, _first_allowed_after(timing, now))
+    next_run = _not_before_start(timing, next_run)
+    return ScheduleDefined(
+        schedule_id=put.schedule_id,
+        definition=definition,
+        next_run_ms=next_run,
+        last_enqueued_ms=live.last_enqueued_ms if live is not None else None,
+        due_at_ms=timing.due_at_ms(next_run),
+        declared=declared,
+        declared_by=declared_by,
+    )
+
+
+def _same_declaration(one: ScheduleDefinition | None, other: ScheduleDefinition | None) -> bool:
+    if one is None or other is None:
+        return one is other
+    return one.same_as(other)
+
+
+def _timing_of(schedule_id: str, definition: ScheduleDefinition) -> TickTiming:
     return TickTiming(
-        definition.schedule_id,
+        schedule_id,
         parse_spec(definition.spec),
         definition.start_at_ms,
         definition.end_at_ms,
@@ -325,40 +270,16 @@ def _timing_of(definition: ScheduleDefinition) -> TickTiming:
     )
 
 
-def _defined_event(
-    definition: ScheduleDefinition,
-    current: ScheduleRow | None,
-    next_run_ms: int,
-    due_at_ms: int | None,
-) -> ScheduleDefined:
-    return ScheduleDefined(
-        schedule_id=definition.schedule_id,
-        spec=definition.spec,
-        kind=definition.kind,
-        queue=definition.queue,
-        payload=definition.payload,
-        on_missed=MissedRunPolicy(definition.on_missed),
-        backfill_limit=definition.backfill_limit,
-        paused=definition.paused,
-        next_run_ms=next_run_ms,
-        last_enqueued_ms=current.last_enqueued_ms if current is not None else None,
-        max_attempts=definition.max_attempts,
-        timeout_ms=definition.timeout_ms,
-        start_at_ms=definition.start_at_ms,
-        end_at_ms=definition.end_at_ms,
-        jitter_ms=definition.jitter_ms,
-        due_at_ms=due_at_ms,
-    )
-
-
 class Commands:
-    def __init__(self, store: Store, limits: AdmissionLimits) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self._log = store.log
         self._clock = store.clock
-        self._limits = limits
+        self._settings = settings
+        self._limits = settings.limits
 
-    def put_schedule(self, definition: ScheduleDefinition) -> tuple[ScheduleRow, bool]:
-        """Create or change a schedule; returns (row, created).
+    def put_schedule(self, put: Put) -> tuple[ScheduleRow, str]:
+        """Create or replace a schedule's definition; returns the row and the outcome
+        (CREATED, UPDATED or UNCHANGED).
 
         An unchanged spec keeps next_run_ms (the schedule's phase); a new or
         changed spec anchors to its first tick strictly after now. Either way
@@ -366,14 +287,43 @@ class Commands:
         `end_at_ms` is finished. A request identical to what is stored writes
         nothing.
         """
+        require_allowed(put.definition, self._settings)
         with self._log.write() as transaction:
-            ((row, outcome),) = _put_definitions(transaction, [definition], name=None)
+            ((row, outcome),) = _put_definitions(transaction, [put], name=None)
         assert row is not None
-        return row, outcome == CREATED
+        return row, outcome
 
-    def put_schedules(
-        self, definitions: Sequence[ScheduleDefinition], chunk: int = BULK_CHUNK
-    ) -> list[str]:
+    def update_schedule(self, schedule_id: str, changes: Mapping[str, object]) -> ScheduleRow:
+        """Change some fields of a live schedule's definition (flat
+        `SCHEDULE_FIELDS`), keeping the rest; only the changed fields are
+        checked. NotFound for a schedule that does not exist; changing nothing,
+        or to what it is, writes nothing."""
+        with self._log.write() as transaction:
+            row = _require_live_schedule(transaction, schedule_id)
+            definition = definition_of(row).changed(changes)
+            require_allowed(definition, self._settings, only=changes.keys())
+            ((updated, _),) = _put_definitions(
+                transaction, [Put(schedule_id, definition)], name=None
+            )
+        assert updated is not None
+        return updated
+
+    def clear_overrides(self, schedule_id: str) -> ScheduleRow:
+        """Make a schedule declared in code what its code declares again (a
+        schedule only operators define has nothing to clear: ValidationError)."""
+        with self._log.write() as transaction:
+            row = _require_live_schedule(transaction, schedule_id)
+            declared = declared_of(row)
+            if declared is None:
+                raise ValidationError(
+                    "schedule_id",
+                    f"schedule {schedule_id!r} is not declared in code: it has no overrides",
+                )
+            ((updated, _),) = _put_definitions(transaction, [Put(schedule_id, declared)], name=None)
+        assert updated is not None
+        return updated
+
+    def put_schedules(self, puts: Sequence[Put], chunk: int = BULK_CHUNK) -> list[str]:
         """put_schedule for many validated definitions (distinct ids), `chunk` per
         write transaction; returns each one's outcome (CREATED, UPDATED or
         UNCHANGED), in order.
@@ -384,18 +334,18 @@ class Commands:
         on the error says how many), and repeating the call is safe, since what
         is already stored writes nothing.
         """
-        _require_ticks_left(definitions, self._clock.now_ms())
+        _require_ticks_left(puts, self._clock.now_ms())
         outcomes: list[str] = []
         first_ticks: dict[str, int] = {}
-        for start in range(0, len(definitions), chunk):
-            part = definitions[start : start + chunk]
+        for start in range(0, len(puts), chunk):
+            part = puts[start : start + chunk]
             try:
                 with self._log.write() as transaction:
                     done = _put_definitions(transaction, part, name=start, first_ticks=first_ticks)
             except Exception as error:
                 if start:
                     error.add_note(
-                        f"put_schedules: schedules[0:{start}] of {len(definitions)} were "
+                        f"put_schedules: schedules[0:{start}] of {len(puts)} were "
                         "written before this error, the rest were not; repeating the call "
                         "is safe (what is already stored writes nothing)"
                     )
@@ -403,38 +353,35 @@ class Commands:
             outcomes.extend(outcome for _, outcome in done)
         return outcomes
 
-    def set_paused(self, schedule_id: str, paused: bool) -> ScheduleRow:
-        """Pause or resume a schedule, keeping its phase: resumed, the ticks it
-        missed follow its missed-run policy, exactly as after downtime. Asking
-        for the state it is already in writes nothing."""
-        stream = schedule_stream(schedule_id)
+    def undeclare(
+        self, declared_by: str, still_declared: Collection[str], pause: bool
+    ) -> list[str]:
+        """Mark the live schedules declared by group `declared_by` that are not in
+        `still_declared` undeclared (once), pausing them too with `pause`;
+        returns their ids."""
+        marked: list[str] = []
         with self._log.write() as transaction:
-            row = _require_live_schedule(transaction, schedule_id)
-            if row.paused == paused:
-                return row
-            event = ScheduleDefined(
-                schedule_id=row.schedule_id,
-                spec=row.spec,
-                kind=row.kind,
-                queue=row.queue,
-                payload=_payload(row),
-                on_missed=MissedRunPolicy(row.on_missed),
-                backfill_limit=row.backfill_limit,
-                paused=paused,
-                next_run_ms=row.next_run_ms,
-                last_enqueued_ms=row.last_enqueued_ms,
-                max_attempts=row.max_attempts,
-                timeout_ms=row.timeout_ms,
-                start_at_ms=row.start_at_ms,
-                end_at_ms=row.end_at_ms,
-                jitter_ms=row.jitter_ms,
-                due_at_ms=_due_at(row),
-            )
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            changed = transaction.schedule(schedule_id)
-        assert changed is not None
-        return changed
+            rows = transaction.declared_schedules(declared_by)
+            gone = [row for row in rows if row.schedule_id not in still_declared]
+            fresh = [row for row in gone if row.undeclared_at_ms is None]
+            if not fresh:
+                return []
+            streams = [schedule_stream(row.schedule_id) for row in fresh]
+            versions = transaction.stream_versions(streams)
+            units: list[list[StreamAppend]] = []
+            for row, stream in zip(fresh, streams, strict=True):
+                events: list[DomainEvent] = [ScheduleUndeclared(row.schedule_id, declared_by)]
+                if pause and not row.paused:
+                    paused = definition_of(row).restored_with({"paused": True})
+                    event = _defined(Put(row.schedule_id, paused), row, transaction.now_ms, {})
+                    assert event is not None
+                    events.insert(0, event)
+                units.append([StreamAppend(stream, versions[stream], tuple(events))])
+                marked.append(row.schedule_id)
+            for result in transaction.append_units(units):
+                if isinstance(result, Exception):
+                    raise result
+        return marked
 
     def delete_schedule(self, schedule_id: str) -> None:
         stream = schedule_stream(schedule_id)
@@ -465,8 +412,13 @@ class Commands:
                 # away the job it made may still be there: the same key, the same job.
                 return RunNowResult(job_id, replayed=True)
             row = _require_live_schedule(transaction, schedule_id)
+            definition = definition_of(row)
             job = JobEnqueued(
-                job_id, row.kind, row.queue, _payload(row), None, run_now_schedule_id=schedule_id
+                job_id,
+                definition.kind,
+                definition.payload,
+                definition.job,
+                run_now_schedule_id=schedule_id,
             )
             # A schedule stored before the limits were lowered must meet today's
             # limits, as its automatic ticks do.
@@ -485,17 +437,12 @@ class Commands:
     def enqueue(
         self,
         kind: object,
-        payload: JsonValue = None,
-        *,
-        queue: object = "default",
-        unique_key: object = None,
+        payload: JsonValue,
+        options: JobOptions,
         periodic_origin: object = None,
-        run_at_ms: object = None,
-        max_attempts: object = None,
-        timeout_s: object = None,
     ) -> JobRow:
-        """An ordinary job, to run at `run_at_ms` (None: now), with its own attempts
-        and timeout (None: its handler's).
+        """An ordinary job with its `options` (its queue chosen: the caller knows
+        the handlers), to run at `options.run_at_ms` (None: now).
 
         With `periodic_origin` (schedule, tick) the job is credited to that tick,
         and one job per tick holds: it takes the tick's own identity (the id and
@@ -507,29 +454,26 @@ class Commands:
         ValidationError on periodic_origin.tick_ms). So an enqueue credits a tick
         the scheduler skipped (a manual backfill), never one it fires.
         """
+        assert options.queue is not None, "the caller chooses the queue"
         origin = _origin(periodic_origin)
-        key = require_optional_key("unique_key", unique_key, MAX_UNIQUE_KEY_LENGTH)
         job_id = new_job_id()
         if origin is not None:
             tick_key = tick_unique_key(origin.schedule_id, origin.tick_ms)
-            if key not in (None, tick_key):
+            if options.unique_key not in (None, tick_key):
                 raise ValidationError(
                     "unique_key",
                     f"a job with a periodic_origin holds its tick's key {tick_key!r}; "
                     "leave unique_key out",
                 )
-            job_id, key = tick_job_id(origin.schedule_id, origin.tick_ms), tick_key
+            job_id = tick_job_id(origin.schedule_id, origin.tick_ms)
+            options = options.changed({"unique_key": tick_key})
         job = JobEnqueued(
             job_id,
             require_kind(kind),
-            require_name("queue", queue, MAX_QUEUE_LENGTH),
             payload,
-            key,
+            options,
             origin.schedule_id if origin else None,
             origin.tick_ms if origin else None,
-            run_at_ms=_run_at(run_at_ms),
-            max_attempts=None if max_attempts is None else require_max_attempts(max_attempts),
-            timeout_ms=None if timeout_s is None else require_timeout_ms(timeout_s),
         )
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
@@ -546,34 +490,21 @@ class Commands:
     def cancel_job(self, job_id: str) -> JobRow:
         """Cancel a pending or running job (a running one's worker is told to stop, and
         whatever its handler returns is not recorded)."""
-        return self._transition(
-            job_id, JobCancelled(job_id), allowed=UNFINISHED_STATES, action="cancel"
-        )
+        return self._transition(job_id, JobCancelled(job_id), JobAction.CANCEL)
 
     def retry_job(self, job_id: str) -> JobRow:
         """Send a failed, cancelled or quarantined job back to run now, its attempt and
         crash counts reset (its fingerprint stays quarantined until released)."""
-        return self._transition(
-            job_id,
-            JobRetried(job_id),
-            allowed=frozenset({JobState.FAILED, JobState.CANCELLED, JobState.QUARANTINED}),
-            action="retry",
-        )
+        return self._transition(job_id, JobRetried(job_id), JobAction.RETRY)
 
-    def _transition(
-        self, job_id: str, event: DomainEvent, *, allowed: frozenset[JobState], action: str
-    ) -> JobRow:
+    def _transition(self, job_id: str, event: DomainEvent, action: JobAction) -> JobRow:
         with self._log.write() as transaction:
             row = transaction.job(job_id)
             if row is None:
                 raise NotFound(f"no job {job_id!r}")
-            if JobState(row.state) not in allowed:
-                *others, last = sorted(state.value for state in allowed)
-                states = f"{', '.join(others)} or {last}" if others else last
-                raise JobStateConflict(
-                    f"cannot {action} job {job_id}: it is {row.state} "
-                    f"({action} needs a {states} job)"
-                )
+            refused = refusal(action, job_id, row.state)
+            if refused is not None:
+                raise JobStateConflict(refused)
             _append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
             if isinstance(event, JobRetried):
                 transaction.notify_enqueued([row.queue])
@@ -582,7 +513,7 @@ class Commands:
         return updated
 
     def finish_job(self, job_id: str, state: object) -> JobRow:
-        finished = {s.value: s for s in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)}
+        finished = {state.value: state for state in FINISHED_AS}
         if not isinstance(state, str) or state not in finished:
             raise ValidationError("state", f"must be one of {', '.join(finished)}, got {state!r}")
         stream = job_stream(job_id)
@@ -590,7 +521,7 @@ class Commands:
             row = transaction.job(job_id)
             if row is None:
                 raise NotFound(f"no job {job_id!r}")
-            if row.state != JobState.PENDING.value:
+            if not allows(JobAction.FINISH, row.state):
                 raise ValidationError("state", f"job {job_id} already finished as {row.state}")
             version = transaction.stream_versions([stream])[stream]
             event = JobFinished(job_id, finished[state])
@@ -668,23 +599,6 @@ def _refusal(decision: Decision, job: JobEnqueued, limits: AdmissionLimits) -> E
     return ConcurrencyConflict(job_stream(job.job_id), NO_STREAM, None)
 
 
-def _same(row: ScheduleRow, definition: ScheduleDefinition) -> bool:
-    return (
-        row.spec == definition.spec
-        and row.kind == definition.kind
-        and row.queue == definition.queue
-        and row.payload == canonical_json(definition.payload)
-        and row.on_missed == definition.on_missed
-        and row.backfill_limit == definition.backfill_limit
-        and row.paused == definition.paused
-        and row.max_attempts == definition.max_attempts
-        and row.timeout_ms == definition.timeout_ms
-        and row.start_at_ms == definition.start_at_ms
-        and row.end_at_ms == definition.end_at_ms
-        and row.jitter_ms == definition.jitter_ms
-    )
-
-
 def _fires_like(stored: str, requested: str) -> bool:
     try:
         return parse_spec(stored).fires_like(parse_spec(requested))
@@ -699,18 +613,19 @@ def _first_tick_after(spec: str, now_ms: int) -> int:
         raise ValidationError("spec", str(error)) from None
 
 
-def _require_ticks_left(definitions: Sequence[ScheduleDefinition], now_ms: int) -> None:
+def _require_ticks_left(puts: Sequence[Put], now_ms: int) -> None:
     """Before a bulk call writes its first chunk: every item has a tick left after
     now within its bounds, or the call fails naming it (a later chunk's write
     would find out only after earlier chunks committed). Checked once per spec
     and start: tenants' schedules mostly share them."""
     checked: set[tuple[str, int | None]] = set()
-    for index, definition in enumerate(definitions):
+    for index, put in enumerate(puts):
+        definition = put.definition
         bounds = (definition.spec, definition.start_at_ms)
         if bounds in checked:
             continue
         try:
-            _first_allowed_after(_timing_of(definition), now_ms)
+            _first_allowed_after(_timing_of(put.schedule_id, definition), now_ms)
             checked.add(bounds)
         except ValidationError as error:
             field = "start_at_ms" if definition.start_at_ms is not None else "spec"
@@ -729,20 +644,6 @@ def _not_before_start(timing: TickTiming, next_run_ms: int) -> int:
         return timing.not_before_start(next_run_ms)
     except InvalidSpec as error:  # no tick left before the calendar ends
         raise ValidationError("spec", str(error)) from None
-
-
-def _due_at(row: ScheduleRow) -> int | None:
-    """When a re-stated row's next_run_ms is due (None: at itself, as when its
-    stored spec no longer parses and cannot be jittered)."""
-    if not row.jitter_ms:
-        return None
-    try:
-        spec = parse_spec(row.spec)
-    except InvalidSpec:
-        return None
-    return TickTiming(row.schedule_id, spec, row.start_at_ms, None, row.jitter_ms).instant_ms(
-        row.next_run_ms
-    )
 
 
 def _require_live_schedule(transaction: WriteTransaction, schedule_id: str) -> ScheduleRow:
@@ -771,20 +672,6 @@ def _require_unclaimed_tick(
             f"({row.next_run_ms}): the scheduler makes that tick's job when it fires it; "
             "an enqueue may credit only a tick the scheduler has passed",
         )
-
-
-def _payload(row: ScheduleRow) -> JsonValue:
-    return json.loads(row.payload)
-
-
-def _run_at(value: object) -> int | None:
-    if value is None:
-        return None
-    in_range = isinstance(value, int) and 0 <= value <= MAX_INSTANT_MS
-    if isinstance(value, bool) or not in_range:
-        raise ValidationError("run_at_ms", f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}")
-    assert isinstance(value, int)
-    return value
 
 
 def _origin(value: object) -> PeriodicOrigin | None:

@@ -190,6 +190,7 @@ class HeadgateMetrics(Recorder):
             counts = self._reads.job_counts()
             oldest = self._reads.oldest_pending()
             quarantined = self._reads.quarantined_count()
+            undeclared = self._reads.undeclared_count()
             lease = self._leases.status(SCHEDULER_LEASE)
         except StoreError as error:
             with self._lock:
@@ -218,6 +219,7 @@ class HeadgateMetrics(Recorder):
             age_ms = 0 if run_at is None else max(now - run_at, 0)
             families.oldest_pending.add_metric([queue], age_ms / 1000)
         families.quarantined.add_metric([], quarantined)
+        families.undeclared.add_metric([], undeclared)
         return families.all()
 
 
@@ -259,6 +261,11 @@ class _StoreFamilies:
             "headgate_quarantined_fingerprints",
             "Job fingerprints (kind and payload) quarantined now, until released.",
         )
+        self.undeclared = GaugeMetricFamily(
+            "headgate_schedules_undeclared",
+            "Live schedules declared in code that their code no longer declares (reported "
+            "at a runtime's start; paused too with on_undeclared='pause').",
+        )
 
     def all(self) -> tuple[GaugeMetricFamily, ...]:
         return (
@@ -270,6 +277,7 @@ class _StoreFamilies:
             self.jobs,
             self.oldest_pending,
             self.quarantined,
+            self.undeclared,
         )
 
 

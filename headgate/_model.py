@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.options import SCHEDULE_FIELDS, ScheduleDefinition
+from headgate._domain.ownership import overrides
 from headgate._json import JsonValue
 from headgate._projections import (
     EnqueueHistoryRow,
@@ -16,6 +18,7 @@ from headgate._projections import (
     QuarantineRow,
     ScheduleRow,
 )
+from headgate._projections.schedules import declared_of, definition_of
 
 
 class PeriodicOrigin(NamedTuple):
@@ -51,9 +54,25 @@ class Schedule:
     next_due_at_ms: int | None = None
     """When next_run_ms is enqueued: the tick, later by its jitter, or a failing
     tick's retry time (None: finished)."""
+    declared_in_code: bool = False
+    """The host's code declares it (`Headgate.periodic`): the code owns its definition."""
+    overrides: tuple[str, ...] = ()
+    """The fields an operator changed from what the code declares (kept across
+    deploys until `clear_overrides`); always empty when not declared in code."""
+    undeclared_at_ms: int | None = None
+    """When a runtime of its declarations group started without declaring it
+    (the declaration disappeared from the code); None while declared."""
+
+    @property
+    def definition(self) -> ScheduleDefinition:
+        """Its definition as one value object (as stored: unchecked)."""
+        return ScheduleDefinition.restored_fields(
+            {name: getattr(self, name) for name in SCHEDULE_FIELDS}
+        )
 
     @classmethod
     def from_row(cls, row: ScheduleRow) -> Schedule:
+        declared = declared_of(row)
         return cls(
             id=row.schedule_id,
             spec=row.spec,
@@ -73,6 +92,9 @@ class Schedule:
             jitter_ms=row.jitter_ms,
             finished=row.finished,
             next_due_at_ms=None if row.finished else row.due_at_ms,
+            declared_in_code=declared is not None,
+            overrides=() if declared is None else tuple(overrides(definition_of(row), declared)),
+            undeclared_at_ms=row.undeclared_at_ms,
         )
 
 
@@ -247,6 +269,16 @@ class EnqueueEventsPage:
 class SchedulesPage:
     schedules: list[Schedule]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class PutScheduleResult:
+    """What `put_definition` did to one schedule."""
+
+    schedule: Schedule
+    outcome: str
+    """"created" (new, or defined again after a delete), "updated" or "unchanged"
+    (identical: nothing written)."""
 
 
 @dataclass(frozen=True)

@@ -78,22 +78,23 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
     event = recorded.event
     if not isinstance(event, JobEnqueued):
         return None
+    options = event.options
     return {
         "job_id": event.job_id,
         "kind": event.kind,
-        "queue": event.queue,
+        "queue": options.queue,
         "payload": canonical_json_of_plain(event.payload),
         "state": JobState.PENDING.value,
-        "unique_key": event.unique_key,
+        "unique_key": options.unique_key,
         "created_at_ms": recorded.recorded_at_ms,
         "updated_at_ms": recorded.recorded_at_ms,
         "periodic_schedule_id": event.periodic_schedule_id,
         "periodic_tick_ms": event.periodic_tick_ms,
         "attempts": 0,
         "crash_count": 0,
-        "run_at_ms": recorded.recorded_at_ms if event.run_at_ms is None else event.run_at_ms,
-        "max_attempts": event.max_attempts,
-        "timeout_ms": event.timeout_ms,
+        "run_at_ms": recorded.recorded_at_ms if options.run_at_ms is None else options.run_at_ms,
+        "max_attempts": options.max_attempts,
+        "timeout_ms": options.timeout_ms,
         "worker_id": None,
         "deadline_ms": None,
         "version": recorded.version,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -12,7 +13,9 @@ from headgate._domain.events import (
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
+    ScheduleUndeclared,
 )
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._json import canonical_json_of_plain
 from headgate._projections.base import Projection
 
@@ -50,9 +53,23 @@ class ScheduleRow:
     """Each tick is due up to this much after it (0: at the tick)."""
     finished: bool = False
     """next_run_ms is past end_at_ms: no tick is left, and the due read skips it."""
+    declared: str | None = None
+    """What the host's code declares for it, its flat fields as canonical JSON
+    (None: only operators define it; see `declared_of`)."""
+    declared_by: str | None = None
+    """The declarations group of the code that declares it."""
+    undeclared_at_ms: int | None = None
+    """When a runtime of that group started without declaring it (None: declared,
+    or never was)."""
 
 
-_KEYED: Final = (ScheduleDefined, ScheduleDeleted, EnqueueAttempted, NextRunAdvanced)
+_KEYED: Final = (
+    ScheduleDefined,
+    ScheduleDeleted,
+    EnqueueAttempted,
+    NextRunAdvanced,
+    ScheduleUndeclared,
+)
 """The events a schedule row folds (a tuple: isinstance with a `A | B` union
 would build the union on every call, and this runs for every event)."""
 
@@ -93,6 +110,8 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
         return _attempted(event, recorded)
     if isinstance(event, ScheduleDeleted):
         return {"deleted": True, **_touched(recorded)}
+    if isinstance(event, ScheduleUndeclared):
+        return {"undeclared_at_ms": recorded.recorded_at_ms, **_touched(recorded)}
     return None
 
 
@@ -138,15 +157,10 @@ def _defined(event: ScheduleDefined, recorded: RecordedEvent) -> ScheduleRow:
 
 
 def _defined_columns(event: ScheduleDefined, recorded: RecordedEvent) -> dict[str, Any]:
+    definition = event.definition
     return {
         "schedule_id": event.schedule_id,
-        "spec": event.spec,
-        "kind": event.kind,
-        "queue": event.queue,
-        "payload": canonical_json_of_plain(event.payload),
-        "on_missed": event.on_missed.value,
-        "backfill_limit": event.backfill_limit,
-        "paused": event.paused,
+        **definition_columns(definition),
         "next_run_ms": event.next_run_ms,
         "due_at_ms": event.next_run_ms if event.due_at_ms is None else event.due_at_ms,
         "failures": 0,
@@ -154,13 +168,66 @@ def _defined_columns(event: ScheduleDefined, recorded: RecordedEvent) -> dict[st
         "version": recorded.version,
         "deleted": False,
         "updated_at_ms": recorded.recorded_at_ms,
-        "max_attempts": event.max_attempts,
-        "timeout_ms": event.timeout_ms,
-        "start_at_ms": event.start_at_ms,
-        "end_at_ms": event.end_at_ms,
-        "jitter_ms": event.jitter_ms,
-        "finished": event.end_at_ms is not None and event.next_run_ms > event.end_at_ms,
+        "finished": definition.end_at_ms is not None and event.next_run_ms > definition.end_at_ms,
+        "declared": None if event.declared is None else _flat_json(event.declared),
+        "declared_by": event.declared_by,
+        "undeclared_at_ms": None,
     }
+
+
+def _flat_json(definition: ScheduleDefinition) -> str:
+    fields = definition.fields()
+    fields["on_missed"] = definition.on_missed.value
+    return canonical_json_of_plain(fields)
+
+
+def declared_of(row: ScheduleRow) -> ScheduleDefinition | None:
+    """What the host's code declares for the schedule, as stored (None: nothing)."""
+    if row.declared is None:
+        return None
+    return ScheduleDefinition.restored_fields(json.loads(row.declared))
+
+
+def definition_columns(definition: ScheduleDefinition) -> dict[str, Any]:
+    """A definition as the row's columns (`definition_of` reads them back)."""
+    job = definition.job
+    return {
+        "spec": definition.spec,
+        "kind": definition.kind,
+        "queue": job.queue,
+        "payload": canonical_json_of_plain(definition.payload),
+        "on_missed": definition.on_missed.value,
+        "backfill_limit": definition.backfill_limit,
+        "paused": definition.paused,
+        "max_attempts": job.max_attempts,
+        "timeout_ms": job.timeout_ms,
+        "start_at_ms": definition.start_at_ms,
+        "end_at_ms": definition.end_at_ms,
+        "jitter_ms": definition.jitter_ms,
+    }
+
+
+def definition_of(row: ScheduleRow) -> ScheduleDefinition:
+    """The definition a row holds, as stored (unchecked: see ScheduleDefinition.restored)."""
+    return ScheduleDefinition.restored(
+        spec=row.spec,
+        kind=row.kind,
+        payload=json.loads(row.payload),
+        on_missed=row.on_missed,
+        backfill_limit=row.backfill_limit,
+        paused=row.paused,
+        start_at_ms=row.start_at_ms,
+        end_at_ms=row.end_at_ms,
+        jitter_ms=row.jitter_ms,
+        job=job_options_of(row),
+    )
+
+
+def job_options_of(row: ScheduleRow) -> JobOptions:
+    """The options of the schedule's jobs, as stored."""
+    return JobOptions.restored(
+        queue=row.queue, max_attempts=row.max_attempts, timeout_ms=row.timeout_ms
+    )
 
 
 SCHEDULES: Projection[ScheduleRow] = Projection(

@@ -105,6 +105,9 @@ class FaultyTransaction(WriteTransaction):
     def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
         return self._inner.schedules(schedule_ids)
 
+    def declared_schedules(self, declared_by: str) -> list[ScheduleRow]:
+        return self._inner.declared_schedules(declared_by)
+
     def job(self, job_id: str) -> JobRow | None:
         return self._inner.job(job_id)
 

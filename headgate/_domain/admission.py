@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from headgate._domain.cursors import is_clean_text
-from headgate._domain.events import MissedRunPolicy
 from headgate._domain.names import (
     fingerprint_problem,
     identifier_problem,
@@ -20,8 +19,6 @@ from headgate._domain.names import (
     label_problem,
     require,
 )
-from headgate._domain.spec import MAX_INSTANT_MS
-from headgate._domain.tick_timing import MAX_JITTER_MS
 from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
 
@@ -30,7 +27,6 @@ MAX_QUEUE_LENGTH: Final = 128
 MAX_ID_LENGTH: Final = 128
 MAX_UNIQUE_KEY_LENGTH: Final = 200
 MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
-MAX_BACKFILL_LIMIT: Final = 1000
 MAX_NOTE_LENGTH: Final = 255
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 64 * 1024
 
@@ -137,30 +133,6 @@ def require_note(value: object, max_length: int) -> str:
     return value
 
 
-_POLICIES: Final = {policy.value: policy for policy in MissedRunPolicy}
-
-
-def require_policy(on_missed: object, backfill_limit: object) -> tuple[MissedRunPolicy, int]:
-    choices = _POLICIES
-    if not isinstance(on_missed, str) or on_missed not in choices:
-        allowed = ", ".join(choices)
-        raise ValidationError("on_missed", f"must be one of {allowed}, got {on_missed!r}")
-    policy = choices[on_missed]
-    if isinstance(backfill_limit, bool) or not isinstance(backfill_limit, int):
-        raise ValidationError("backfill_limit", f"must be an integer, got {backfill_limit!r}")
-    if not 1 <= backfill_limit <= MAX_BACKFILL_LIMIT:
-        raise ValidationError(
-            "backfill_limit", f"must be between 1 and {MAX_BACKFILL_LIMIT}, got {backfill_limit}"
-        )
-    return policy, backfill_limit
-
-
-def require_bool(field_name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValidationError(field_name, f"must be true or false, got {value!r}")
-    return value
-
-
 def require_optional_key(field_name: str, value: object, max_length: int) -> str | None:
     """A new unique or idempotency key, or None: `names.label_problem`."""
     if value is None:
@@ -183,61 +155,3 @@ def could_be_stored(identifier: object) -> bool:
     """Ids a store could hold. Anything else (NUL, lone surrogates, over-long) is
     simply absent: no query is sent with text the database would reject."""
     return isinstance(identifier, str) and is_clean_text(identifier, MAX_STORED_ID_LENGTH)
-
-
-MAX_TIMEOUT_S: Final = 7 * 24 * 3600
-MAX_ATTEMPTS_LIMIT: Final = 10_000
-
-
-def require_max_attempts(value: object) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= MAX_ATTEMPTS_LIMIT
-    ):
-        raise ValidationError(
-            "max_attempts", f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}, got {value!r}"
-        )
-    return value
-
-
-def require_timeout_ms(timeout_s: object) -> int:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
-        raise ValidationError("timeout_s", f"must be a number of seconds, got {timeout_s!r}")
-    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # NaN fails this too
-        raise ValidationError(
-            "timeout_s",
-            f"must be more than 0 and at most {MAX_TIMEOUT_S} (a week), got {timeout_s}",
-        )
-    return max(int(timeout_s * 1000), 1)
-
-
-def require_instant(field_name: str, value: object) -> int | None:
-    """An optional instant: None, or an integer of epoch milliseconds in the calendar."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INSTANT_MS:
-        raise ValidationError(
-            field_name, f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}, got {value!r}"
-        )
-    return value
-
-
-def require_bounds(start_at_ms: object, end_at_ms: object) -> tuple[int | None, int | None]:
-    """A schedule's optional start and end; the end must come after the start."""
-    start = require_instant("start_at_ms", start_at_ms)
-    end = require_instant("end_at_ms", end_at_ms)
-    if start is not None and end is not None and end <= start:
-        raise ValidationError("end_at_ms", f"must be after start_at_ms ({start}), got {end}")
-    return start, end
-
-
-def require_jitter_ms(value: object) -> int:
-    """0 (none) up to MAX_JITTER_MS; None reads as 0."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_JITTER_MS:
-        raise ValidationError(
-            "jitter_ms", f"must be an integer from 0 to {MAX_JITTER_MS} (an hour), got {value!r}"
-        )
-    return value

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from headgate._domain.missed_runs import label
 from headgate._domain.spec import CronSpec, EverySpec, ScheduleSpec
 
 _UNITS = ((86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1_000, "second"))
 _DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
-_LABELS = {"skip": "Skip backlog", "run_once": "Run once"}
 
 
 def describe(spec: ScheduleSpec) -> str:
@@ -18,7 +18,7 @@ def describe(spec: ScheduleSpec) -> str:
 
 def missed_run_label(on_missed: str, backfill_limit: int) -> str:
     """The console's label for a missed-run policy."""
-    return _LABELS.get(on_missed, f"Backfill up to {backfill_limit}")
+    return label(on_missed, backfill_limit)
 
 
 def _every(interval_ms: int) -> str:

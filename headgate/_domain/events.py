@@ -11,8 +11,41 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Final
 
+from headgate._domain.lifecycle import UNFINISHED_STATES, JobState
+from headgate._domain.missed_runs import MissedRunPolicy
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
+
+__all__ = [
+    "JOB_EVENTS",
+    "UNFINISHED_STATES",
+    "DomainEvent",
+    "EnqueueAttempted",
+    "FingerprintBlameCleared",
+    "FingerprintCrashBlamed",
+    "FingerprintQuarantined",
+    "FingerprintReleased",
+    "JobAbandoned",
+    "JobAttemptFailed",
+    "JobCancelled",
+    "JobClaimed",
+    "JobEnqueued",
+    "JobFinished",
+    "JobQuarantined",
+    "JobReleased",
+    "JobRetried",
+    "JobState",
+    "JobSucceeded",
+    "ManualRunRequested",
+    "MissedRunPolicy",
+    "NextRunAdvanced",
+    "Outcome",
+    "RecordedEvent",
+    "ScheduleDefined",
+    "ScheduleDeleted",
+    "ScheduleUndeclared",
+]
 
 
 class Outcome(StrEnum):
@@ -22,29 +55,6 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"
 
 
-class MissedRunPolicy(StrEnum):
-    SKIP = "skip"
-    RUN_ONCE = "run_once"
-    BACKFILL = "backfill"
-
-
-class JobState(StrEnum):
-    PENDING = "pending"
-    """Waiting for its run_at and a worker (also after a retry, a release or a rescue)."""
-    RUNNING = "running"
-    """Claimed by a worker, whose heartbeat keeps it."""
-    COMPLETED = "completed"
-    FAILED = "failed"
-    """Out of attempts (or finished as failed by a host consuming outside Headgate)."""
-    CANCELLED = "cancelled"
-    QUARANTINED = "quarantined"
-    """Crashed its worker too often: held, with its fingerprint, until an operator acts."""
-
-
-UNFINISHED_STATES: frozenset[JobState] = frozenset({JobState.PENDING, JobState.RUNNING})
-"""States in which a job holds its unique key and counts against its queue's limit."""
-
-
 @dataclass(frozen=True)
 class DomainEvent:
     schema_version: ClassVar[int] = 1
@@ -52,45 +62,45 @@ class DomainEvent:
 
 @dataclass(frozen=True)
 class ScheduleDefined(DomainEvent):
-    """A schedule was created or changed.
+    """A schedule was created or changed: its whole `definition`, and where it stands.
 
     It carries the schedule's whole state (including `last_enqueued_ms`, copied
     from the current row), so the latest one is also the schedule's snapshot:
     compaction may drop everything older and a rebuild still folds to the same row.
-    `max_attempts` and `timeout_ms` are the options its ticks' jobs carry (None:
-    the handler's defaults); version 1 had neither.
-    `start_at_ms` and `end_at_ms` bound the ticks that fire (None: unbounded),
-    `jitter_ms` spreads their instants (0: none; `tick_timing`), and
-    `due_at_ms` is the instant next_run_ms is due at (None: next_run_ms
-    itself); version 2 had none of them.
+    `due_at_ms` is the instant next_run_ms is due at (None: next_run_ms itself).
+    `declared` is what the host's code declares for it (`Headgate.periodic`),
+    None for a schedule only operators define: where the two differ, an
+    operator's change overrides the code (see `_domain/ownership.py`).
+    Versions 1-3 spelled the definition out field by field (the mapper's
+    upcasters nest them); a field added to the definition or its job options
+    reads as its default in older events.
     """
 
-    schema_version: ClassVar[int] = 3
+    schema_version: ClassVar[int] = 4
 
     schedule_id: str
-    spec: str
-    kind: str
-    queue: str
-    payload: JsonValue
-    on_missed: MissedRunPolicy
-    backfill_limit: int
-    paused: bool
+    definition: ScheduleDefinition
     next_run_ms: int
     last_enqueued_ms: int | None = None
-    max_attempts: int | None = None
-    timeout_ms: int | None = None
-    start_at_ms: int | None = None
-    end_at_ms: int | None = None
-    jitter_ms: int = 0
     due_at_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "on_missed", MissedRunPolicy(self.on_missed))
+    declared: ScheduleDefinition | None = None
+    declared_by: str | None = None
+    """The declarations group of the code that declared it (None with `declared`)."""
 
 
 @dataclass(frozen=True)
 class ScheduleDeleted(DomainEvent):
     schedule_id: str
+
+
+@dataclass(frozen=True)
+class ScheduleUndeclared(DomainEvent):
+    """A runtime started whose code, of the declarations group `declared_by`,
+    no longer declares this schedule: reported until the code declares it
+    again or an operator deletes it (see `_domain/ownership.py`)."""
+
+    schedule_id: str
+    declared_by: str
 
 
 @dataclass(frozen=True)
@@ -150,24 +160,21 @@ class NextRunAdvanced(DomainEvent):
 
 @dataclass(frozen=True)
 class JobEnqueued(DomainEvent):
-    """A job was created. `run_at_ms` None means as soon as it is recorded;
-    `max_attempts` and `timeout_ms` None mean the handler's (or Headgate's) defaults.
+    """A job was created, with its `options` (its queue always set; options left
+    None take its handler's, else Headgate's, defaults when it runs).
     `run_now_schedule_id` names the schedule whose Enqueue now made it (a tick's
-    job names its schedule in `periodic_schedule_id` instead). Version 1 had
-    none of the three options, version 2 no `run_now_schedule_id`."""
+    job names its schedule in `periodic_schedule_id` instead). Versions 1-3
+    spelled the options out (the mapper's upcasters nest them); an option added
+    later reads as its default in older events."""
 
-    schema_version: ClassVar[int] = 3
+    schema_version: ClassVar[int] = 4
 
     job_id: str
     kind: str
-    queue: str
     payload: JsonValue
-    unique_key: str | None = None
+    options: JobOptions
     periodic_schedule_id: str | None = None
     periodic_tick_ms: int | None = None
-    run_at_ms: int | None = None
-    max_attempts: int | None = None
-    timeout_ms: int | None = None
     run_now_schedule_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -175,6 +182,16 @@ class JobEnqueued(DomainEvent):
             raise ValidationError(
                 "periodic_origin", "needs both schedule_id and tick_ms, or neither"
             )
+
+    @property
+    def queue(self) -> str:
+        queue = self.options.queue
+        assert queue is not None, "a job's queue is chosen before it is enqueued"
+        return queue
+
+    @property
+    def unique_key(self) -> str | None:
+        return self.options.unique_key
 
 
 @dataclass(frozen=True)

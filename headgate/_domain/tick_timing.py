@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Final
 
-from headgate._domain.events import MissedRunPolicy
+from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.spec import InvalidSpec, ScheduleSpec
 
 MAX_JITTER_MS: Final = 3_600_000

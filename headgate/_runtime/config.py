@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from headgate._domain.admission import AdmissionLimits
+from headgate._domain.names import identifier_problem
 
 SCHEDULER_LEASE: Final = "scheduler"
+UNDECLARED_ACTIONS: Final = ("report", "pause")
 MAX_MIN_INTERVAL_MS: Final = 60_000
 """A minimum interval guards against runaway specs; it is no rate policy, and a
 cron spec's shortest gap is computed exactly only up to a minute."""
@@ -50,6 +52,15 @@ class RuntimeConfig:
     a job every millisecond): a definition below it is refused, in code, the API
     and the CLI. 1 to 60000; tests lower it. Schedules stored before keep
     ticking as they are; putting one again is checked."""
+    declarations_group: str = "default"
+    """The group this host's schedule declarations (`periodic`) belong to. A
+    runtime that starts with declarations reports the group's schedules its
+    code no longer declares. Services that share a store but declare different
+    schedules each need a group of their own."""
+    on_undeclared: str = "report"
+    """What happens to a schedule whose declaration disappeared from its group's
+    code: "report" (a warning, a metric, a console badge; it keeps ticking) or
+    "pause" (reported, and paused). It is never deleted."""
 
     @property
     def renew_every_ms(self) -> int:
@@ -79,6 +90,14 @@ class RuntimeConfig:
             raise ValueError(f"min_interval_ms must be an integer, got {interval!r}")
         if not 1 <= interval <= MAX_MIN_INTERVAL_MS:
             raise ValueError(f"min_interval_ms must be between 1 and {MAX_MIN_INTERVAL_MS}")
+        problem = identifier_problem(self.declarations_group, 128)
+        if problem is not None:
+            raise ValueError(f"declarations_group {problem}")
+        if self.on_undeclared not in UNDECLARED_ACTIONS:
+            raise ValueError(
+                f"on_undeclared must be one of {', '.join(UNDECLARED_ACTIONS)}, "
+                f"got {self.on_undeclared!r}"
+            )
 
 
 RESCUER_LEASE: Final = "rescuer"

@@ -13,16 +13,11 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from headgate._domain.admission import (
-    MAX_QUEUE_LENGTH,
-    require_kind,
-    require_max_attempts,
-    require_name,
-    require_timeout_ms,
-)
+from headgate._domain.admission import require_kind
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.options import DEFAULT_QUEUE, PER_JOB_FIELDS, JobOptions
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
@@ -56,37 +51,51 @@ class JobContext:
 Handler = Callable[[JobContext], Any]
 
 
+HANDLER_DEFAULTS: Final = JobOptions(
+    queue=DEFAULT_QUEUE, max_attempts=DEFAULT_MAX_ATTEMPTS, timeout_ms=DEFAULT_TIMEOUT_MS
+)
+"""Headgate's defaults for what a handler leaves unset."""
+
+
 @dataclass(frozen=True)
 class HandlerSpec:
     kind: str
     function: Handler
-    queue: str
-    max_attempts: int
-    timeout_ms: int
+    options: JobOptions
+    """Its jobs' defaults, every one set (what a job leaves None, these decide)."""
+
+    @property
+    def queue(self) -> str:
+        queue = self.options.queue
+        assert queue is not None
+        return queue
+
+    @property
+    def max_attempts(self) -> int:
+        attempts = self.options.max_attempts
+        assert attempts is not None
+        return attempts
+
+    @property
+    def timeout_ms(self) -> int:
+        timeout = self.options.timeout_ms
+        assert timeout is not None
+        return timeout
 
     @property
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.function)
 
 
-def handler_spec(
-    kind: object,
-    function: Handler,
-    *,
-    queue: object = "default",
-    max_attempts: object = DEFAULT_MAX_ATTEMPTS,
-    timeout_s: object = DEFAULT_TIMEOUT_MS / 1000,
-) -> HandlerSpec:
-    """A validated handler registration; bad options raise ValidationError."""
+def handler_spec(kind: object, function: Handler, options: JobOptions) -> HandlerSpec:
+    """A validated handler registration: `options` are its jobs' defaults (a
+    per-job option such as run_at_ms is refused); bad ones raise ValidationError."""
     if not callable(function):
         raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
-    return HandlerSpec(
-        kind=require_kind(kind),
-        function=function,
-        queue=require_name("queue", queue, MAX_QUEUE_LENGTH),
-        max_attempts=require_max_attempts(max_attempts),
-        timeout_ms=require_timeout_ms(timeout_s),
-    )
+    for per_job in PER_JOB_FIELDS:
+        if getattr(options, per_job) is not None:
+            raise ValidationError(per_job, "is set per job, not for every job of a handler")
+    return HandlerSpec(require_kind(kind), function, options.under(HANDLER_DEFAULTS))
 
 
 class HandlerRegistry:

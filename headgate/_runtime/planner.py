@@ -35,12 +35,14 @@ from headgate._domain.events import (
     Outcome,
 )
 from headgate._domain.ids import fingerprint_of_text, tick_job_id, tick_unique_key
+from headgate._domain.options import JobOptions
 from headgate._domain.spec import InvalidSpec, ScheduleSpec, parse_spec
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._domain.tick_timing import TickTiming
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
+from headgate._projections.schedules import job_options_of
 from headgate._runtime.hooks import TickContext
 from headgate._store.port import NO_STREAM, StreamAppend
 
@@ -207,10 +209,16 @@ class _Shared:
 
     fingerprint: str
     payload_bytes: int
+    options: JobOptions
+    """The options of its ticks' jobs (each tick adds its own key)."""
 
     @classmethod
     def of(cls, row: ScheduleRow) -> _Shared:
-        return cls(fingerprint_of_text(row.kind, row.payload), len(row.payload.encode()))
+        return cls(
+            fingerprint_of_text(row.kind, row.payload),
+            len(row.payload.encode()),
+            job_options_of(row),
+        )
 
 
 def _tick(
@@ -226,18 +234,15 @@ def _tick(
     next_due_at_ms: int | None = None,
 ) -> PlannedTick:
     job_id = tick_job_id(row.schedule_id, tick_ms)
+    shared = shared or _Shared.of(row)
     job = JobEnqueued(
         job_id,
         row.kind,
-        row.queue,
         payload,
-        tick_unique_key(row.schedule_id, tick_ms),
+        shared.options.keyed(tick_unique_key(row.schedule_id, tick_ms)),
         row.schedule_id,
         tick_ms,
-        max_attempts=row.max_attempts,
-        timeout_ms=row.timeout_ms,
     )
-    shared = shared or _Shared.of(row)
     candidate = Candidate(job, shared.fingerprint, shared.payload_bytes)
     context = TickContext(tick_ms, job_id, attempt, row)
     return PlannedTick(candidate, context, failure, next_run_ms, instant_ms, next_due_at_ms)

@@ -36,7 +36,9 @@ from headgate._domain.events import (
     NextRunAdvanced,
     ScheduleDefined,
     ScheduleDeleted,
+    ScheduleUndeclared,
 )
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._json import JsonValue, canonical_json_of_plain, encode_string
 
 __all__ = [
@@ -53,6 +55,7 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
     for cls in (
         ScheduleDefined,
         ScheduleDeleted,
+        ScheduleUndeclared,
         EnqueueAttempted,
         NextRunAdvanced,
         JobEnqueued,
@@ -100,6 +103,32 @@ def _job_run_now_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {**body, "run_now_schedule_id": None}
 
 
+def _job_options_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v4 a job's options were fields of the event; now one JobOptions."""
+    option_names = ("queue", "max_attempts", "timeout_ms", "run_at_ms", "unique_key")
+    options = {name: body.get(name) for name in option_names}
+    rest = {name: value for name, value in body.items() if name not in option_names}
+    return {**rest, "options": options}
+
+
+def _schedule_definition_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v4 a schedule's definition was fields of the event; now one
+    ScheduleDefinition (its jobs' options nested in it), and nothing declared
+    in code (schedules were not told apart by who defines them)."""
+    state = ("schedule_id", "next_run_ms", "last_enqueued_ms", "due_at_ms")
+    job_names = ("queue", "max_attempts", "timeout_ms")
+    definition = {
+        name: value for name, value in body.items() if name not in state and name not in job_names
+    }
+    definition["job"] = {name: body.get(name) for name in job_names}
+    return {
+        **{name: body.get(name) for name in state},
+        "definition": definition,
+        "declared": None,
+        "declared_by": None,
+    }
+
+
 def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Before jobs ran in Headgate, schedules gave their jobs no options: defaults."""
     return {**body, "max_attempts": None, "timeout_ms": None}
@@ -128,6 +157,8 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(JobEnqueued), 2): _job_run_now_v2_to_v3,
     (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
     (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
+    (type_name(JobEnqueued), 3): _job_options_nested_v3_to_v4,
+    (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 
@@ -167,6 +198,25 @@ def encode(event: DomainEvent) -> tuple[str, int, str]:
     return name, event.schema_version, "{" + ",".join(parts) + "}"
 
 
+def _names(cls: type[object]) -> list[str]:
+    return [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+
+
+_NESTED_FIELDS: Final = {
+    cls: tuple(
+        (field, json.dumps(field) + ":")
+        for field in sorted(f.name for f in dataclasses.fields(cls))
+    )
+    for cls in (JobOptions, ScheduleDefinition)
+}
+"""The value objects events carry whole: their fields in canonical order."""
+
+
+def _nested_json(value: JobOptions | ScheduleDefinition) -> str:
+    parts = [key + _field_json(getattr(value, field)) for field, key in _NESTED_FIELDS[type(value)]]
+    return "{" + ",".join(parts) + "}"
+
+
 def _field_json(value: JsonValue) -> str:
     if value is None:
         return "null"
@@ -178,6 +228,8 @@ def _field_json(value: JsonValue) -> str:
         return "false"
     if type(value) is int:
         return _int_text(value)
+    if type(value) in _NESTED_FIELDS:
+        return _nested_json(value)
     return canonical_json_of_plain(value)
 
 
@@ -195,4 +247,23 @@ def decode(stored_type: str, schema_version: int, body_text: str) -> DomainEvent
         raise UnknownEventType(
             f"{stored_type} v{schema_version} is newer than this Headgate (v{cls.schema_version})"
         )
+    for field, restore in _RESTORED.get(cls, ()):
+        if body.get(field) is not None:
+            body[field] = restore(body[field])
     return cls(**body)
+
+
+def _restored_definition(value: JsonValue) -> ScheduleDefinition:
+    return ScheduleDefinition.restored(**value)
+
+
+def _restored_options(value: JsonValue) -> JobOptions:
+    return JobOptions.restored(**value)
+
+
+_RESTORED: Final[dict[type[DomainEvent], tuple[tuple[str, Callable[[JsonValue], object]], ...]]] = {
+    ScheduleDefined: (("definition", _restored_definition), ("declared", _restored_definition)),
+    JobEnqueued: (("options", _restored_options),),
+}
+"""The fields that hold a value object, read back as stored (unchecked: what a
+store holds stays readable under later rules)."""

@@ -185,6 +185,8 @@ class JobFilter:
     """Jobs of this schedule's ticks."""
     run_now_schedule_id: str | None = None
     """Jobs this schedule's Enqueue now made."""
+    made_by_schedule: str | None = None
+    """Jobs this schedule made: its ticks' and its Enqueue now's."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,11 @@ class WriteTransaction(ABC):
         per id. Ids no store could hold are simply absent. Like every read
         here, it sees this transaction's own appends.
         """
+
+    @abstractmethod
+    def declared_schedules(self, declared_by: str) -> list[ScheduleRow]:
+        """The live (not deleted) schedules whose definition the host's code of this
+        declarations group declares, or declared before it was undeclared; any order."""
 
     @abstractmethod
     def job(self, job_id: str) -> JobRow | None:
@@ -567,6 +574,11 @@ class Reads(ABC):
     @abstractmethod
     def quarantined_count(self) -> int:
         """How many fingerprints are quarantined now."""
+
+    @abstractmethod
+    def undeclared_count(self) -> int:
+        """How many live schedules are declared by no code any more (their group's
+        runtime started without declaring them): each wants an operator."""
 
 
 class Store(ABC):

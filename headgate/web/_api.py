@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from headgate._app import Headgate
-from headgate._commands import validate_definition, validate_definitions
+from headgate._domain.lifecycle import JobState
+from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
 from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
     ErrorOut,
@@ -16,12 +17,12 @@ from headgate.web._schemas import (
     JobIn,
     JobList,
     JobOut,
-    JobStateName,
     LeaseOut,
     QuarantineIn,
     QuarantineList,
     QuarantineOut,
     RunOut,
+    ScheduleChangesIn,
     ScheduleIn,
     ScheduleList,
     ScheduleOut,
@@ -61,7 +62,6 @@ def _hg(request: Request) -> Headgate:
 @router.get(
     "/periodic",
     response_model=ScheduleList,
-    response_model_exclude_unset=True,
     summary="List schedules",
 )
 def list_schedules(
@@ -78,23 +78,40 @@ def list_schedules(
 @router.put(
     "/periodic/{schedule_id}",
     response_model=ScheduleOut,
-    response_model_exclude_unset=True,
-    summary="Create or replace a schedule",
+    summary="Create or replace a schedule (a full replace: fields left out take their defaults)",
     responses={201: {"model": ScheduleOut, "description": "Created"}},
 )
 def put_schedule(
     request: Request, response: Response, schedule_id: str, body: ScheduleIn
 ) -> ScheduleOut:
-    hg = _hg(request)
-    definition = validate_definition(
-        schedule_id,
-        limits=hg.config.limits,
-        min_interval_ms=hg.config.min_interval_ms,
-        **body.model_dump(),
-    )
-    schedule, created = hg._upsert_schedule(definition)
-    response.status_code = 201 if created else 200
-    return ScheduleOut.of(schedule)
+    definition = ScheduleDefinition.from_fields(body.model_dump())
+    result = _hg(request).put_definition(schedule_id, definition)
+    response.status_code = 201 if result.outcome == "created" else 200
+    return ScheduleOut.of(result.schedule)
+
+
+@router.patch(
+    "/periodic/{schedule_id}",
+    response_model=ScheduleOut,
+    summary="Change some fields of a schedule, keeping the rest",
+    description=(
+        "A field left out of the body is unchanged; one given as null is cleared "
+        "(end_at_ms, max_attempts, ...). Only the fields given are checked. On a schedule "
+        "declared in code, a change is an override that survives deploys."
+    ),
+)
+def update_schedule(request: Request, schedule_id: str, body: ScheduleChangesIn) -> ScheduleOut:
+    changes = body.model_dump(exclude_unset=True)
+    return ScheduleOut.of(_hg(request).update_schedule_fields(schedule_id, changes))
+
+
+@router.delete(
+    "/periodic/{schedule_id}/overrides",
+    response_model=ScheduleOut,
+    summary="Clear operators' overrides: the schedule becomes what its code declares",
+)
+def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(_hg(request).clear_overrides(schedule_id))
 
 
 @router.post(
@@ -111,32 +128,18 @@ def put_schedule(
     responses={201: {"model": SchedulesPutOut, "description": "At least one was created"}},
 )
 def put_schedules(request: Request, response: Response, body: SchedulesIn) -> SchedulesPutOut:
-    hg = _hg(request)
-    definitions = validate_definitions(
-        [item.model_dump() for item in body.schedules],
-        limits=hg.config.limits,
-        min_interval_ms=hg.config.min_interval_ms,
-        id_field="id",
-    )
-    result = hg._upsert_schedules(definitions)
+    items = []
+    for item in body.schedules:
+        fields = item.model_dump()
+        items.append({"schedule_id": fields.pop("id"), **fields})
+    result = _hg(request).put_schedules(items)
     response.status_code = 201 if result.created else 200
     return SchedulesPutOut.of(result.outcomes)
 
 
-@router.get(
-    "/periodic/{schedule_id}",
-    response_model=ScheduleOut,
-    response_model_exclude_unset=True,
-    summary="Read a schedule",
-)
-def get_schedule(
-    request: Request,
-    schedule_id: str,
-    include: Annotated[Literal["payload"] | None, Query()] = None,
-) -> ScheduleOut:
-    return ScheduleOut.of(
-        _hg(request).get_schedule(schedule_id), include_payload=include == "payload"
-    )
+@router.get("/periodic/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
+def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(_hg(request).get_schedule(schedule_id))
 
 
 @router.delete(
@@ -164,7 +167,6 @@ def run_now(
 @router.post(
     "/periodic/{schedule_id}/pause",
     response_model=ScheduleOut,
-    response_model_exclude_unset=True,
     summary="Pause a schedule (idempotent; its phase is kept)",
 )
 def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
@@ -174,7 +176,6 @@ def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 @router.post(
     "/periodic/{schedule_id}/resume",
     response_model=ScheduleOut,
-    response_model_exclude_unset=True,
     summary="Resume a schedule (idempotent; missed ticks follow its missed-run policy)",
 )
 def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
@@ -229,14 +230,10 @@ def manual_runs(
 
 @router.post("/jobs", status_code=201, response_model=JobOut, summary="Enqueue an ordinary job")
 def enqueue(request: Request, body: JobIn) -> JobOut:
-    origin = body.periodic_origin.model_dump() if body.periodic_origin is not None else None
-    job = _hg(request).enqueue(
-        body.kind,
-        body.payload,
-        queue=body.queue,
-        unique_key=body.unique_key,
-        periodic_origin=origin,
-    )
+    fields = body.model_dump()
+    origin = fields["periodic_origin"]
+    options = JobOptions(**{name: fields[name] for name in JOB_OPTION_FIELDS})
+    job = _hg(request).enqueue_job(fields["kind"], fields["payload"], options, origin)
     return JobOut.of(job)
 
 
@@ -244,7 +241,7 @@ def enqueue(request: Request, body: JobIn) -> JobOut:
 def list_jobs(
     request: Request,
     *,
-    state: Annotated[JobStateName | None, Query()] = None,
+    state: Annotated[JobState | None, Query()] = None,
     queue: Annotated[str | None, Query(max_length=255)] = None,
     kind: Annotated[str | None, Query(max_length=255)] = None,
     schedule_id: Annotated[str | None, Query(max_length=255)] = None,

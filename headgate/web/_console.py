@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
-from typing import Annotated, Any, Final, get_args
+from typing import Annotated, Any, Final
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
@@ -15,11 +15,12 @@ from fastapi.responses import HTMLResponse
 
 from headgate._app import Headgate
 from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
 from headgate._model import EnqueueEvent, Schedule
 from headgate.web import _templates
-from headgate.web._schemas import JobStateName
+from headgate.web._form import form_fields
 
 router = APIRouter(include_in_schema=False)
 
@@ -156,7 +157,7 @@ def index(request: Request, cursor: Annotated[str | None, Query()] = None) -> HT
 
 @router.get("/schedules/new")
 def new_schedule(request: Request) -> HTMLResponse:
-    return _page(request, "form.html", row=None)
+    return _page(request, "form.html", row=None, fields=form_fields(None))
 
 
 MANUAL_SHOWN: Final = 10
@@ -203,10 +204,10 @@ def edit_schedule(request: Request, schedule_id: str) -> HTMLResponse:
         schedule = _hg(request).get_schedule(schedule_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
-    return _page(request, "form.html", row=_row(schedule))
+    return _page(request, "form.html", row=_row(schedule), fields=form_fields(schedule))
 
 
-JOB_STATES: Final = get_args(JobStateName)
+JOB_STATES: Final = tuple(state.value for state in JobState)
 
 
 @router.get("/jobs")
@@ -241,10 +242,6 @@ def jobs_page(
     )
 
 
-CANCELLABLE: Final = frozenset({"pending", "running"})
-RETRYABLE: Final = frozenset({"failed", "cancelled", "quarantined"})
-
-
 @router.get("/jobs/{job_id}")
 def job_page(request: Request, job_id: str) -> HTMLResponse:
     hg = _hg(request)
@@ -260,8 +257,8 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
         quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),
         result_json=_json(job.result),
-        can_cancel=job.state in CANCELLABLE,
-        can_retry=job.state in RETRYABLE,
+        can_cancel=allows(JobAction.CANCEL, job.state),
+        can_retry=allows(JobAction.RETRY, job.state),
     )
 
 

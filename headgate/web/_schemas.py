@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_model
 
-from headgate._domain.admission import MAX_BACKFILL_LIMIT
 from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.lifecycle import JobState
+from headgate._domain.options import SCHEDULE_FIELDS
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._model import (
     EnqueueEvent,
@@ -18,37 +19,29 @@ from headgate._model import (
     Schedule,
     WorkerStatus,
 )
+from headgate.web._derived import (
+    Strict,
+    job_options_fields,
+    out_fields,
+    schedule_body,
+    schedule_changes_body,
+)
 
-Policy = Literal["skip", "run_once", "backfill"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ScheduleIn(Strict):
-    kind: StrictStr
-    spec: StrictStr
-    payload: JsonValue = None
-    queue: StrictStr = "default"
-    on_missed: Policy = "skip"
-    backfill_limit: StrictInt = Field(1, ge=1, le=MAX_BACKFILL_LIMIT)
-    paused: StrictBool = False
-    start_at_ms: StrictInt | None = Field(
-        None, description="No tick before it (epoch ms): the first is the first at or after it"
+if TYPE_CHECKING:
+    ScheduleIn = BaseModel
+    ScheduleItemIn = BaseModel
+    ScheduleChangesIn = BaseModel
+    _ScheduleFields = BaseModel
+    _JobOptionsIn = BaseModel
+else:
+    ScheduleIn = schedule_body("ScheduleIn")
+    ScheduleItemIn = schedule_body(
+        "ScheduleItemIn",
+        extra={"id": (StrictStr, Field(description="The schedule's id, as in PUT /periodic/{id}"))},
     )
-    end_at_ms: StrictInt | None = Field(
-        None, description="No tick after it (epoch ms; after start_at_ms): then finished"
-    )
-    jitter_ms: StrictInt = Field(
-        0,
-        description="Each tick is enqueued a stable delay in [0, jitter_ms) after it "
-        "(0 to 3600000; never past the following tick)",
-    )
-
-
-class ScheduleItemIn(ScheduleIn):
-    id: StrictStr = Field(description="The schedule's id, as in PUT /periodic/{id}")
+    ScheduleChangesIn = schedule_changes_body("ScheduleChangesIn")
+    _ScheduleFields = create_model("_ScheduleFields", **out_fields(SCHEDULE_FIELDS))
+    _JobOptionsIn = create_model("_JobOptionsIn", __base__=Strict, **job_options_fields())
 
 
 class SchedulesIn(Strict):
@@ -85,47 +78,46 @@ class SchedulesPutOut(BaseModel):
         )
 
 
-class ScheduleOut(BaseModel):
+class ScheduleOut(_ScheduleFields):
+    """A schedule: its definition (every field PUT takes) and where it stands."""
+
     id: str
-    kind: str
-    queue: str
-    spec: str
-    on_missed: Policy
-    backfill_limit: int
-    paused: bool
     next_run_ms: int
     last_enqueued_ms: int | None
-    start_at_ms: int | None
-    end_at_ms: int | None
-    jitter_ms: int
     finished: bool = Field(description="Its next tick is past end_at_ms: no tick is left")
     next_due_at_ms: int | None = Field(
         description="When next_run_ms is enqueued (its jitter or a retry included); "
         "null once finished"
     )
-    payload: JsonValue = Field(None, description="Present only with ?include=payload")
+    declared_in_code: bool = Field(
+        description="The host's code declares it (Headgate.periodic): the code owns its "
+        "definition, and what operators change is an override"
+    )
+    overrides: list[str] = Field(
+        description="The fields operators changed from what the code declares; they survive "
+        "deploys until DELETE /periodic/{id}/overrides"
+    )
+    undeclared_at_ms: int | None = Field(
+        description="When a runtime started whose code no longer declares it (null: declared, "
+        "or never was)"
+    )
 
     @classmethod
-    def of(cls, schedule: Schedule, *, include_payload: bool = False) -> ScheduleOut:
-        fields = {
-            "id": schedule.id,
-            "kind": schedule.kind,
-            "queue": schedule.queue,
-            "spec": schedule.spec,
-            "on_missed": schedule.on_missed,
-            "backfill_limit": schedule.backfill_limit,
-            "paused": schedule.paused,
-            "next_run_ms": schedule.next_run_ms,
-            "last_enqueued_ms": schedule.last_enqueued_ms,
-            "start_at_ms": schedule.start_at_ms,
-            "end_at_ms": schedule.end_at_ms,
-            "jitter_ms": schedule.jitter_ms,
-            "finished": schedule.finished,
-            "next_due_at_ms": schedule.next_due_at_ms,
-        }
-        if include_payload:
-            fields["payload"] = schedule.payload
-        return cls.model_validate(fields)
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        fields = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+        return cls.model_validate(
+            {
+                **fields,
+                "id": schedule.id,
+                "next_run_ms": schedule.next_run_ms,
+                "last_enqueued_ms": schedule.last_enqueued_ms,
+                "finished": schedule.finished,
+                "next_due_at_ms": schedule.next_due_at_ms,
+                "declared_in_code": schedule.declared_in_code,
+                "overrides": list(schedule.overrides),
+                "undeclared_at_ms": schedule.undeclared_at_ms,
+            }
+        )
 
 
 class ScheduleList(BaseModel):
@@ -178,15 +170,12 @@ class OriginOut(BaseModel):
     tick_ms: int
 
 
-class JobIn(Strict):
+class JobIn(_JobOptionsIn):
+    """A job: its kind and payload, and any of its options (`JobOptions`)."""
+
     kind: StrictStr
     payload: JsonValue = None
-    queue: StrictStr = "default"
-    unique_key: StrictStr | None = None
     periodic_origin: OriginIn | None = None
-
-
-JobStateName = Literal["pending", "running", "completed", "failed", "cancelled", "quarantined"]
 
 
 class AttemptOut(BaseModel):
@@ -208,7 +197,7 @@ class JobOut(BaseModel):
     kind: str
     queue: str
     payload: JsonValue
-    state: JobStateName
+    state: JobState
     unique_key: str | None
     created_at_ms: int
     periodic_origin: OriginOut | None
@@ -241,7 +230,7 @@ class JobOut(BaseModel):
             kind=job.kind,
             queue=job.queue,
             payload=job.payload,
-            state=cast(JobStateName, job.state),
+            state=JobState(job.state),
             unique_key=job.unique_key,
             created_at_ms=job.created_at_ms,
             periodic_origin=None

@@ -171,6 +171,11 @@ class SqlWriteTransaction(WriteTransaction):
             )
         return rows
 
+    def declared_schedules(self, declared_by: str) -> list[ScheduleRow]:
+        rows = queries.declared_schedules(self.connection, declared_by)
+        self._learn_schedule_versions(rows)
+        return rows
+
     def _learn_schedule_versions(self, rows: Iterable[ScheduleRow]) -> None:
         """A schedule row's version is its stream's, as a job row's is (every event
         on a schedule's stream folds into its row, deleted ones included)."""

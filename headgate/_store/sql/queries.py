@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from typing import Any, Final
 
-from sqlalchemy import Engine, Select, and_, func, or_, select, text
+from sqlalchemy import Engine, Select, and_, func, or_, select, text, union_all
 from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
@@ -32,11 +32,13 @@ from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import (
     CLAIMABLE_WHERE,
+    DECLARED_WHERE,
     DUE_INDEX_WHERE,
     LIVE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
     RUNNING_WHERE,
+    UNDECLARED_WHERE,
 )
 
 HISTORY_CURSOR: Final = "enqueue-events"
@@ -94,6 +96,17 @@ def schedules(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, 
             )
             found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
     return found
+
+
+def declared_schedules(connection: Connection, declared_by: str) -> list[ScheduleRow]:
+    """The live schedules declared by code of this group (at a runtime's start),
+    found on the declared index."""
+    query = select(*_SCHEDULE_ROW_COLUMNS).where(
+        _schedules.c.declared_by == declared_by,
+        text(DECLARED_WHERE),
+        _schedules.c.deleted.is_(False),
+    )
+    return [ScheduleRow(*row) for row in connection.execute(query)]
 
 
 def schedules_page(
@@ -274,7 +287,24 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
                 and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
             )
         )
-    return query.order_by(_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc()).limit(limit + 1)
+    newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
+    made_by = where.made_by_schedule
+    if made_by is None:
+        return query.order_by(*newest_first).limit(limit + 1)
+    if not could_be_stored(made_by):
+        return None
+    # Its ticks' jobs and its manual runs, each walked on its own index in this
+    # order (an OR of the two would scan one of them), then merged.
+    branches = [
+        query.where(column == made_by).order_by(*newest_first).limit(limit + 1).subquery()
+        for column in (_jobs.c.periodic_schedule_id, _jobs.c.run_now_schedule_id)
+    ]
+    merged = union_all(*(select(branch) for branch in branches)).subquery()
+    return (
+        select(merged)
+        .order_by(merged.c.created_at_ms.desc(), merged.c.job_id.desc())
+        .limit(limit + 1)
+    )
 
 
 def _timed_cursor(kind: str, cursor: str) -> tuple[int, str]:
@@ -409,6 +439,13 @@ def oldest_pending_query() -> Select[Any]:
 
 def oldest_pending(connection: Connection) -> dict[str, int]:
     return {str(queue): int(run_at) for queue, run_at in connection.execute(oldest_pending_query())}
+
+
+def undeclared_count(connection: Connection) -> int:
+    """Live schedules whose declaration disappeared from their code: a count over
+    the undeclared index (empty unless something needs an operator)."""
+    query = select(func.count()).select_from(_schedules).where(text(UNDECLARED_WHERE))
+    return int(connection.execute(query).scalar_one())
 
 
 def quarantined_count(connection: Connection) -> int:
@@ -556,6 +593,10 @@ class SqlReads(Reads):
     def quarantined_count(self) -> int:
         with translated_errors("counting quarantines"), self._engine.connect() as connection:
             return quarantined_count(connection)
+
+    def undeclared_count(self) -> int:
+        with translated_errors("counting undeclared schedules"), self._engine.connect() as c:
+            return undeclared_count(c)
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None

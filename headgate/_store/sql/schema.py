@@ -40,6 +40,8 @@ TABLE_PREFIX: Final = "headgate_"
 LOG = MetaData()
 
 DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted AND NOT finished"
+DECLARED_WHERE: Final = "declared_by IS NOT NULL"
+UNDECLARED_WHERE: Final = "undeclared_at_ms IS NOT NULL AND NOT deleted"
 """The due read's partial index covers live, unpaused, unfinished schedules only."""
 FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
@@ -184,6 +186,9 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("end_at_ms", BigInteger),
         Column("jitter_ms", Integer, nullable=False, server_default=text("0")),
         Column("finished", Boolean, nullable=False, server_default=false()),
+        Column("declared", Text),
+        Column("declared_by", String(128)),
+        Column("undeclared_at_ms", BigInteger),
     )
     Index(
         f"ix_{prefix}schedules_due_order",
@@ -191,6 +196,19 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         schedules.c.schedule_id,
         sqlite_where=text(DUE_INDEX_WHERE),
         postgresql_where=text(DUE_INDEX_WHERE),
+    )
+    Index(
+        f"ix_{prefix}schedules_declared",
+        schedules.c.declared_by,
+        schedules.c.schedule_id,
+        sqlite_where=text(DECLARED_WHERE),
+        postgresql_where=text(DECLARED_WHERE),
+    )
+    Index(
+        f"ix_{prefix}schedules_undeclared",
+        schedules.c.schedule_id,
+        sqlite_where=text(UNDECLARED_WHERE),
+        postgresql_where=text(UNDECLARED_WHERE),
     )
     jobs = Table(
         f"{prefix}jobs",

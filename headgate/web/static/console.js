@@ -148,17 +148,23 @@ if (form) {
     event.preventDefault();
     const errorBox = document.getElementById("form-error");
     errorBox.textContent = "";
-    let payload;
-    try { payload = JSON.parse(form.payload.value || "null"); }
-    catch (e) { errorBox.textContent = "payload: is not valid JSON"; return; }
-    const body = {
-      spec: form.spec.value.trim(), kind: form.kind.value.trim(), queue: form.queue.value.trim() || "default",
-      payload, on_missed: form.on_missed.value, backfill_limit: Number(form.backfill_limit.value),
-      paused: form.paused.checked,
-      start_at_ms: form.start_at_ms.value ? Number(form.start_at_ms.value) : null,
-      end_at_ms: form.end_at_ms.value ? Number(form.end_at_ms.value) : null,
-      jitter_ms: Number(form.jitter_ms.value || 0),
-    };
+    // Every field of the definition, each read as its data-type says: PUT is a
+    // full replace, so the body carries them all.
+    const body = {};
+    for (const input of form.querySelectorAll("[data-field]")) {
+      const name = input.dataset.field;
+      const text = input.value.trim();
+      switch (input.dataset.type) {
+        case "bool": body[name] = input.checked; break;
+        case "int": body[name] = text === "" ? null : Number(text); break;
+        case "int-or-null": body[name] = text === "" ? null : Number(text); break;
+        case "json":
+          try { body[name] = JSON.parse(text || "null"); }
+          catch (e) { errorBox.textContent = `${name}: is not valid JSON`; return; }
+          break;
+        default: body[name] = text;
+      }
+    }
     const id = form.id.value.trim();
     if (!id) { errorBox.textContent = "id: is required"; return; }
     const response = await api("PUT", `/periodic/${encodeURIComponent(id)}`, body);

@@ -1,0 +1,533 @@
+"""A job's options and a schedule's definition: one value object each.
+
+Every layer passes these along, as River's `InsertOpts` and APScheduler's
+`Schedule` are passed: the events carry them whole, the projections, the
+commands and the planner read them, and every surface (Python keywords, the
+API's bodies, the CLI's flags, the console's form) is derived from their
+fields or checked against them (`tests/test_option_parity.py`). Adding an
+option is a field here (its default, its rule, its description), its column
+if a query needs it, and its use.
+
+Each object checks its fields when it is made; a rejection names the field
+and the rule (`ValidationError`). Rules that depend on a server's settings
+(the payload size limit, the minimum interval between ticks) are checked by
+the commands, which know the settings. What a store already holds is read
+back with `restored`, which checks nothing: a name stored before today's
+rules stays readable and runnable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypedDict, TypeVar
+
+from headgate._domain.admission import (
+    MAX_KIND_LENGTH,
+    MAX_QUEUE_LENGTH,
+    MAX_UNIQUE_KEY_LENGTH,
+    require_payload,
+)
+from headgate._domain.missed_runs import MissedRunPolicy
+from headgate._domain.names import identifier_problem, label_problem, require
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
+from headgate._domain.tick_timing import MAX_JITTER_MS, TickTiming
+from headgate._errors import ValidationError
+from headgate._json import JsonValue, canonical_json
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "JOB_OPTION_FIELDS",
+    "PER_JOB_FIELDS",
+    "SCHEDULE_DEFAULTS",
+    "SCHEDULE_FIELDS",
+    "EnqueueArgs",
+    "JobOptionArgs",
+    "JobOptions",
+    "OptionInfo",
+    "ScheduleArgs",
+    "ScheduleDefinition",
+    "definition_from",
+    "job_options",
+    "option_info",
+]
+
+DEFAULT_QUEUE: Final = "default"
+MAX_ATTEMPTS_LIMIT: Final = 10_000
+MAX_TIMEOUT_MS: Final = 7 * 24 * 3600 * 1000
+"""A week."""
+MAX_BACKFILL_LIMIT: Final = 1000
+
+Check = Callable[[str, Any], Any]
+"""A field's rule: (field name, value) -> the value as stored, or ValidationError."""
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """What every surface needs to know of a field besides its type and default."""
+
+    doc: str
+    """One line for the API's schema, the CLI's help and the console's form."""
+    check: Check
+    per_job: bool = False
+    """Set per job only: a schedule's ticks and a handler's jobs cannot share it."""
+    unit: str = ""
+    """The unit of a number ("ms"), shown beside it."""
+
+
+def _option(doc: str, check: Check, *, per_job: bool = False, unit: str = "") -> dict[str, Any]:
+    """A field's metadata: `field(default=..., metadata=_option(...))`."""
+    return {"option": OptionInfo(doc, check, per_job, unit)}
+
+
+def option_info(owner: type[Any], name: str) -> OptionInfo:
+    """The description and rule of one field of JobOptions or ScheduleDefinition."""
+    info: OptionInfo = _fields_of(owner)[name].metadata["option"]
+    return info
+
+
+# The rules, one per sort of value -------------------------------------------
+
+
+def _integer(name: str, value: object, low: int, high: int, what: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(name, f"must be an integer from {low} to {high}{what}, got {value!r}")
+    return value
+
+
+def _optional(check: Check) -> Check:
+    def optional(name: str, value: object) -> object:
+        return None if value is None else check(name, value)
+
+    return optional
+
+
+def _queue(name: str, value: object) -> str:
+    require(name, identifier_problem(value, MAX_QUEUE_LENGTH))
+    assert isinstance(value, str)
+    return value
+
+
+def _attempts(name: str, value: object) -> int:
+    return _integer(name, value, 1, MAX_ATTEMPTS_LIMIT)
+
+
+def _timeout_ms(name: str, value: object) -> int:
+    return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
+
+
+def _instant(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INSTANT_MS:
+        raise ValidationError(
+            name, f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}, got {value!r}"
+        )
+    return value
+
+
+def _unique_key(name: str, value: object) -> str:
+    require(name, label_problem(value, MAX_UNIQUE_KEY_LENGTH))
+    assert isinstance(value, str)
+    return value
+
+
+def _spec(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(name, f"must be a string, got {type(value).__name__}")
+    try:
+        return parse_spec(value).text
+    except InvalidSpec as error:
+        raise ValidationError(name, str(error)) from None
+
+
+def _kind(name: str, value: object) -> str:
+    require(name, label_problem(value, MAX_KIND_LENGTH))
+    assert isinstance(value, str)
+    return value
+
+
+def _payload(name: str, value: object) -> JsonValue:
+    """Plain JSON (its size is a server's setting: the commands check it)."""
+    try:
+        require_payload(value, sys.maxsize)
+    except ValidationError as error:
+        raise ValidationError(name, error.rule) from None
+    return value
+
+
+def _policy(name: str, value: object) -> MissedRunPolicy:
+    if isinstance(value, MissedRunPolicy):
+        return value
+    choices = [policy.value for policy in MissedRunPolicy]
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+    return MissedRunPolicy(value)
+
+
+def _backfill_limit(name: str, value: object) -> int:
+    return _integer(name, value, 1, MAX_BACKFILL_LIMIT)
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _jitter_ms(name: str, value: object) -> int:
+    return _integer(name, 0 if value is None else value, 0, MAX_JITTER_MS, " (an hour)")
+
+
+def _schedule_job(name: str, value: object) -> JobOptions:
+    if not isinstance(value, JobOptions):
+        raise ValidationError(name, f"must be JobOptions, got {type(value).__name__}")
+    for per_job in PER_JOB_FIELDS:
+        if getattr(value, per_job) is not None:
+            raise ValidationError(per_job, "is set per job: a schedule's ticks each have their own")
+    if value.queue is None:
+        return dataclasses.replace(value, queue=DEFAULT_QUEUE)
+    return value
+
+
+# The value objects ---------------------------------------------------------
+
+V = TypeVar("V")
+
+
+def _fields_of(owner: type[Any]) -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(owner)}
+
+
+def _checked(owner: object, values: Mapping[str, object]) -> None:
+    """Check these fields of a value object being made, in place."""
+    for name, value in values.items():
+        info: OptionInfo = _fields_of(type(owner))[name].metadata["option"]
+        object.__setattr__(owner, name, info.check(name, value))
+
+
+def _restored(cls: type[V], values: Mapping[str, Any]) -> V:
+    """An object of `cls` with these field values, unchecked (defaults for the rest)."""
+    made = object.__new__(cls)
+    for name, spec in _fields_of(cls).items():
+        object.__setattr__(made, name, values.get(name, spec.default))
+    return made
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions:
+    """How a job runs: set per job (`enqueue`), for a schedule's ticks
+    (`put_schedule`), or as a handler's defaults (`handler`). None means: the
+    handler's setting, else Headgate's default."""
+
+    queue: str | None = field(
+        default=None,
+        metadata=_option(
+            "The queue it waits in (none: its handler's, else default)", _optional(_queue)
+        ),
+    )
+    max_attempts: int | None = field(
+        default=None,
+        metadata=_option(
+            "Attempts before it fails for good (none: its handler's, else 25)", _optional(_attempts)
+        ),
+    )
+    timeout_ms: int | None = field(
+        default=None,
+        metadata=_option(
+            "How long one attempt may run (none: its handler's, else 30 min)",
+            _optional(_timeout_ms),
+            unit="ms",
+        ),
+    )
+    run_at_ms: int | None = field(
+        default=None,
+        metadata=_option(
+            "When it may first run, epoch ms (none: at once)",
+            _optional(_instant),
+            per_job=True,
+            unit="ms",
+        ),
+    )
+    unique_key: str | None = field(
+        default=None,
+        metadata=_option(
+            "While a pending or running job holds this key, another job with it is refused",
+            _optional(_unique_key),
+            per_job=True,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        _checked(self, self.__dict__)
+
+    @classmethod
+    def restored(cls, **values: Any) -> JobOptions:
+        """Options as stored, unchecked (fields absent from an older record: defaults)."""
+        return _restored(cls, values)
+
+    def keyed(self, unique_key: str) -> JobOptions:
+        """These options with a key Headgate made (a tick's), unchecked."""
+        return _restored(JobOptions, {**self.__dict__, "unique_key": unique_key})
+
+    def under(self, defaults: JobOptions) -> JobOptions:
+        """These options, each one left unset (None) taken from `defaults`."""
+        chosen = {
+            name: getattr(defaults, name) if value is None else value
+            for name, value in self.__dict__.items()
+        }
+        return _restored(JobOptions, chosen)
+
+    def changed(self, changes: Mapping[str, object]) -> JobOptions:
+        """These options with `changes` (field -> value), only the changes checked."""
+        return _with_changes(self, changes)
+
+
+def _first_tick_within(definition: ScheduleDefinition) -> None:
+    """A bounded schedule has a tick between its start and its end."""
+    start, end = definition.start_at_ms, definition.end_at_ms
+    if start is None or end is None:
+        return
+    timing = TickTiming("", parse_spec(definition.spec), start, end)
+    try:
+        first = timing.first_tick_ms(start - 1) if start > 0 else timing.spec.next_tick_ms(0)
+    except InvalidSpec:
+        first = None
+    if first is None or first > end:
+        raise ValidationError(
+            "end_at_ms", f"no tick of '{definition.spec}' falls from start_at_ms to end_at_ms"
+        )
+
+
+def _cross_checked(definition: ScheduleDefinition) -> None:
+    start, end = definition.start_at_ms, definition.end_at_ms
+    if start is not None and end is not None and end <= start:
+        raise ValidationError("end_at_ms", f"must be after start_at_ms ({start}), got {end}")
+    _first_tick_within(definition)
+
+
+_DEFAULT_SCHEDULE_JOB: Final = JobOptions(queue=DEFAULT_QUEUE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleDefinition:
+    """What a schedule is: when it ticks, what each tick enqueues, and how.
+
+    Flat, as every surface shows it, its fields are these (`job` aside) and
+    the job options a schedule may set (`SCHEDULE_FIELDS`): `fields()` and
+    `from_fields()` convert."""
+
+    spec: str = field(
+        metadata=_option(
+            'When it ticks: "@every:30s", a cron ("0 9 * * *"), with CRON_TZ=Zone', _spec
+        )
+    )
+    kind: str = field(metadata=_option("The job kind each tick enqueues", _kind))
+    payload: JsonValue = field(
+        default=None, metadata=_option("Each tick's job's payload (JSON)", _payload)
+    )
+    on_missed: MissedRunPolicy = field(
+        default=MissedRunPolicy.SKIP,
+        metadata=_option("What it does with ticks missed while nobody fired them", _policy),
+    )
+    backfill_limit: int = field(
+        default=1,
+        metadata=_option("How many missed ticks backfill enqueues (1 to 1000)", _backfill_limit),
+    )
+    paused: bool = field(
+        default=False, metadata=_option("A paused schedule fires no tick, keeping its phase", _bool)
+    )
+    start_at_ms: int | None = field(
+        default=None,
+        metadata=_option(
+            "No tick before it, epoch ms (none: unbounded)", _optional(_instant), unit="ms"
+        ),
+    )
+    end_at_ms: int | None = field(
+        default=None,
+        metadata=_option(
+            "No tick after it, epoch ms, after start_at_ms (none: unbounded)",
+            _optional(_instant),
+            unit="ms",
+        ),
+    )
+    jitter_ms: int = field(
+        default=0,
+        metadata=_option(
+            "Each tick is enqueued a stable delay in [0, jitter_ms) after it (up to an hour)",
+            _jitter_ms,
+            unit="ms",
+        ),
+    )
+    job: JobOptions = field(
+        default=_DEFAULT_SCHEDULE_JOB,
+        metadata=_option("The options of each tick's job", _schedule_job),
+    )
+
+    def __post_init__(self) -> None:
+        _checked(self, self.__dict__)
+        _cross_checked(self)
+
+    @classmethod
+    def restored(cls, **values: Any) -> ScheduleDefinition:
+        """A definition as stored, unchecked (fields absent from an older record:
+        defaults); `job` may be given as a mapping of its fields."""
+        job = values.get("job")
+        if isinstance(job, Mapping):
+            values = {**values, "job": JobOptions.restored(**job)}
+        policy = values.get("on_missed")
+        if policy is not None and not isinstance(policy, MissedRunPolicy):
+            values = {**values, "on_missed": MissedRunPolicy(policy)}
+        return _restored(cls, values)
+
+    @classmethod
+    def from_fields(cls, values: Mapping[str, object]) -> ScheduleDefinition:
+        """A definition from its flat fields (`SCHEDULE_FIELDS`: spec and kind
+        required, the rest default); an unknown field is refused by name."""
+        _refuse_unknown(values, SCHEDULE_FIELDS)
+        for required in ("spec", "kind"):
+            if required not in values:
+                raise ValidationError(required, "is required")
+        job: dict[str, Any] = {"queue": DEFAULT_QUEUE}
+        own: dict[str, Any] = {}
+        for name, value in values.items():
+            (job if name in _JOB_FIELD_SET else own)[name] = value
+        return cls(**own, job=JobOptions(**job))
+
+    @classmethod
+    def restored_fields(cls, values: Mapping[str, Any]) -> ScheduleDefinition:
+        """A definition as stored from its flat fields, unchecked."""
+        job = {name: value for name, value in values.items() if name in _JOB_FIELD_SET}
+        own = {name: value for name, value in values.items() if name not in _JOB_FIELD_SET}
+        return cls.restored(**own, job=JobOptions.restored(**job))
+
+    def restored_with(self, changes: Mapping[str, Any]) -> ScheduleDefinition:
+        """This definition with flat `changes` a store already held, unchecked."""
+        return ScheduleDefinition.restored_fields({**self.fields(), **changes})
+
+    def fields(self) -> dict[str, Any]:
+        """The definition flat, as every surface shows it (`SCHEDULE_FIELDS`)."""
+        flat = {name: value for name, value in self.__dict__.items() if name != "job"}
+        flat.update((name, getattr(self.job, name)) for name in _SCHEDULE_JOB_FIELDS)
+        return flat
+
+    def changed(self, changes: Mapping[str, object]) -> ScheduleDefinition:
+        """This definition with flat `changes` applied; only the changed fields are
+        checked (with the rules that tie fields together), so a schedule stored
+        under older rules can still be paused or re-timed."""
+        _refuse_unknown(changes, SCHEDULE_FIELDS)
+        job_changes = {k: v for k, v in changes.items() if k in _JOB_FIELD_SET}
+        own = {k: v for k, v in changes.items() if k not in _JOB_FIELD_SET}
+        if job_changes:
+            job = self.job.changed(job_changes)
+            own["job"] = job if job.queue is not None else job.changed({"queue": DEFAULT_QUEUE})
+        updated = _with_changes(self, own)
+        _cross_checked(updated)
+        return updated
+
+    def same_as(self, other: ScheduleDefinition) -> bool:
+        """Equal, payloads compared as stored (canonical JSON: 1 and true differ)."""
+        if dataclasses.replace(self, payload=None) != dataclasses.replace(other, payload=None):
+            return False
+        return canonical_json(self.payload) == canonical_json(other.payload)
+
+
+def _with_changes(current: V, changes: Mapping[str, object]) -> V:
+    _refuse_unknown(changes, tuple(_fields_of(type(current))))
+    values = dict(current.__dict__)
+    for name, value in changes.items():
+        info: OptionInfo = _fields_of(type(current))[name].metadata["option"]
+        values[name] = info.check(name, value)
+    return _restored(type(current), values)
+
+
+def _refuse_unknown(values: Mapping[str, object], known: tuple[str, ...]) -> None:
+    unknown = sorted(str(name) for name in values if name not in known)
+    if not unknown:
+        return
+    if unknown[0] in PER_JOB_FIELDS:
+        raise ValidationError(unknown[0], "is set per job: a schedule's ticks each have their own")
+    raise ValidationError(unknown[0], "is not a known field")
+
+
+JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
+"""Every job option, as enqueue takes them."""
+PER_JOB_FIELDS: Final = tuple(
+    name for name in JOB_OPTION_FIELDS if option_info(JobOptions, name).per_job
+)
+_SCHEDULE_JOB_FIELDS: Final = tuple(
+    name for name in JOB_OPTION_FIELDS if name not in PER_JOB_FIELDS
+)
+_JOB_FIELD_SET: Final = frozenset(_SCHEDULE_JOB_FIELDS)
+SCHEDULE_FIELDS: Final = (
+    *(f.name for f in dataclasses.fields(ScheduleDefinition) if f.name != "job"),
+    *_SCHEDULE_JOB_FIELDS,
+)
+"""A schedule's definition, flat: its own fields, then its jobs' options."""
+SCHEDULE_DEFAULTS: Final[Mapping[str, Any]] = {
+    **{
+        f.name: f.default
+        for f in dataclasses.fields(ScheduleDefinition)
+        if f.name != "job" and f.default is not dataclasses.MISSING
+    },
+    **{name: getattr(_DEFAULT_SCHEDULE_JOB, name) for name in _SCHEDULE_JOB_FIELDS},
+}
+"""The flat fields a definition may leave out, with what they then are."""
+
+
+class JobOptionArgs(TypedDict, total=False):
+    """JobOptions a handler, a schedule or a job may set, as Python keywords."""
+
+    queue: str | None
+    max_attempts: int | None
+    timeout_ms: int | None
+    timeout_s: float | None
+    """`timeout_ms` in seconds (Python's habit, kept from earlier releases)."""
+
+
+class EnqueueArgs(JobOptionArgs, total=False):
+    """Every JobOptions field, as `enqueue`'s keywords: those only a job may set too."""
+
+    run_at_ms: int | None
+    unique_key: str | None
+
+
+class ScheduleArgs(JobOptionArgs, total=False):
+    """A schedule's definition as Python keywords, `spec` and `kind` aside (each
+    method names those itself): `put_schedule`, `update_schedule`, `periodic`."""
+
+    payload: JsonValue
+    on_missed: str
+    backfill_limit: int
+    paused: bool
+    start_at_ms: int | None
+    end_at_ms: int | None
+    jitter_ms: int
+
+
+MAX_TIMEOUT_S: Final = MAX_TIMEOUT_MS // 1000
+
+
+def job_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Python keywords (`JobOptionArgs`) as JobOptions fields: `timeout_s` becomes
+    `timeout_ms` (naming `timeout_s` in its errors); both at once are refused."""
+    if values.get("timeout_s") is None:
+        return {name: value for name, value in values.items() if name != "timeout_s"}
+    if values.get("timeout_ms") is not None:
+        raise ValidationError("timeout_s", "give timeout_ms or timeout_s, not both")
+    seconds = values["timeout_s"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ValidationError("timeout_s", f"must be a number of seconds, got {seconds!r}")
+    if not (0 < seconds <= MAX_TIMEOUT_S) or math.isnan(seconds):
+        raise ValidationError(
+            "timeout_s", f"must be more than 0 and at most {MAX_TIMEOUT_S} (a week), got {seconds}"
+        )
+    converted = {name: value for name, value in values.items() if name != "timeout_s"}
+    converted["timeout_ms"] = max(int(seconds * 1000), 1)
+    return converted
+
+
+def definition_from(**values: Any) -> ScheduleDefinition:
+    """A definition from Python keywords (`ScheduleArgs`, with `spec` and `kind`)."""
+    return ScheduleDefinition.from_fields(job_options(values))

@@ -1,0 +1,250 @@
+"""Every option exists once, in the domain, and every surface carries all of it.
+
+A schedule's definition (`ScheduleDefinition`, flat: `SCHEDULE_FIELDS`) and a
+job's options (`JobOptions`) are each set to a value other than their default
+through Python, the HTTP API, the command line and the console's form, and
+read back through each. A field added to the domain fails here until it has a
+sample value below, and then fails on any surface that drops it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from headgate import Headgate
+from headgate._cli import main
+from headgate._domain.options import (
+    JOB_OPTION_FIELDS,
+    PER_JOB_FIELDS,
+    SCHEDULE_DEFAULTS,
+    SCHEDULE_FIELDS,
+    EnqueueArgs,
+    JobOptionArgs,
+    ScheduleArgs,
+)
+from headgate._model import Job, Schedule
+from headgate.testing import FakeClock
+from headgate.web import create_app
+from headgate.web._schemas import (
+    JobIn,
+    JobOut,
+    ScheduleChangesIn,
+    ScheduleIn,
+    ScheduleItemIn,
+    ScheduleOut,
+)
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SCHEDULE_SAMPLE: dict[str, Any] = {
+    "spec": "@every:60000",
+    "kind": "report.build",
+    "payload": {"tenant": 7},
+    "on_missed": "backfill",
+    "backfill_limit": 3,
+    "paused": True,
+    "start_at_ms": START_MS + 3_600_000,
+    "end_at_ms": START_MS + 86_400_000,
+    "jitter_ms": 500,
+    "queue": "reports",
+    "max_attempts": 5,
+    "timeout_ms": 60_000,
+}
+"""A value other than its default for every field of a schedule's definition."""
+JOB_SAMPLE: dict[str, Any] = {
+    "queue": "reports",
+    "max_attempts": 3,
+    "timeout_ms": 2_000,
+    "run_at_ms": START_MS + 60_000,
+    "unique_key": "order-7",
+}
+"""A value for every job option."""
+
+
+def test_every_field_has_a_sample_that_is_not_its_default() -> None:
+    assert set(SCHEDULE_SAMPLE) == set(SCHEDULE_FIELDS)
+    assert set(JOB_SAMPLE) == set(JOB_OPTION_FIELDS)
+    for name, value in SCHEDULE_SAMPLE.items():
+        assert SCHEDULE_DEFAULTS.get(name, object()) != value, name
+
+
+# Python ------------------------------------------------------------------------
+
+
+def _keywords(function: Any, typed: type[Any]) -> set[str]:
+    named = {
+        name
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    return named | set(typing.get_type_hints(typed))
+
+
+@pytest.mark.parametrize(
+    ("function", "typed"),
+    [
+        (Headgate.put_schedule, ScheduleArgs),
+        (Headgate.update_schedule, ScheduleArgs),
+        (Headgate.periodic, ScheduleArgs),
+    ],
+)
+def test_python_schedule_methods_take_every_field(function: Any, typed: type[Any]) -> None:
+    assert set(SCHEDULE_FIELDS) <= _keywords(function, typed)
+
+
+def test_python_job_methods_take_every_option() -> None:
+    assert set(JOB_OPTION_FIELDS) <= _keywords(Headgate.enqueue, EnqueueArgs)
+    shared = set(JOB_OPTION_FIELDS) - set(PER_JOB_FIELDS)
+    assert shared <= _keywords(Headgate.handler, JobOptionArgs)
+
+
+def test_public_models_show_every_field() -> None:
+    assert set(SCHEDULE_FIELDS) <= {f.name for f in _fields(Schedule)}
+    assert set(JOB_OPTION_FIELDS) <= {f.name for f in _fields(Job)}
+
+
+def _fields(model: type[Any]) -> tuple[Any, ...]:
+    import dataclasses
+
+    return dataclasses.fields(model)
+
+
+@pytest.fixture
+def hg(store_url: str) -> Iterator[Headgate]:
+    clock = FakeClock(START_MS)
+    with Headgate(store_url, clock=clock) as headgate:
+        yield headgate
+
+
+def _assert_schedule(schedule: Schedule | dict[str, Any]) -> None:
+    read = schedule if isinstance(schedule, dict) else schedule.__dict__
+    assert {name: read[name] for name in SCHEDULE_FIELDS} == SCHEDULE_SAMPLE
+
+
+def _assert_job(job: Job | dict[str, Any]) -> None:
+    read = job if isinstance(job, dict) else job.__dict__
+    assert {name: read[name] for name in JOB_OPTION_FIELDS} == JOB_SAMPLE
+
+
+def test_python_round_trips_every_field(hg: Headgate) -> None:
+    _assert_schedule(hg.put_schedule("nightly", **SCHEDULE_SAMPLE))
+    _assert_schedule(hg.get_schedule("nightly"))
+    hg.put_schedule("other", spec="@every:5000", kind="k")
+    changes = {name: value for name, value in SCHEDULE_SAMPLE.items()}
+    _assert_schedule(hg.update_schedule("other", **changes))
+    _assert_job(hg.enqueue("send", {"to": "a"}, **JOB_SAMPLE))
+
+
+# HTTP API ----------------------------------------------------------------------
+
+
+def test_api_bodies_carry_every_field() -> None:
+    for body in (ScheduleIn, ScheduleChangesIn, ScheduleItemIn):
+        assert set(SCHEDULE_FIELDS) <= set(body.model_fields), body
+    assert set(SCHEDULE_FIELDS) <= set(ScheduleOut.model_fields)
+    assert set(JOB_OPTION_FIELDS) <= set(JobIn.model_fields)
+    assert set(JOB_OPTION_FIELDS) <= set(JobOut.model_fields)
+
+
+@pytest.fixture
+def client(hg: Headgate) -> Iterator[TestClient]:
+    with TestClient(create_app(hg, api_token=""), base_url="http://127.0.0.1") as test_client:
+        yield test_client
+
+
+def test_api_round_trips_every_field(client: TestClient) -> None:
+    created = client.put("/api/v1/periodic/nightly", json=SCHEDULE_SAMPLE)
+    assert created.status_code == 201, created.text
+    _assert_schedule(created.json())
+    _assert_schedule(client.get("/api/v1/periodic/nightly").json())
+    client.put("/api/v1/periodic/other", json={"spec": "@every:5000", "kind": "k"})
+    patched = client.patch("/api/v1/periodic/other", json=SCHEDULE_SAMPLE)
+    assert patched.status_code == 200, patched.text
+    _assert_schedule(patched.json())
+    bulk = client.post(
+        "/api/v1/periodic:bulk", json={"schedules": [{"id": "third", **SCHEDULE_SAMPLE}]}
+    )
+    assert bulk.status_code == 201, bulk.text
+    _assert_schedule(client.get("/api/v1/periodic/third").json())
+    job = client.post("/api/v1/jobs", json={"kind": "send", "payload": None, **JOB_SAMPLE})
+    assert job.status_code == 201, job.text
+    _assert_job(job.json())
+    _assert_job(client.get(f"/api/v1/jobs/{job.json()['id']}").json())
+
+
+def test_openapi_documents_every_field(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("ScheduleIn", "ScheduleChangesIn", "ScheduleOut"):
+        properties = schemas[name]["properties"]
+        assert set(SCHEDULE_FIELDS) <= set(properties), name
+    assert set(JOB_OPTION_FIELDS) <= set(schemas["JobIn"]["properties"])
+    for field in SCHEDULE_FIELDS:
+        assert schemas["ScheduleIn"]["properties"][field].get("description"), field
+
+
+# Command line --------------------------------------------------------------------
+
+
+def _flags(values: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for name, value in values.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        else:
+            argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    status = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return json.loads(out)
+
+
+def test_cli_round_trips_every_field(
+    hg: Headgate, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hg.put_schedule("seed", spec="@every:5000", kind="k")  # the store exists
+    db = ["--db", store_url]
+    _assert_schedule(
+        _cli_json(capsys, "schedules", "put", "nightly", *db, *_flags(SCHEDULE_SAMPLE))
+    )
+    _assert_schedule(_cli_json(capsys, "schedules", "show", "nightly", *db))
+    _assert_schedule(
+        _cli_json(capsys, "schedules", "update", "seed", *db, *_flags(SCHEDULE_SAMPLE))
+    )
+    job = _cli_json(capsys, "jobs", "enqueue", "send", *db, *_flags(JOB_SAMPLE))
+    _assert_job(job)
+    _assert_job(_cli_json(capsys, "jobs", "show", job["id"], *db))
+
+
+# Console -------------------------------------------------------------------------
+
+
+def test_console_form_has_an_input_for_every_field(client: TestClient, hg: Headgate) -> None:
+    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    for path in ("/schedules/new", "/schedules/nightly/edit"):
+        page = client.get(path).text
+        named = set(re.findall(r'data-field="([a-z_]+)"', page))
+        assert named == set(SCHEDULE_FIELDS), path
+    edit = client.get("/schedules/nightly/edit").text
+    assert 'value="reports"' in edit
+    assert 'value="60000"' in edit
+
+
+def test_console_job_page_shows_every_option(client: TestClient, hg: Headgate) -> None:
+    job = hg.enqueue("send", None, **JOB_SAMPLE)
+    page = client.get(f"/jobs/{job.id}").text
+    assert "reports" in page
+    assert "order-7" in page
+    assert "3" in page
+    assert "2 s" in page or "2000" in page
