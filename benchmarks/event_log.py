@@ -26,6 +26,7 @@ from headgate._domain.events import (
     Outcome,
     ScheduleDefined,
 )
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._store.mapper import encode
 from headgate._store.port import NO_STREAM, CompactionPolicy, StreamAppend
@@ -39,7 +40,7 @@ BATCH = 500
 
 
 def _job(n: int) -> JobEnqueued:
-    return JobEnqueued(f"bench-{n}", "email.send", "default", {"n": n}, None)
+    return JobEnqueued(f"bench-{n}", "email.send", {"n": n}, JobOptions(queue="default"))
 
 
 def _raw_table() -> Table:
@@ -137,7 +138,8 @@ def _tick_units(
     for n in range(count):
         tick = (first_tick + n) * 1000
         job_id = f"{schedule_id}-{tick}"
-        job = JobEnqueued(job_id, "report.build", "default", {"team": 7}, None, schedule_id, tick)
+        options = JobOptions(queue="default")
+        job = JobEnqueued(job_id, "report.build", {"team": 7}, options, schedule_id, tick)
         attempt = _settled(schedule_id, tick, job_id, tick + 1000)
         units.append(
             [
@@ -191,7 +193,7 @@ def rebuild_rate(backend: str, total_events: int) -> list[object]:
                 add(
                     job_stream(job_id),
                     1,
-                    JobEnqueued(job_id, "k", "default", {"s": s}, None, sid, t),
+                    JobEnqueued(job_id, "k", {"s": s}, JobOptions(queue="default"), sid, t),
                 )
                 add(schedule_stream(sid), versions[s] + 1, _settled(sid, t, job_id, t + 60_000))
                 versions[s] += 1
@@ -212,9 +214,8 @@ def rebuild_rate(backend: str, total_events: int) -> list[object]:
 
 
 def _definition(schedule_id: str) -> ScheduleDefined:
-    return ScheduleDefined(
-        schedule_id, "@every:1000", "report.build", "default", {"team": 7}, "skip", 1, False, 1000
-    )  # type: ignore[arg-type]
+    definition = ScheduleDefinition(spec="@every:1000", kind="report.build", payload={"team": 7})
+    return ScheduleDefined(schedule_id, definition, 1000)
 
 
 def _database_bytes(store: SqlStore) -> int:

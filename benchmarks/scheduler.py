@@ -64,6 +64,7 @@ from sqlalchemy import (
 from benchmarks._common import fresh_database, print_table
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.events import ScheduleDefined
+from headgate._domain.options import ScheduleDefinition
 from headgate._domain.streams import schedule_stream
 from headgate._store.port import NO_STREAM, StreamAppend
 from headgate.testing import FakeClock
@@ -92,16 +93,10 @@ def define_many(hg: Headgate, count: int, spec: str, next_run_ms: int, prefix: s
                     (
                         ScheduleDefined(
                             f"{prefix}{n}",
-                            spec,
-                            "report.build",
-                            "default",
-                            {"n": n},
-                            "skip",
-                            1,
-                            False,
+                            ScheduleDefinition(spec=spec, kind="report.build", payload={"n": n}),
                             next_run_ms,
                         ),
-                    ),  # type: ignore[arg-type]
+                    ),
                 )
             ]
             for n in range(start, min(start + 1000, count))

@@ -66,12 +66,14 @@ from benchmarks._common import fresh_database, print_table
 from benchmarks.scheduler import Lateness, define_many, quiet_json_logs
 from headgate import Headgate, JobContext, SystemClock, WorkerConfig
 from headgate._domain.events import JobEnqueued
+from headgate._domain.options import JobOptions
 from headgate._domain.streams import job_stream
 from headgate._store.port import NO_STREAM, StreamAppend
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP_BATCH = 500
 KIND = "noop"
+DEFAULT_OPTIONS = JobOptions(queue="default")
 
 
 def _noop(job: JobContext) -> None:
@@ -87,7 +89,7 @@ def _enqueue_backlog(hg: Headgate, count: int) -> None:
                     StreamAppend(
                         job_stream(f"j{n:06d}"),
                         NO_STREAM,
-                        (JobEnqueued(f"j{n:06d}", KIND, "default", {"n": n}),),
+                        (JobEnqueued(f"j{n:06d}", KIND, {"n": n}, DEFAULT_OPTIONS),),
                     )
                 ]
                 for n in range(start, min(start + SETUP_BATCH, count))

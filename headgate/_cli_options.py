@@ -42,14 +42,22 @@ def _parts(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _json(text: str) -> JsonValue:
+def json_argument(name: str, text: str) -> JsonValue:
+    """A flag's JSON text, parsed; a ValidationError naming the flag when it is not JSON."""
+
     def refuse(constant: str) -> None:
         raise ValueError(f"{constant} is not JSON")
 
     try:
         return json.loads(text, parse_constant=refuse)
     except (ValueError, RecursionError) as error:
-        raise argparse.ArgumentTypeError(f"is not valid JSON: {error}") from None
+        raise ValidationError(flag(name), f"is not valid JSON: {error}") from None
+
+
+def _is_json(kind: Any) -> bool:
+    return kind not in (int, str, bool) and not (
+        isinstance(kind, type) and issubclass(kind, enum.Enum)
+    )
 
 
 def _whole_number(text: str) -> int:
@@ -59,14 +67,10 @@ def _whole_number(text: str) -> int:
 
 
 def _parser(kind: Any, nullable: bool) -> Callable[[str], object]:
-    base: Callable[[str], object]
-    if kind is int:
-        base = _whole_number
-    elif kind is str or (isinstance(kind, type) and issubclass(kind, enum.Enum)):
-        base = str
-    else:
-        base = _json
-    if not nullable or base is _json:
+    """How argparse reads a flag's text (JSON is read by `given`, so its error
+    names the flag as every other rule does)."""
+    base: Callable[[str], object] = _whole_number if kind is int else str
+    if not nullable or _is_json(kind):
         return base
 
     def or_none(text: str) -> object:
@@ -95,7 +99,7 @@ def add_option_flags(
             shown = defaults[name]
             shown = shown.value if isinstance(shown, enum.Enum) else shown
             help_text += f" (default {json.dumps(shown)})"
-        if nullable and kind is not object:
+        if nullable and not _is_json(kind):
             help_text += f"; {NONE_WORD} leaves it unset"
         options: dict[str, Any] = {
             "dest": name,
@@ -121,8 +125,14 @@ def add_option_flags(
 
 
 def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
-    """The fields whose flags were given, by name."""
-    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+    """The fields whose flags were given, by name (JSON ones parsed)."""
+    values: dict[str, Any] = {}
+    for name in names:
+        if hasattr(args, name):
+            value = getattr(args, name)
+            is_json = _is_json(_parts(_HINTS[name])[0])
+            values[name] = json_argument(name, value) if is_json else value
+    return values
 
 
 def refuse_none_given(fields: Mapping[str, object], what: str) -> None:

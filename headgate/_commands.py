@@ -466,7 +466,7 @@ class Commands:
                     "leave unique_key out",
                 )
             job_id = tick_job_id(origin.schedule_id, origin.tick_ms)
-            options = options.changed({"unique_key": tick_key})
+            options = options.keyed(tick_key)
         job = JobEnqueued(
             job_id,
             require_kind(kind),

@@ -24,7 +24,7 @@ from headgate.web._schemas import EventOut, JobOut, QuarantineOut, ScheduleOut
 from tests.store.builders import create_schedule, fire_tick
 
 Capture = pytest.CaptureFixture[str]
-SCHEDULE_FIELDS = set(ScheduleOut.model_fields) - {"payload"}
+SCHEDULE_FIELDS = set(ScheduleOut.model_fields)
 """A schedule's fields in lists and after a change, as the API sends them."""
 
 
@@ -113,7 +113,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
     assert listed["schedules"][0]["next_run_ms"] == stored.next_run_ms
 
     shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
-    assert set(shown) == {*ScheduleOut.model_fields, "enqueue_events"}
+    assert set(shown) == {*ScheduleOut.model_fields, "deleted", "enqueue_events"}
     assert shown["payload"] == {"team": 7} and shown["last_enqueued_ms"] == 120_000
     assert [e["tick_ms"] for e in shown["enqueue_events"]] == [120_000, 60_000]
     assert set(shown["enqueue_events"][0]) == set(EventOut.model_fields)
@@ -153,9 +153,9 @@ def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) 
     }
     with pytest.raises(NotFound):
         hg.get_schedule("nightly")
-    for action in ("delete", "pause", "resume", "show", "run-now"):
-        status, out, err = _run(capsys, "schedules", action, "nightly", "--db", store_url)
-        assert (status, out, err) == (1, "", "error: no schedule 'nightly'\n")
+    for action in (["delete"], ["pause"], ["resume"], ["run-now"], ["update", "--paused"]):
+        argv = ["schedules", action[0], "nightly", "--db", store_url, *action[1:]]
+        assert _run(capsys, *argv) == (1, "", "error: no schedule 'nightly'\n")
 
 
 def test_run_now_prints_its_key_and_repeats_safely(
@@ -285,7 +285,7 @@ def test_jobs_list_filters_and_pages(store_url: str, hg: Headgate, capsys: Captu
     status, out, _ = _run(capsys, "jobs", "list", "--db", store_url)
     header, *rows = out.splitlines()
     assert header.split() == [
-        *("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN", "AT", "CREATED"),
+        *("ID", "KIND", "QUEUE", "STATE", "ATTEMPTS", "CRASHES", "RUN", "AT", "CREATED", "FROM"),
     ]
     ticked = {"job-for-s0-120000", "job-for-s0-60000"}
     assert rows[0].split()[0] == mine.id and {row.split()[0] for row in rows[1:]} == ticked
@@ -499,3 +499,40 @@ def test_operator_commands_never_create_a_store(
             assert inspect(engine).get_table_names() == []
         finally:
             engine.dispose()
+
+
+def test_jobs_list_of_a_schedule_includes_its_manual_runs_marked(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    _ticked(store_url)
+    manual = hg.run_now("s0", "k-1")
+    hg.enqueue("other", None)
+    status, out, _ = _run(capsys, "jobs", "list", "--db", store_url, "--schedule", "s0")
+    assert status == 0
+    shown = {row.split()[0]: row.split()[-1] for row in out.splitlines()[1:]}
+    assert shown == {
+        manual.job_id: "manual",
+        "job-for-s0-60000": "tick",
+        "job-for-s0-120000": "tick",
+    }
+    paged = _json(capsys, "jobs", "list", "--db", store_url, "--schedule", "s0", "--limit", "2")
+    rest = _json(
+        capsys, "jobs", "list", "--db", store_url, "--schedule", "s0",
+        "--cursor", paged["next_cursor"],
+    )  # fmt: skip
+    assert len(paged["jobs"]) + len(rest["jobs"]) == 3
+    assert [j["run_now_schedule_id"] for j in paged["jobs"] + rest["jobs"]].count("s0") == 1
+
+
+def test_schedules_show_of_a_deleted_schedule_shows_it_and_its_history(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    _ticked(store_url)
+    hg.delete_schedule("s0")
+    status, out, _ = _run(capsys, "schedules", "show", "s0", "--db", store_url)
+    assert status == 0
+    assert out.startswith("deleted: ")
+    assert "job-for-s0-120000" in out
+    shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
+    assert shown["deleted"] is True
+    assert len(shown["enqueue_events"]) == 2

@@ -18,8 +18,9 @@ from headgate._domain.decisions import (
 )
 from headgate._domain.events import JobEnqueued, MissedRunPolicy
 from headgate._domain.spec import parse_spec
+from tests.store.builders import enqueued
 
-JOB = JobEnqueued("j1", "report.build", "default", {"team": 7}, "periodic:s:60000", "s", 60_000)
+JOB = enqueued("j1", "report.build", "default", {"team": 7}, "periodic:s:60000", "s", 60_000)
 CANDIDATE = Candidate(JOB, "fp", payload_bytes=10)
 LIMITS = AdmissionLimits()
 
@@ -53,7 +54,7 @@ def test_the_same_job_already_stored_is_a_replay_with_nothing_appended() -> None
 
 
 def test_another_job_under_the_same_id_is_an_id_conflict() -> None:
-    other = JobEnqueued("j1", "report.build", "default", {"team": 8}, None, "s", 60_000)
+    other = enqueued("j1", "report.build", "default", {"team": 8}, None, "s", 60_000)
     decision = decide(CANDIDATE, _facts(existing={"j1": other}), LIMITS)
     assert (decision.outcome, decision.reason, decision.append_job) == (
         Outcome.DEDUPLICATED,
@@ -74,7 +75,7 @@ def test_a_held_unique_key_resolves_to_its_holder() -> None:
 
 
 def test_a_job_without_a_unique_key_ignores_holders() -> None:
-    plain = Candidate(JobEnqueued("j2", "k", "default", None), "fp", 4)
+    plain = Candidate(enqueued("j2", "k", "default", None), "fp", 4)
     assert decide(plain, _facts(holders={"periodic:s:60000": "winner"}), LIMITS).append_job
 
 
@@ -99,7 +100,7 @@ def test_admitted_jobs_count_against_the_queue_for_the_rest_of_the_batch() -> No
     limits = AdmissionLimits(default_queue_limit=2)
     facts = _facts(pending={"default": 1})
     first = decide(CANDIDATE, facts, limits)
-    second = decide(Candidate(JobEnqueued("j2", "k", "default", None), "fp2", 4), facts, limits)
+    second = decide(Candidate(enqueued("j2", "k", "default", None), "fp2", 4), facts, limits)
     assert (first.outcome, second.outcome) == (Outcome.ENQUEUED, Outcome.FAILED)
     assert facts.pending == {"default": 2}
 
@@ -113,8 +114,8 @@ def test_a_queue_without_a_limit_is_never_full() -> None:
     ("candidate", "limits"),
     [
         (Candidate(JOB, "fp", payload_bytes=101), AdmissionLimits(max_payload_bytes=100)),
-        (Candidate(JobEnqueued("j1", "bad\nkind", "default", None), "fp", 4), LIMITS),
-        (Candidate(JobEnqueued("j1", "", "default", None), "fp", 4), LIMITS),
+        (Candidate(enqueued("j1", "bad\nkind", "default", None), "fp", 4), LIMITS),
+        (Candidate(enqueued("j1", "", "default", None), "fp", 4), LIMITS),
     ],
 )
 def test_what_todays_limits_reject_fails_before_any_other_rule(

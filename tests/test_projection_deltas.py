@@ -14,7 +14,6 @@ from headgate._domain.events import (
     JobAttemptFailed,
     JobCancelled,
     JobClaimed,
-    JobEnqueued,
     JobFinished,
     JobQuarantined,
     JobReleased,
@@ -28,10 +27,11 @@ from headgate._domain.events import (
     ScheduleDeleted,
 )
 from headgate._projections import ENQUEUE_HISTORY, JOB_ATTEMPTS, JOBS, SCHEDULES
+from tests.store.builders import enqueued, schedule_defined
 
 ms = st.integers(0, 2**50)
 definitions = st.builds(
-    ScheduleDefined,
+    schedule_defined,
     schedule_id=st.just("s"),
     spec=st.just("@every:1000"),
     kind=st.just("k"),
@@ -46,6 +46,8 @@ definitions = st.builds(
     end_at_ms=st.none() | ms,
     jitter_ms=st.integers(0, 3_600_000),
     due_at_ms=st.none() | ms,
+    max_attempts=st.none() | st.integers(1, 10),
+    timeout_ms=st.none() | ms,
 )
 later_events = st.one_of(
     st.builds(
@@ -157,7 +159,7 @@ def test_the_schedule_row_is_where_the_events_left_it(
 ) -> None:
     """(next_run_ms, due_at_ms, failures, last_enqueued_ms, deleted) after a
     definition at next_run_ms 60000 and then these events."""
-    definition = ScheduleDefined("s", "@every:60000", "k", "q", None, "skip", 1, False, 60_000)  # type: ignore[arg-type]
+    definition = schedule_defined("s", "@every:60000", "k", "q", None, "skip", 1, False, 60_000)  # type: ignore[arg-type]
     row = SCHEDULES.apply(None, RecordedEvent(1, "schedule-s", 1, 10, definition))
     for offset, event in enumerate(events, start=2):
         row = SCHEDULES.apply(row, RecordedEvent(offset, "schedule-s", offset, 10, event))  # type: ignore[arg-type]
@@ -169,7 +171,7 @@ def test_the_schedule_row_is_where_the_events_left_it(
 
 
 def test_an_attempt_past_the_end_finishes_the_schedule_and_a_definition_can_reopen_it() -> None:
-    definition = ScheduleDefined(
+    definition = schedule_defined(
         "s",
         "@every:60000",
         "k",
@@ -186,7 +188,11 @@ def test_an_attempt_past_the_end_finishes_the_schedule_and_a_definition_can_reop
     last = _attempt(ENQUEUED, next_run_ms=120_000, last_enqueued_ms=60_000, finished=True)
     row = SCHEDULES.apply(row, RecordedEvent(2, "schedule-s", 2, 10, last))
     assert row is not None and row.finished and row.next_run_ms == 120_000
-    later_end = replace(definition, next_run_ms=120_000, end_at_ms=200_000)
+    later_end = replace(
+        definition,
+        next_run_ms=120_000,
+        definition=definition.definition.restored_with({"end_at_ms": 200_000}),
+    )
     row = SCHEDULES.apply(row, RecordedEvent(3, "schedule-s", 3, 10, later_end))
     assert row is not None and not row.finished
     ended = replace(definition, next_run_ms=120_000)
@@ -195,14 +201,14 @@ def test_an_attempt_past_the_end_finishes_the_schedule_and_a_definition_can_reop
 
 
 job_events = st.builds(
-    JobEnqueued,
+    enqueued,
     job_id=st.text(min_size=1),
     kind=st.text(min_size=1),
     queue=st.text(min_size=1),
     payload=st.none() | st.dictionaries(st.text(), st.integers() | st.text(), max_size=3),
     unique_key=st.none() | st.text(),
 ) | st.builds(
-    JobEnqueued,
+    enqueued,
     job_id=st.text(min_size=1),
     kind=st.just("k"),
     queue=st.just("default"),
@@ -270,8 +276,8 @@ job_lifecycle = st.one_of(
 @given(events=st.lists(job_lifecycle, min_size=1, max_size=8), run_at=st.none() | ms)
 def test_job_changes_agree_with_apply(events: list[object], run_at: int | None) -> None:
     """Every event after a job's first says which columns it sets, whatever the row held."""
-    enqueued = JobEnqueued("j", "k", "q", {"n": 1}, "key", None, None, run_at, 5, 1_000)
-    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, enqueued))
+    first = enqueued("j", "k", "q", {"n": 1}, "key", None, None, run_at, 5, 1_000)
+    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, first))
     assert row is not None and JOBS.changes is not None
     for offset, event in enumerate(events, start=2):
         recorded = RecordedEvent(offset, "job-j", offset, 10 + offset, event)  # type: ignore[arg-type]
@@ -335,7 +341,7 @@ def test_the_job_row_is_where_the_events_left_it(
     events: list[object], stands: tuple[object, ...]
 ) -> None:
     """(state, attempts, crash_count, worker_id, result) after these events."""
-    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, JobEnqueued("j", "k", "q", None)))
+    row = JOBS.apply(None, RecordedEvent(1, "job-j", 1, 10, enqueued("j", "k", "q", None)))
     for offset, event in enumerate(events, start=2):
         row = JOBS.apply(row, RecordedEvent(offset, "job-j", offset, 10, event))  # type: ignore[arg-type]
     assert row is not None

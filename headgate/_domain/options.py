@@ -167,7 +167,11 @@ def _policy(name: str, value: object) -> MissedRunPolicy:
 
 
 def _backfill_limit(name: str, value: object) -> int:
-    return _integer(name, value, 1, MAX_BACKFILL_LIMIT)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(name, f"must be an integer, got {value!r}")
+    if not 1 <= value <= MAX_BACKFILL_LIMIT:
+        raise ValidationError(name, f"must be between 1 and {MAX_BACKFILL_LIMIT}, got {value}")
+    return value
 
 
 def _bool(name: str, value: object) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -132,7 +133,11 @@ def put_schedules(request: Request, response: Response, body: SchedulesIn) -> Sc
     for item in body.schedules:
         fields = item.model_dump()
         items.append({"schedule_id": fields.pop("id"), **fields})
-    result = _hg(request).put_schedules(items)
+    try:
+        result = _hg(request).put_schedules(items)
+    except ValidationError as error:  # named as the body names it: `schedules[3].id`
+        field = re.sub(r"^(schedules\[\d+\])\.schedule_id$", r"\1.id", error.field)
+        raise ValidationError(field, error.rule) from None
     response.status_code = 201 if result.created else 200
     return SchedulesPutOut.of(result.outcomes)
 

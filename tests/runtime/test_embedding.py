@@ -25,6 +25,7 @@ from headgate._store.sql.engine import create_store_engine
 from headgate._store.sql.schema import events
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.store.builders import schedule_defined
 
 MINUTE = 60_000
 
@@ -372,9 +373,8 @@ class TestLease:
 
 
 def _definition(schedule_id: str):  # type: ignore[no-untyped-def]
-    from headgate._domain.events import ScheduleDefined
 
-    return ScheduleDefined(
+    return schedule_defined(
         schedule_id, "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
     )  # type: ignore[arg-type]
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 import pytest
 
 from headgate import Headgate, JobContext, RuntimeConfig, ValidationError
-from headgate._domain.events import ScheduleDefined
 from headgate._domain.streams import schedule_stream
 from headgate._store.port import NO_STREAM
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.store.builders import schedule_defined
 
 BELOW = "spec: interval 1 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)"
 
@@ -95,7 +95,7 @@ def test_a_schedule_stored_below_the_minimum_ticks_on_unchanged(
     """A store written before the minimum (or under a lower one) loses nothing:
     its schedule keeps its spec and fires every tick; pause and resume keep it;
     only defining it again is checked."""
-    stored = ScheduleDefined(
+    stored = schedule_defined(
         "pulse", "@every:100", "k", "default", None, "backfill", 1000, False, START_MS + 100
     )  # type: ignore[arg-type]
     hg._store.log.append(schedule_stream("pulse"), NO_STREAM, [stored])

@@ -13,13 +13,12 @@ import pytest
 from headgate import Headgate, JobContext, NotFound, ValidationError
 from headgate._domain.events import (
     FingerprintQuarantined,
-    JobEnqueued,
-    ScheduleDefined,
 )
 from headgate._domain.streams import job_stream, quarantine_stream, schedule_stream
 from headgate._store.port import NO_STREAM
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, fire, jobs_for
+from tests.store.builders import defined, enqueued
 
 MINUTE = 60_000
 NEWLINE = "U+000A (a control character) at index 3"
@@ -126,10 +125,9 @@ class TestNamesStoredBeforeTheRules:
             "on_missed": "skip",
             "backfill_limit": 1,
             "paused": False,
-            "next_run_ms": START_MS + MINUTE,
             **fields,
         }
-        event = ScheduleDefined(schedule_id, **definition)  # type: ignore[arg-type]
+        event = defined(schedule_id, START_MS + MINUTE, **definition)
         hg._store.log.append(schedule_stream(schedule_id), NO_STREAM, [event])
 
     def test_a_schedule_id_with_a_newline_reads_pauses_runs_and_deletes(
@@ -171,7 +169,7 @@ class TestNamesStoredBeforeTheRules:
     def test_a_job_with_a_legacy_queue_and_unique_key_is_cancelled_and_retried(
         self, hg: Headgate
     ) -> None:
-        job = JobEnqueued("legacy-job", "k", "q\n", None, "key ")
+        job = enqueued("legacy-job", "k", "q\n", None, "key ")
         hg._store.log.append(job_stream("legacy-job"), NO_STREAM, [job])
         assert hg.get_job("legacy-job").unique_key == "key "
         assert hg.cancel_job("legacy-job").state == "cancelled"

@@ -9,7 +9,7 @@ from structlog.testing import capture_logs
 
 from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.admission import AdmissionLimits
-from headgate._domain.events import JobEnqueued, JobState, ScheduleDefined
+from headgate._domain.events import JobState
 from headgate._domain.ids import tick_job_id, tick_unique_key
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.streams import job_stream, schedule_stream
@@ -18,6 +18,7 @@ from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import NO_STREAM, Claimant, Fence, Unit
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
+from tests.store.builders import enqueued, schedule_defined
 
 MINUTE = 60_000
 TICK = START_MS + MINUTE
@@ -34,7 +35,7 @@ def test_a_job_already_durable_for_the_tick_is_accepted_not_duplicated(
     hg.put_schedule("s", spec="@every:60000", kind="k", payload={"a": 1})
     job_id = tick_job_id("s", TICK)
     # As if a crashed attempt had made the job durable and died before its record.
-    same = JobEnqueued(job_id, "k", "default", {"a": 1}, tick_unique_key("s", TICK), "s", TICK)
+    same = enqueued(job_id, "k", "default", {"a": 1}, tick_unique_key("s", TICK), "s", TICK)
     hg._store.log.append(job_stream(job_id), NO_STREAM, [same])
     clock.advance(MINUTE)
     fire(hg)
@@ -59,7 +60,7 @@ def test_an_existing_id_with_other_content_is_an_id_conflict(
 ) -> None:
     hg.put_schedule("s", spec="@every:60000", kind="k", payload={"a": 1})
     job_id = tick_job_id("s", TICK)
-    other = JobEnqueued(job_id, "k", "default", {"a": 2}, None, "s", TICK)
+    other = enqueued(job_id, "k", "default", {"a": 2}, None, "s", TICK)
     hg._store.log.append(job_stream(job_id), NO_STREAM, [other])
     clock.advance(MINUTE)
     fire(hg)
@@ -163,7 +164,7 @@ def test_an_oversized_payload_is_an_invalid_request(
 def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    broken = ScheduleDefined("s", "61 * * * *", "k", "default", None, "skip", 1, False, TICK)  # type: ignore[arg-type]
+    broken = schedule_defined("s", "61 * * * *", "k", "default", None, "skip", 1, False, TICK)  # type: ignore[arg-type]
     hg._store.log.append(schedule_stream("s"), NO_STREAM, [broken])
     hg.put_schedule("fine", spec="@every:60000", kind="k")
     clock.advance(MINUTE)

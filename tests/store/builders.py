@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from headgate._domain.events import EnqueueAttempted, JobEnqueued, Outcome, ScheduleDefined
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.streams import job_stream, schedule_stream
+from headgate._json import JsonValue
 from headgate._store.port import NO_STREAM, Store, StreamAppend
+
+_STATE = ("last_enqueued_ms", "due_at_ms", "declared", "declared_by")
 
 
 def defined(
     schedule_id: str = "nightly", next_run_ms: int = 60_000, **overrides: object
 ) -> ScheduleDefined:
+    """A ScheduleDefined; `overrides` are the definition's flat fields (stored
+    unchecked, as an earlier build may have) or the event's own state."""
     fields: dict[str, object] = {
-        "schedule_id": schedule_id,
         "spec": "@every:60000",
         "kind": "report.build",
         "queue": "default",
@@ -19,10 +24,75 @@ def defined(
         "on_missed": "skip",
         "backfill_limit": 1,
         "paused": False,
-        "next_run_ms": next_run_ms,
     }
+    state = {name: overrides.pop(name) for name in _STATE if name in overrides}
     fields.update(overrides)
-    return ScheduleDefined(**fields)  # type: ignore[arg-type]
+    return ScheduleDefined(
+        schedule_id=schedule_id,
+        definition=ScheduleDefinition.restored_fields(fields),
+        next_run_ms=next_run_ms,
+        **state,  # type: ignore[arg-type]
+    )
+
+
+def schedule_defined(  # noqa: PLR0917 (an event written out, as it was stored)
+    schedule_id: str,
+    spec: str,
+    kind: str,
+    queue: str,
+    payload: JsonValue,
+    on_missed: str,
+    backfill_limit: int,
+    paused: bool,
+    next_run_ms: int,
+    **more: object,
+) -> ScheduleDefined:
+    """A ScheduleDefined from its fields written out, as before definitions
+    were one value object (stored unchecked, as an earlier build may have)."""
+    fields = {
+        "spec": spec,
+        "kind": kind,
+        "queue": queue,
+        "payload": payload,
+        "on_missed": on_missed,
+        "backfill_limit": backfill_limit,
+        "paused": paused,
+        **more,
+    }
+    return defined(schedule_id, next_run_ms, **fields)
+
+
+def enqueued(  # noqa: PLR0917 (an event written out, as it was stored)
+    job_id: str,
+    kind: str,
+    queue: str,
+    payload: JsonValue,
+    unique_key: str | None = None,
+    periodic_schedule_id: str | None = None,
+    periodic_tick_ms: int | None = None,
+    run_at_ms: int | None = None,
+    max_attempts: int | None = None,
+    timeout_ms: int | None = None,
+    run_now_schedule_id: str | None = None,
+) -> JobEnqueued:
+    """A JobEnqueued from its fields written out (options stored unchecked, as an
+    earlier build may have)."""
+    options = JobOptions.restored(
+        queue=queue,
+        unique_key=unique_key,
+        run_at_ms=run_at_ms,
+        max_attempts=max_attempts,
+        timeout_ms=timeout_ms,
+    )
+    return JobEnqueued(
+        job_id,
+        kind,
+        payload,
+        options,
+        periodic_schedule_id,
+        periodic_tick_ms,
+        run_now_schedule_id,
+    )
 
 
 def attempted(
@@ -52,7 +122,7 @@ def fire_tick(store: Store, schedule_id: str, tick_ms: int, interval_ms: int = 6
                 job_stream(job_id),
                 NO_STREAM,
                 (
-                    JobEnqueued(
+                    enqueued(
                         job_id, "report.build", "default", {"team": 7}, None, schedule_id, tick_ms
                     ),
                 ),

@@ -11,6 +11,8 @@ from headgate import Headgate
 from headgate._domain.ids import tick_job_id
 from headgate.testing import FakeClock
 from headgate.web import create_app
+from headgate.web._schemas import ScheduleOut
+from tests.store.builders import enqueued, schedule_defined
 from tests.web.conftest import LOCAL, START_MS
 
 MINUTE = 60_000
@@ -20,27 +22,12 @@ NIGHTLY = {
     "spec": "CRON_TZ=America/New_York 0 9 * * *",
     "payload": {"team": 7},
 }
-SCHEDULE_KEYS = {
-    "id",
-    "kind",
-    "queue",
-    "spec",
-    "on_missed",
-    "backfill_limit",
-    "paused",
-    "next_run_ms",
-    "last_enqueued_ms",
-    "start_at_ms",
-    "end_at_ms",
-    "jitter_ms",
-    "finished",
-    "next_due_at_ms",
-}
+SCHEDULE_KEYS = set(ScheduleOut.model_fields)
 
 
 def _snapshot(client: TestClient) -> object:
     return client.get("/api/v1/periodic").json(), client.get(
-        "/api/v1/periodic/nightly?include=payload"
+        "/api/v1/periodic/nightly"
     ).json()
 
 
@@ -64,12 +51,30 @@ class TestSchedules:
         assert (updated.json()["on_missed"], updated.json()["backfill_limit"]) == ("backfill", 5)
         assert updated.json()["next_run_ms"] == body["next_run_ms"]
 
-    def test_get_hides_the_payload_unless_asked(self, client: TestClient) -> None:
+    def test_get_returns_the_payload(self, client: TestClient) -> None:
         client.put("/api/v1/periodic/nightly", json=NIGHTLY)
-        assert "payload" not in client.get("/api/v1/periodic/nightly").json()
-        assert client.get("/api/v1/periodic/nightly?include=payload").json()["payload"] == {
-            "team": 7
-        }
+        assert client.get("/api/v1/periodic/nightly").json()["payload"] == {"team": 7}
+        listed = client.get("/api/v1/periodic").json()["schedules"]
+        assert [schedule["payload"] for schedule in listed] == [{"team": 7}]
+
+    def test_patch_changes_only_what_it_names(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/nightly", json={**NIGHTLY, "max_attempts": 5})
+        before = client.get("/api/v1/periodic/nightly").json()
+        patched = client.patch("/api/v1/periodic/nightly", json={"paused": True})
+        assert patched.status_code == 200
+        assert patched.json() == {**before, "paused": True}
+        cleared = client.patch("/api/v1/periodic/nightly", json={"max_attempts": None})
+        assert cleared.json()["max_attempts"] is None
+        refused = client.patch("/api/v1/periodic/nightly", json={"backfill_limit": 0})
+        assert refused.status_code == 422
+        assert refused.json() == {"error": "backfill_limit: must be between 1 and 1000, got 0"}
+        assert client.patch("/api/v1/periodic/ghost", json={"paused": True}).status_code == 404
+        assert client.patch("/api/v1/periodic/nightly", json={"run_at_ms": 1}).status_code == 422
+
+    def test_put_is_a_full_replace(self, client: TestClient) -> None:
+        client.put("/api/v1/periodic/nightly", json={**NIGHTLY, "max_attempts": 5})
+        replaced = client.put("/api/v1/periodic/nightly", json=NIGHTLY).json()
+        assert replaced["max_attempts"] is None
 
     def test_list_pages_to_the_end(self, client: TestClient) -> None:
         for n in range(5):
@@ -78,7 +83,6 @@ class TestSchedules:
         while True:
             params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
             page = client.get("/api/v1/periodic", params=params).json()
-            assert all("payload" not in s for s in page["schedules"])
             seen += [s["id"] for s in page["schedules"]]
             cursor = page["next_cursor"]
             if cursor is None:
@@ -261,7 +265,7 @@ BAD_PUTS = [
     ),
     (
         {"kind": "k", "spec": "@every:1000", "backfill_limit": 0},
-        "backfill_limit: input should be greater than or equal to 1",
+        "backfill_limit: must be between 1 and 1000, got 0",
     ),
     (
         {"kind": "k", "spec": "@every:1000", "backfill_limit": "5"},
@@ -455,16 +459,16 @@ class TestNames:
     def test_names_stored_before_the_rules_are_read_filtered_and_deleted(
         self, client: TestClient, hg: Headgate
     ) -> None:
-        from headgate._domain.events import FingerprintQuarantined, JobEnqueued, ScheduleDefined
+        from headgate._domain.events import FingerprintQuarantined
         from headgate._domain.streams import job_stream, quarantine_stream, schedule_stream
         from headgate._store.port import NO_STREAM
 
         log = hg._store.log
-        legacy = ScheduleDefined(
+        legacy = schedule_defined(
             "abc\n", "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
         )  # type: ignore[arg-type]
         log.append(schedule_stream("abc\n"), NO_STREAM, [legacy])
-        log.append(job_stream("j"), NO_STREAM, [JobEnqueued("j", "k", "a\n", None, None)])
+        log.append(job_stream("j"), NO_STREAM, [enqueued("j", "k", "a\n", None, None)])
         log.append(quarantine_stream("zzz"), NO_STREAM, [FingerprintQuarantined("zzz", "old")])
         assert client.get("/api/v1/periodic/abc%0A").json()["id"] == "abc\n"
         assert client.post("/api/v1/periodic/abc%0A/pause").json()["paused"] is True

@@ -28,6 +28,7 @@ WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SCHEDULE = {"kind": "report", "spec": "@every:60000"}
 BODIES: dict[tuple[str, str], object] = {
     ("PUT", "/api/v1/periodic/{schedule_id}"): {"kind": "other", "spec": "@every:30000"},
+    ("PATCH", "/api/v1/periodic/{schedule_id}"): {"jitter_ms": 10},
     ("POST", "/api/v1/periodic:bulk"): {"schedules": [{"id": "bulk-1", **SCHEDULE}]},
     ("POST", "/api/v1/jobs"): {"kind": "email.send", "payload": {}},
     ("PUT", "/api/v1/quarantine/{fingerprint}"): {"note": "by hand"},
@@ -71,7 +72,8 @@ class Fixture:
     fingerprint: str = ""
 
     def fill(self) -> None:
-        self.hg.put_schedule("nightly", **SCHEDULE)
+        self.hg.periodic("nightly", **SCHEDULE)(lambda job: None)  # declared: overrides to clear
+        self.hg.start(workers=False).stop()
         self.pending_job = self.hg.enqueue("email.send", {"to": "ada"}).id
         self.fingerprint = Headgate.fingerprint("poison", {"bad": True})
         self.hg.quarantine(self.fingerprint, "crashed")

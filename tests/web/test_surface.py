@@ -89,7 +89,7 @@ def test_a_refused_method_names_the_allowed_ones_mounted_or_not(hg: Headgate) ->
         with TestClient(app, base_url=LOCAL) as client:
             for method, path, allowed in (
                 ("POST", "/api/v1/periodic", "GET"),
-                ("PATCH", "/api/v1/periodic/nightly", "DELETE, GET, PUT"),
+                ("POST", "/api/v1/periodic/nightly", "DELETE, GET, PATCH, PUT"),
                 ("GET", "/api/v1/jobs/x/cancel", "POST"),
                 ("DELETE", "/", "GET"),
             ):

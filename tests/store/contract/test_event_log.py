@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate._domain.events import JobEnqueued, NextRunAdvanced, ScheduleDeleted
+from headgate._domain.events import NextRunAdvanced, ScheduleDeleted
 from headgate._errors import ConcurrencyConflict
 from headgate._runtime.instants import InstantNotReached, InstantTiming
 from headgate._store.port import ANY_VERSION, NO_STREAM, Store, StreamAppend
 from headgate.testing import FakeClock
-from tests.store.builders import defined
+from tests.store.builders import defined, enqueued
 
 
 def test_append_then_read_stream_in_order(store: Store) -> None:
@@ -55,7 +55,7 @@ def test_any_version_appends_regardless(store: Store) -> None:
 
 def test_multi_stream_unit_is_all_or_nothing(store: Store) -> None:
     store.log.append("schedule-a", NO_STREAM, [defined("a")])
-    job = JobEnqueued("j1", "k", "default", {}, None, "a", 60_000)
+    job = enqueued("j1", "k", "default", {}, None, "a", 60_000)
     unit = [
         StreamAppend("job-j1", NO_STREAM, (job,)),
         StreamAppend("schedule-a", 0, (NextRunAdvanced("a", 120_000, 60_000),)),  # stale

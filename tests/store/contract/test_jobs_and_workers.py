@@ -15,7 +15,6 @@ from headgate._domain.events import (
     FingerprintReleased,
     JobAttemptFailed,
     JobClaimed,
-    JobEnqueued,
     JobFinished,
     JobState,
     JobSucceeded,
@@ -32,6 +31,7 @@ from headgate._store.port import (
     WorkerBeat,
 )
 from headgate.testing import FakeClock
+from tests.store.builders import enqueued
 from tests.store.contract.conftest import StoreFactory
 
 
@@ -45,7 +45,7 @@ def _enqueue(
     payload: object = None,
 ) -> None:
     body = {"n": job_id} if payload is None else payload
-    job = JobEnqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)  # type: ignore[arg-type]
+    job = enqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)  # type: ignore[arg-type]
     store.log.append(f"job-{job_id}", NO_STREAM, [job])
 
 

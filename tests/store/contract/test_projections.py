@@ -8,7 +8,6 @@ from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
-    JobEnqueued,
     JobFinished,
     JobState,
     NextRunAdvanced,
@@ -17,7 +16,7 @@ from headgate._domain.events import (
 )
 from headgate._errors import ValidationError
 from headgate._store.port import ANY_VERSION, NO_STREAM, Reads, Store
-from tests.store.builders import attempted, create_schedule, defined, fire_tick
+from tests.store.builders import attempted, create_schedule, defined, enqueued, fire_tick
 
 
 def _reads(store: Store) -> Reads:
@@ -165,9 +164,7 @@ class TestJobs:
         )
 
     def test_ordinary_job_has_no_origin_and_can_finish(self, store: Store) -> None:
-        store.log.append(
-            "job-j1", NO_STREAM, [JobEnqueued("j1", "email.send", "mail", {"to": "x"})]
-        )
+        store.log.append("job-j1", NO_STREAM, [enqueued("j1", "email.send", "mail", {"to": "x"})])
         store.log.append("job-j1", 1, [JobFinished("j1", JobState.COMPLETED)])
         job = _reads(store).job("j1")
         assert job is not None
@@ -186,13 +183,13 @@ class TestJobs:
             ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
         ):
             store.log.append(
-                "job-j1", NO_STREAM, [JobEnqueued("j1", "k", "q", {}, None, schedule_id, tick_ms)]
+                "job-j1", NO_STREAM, [enqueued("j1", "k", "q", {}, None, schedule_id, tick_ms)]
             )
         assert store.log.head() == 0
 
     def test_pending_counts_and_live_unique_keys(self, store: Store) -> None:
-        store.log.append("job-a", NO_STREAM, [JobEnqueued("a", "k", "q1", {}, "key-1")])
-        store.log.append("job-b", NO_STREAM, [JobEnqueued("b", "k", "q1", {}, "key-2")])
+        store.log.append("job-a", NO_STREAM, [enqueued("a", "k", "q1", {}, "key-1")])
+        store.log.append("job-b", NO_STREAM, [enqueued("b", "k", "q1", {}, "key-2")])
         store.log.append("job-b", 1, [JobFinished("b", JobState.COMPLETED)])
         facts = _gate_facts(
             store, [_candidate("c1", "key-1"), _candidate("c2", "key-2")], ["q1", "q2"]
@@ -288,7 +285,7 @@ def test_quarantine_projection(store: Store) -> None:
 
 
 def _candidate(job_id: str, unique_key: str | None = None, fingerprint: str = "fp") -> Candidate:
-    return Candidate(JobEnqueued(job_id, "k", "q1", {}, unique_key), fingerprint, 2)
+    return Candidate(enqueued(job_id, "k", "q1", {}, unique_key), fingerprint, 2)
 
 
 def _gate_facts(store: Store, candidates: list[Candidate], queues: list[str]) -> GateFacts:

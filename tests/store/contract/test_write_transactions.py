@@ -18,11 +18,11 @@ from headgate._domain.events import (
 from headgate._errors import ConcurrencyConflict
 from headgate._store.port import NO_STREAM, Store, StreamAppend
 from headgate.testing import FakeClock
-from tests.store.builders import create_schedule, defined, fire_tick
+from tests.store.builders import create_schedule, defined, enqueued, fire_tick
 
 
 def _job(job_id: str, unique_key: str | None = None, queue: str = "q") -> JobEnqueued:
-    return JobEnqueued(job_id, "k", queue, {"n": 1}, unique_key)
+    return enqueued(job_id, "k", queue, {"n": 1}, unique_key)
 
 
 def test_reads_inside_see_the_transactions_own_appends(store: Store) -> None:

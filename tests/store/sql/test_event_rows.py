@@ -11,11 +11,9 @@ from sqlalchemy import insert, select, text
 
 from headgate._domain.events import (
     EnqueueAttempted,
-    JobEnqueued,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
-    ScheduleDefined,
 )
 from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.port import NO_STREAM
@@ -23,7 +21,7 @@ from headgate._store.sql.backends import SQLITE
 from headgate._store.sql.schema import events
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
-from tests.store.builders import defined
+from tests.store.builders import defined, enqueued, schedule_defined
 
 
 def test_body_is_versioned_json(store: SqlStore) -> None:
@@ -31,8 +29,10 @@ def test_body_is_versioned_json(store: SqlStore) -> None:
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
-    assert row.schema_version == 3  # ScheduleDefined: v3 since schedules have bounds and jitter
-    assert row.body.startswith('{"backfill_limit":1,')
+    assert row.schema_version == 4  # ScheduleDefined: v4 since it carries a whole definition
+    assert row.body.startswith(
+        '{"declared":null,"declared_by":null,"definition":{"backfill_limit":1,'
+    )
     assert '"payload":{"a":"é","b":[1,2]}' in row.body
 
 
@@ -90,7 +90,7 @@ def test_jobs_enqueued_by_earlier_builds_read_as_unlinked_to_a_manual_run(
             )
         )
     max_attempts = 3 if schema_version == 2 else None
-    assert store.log.read_stream("job-j")[0].event == JobEnqueued(
+    assert store.log.read_stream("job-j")[0].event == enqueued(
         "j", "k", "q", None, max_attempts=max_attempts, run_now_schedule_id=None
     )
 
@@ -145,10 +145,11 @@ def test_schedules_from_before_bounds_and_jitter_read_as_unbounded_and_unjittere
         ],
     )
     defined_v2, attempted_v2, advanced_v1 = [e.event for e in store.log.read_stream("schedule-a")]
-    assert defined_v2 == ScheduleDefined(
+    assert defined_v2 == schedule_defined(
         "a", "@every:60000", "k", "default", None, MissedRunPolicy.SKIP, 1, False, 60000
     )
-    assert (defined_v2.start_at_ms, defined_v2.end_at_ms, defined_v2.jitter_ms) == (None, None, 0)
+    definition = defined_v2.definition
+    assert (definition.start_at_ms, definition.end_at_ms, definition.jitter_ms) == (None, None, 0)
     assert defined_v2.due_at_ms is None
     assert attempted_v2 == EnqueueAttempted(
         "a", 60000, "j", Outcome.ENQUEUED, "accepted", next_run_ms=120000, last_enqueued_ms=60000
@@ -202,3 +203,61 @@ def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
         assert [e.event for e in store.log.read_stream("schedule-a")] == [defined("a")]
     finally:
         store.close()
+
+
+def test_definitions_and_job_options_from_before_the_value_objects_read_nested(
+    store: SqlStore,
+) -> None:
+    """ScheduleDefined v3 and JobEnqueued v3 spelled the definition and the
+    options out field by field: they read as one ScheduleDefinition (its jobs'
+    JobOptions inside) and one JobOptions, nothing declared in code."""
+    _insert(
+        store,
+        [
+            (
+                1,
+                "ScheduleDefined",
+                3,
+                '{"backfill_limit":2,"due_at_ms":60500,"end_at_ms":null,"jitter_ms":900,'
+                '"kind":"k","last_enqueued_ms":null,"max_attempts":4,"next_run_ms":60000,'
+                '"on_missed":"backfill","paused":true,"payload":{"t":7},"queue":"q",'
+                '"schedule_id":"a","spec":"@every:60000","start_at_ms":null,"timeout_ms":9000}',
+            ),
+        ],
+    )
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=2,
+                stream_id="job-j",
+                version=1,
+                type="JobEnqueued",
+                schema_version=3,
+                body='{"job_id":"j","kind":"k","max_attempts":3,"payload":null,'
+                '"periodic_schedule_id":null,"periodic_tick_ms":null,"queue":"q",'
+                '"run_at_ms":70000,"run_now_schedule_id":"a","timeout_ms":null,'
+                '"unique_key":"u"}',
+                recorded_at_ms=1,
+            )
+        )
+    (defined_v3,) = [e.event for e in store.log.read_stream("schedule-a")]
+    assert defined_v3 == schedule_defined(
+        "a",
+        "@every:60000",
+        "k",
+        "q",
+        {"t": 7},
+        "backfill",
+        2,
+        True,
+        60000,
+        max_attempts=4,
+        timeout_ms=9000,
+        jitter_ms=900,
+        due_at_ms=60500,
+    )
+    assert (defined_v3.declared, defined_v3.declared_by) == (None, None)
+    (job_v3,) = [e.event for e in store.log.read_stream("job-j")]
+    assert job_v3 == enqueued(
+        "j", "k", "q", None, "u", run_at_ms=70000, max_attempts=3, run_now_schedule_id="a"
+    )

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from headgate import Headgate
 from headgate._domain.admission import AdmissionLimits
-from headgate._domain.events import JobEnqueued, JobFinished, JobState, ManualRunRequested
+from headgate._domain.events import JobFinished, JobState, ManualRunRequested
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
@@ -44,7 +44,7 @@ from headgate._store.sql.queries import (
 )
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
-from tests.store.builders import attempted, defined
+from tests.store.builders import attempted, defined, enqueued
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def _store_outgrowing_its_statistics(store: SqlStore) -> None:
                 StreamAppend(
                     job_stream(f"j{n}"),
                     NO_STREAM,
-                    (JobEnqueued(f"j{n}", "k", "q", {}, f"key-{n}", f"s{n}", 60_000),),
+                    (enqueued(f"j{n}", "k", "q", {}, f"key-{n}", f"s{n}", 60_000),),
                 ),
                 StreamAppend(schedule_stream(f"s{n}"), 1, (attempted(f"s{n}", 60_000),)),
             ]

@@ -15,7 +15,6 @@ from sqlalchemy import MetaData, func, insert, select, update
 from headgate._domain.events import (
     FingerprintQuarantined,
     FingerprintReleased,
-    JobEnqueued,
     JobFinished,
     JobState,
     Outcome,
@@ -39,7 +38,7 @@ from headgate._store.sql.schema import (
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
-from tests.store.builders import attempted, create_schedule, defined, fire_tick
+from tests.store.builders import attempted, create_schedule, defined, enqueued, fire_tick
 from tests.store.snapshots import snapshot
 
 _examples = itertools.count()
@@ -90,9 +89,7 @@ def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> Non
             )
         elif kind == "job":
             job_id = f"{prefix}plain{next(ticks)}"
-            store.log.append(
-                f"job-{job_id}", 0, [JobEnqueued(job_id, "k", "q", {"n": op[1]}, None)]
-            )
+            store.log.append(f"job-{job_id}", 0, [enqueued(job_id, "k", "q", {"n": op[1]}, None)])
             jobs.append(job_id)
         elif kind == "quarantine":
             fingerprint = f"{prefix}f{op[1]}"
@@ -193,7 +190,7 @@ def test_a_write_waiting_while_a_rebuild_starts_is_refused_and_the_rebuild_compl
 
     def write_meanwhile() -> None:
         try:
-            other.log.append("job-late", ANY_VERSION, [JobEnqueued("late", "k", "q", None)])
+            other.log.append("job-late", ANY_VERSION, [enqueued("late", "k", "q", None)])
             outcome.append("written")
         except ProjectionsRebuilding as refused:
             outcome.append(refused)
@@ -366,10 +363,10 @@ def _compacted_up_to(store: SqlStore) -> int:
 
 
 def test_rebuild_handles_a_unique_key_handed_over_within_one_batch(store: SqlStore) -> None:
-    store.log.append("job-a", 0, [JobEnqueued("a", "k", "q", {}, "key-1")])
+    store.log.append("job-a", 0, [enqueued("a", "k", "q", {}, "key-1")])
     create_schedule(store, "unrelated")
     store.log.append("job-a", 1, [JobFinished("a", JobState.COMPLETED)])
-    store.log.append("job-b", 0, [JobEnqueued("b", "k", "q", {}, "key-1")])
+    store.log.append("job-b", 0, [enqueued("b", "k", "q", {}, "key-1")])
     live = snapshot(store.engine)
     rebuild(store, batch_size=2)  # batches: [a enqueued, unrelated], [a finished, b enqueued]
     assert snapshot(store.engine) == live

@@ -457,7 +457,7 @@ def test_revision_6_keeps_the_heartbeats_of_earlier_builds_on_the_ttl_rule(
                     " VALUES ('vm:4242:ab12cd34', 'vm', 4242, '{\"q\": 2}', 1000, 5000, 15000, 1, 0)"
                 )
             )
-        assert migrate(engine) == [6]
+        assert migrate(engine, target=6) == [6]
     finally:
         engine.dispose()
     clock = FakeClock(10_000)
