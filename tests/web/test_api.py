@@ -26,9 +26,7 @@ SCHEDULE_KEYS = set(ScheduleOut.model_fields)
 
 
 def _snapshot(client: TestClient) -> object:
-    return client.get("/api/v1/periodic").json(), client.get(
-        "/api/v1/periodic/nightly"
-    ).json()
+    return client.get("/api/v1/periodic").json(), client.get("/api/v1/periodic/nightly").json()
 
 
 class TestSchedules:
