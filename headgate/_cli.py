@@ -14,7 +14,6 @@ import importlib
 import ipaddress
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from headgate._serving import (
     MIN_CLIENT_TIMEOUT_S,
     ClientLimits,
     address_of,
+    addresses_answered,
     listening_sockets,
 )
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
@@ -113,7 +113,8 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="answer requests addressed to this host name too, besides the loopback ones "
         "(repeatable; '*' for any; default $HEADGATE_ALLOWED_HOSTS, comma-separated; bound "
-        "to another address, that address and this machine's name and addresses)",
+        "to another address, that address too, or on 0.0.0.0 or :: this machine's name and "
+        "its interfaces' addresses)",
     )
     serve.add_argument(
         "--header-timeout",
@@ -308,7 +309,12 @@ def _serve(args: argparse.Namespace) -> int:
     # The web stack is imported here, not at the top: other commands start without it.
     from headgate import _http_server  # noqa: PLC0415
     from headgate.web import create_app  # noqa: PLC0415
-    from headgate.web._hosts import allowed_hosts_from  # noqa: PLC0415
+    from headgate.web._hosts import (  # noqa: PLC0415
+        LOOPBACK_HOSTS,
+        allowed_hosts_from,
+        answered_names,
+        named_hosts,
+    )
 
     if args.app and args.min_interval_ms is not None:
         raise ValidationError(
@@ -316,7 +322,10 @@ def _serve(args: argparse.Namespace) -> int:
         )
     sockets = listening_sockets(args.host, args.port)
     try:
-        allowed_hosts = _hosts_to_answer(args.host, args.allowed_hosts)
+        # The Host check cannot know the names clients use: it takes the bound
+        # address (a wildcard's: this machine's), whatever else is named, and
+        # refuses the rest, which stops DNS rebinding.
+        allowed_hosts = [*addresses_answered(args.host, sockets), *named_hosts(args.allowed_hosts)]
         try:
             allowed_hosts_from(allowed_hosts)  # checked before the store is opened
         except ValueError as error:
@@ -326,6 +335,10 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        _warn_if_open_to_others(args.host)
+        answered = answered_names(allowed_hosts)
+        if answered is None or len(answered) > len(LOOPBACK_HOSTS):
+            _say_which_hosts_are_answered(answered)
         configure_logging()
         hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
         app = create_app(hg, allowed_hosts=allowed_hosts)
@@ -351,37 +364,27 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hosts_to_answer(bind: str, given: list[str] | None) -> list[str] | None:
-    """The host names `serve` answers besides the loopback ones (None: create_app's
-    default, $HEADGATE_ALLOWED_HOSTS), saying so when it matters.
-
-    Bound to a loopback address, the default stands. Bound to another, the Host
-    check cannot know the name clients use, so unless told it accepts the bound
-    address, or for a wildcard (0.0.0.0, ::) this machine's name and addresses:
-    what a client that reaches it directly types. A name that is neither is
-    still refused, which is what stops DNS rebinding; a proxy's public name is
-    given with --allowed-host. Without a token such a server is open to anyone
-    who can reach it, and it says so.
-    """
-    if _is_loopback(bind):
-        return given
-    if not os.environ.get("HEADGATE_API_TOKEN"):
+def _warn_if_open_to_others(bind: str) -> None:
+    """Bound beyond loopback without a token, anyone who can reach it has control."""
+    if not _is_loopback(bind) and not os.environ.get("HEADGATE_API_TOKEN"):
         print(
             f"headgate: warning: listening on {bind} with no HEADGATE_API_TOKEN: anyone who "
             "can reach this address can read and change its schedules and jobs; set "
             "HEADGATE_API_TOKEN to require a token",
             file=sys.stderr,
         )
-    if given or os.environ.get("HEADGATE_ALLOWED_HOSTS"):
-        return given
-    names = _this_machine() if bind in ("0.0.0.0", "::", "") else [bind]
-    shown = ", ".join(f"[{name}]" if ":" in name else name for name in names)
+
+
+def _say_which_hosts_are_answered(names: list[str] | None) -> None:
+    """One line naming exactly the host names requests are answered for (None: any)."""
+    if names is None:
+        print("headgate: answering requests addressed to any host name ('*')", file=sys.stderr)
+        return
     print(
-        f"headgate: answering requests addressed to localhost, 127.0.0.1, [::1], {shown}; "
+        f"headgate: answering requests addressed to {', '.join(names)}; "
         "name others with --allowed-host NAME",
         file=sys.stderr,
     )
-    return names
 
 
 def _is_loopback(host: str) -> bool:
@@ -391,22 +394,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _this_machine() -> list[str]:
-    """This machine's host name and the addresses it resolves to (in a container
-    or a pod, its own address: /etc/hosts maps the name to it)."""
-    name = socket.gethostname()
-    names = [name]
-    try:
-        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
-    except OSError:  # the name does not resolve: the name alone, then
-        found = []
-    for *_, address in found:
-        text = str(address[0])
-        if text not in names and not _is_loopback(text):
-            names.append(text)
-    return names
 
 
 def _worker(args: argparse.Namespace) -> int:

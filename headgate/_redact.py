@@ -9,7 +9,11 @@ line: see `_logs`), so the rule lives here once:
 * the password of a URL's userinfo (`scheme://user:PASSWORD@`), however it is
   spelled: percent-encoded or not, in a URL SQLAlchemy can parse or not, in any
   scheme (`postgres://` as platforms write it). It runs to the token's last `@`:
-  an unencoded `@` in a password hides more of the URL, never less of the secret;
+  an unencoded `@` in a password hides more of the URL, never less of the secret.
+  Such a URL is ambiguous, and a parser that splits it at the first `@`
+  (SQLAlchemy's) hands the rest of the password to the driver as the host name,
+  which the driver's message then quotes on its own: so what follows each `@`
+  of such a password is remembered too (`passwords_in`);
 * the value of every parameter whose name ends in `password`: in a URL's query
   (`?password=`, `sslpassword=`, its name percent-encoded or not), in a libpq
   connection string (`password=... `), in a mapping's repr (`'password': '...'`);
@@ -88,11 +92,20 @@ def remember_secrets(*secrets: str | None) -> None:
 
 
 def passwords_in(url: str) -> list[str]:
-    """The passwords `masked` would hide in a URL: to remember before it is opened."""
-    found = [match["password"] for match in _USERINFO_PASSWORD.finditer(url)]
+    """The passwords `masked` would hide in a URL, and the pieces of them a parser
+    may take for something else (see the module): to remember before it is opened."""
+    found = []
+    for match in _USERINFO_PASSWORD.finditer(url):
+        found += [match["password"], *_pieces_after_at_signs(match["password"])]
     for rule in (_QUERY_PARAMETER, _PASSWORD_FIELD):
         found += [m["value"].strip("'\"") for m in rule.finditer(url) if _is_password(m["key"])]
     return found
+
+
+def _pieces_after_at_signs(password: str) -> list[str]:
+    """`a@b@c` -> `b@c`, `c`: what a parser splitting at one of its `@` signs
+    takes for the host name."""
+    return [password[at + 1 :] for at, char in enumerate(password) if char == "@"]
 
 
 def _mask_userinfo(match: re.Match[str]) -> str:

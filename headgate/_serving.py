@@ -6,24 +6,42 @@ Binding the sockets before uvicorn starts makes a port in use (or a host that
 names no address) an error of the command's own, in one line, before anything
 runs; the "serving ... on" line is printed once the server is accepting on
 them, never for a server that failed to start.
+
+Bound to a wildcard (0.0.0.0, ::), the server is reached by any address of
+this machine: `addresses_answered` names them, for the Host check, from the
+standard library alone (on Linux, the interfaces' IPv4 addresses by ioctl and
+their IPv6 ones from /proc; elsewhere, what the machine's name resolves to).
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
+import struct
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from headgate._errors import HeadgateError, ValidationError
 
-__all__ = ["CannotListen", "ClientLimits", "address_of", "listening_sockets"]
+__all__ = [
+    "CannotListen",
+    "ClientLimits",
+    "address_of",
+    "addresses_answered",
+    "listening_sockets",
+]
 
 BACKLOG: Final = 2048
 """uvicorn's default: connections the kernel queues before they are accepted."""
 MIN_CLIENT_TIMEOUT_S: Final = 0.1
 MAX_CLIENT_TIMEOUT_S: Final = 3600.0
 MAX_CONNECTIONS: Final = 65_535
+_SIOCGIFADDR: Final = 0x8915
+"""Linux's ioctl for an interface's (first) IPv4 address."""
+_IPV6_INTERFACES: Final = Path("/proc/net/if_inet6")
 
 
 class CannotListen(HeadgateError):
@@ -98,3 +116,83 @@ def address_of(host: str, sockets: list[socket.socket]) -> str:
 
 def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def addresses_answered(host: str, sockets: list[socket.socket]) -> list[str]:
+    """The host names and addresses a client reaching `sockets` directly may
+    address its requests to: `host` and the addresses it was bound to or, bound
+    to a wildcard, this machine's name and every address of its interfaces in
+    the families the sockets accept (IPv4 on an IPv6 socket too, unless it is
+    IPv6-only)."""
+    if not _is_wildcard(host):
+        return list(dict.fromkeys([host, *(str(sock.getsockname()[0]) for sock in sockets)]))
+    families = _families_accepted(sockets)
+    name = socket.gethostname()
+    found = [name, *_addresses_named(name, families)]
+    if socket.AF_INET in families:
+        found += _interface_ipv4_addresses()
+    if socket.AF_INET6 in families:
+        found += _interface_ipv6_addresses()
+    return list(dict.fromkeys(found))
+
+
+def _is_wildcard(host: str) -> bool:
+    """Whether `host` binds every address (0.0.0.0, ::)."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _families_accepted(sockets: list[socket.socket]) -> set[int]:
+    families = {int(sock.family) for sock in sockets}
+    for sock in sockets:
+        if sock.family == socket.AF_INET6 and not sock.getsockopt(
+            socket.IPPROTO_IPV6, socket.IPV6_V6ONLY
+        ):
+            families.add(socket.AF_INET)
+    return families
+
+
+def _addresses_named(name: str, families: set[int]) -> list[str]:
+    """What `name` resolves to (in a container, /etc/hosts maps it to the
+    container's address), in `families`."""
+    try:
+        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return []
+    return [str(address[0]) for family, *_, address in found if family in families]
+
+
+def _interface_ipv4_addresses() -> list[str]:
+    """Each network interface's IPv4 address (Linux; elsewhere none)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    import fcntl  # noqa: PLC0415 (POSIX only)
+
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, interface in socket.if_nameindex():
+            request = struct.pack("256s", interface.encode()[:15])
+            try:
+                answer = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)
+            except OSError:  # an interface with no IPv4 address
+                continue
+            found.append(socket.inet_ntoa(answer[20:24]))  # struct ifreq's sin_addr
+    return found
+
+
+def _interface_ipv6_addresses() -> list[str]:
+    """Each network interface's IPv6 addresses (Linux: /proc/net/if_inet6, a line
+    per address, first its 32 hex digits; elsewhere none)."""
+    try:
+        lines = _IPV6_INTERFACES.read_text().split("\n")
+    except OSError:
+        return []
+    found = []
+    for digits, *_ in (line.split() for line in lines if line.strip()):
+        try:
+            found.append(str(ipaddress.IPv6Address(bytes.fromhex(digits))))
+        except ValueError:
+            continue
+    return found

@@ -118,6 +118,7 @@ def _sqlite_cases(tmp_path: Path) -> dict[str, tuple[str, int]]:
         "an unsupported driver": ("postgresql+asyncpg://app@127.0.0.1/x", BAD_INPUT),
         "an unparseable URL": ("postgresql://postgres:pw@[::1/x", BAD_INPUT),
         "an unparseable port": ("postgresql://postgres@127.0.0.1:abc/x", BAD_INPUT),
+        "an unencoded @ in the password": ("postgresql://postgres:p@ss@127.0.0.1/x", BAD_INPUT),
         "an empty URL": ("", BAD_INPUT),
     }
 

@@ -98,6 +98,29 @@ def test_parsing_a_store_url_remembers_its_password_in_each_spelling() -> None:
     assert masked("Yv/decoded-pw and Yv%2Fdecoded-pw") == "*** and ***"
 
 
+def test_what_follows_an_unencoded_at_sign_in_a_password_is_remembered_too() -> None:
+    """SQLAlchemy splits `app:p@ss@w0rd@db` at the first `@`, and the driver
+    quotes the host it was handed (`ss@w0rd@db`) outside any URL."""
+    url = "postgresql://app:p@ss-Kx7q@w0rd-Kx7q@db/app"
+    assert masked(url) == "postgresql://app:***@db/app"
+    remember_secrets(*passwords_in(url))
+    assert masked("failed to resolve host 'ss-Kx7q@w0rd-Kx7q@db'") == (
+        "failed to resolve host '***@db'"
+    )
+    assert masked("host 'w0rd-Kx7q@db'") == "host '***@db'"
+
+
+def test_a_password_with_an_unencoded_at_sign_is_refused_naming_the_fix() -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse_store_url(f"postgresql://postgres:p@{SECRET}@127.0.0.1:1/x")
+    assert str(refused.value) == (
+        "store URL: an '@' in its password must be percent-encoded as %40 "
+        "(as written, the rest of the password would be read as the host name)"
+    )
+    assert parse_store_url("postgresql://app:p%40ss@db/app").password == "p@ss"
+    assert parse_store_url("postgresql://a@b:pw@db/app").username == "a@b", "one @ per part"
+
+
 def test_an_unparseable_url_is_refused_as_bad_input_with_its_password_masked() -> None:
     with pytest.raises(ValidationError) as refused:
         parse_store_url(f"postgresql://postgres:{SECRET}@[::1/x")

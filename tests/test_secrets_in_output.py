@@ -53,8 +53,7 @@ class MarkedStore:
         """The same store, its password given another way."""
         parsed = make_url(self.url)
         if how == "platform, percent-encoded":  # postgres:// as platforms write it
-            rest = parsed.set(password="@@").render_as_string(hide_password=False)
-            rest = rest.split("://", 1)[1].replace("@@", MARKER.replace("-", "%2D"), 1)
+            rest = self.with_password_written(MARKER.replace("-", "%2D")).split("://", 1)[1]
             return "postgres://" + rest
         if how == "query":
             return (
@@ -63,6 +62,12 @@ class MarkedStore:
                 .render_as_string(hide_password=False)
             )
         return self.url
+
+    def with_password_written(self, written: str) -> str:
+        """The URL with its password written as given, not encoded by SQLAlchemy."""
+        placeholder = "PASSWORD-PLACEHOLDER"
+        rendered = make_url(self.url).set(password=placeholder)
+        return rendered.render_as_string(hide_password=False).replace(placeholder, written, 1)
 
 
 @pytest.fixture
@@ -203,6 +208,31 @@ def test_serve_shows_the_password_nowhere(how: str, marked: MarkedStore, tmp_pat
     assert len(client.bodies) > 100
 
 
+@pytest.mark.parametrize("how", ["--db", "HEADGATE_DB"])
+def test_serve_refuses_a_password_with_an_unencoded_at_sign_showing_none_of_it(
+    how: str, marked: MarkedStore, tmp_path: Path
+) -> None:
+    """SQLAlchemy splits `postgres:p@MARKER...@host` at the first `@`: the driver
+    would look up, and quote, a host name that is the rest of the password."""
+    url = marked.with_password_written(f"p@{MARKER}")
+    argv, env = (["--db", url], {}) if how == "--db" else ([], {"HEADGATE_DB": url})
+    finished = subprocess.run(
+        [headgate_command(), "serve", "--port", "0", *argv],
+        cwd=tmp_path,
+        env={**server_environment(), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    _unseen("`headgate serve`", finished.stdout + finished.stderr)
+    assert finished.returncode == 2, finished.stderr
+    assert finished.stderr.splitlines() == [
+        "error: store URL: an '@' in its password must be percent-encoded as %40 (as written, "
+        "the rest of the password would be read as the host name)"
+    ]
+
+
 # the command line -------------------------------------------------------------
 
 
@@ -261,6 +291,7 @@ def _bad_urls(marked: MarkedStore) -> dict[str, str]:
         "an unsupported driver": f"postgresql+asyncpg://postgres:{MARKER}@127.0.0.1/x",
         "an unsupported scheme": f"mysql://root:{MARKER}@127.0.0.1/x",
         "a schema that holds no store": marked.url,
+        "an unencoded @ in the password": marked.with_password_written(f"p@{MARKER}"),
     }
 
 

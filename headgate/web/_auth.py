@@ -3,8 +3,10 @@ as a bearer header (API clients) or the session cookie the console's login sets
 (`_session`); all but the login and logout routes, the probes and the static files.
 
 A request with an `Authorization: Bearer` header is judged by it alone: a wrong
-one is refused even with a valid cookie, so the cookie authorises exactly the
-requests the write guard asks a CSRF token of (`_guard`). A wrong bearer token
+one is refused even with a valid cookie. Any other request (one with a proxy's
+Basic credentials too) is judged by its cookie, and those are the writes the
+write guard asks a CSRF token of: both ask `_guard.bearer_credentials` which
+requests are a bearer client's. A wrong bearer token
 counts towards the client's login throttle (`_throttle`) and is logged with the
 client's address, never with what was offered.
 """
@@ -17,8 +19,8 @@ from typing import Final
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from headgate.web._errors import ASGIApp, Receive, Scope, Send, log, request_header_bytes
-from headgate.web._guard import session_cookie
+from headgate.web._errors import ASGIApp, Receive, Scope, Send, log
+from headgate.web._guard import bearer_credentials, session_cookie
 from headgate.web._probes import HEALTH_PATHS
 from headgate.web._session import Sessions, token_bytes
 from headgate.web._templates import SESSION_STATE, page
@@ -39,16 +41,6 @@ def token_matches(expected: str, offered: str | bytes | None) -> bool:
     if isinstance(offered, str):
         offered = offered.encode("utf-8", "surrogatepass")
     return hmac.compare_digest(token_bytes(expected), offered)
-
-
-def bearer_credentials(scope: Scope) -> bytes | None:
-    """The credentials of an `Authorization: Bearer ...` header, as sent (bytes:
-    a UTF-8 token arrives as UTF-8), or None when there is no bearer header."""
-    header = request_header_bytes(scope, b"authorization")
-    if header is None:
-        return None
-    scheme, _, credentials = header.strip().partition(b" ")
-    return credentials.strip() if scheme.lower() == b"bearer" else None
 
 
 def client_address(scope: Scope) -> str:

@@ -19,10 +19,13 @@ nothing changed) when:
    (CORS-safelisted: form-urlencoded, multipart/form-data, text/plain), even with
    an empty body. Writes are JSON, or have no body at all (`curl -X POST`).
 4. It would be authorised by the console's login cookie (a valid session and no
-   Authorization header) but lacks that session's CSRF token in `X-CSRF-Token`.
-   A bearer-token client needs none: a browser never adds that header on its
-   own, and a page on another origin cannot add it without a CORS preflight,
-   which this app never grants.
+   `Authorization: Bearer` header) but lacks that session's CSRF token in
+   `X-CSRF-Token`. A bearer-token client needs none: a browser never adds that
+   header on its own, and a page on another origin cannot add it without a CORS
+   preflight, which this app never grants. Any other Authorization does not
+   count: a browser behind a proxy that asks for HTTP Basic credentials sends
+   them with every request, a forged one included, and the cookie still
+   authorises it (`_auth`), so it needs the token all the same.
 
 A plain API client (curl, httpx: no Origin, no Sec-Fetch-Site, no cookie) passes.
 
@@ -45,7 +48,16 @@ from urllib.parse import urlsplit
 
 from starlette.requests import cookie_parser
 
-from headgate.web._errors import ASGIApp, Receive, Scope, Send, error, log, request_header
+from headgate.web._errors import (
+    ASGIApp,
+    Receive,
+    Scope,
+    Send,
+    error,
+    log,
+    request_header,
+    request_header_bytes,
+)
 from headgate.web._session import COOKIE, CSRF_HEADER, Sessions
 
 READ_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -93,6 +105,20 @@ def own_origin(scope: Scope) -> str | None:
 def offered_origin(value: str) -> str | None:
     scheme, separator, authority = value.partition("://")
     return canonical_origin(scheme, authority) if separator else None
+
+
+def bearer_credentials(scope: Scope) -> bytes | None:
+    """The credentials of an `Authorization: Bearer ...` header, as sent (bytes:
+    a UTF-8 token arrives as UTF-8), or None when there is no bearer header.
+
+    The one test of "a bearer client's request", shared with the token check
+    (`_auth`): that check judges such a request by the header alone, and every
+    other one the login cookie may authorise, so it is asked for the CSRF token."""
+    header = request_header_bytes(scope, b"authorization")
+    if header is None:
+        return None
+    scheme, _, credentials = header.strip().partition(b" ")
+    return credentials.strip() if scheme.lower() == b"bearer" else None
 
 
 def session_cookie(scope: Scope) -> str | None:
@@ -150,7 +176,7 @@ class WriteGuard:
                 f"Content-Type {content_type.strip()[:_SHOWN]!r} is one any page can send "
                 "with a form: send application/json (or no body)"
             )
-        if self.sessions is not None and request_header(scope, b"authorization") is None:
+        if self.sessions is not None and bearer_credentials(scope) is None:
             session = self.sessions.verify(session_cookie(scope))
             if session is not None and not self.sessions.csrf_matches(
                 session, request_header(scope, CSRF_HEADER.encode())

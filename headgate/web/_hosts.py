@@ -46,18 +46,21 @@ def host_name(authority: str) -> str:
     return text.rstrip(".")
 
 
-def allowed_hosts_from(names: Iterable[str] | None) -> frozenset[str]:
-    """The accepted host names: loopback ones, the given ones (or, when none are
-    given, $HEADGATE_ALLOWED_HOSTS, comma-separated). Raises ValueError naming
-    an entry that is not a host name."""
+def named_hosts(names: Iterable[str] | None) -> list[str]:
+    """The names given or, when none are, those of $HEADGATE_ALLOWED_HOSTS
+    (comma-separated); blank entries left out."""
     if names is None:
         names = os.environ.get(ENVIRONMENT, "").split(",")
     elif isinstance(names, str):
         raise ValueError("allowed_hosts: a list of host names, e.g. ['jobs.internal']")
+    return [name for name in names if name.strip()]
+
+
+def allowed_hosts_from(names: Iterable[str] | None) -> frozenset[str]:
+    """The accepted host names: loopback ones, and `named_hosts(names)`. Raises
+    ValueError naming an entry that is not a host name."""
     accepted = set(LOOPBACK_HOSTS)
-    for name in names:
-        if not name.strip():
-            continue
+    for name in named_hosts(names):
         if name.strip() == ANY_HOST:
             accepted.add(ANY_HOST)
             continue
@@ -66,6 +69,15 @@ def allowed_hosts_from(names: Iterable[str] | None) -> frozenset[str]:
             raise ValueError(f"allowed_hosts: {name!r} is not a host name")
         accepted.add(host)
     return frozenset(accepted)
+
+
+def answered_names(names: Iterable[str]) -> list[str] | None:
+    """The host names a server given `names` (valid ones) answers, in order,
+    each once, as people write them (`[::1]`); None when it answers any."""
+    hosts = [ANY_HOST if n.strip() == ANY_HOST else host_name(n) for n in named_hosts(names)]
+    if ANY_HOST in hosts:
+        return None
+    return [f"[{h}]" if ":" in h else h for h in dict.fromkeys([*LOOPBACK_HOSTS, *hosts])]
 
 
 class HostCheck:

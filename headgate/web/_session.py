@@ -88,15 +88,20 @@ class Sessions:
         return self._session(f"{body}.{self._sign('session', body)}", expires)
 
     def verify(self, value: str | None) -> Session | None:
-        """The session `value` names, if it is one of ours, unexpired and not revoked."""
-        if not value or value in self._revoked:
+        """The session `value` names, if it is one of ours, unexpired and not revoked.
+
+        Anything else is no session, never an error: the value is whatever the
+        browser sent, which a page on a sibling domain can set (cookie tossing),
+        so a byte no issued value holds (they are all ASCII) must not break a
+        route that would answer without it."""
+        if not value or not value.isascii() or value in self._revoked:
             return None
         body, _, signature = value.rpartition(".")
         version, _, rest = body.partition(".")
         expires_text, _, nonce = rest.partition(".")
         if version != _VERSION or not nonce or not expires_text.isdigit():
             return None
-        if not hmac.compare_digest(signature, self._sign("session", body)):
+        if not hmac.compare_digest(signature.encode(), self._sign("session", body).encode()):
             return None
         expires = int(expires_text)
         if expires <= self._clock.now_ms():

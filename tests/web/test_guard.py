@@ -226,6 +226,39 @@ def test_a_write_with_the_session_cookie_needs_its_csrf_token(
     assert client.get("/api/v1/periodic").status_code == 200, "the session still works"
 
 
+def test_a_write_with_the_session_cookie_needs_its_csrf_token_beside_basic_credentials(
+    logged_in: tuple[TestClient, str], token_app: FastAPI, filled: Fixture
+) -> None:
+    """Behind a proxy that asks for HTTP Basic credentials the browser adds them to
+    every request, a page on another origin's too: only a Bearer header stands in
+    for the CSRF token, since only it is judged instead of the cookie."""
+    client, csrf = logged_in
+    for write in filled.writes(token_app):
+        for authorization in ("Basic dXNlcjpwYXNz", "Token abc", "bearer-ish abc"):
+            headers = {"Authorization": authorization}
+            assert "X-CSRF-Token" in _refused(client, filled, write, headers)
+    pause = "/api/v1/periodic/nightly/pause"
+    empty_bearer = client.post(pause, headers={"Authorization": "Bearer"})
+    assert empty_bearer.status_code == 401, "an empty bearer token is a wrong one, not the cookie"
+    basic_with_csrf = {"Authorization": "Basic dXNlcjpwYXNz", "X-CSRF-Token": csrf}
+    assert client.post(pause, headers=basic_with_csrf).status_code == 200, (
+        "the console behind such a proxy still writes"
+    )
+    assert filled.hg.get_schedule("nightly").paused
+
+
+def test_a_csrf_token_that_is_not_ascii_is_refused_not_an_error(
+    logged_in: tuple[TestClient, str], filled: Fixture
+) -> None:
+    client, _ = logged_in
+    before = filled.state()
+    response = client.post(
+        "/api/v1/periodic/nightly/pause", headers=[(b"x-csrf-token", b"\xe9\xff")]
+    )
+    assert response.status_code == 403 and "X-CSRF-Token" in response.json()["error"]
+    assert filled.state() == before
+
+
 def test_the_console_writes_with_its_session_and_csrf_token(
     logged_in: tuple[TestClient, str], token_app: FastAPI, filled: Fixture
 ) -> None:

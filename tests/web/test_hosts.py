@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from headgate import Headgate
 from headgate.web import create_app
+from headgate.web._hosts import answered_names, named_hosts
 from tests.web.conftest import LOCAL
 
 FAMILIES = {
@@ -116,6 +117,26 @@ def test_an_allowed_host_that_is_not_a_name_is_refused_at_start(hg: Headgate, en
         create_app(hg, api_token="", allowed_hosts=[entry])
     with pytest.raises(ValueError, match="a list of host names"):
         create_app(hg, api_token="", allowed_hosts="jobs.internal")
+
+
+def test_the_names_answered_are_listed_once_each_as_people_write_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What `serve` prints at start: loopback names first, then the rest in order."""
+    given = ["192.0.2.2", "Jobs.Internal:8443", "fd00::1", "localhost", "jobs.internal"]
+    assert answered_names(given) == [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        "192.0.2.2",
+        "jobs.internal",
+        "[fd00::1]",
+    ]
+    assert answered_names([]) == ["localhost", "127.0.0.1", "[::1]"]
+    assert answered_names(["jobs.internal", " * "]) is None
+    monkeypatch.setenv("HEADGATE_ALLOWED_HOSTS", " a.internal, ,b.internal")
+    assert named_hosts(None) == [" a.internal", "b.internal"]
+    assert named_hosts(["c.internal"]) == ["c.internal"], "given names replace the environment's"
 
 
 def test_the_probes_answer_any_host(hg: Headgate) -> None:

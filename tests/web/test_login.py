@@ -139,6 +139,29 @@ class TestSession:
         )
         assert "secure" in response.headers["set-cookie"].lower()
 
+    def test_a_cookie_that_is_not_ascii_is_no_session_on_any_route(self, app: FastAPI) -> None:
+        """A page on a sibling domain can set the cookie (cookie tossing): a value
+        no issued session can be is simply none, never a 500 on every route."""
+        tossed = (b"cookie", b"headgate_session=v1.1.a.\xe9")
+        bearer = (b"authorization", f"Bearer {TOKEN}".encode())
+        expected = [
+            ("GET", "/", [], 401),
+            ("GET", "/api/v1/periodic", [], 401),
+            ("GET", "/openapi.json", [], 401),
+            ("GET", "/docs", [], 401),
+            ("GET", "/metrics", [], 401),
+            ("GET", "/login", [], 200),
+            ("GET", "/static/console.js", [], 200),
+            ("GET", "/healthz", [], 200),
+            ("POST", "/logout", [], 200),
+            ("POST", "/logout", [bearer], 200),
+            ("GET", "/api/v1/periodic", [bearer], 200),
+        ]
+        with TestClient(app, base_url=LOCAL) as client:
+            for method, path, headers, status in expected:
+                response = client.request(method, path, headers=[tossed, *headers])
+                assert response.status_code == status, (method, path, headers, response.text)
+
     def test_a_wrong_bearer_token_is_refused_even_with_a_valid_cookie(
         self, client: TestClient
     ) -> None:

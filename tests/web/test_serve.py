@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from headgate import Headgate
-from tests.web.serving import headgate_command, serving, wait_until_answering
+from tests.web.serving import (
+    Served,
+    headgate_command,
+    serving,
+    serving_printed,
+    wait_until_answering,
+)
 
 
 def test_serve_answers_quickly_and_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
@@ -183,6 +190,79 @@ def test_serve_on_every_address_without_a_token_warns_and_answers_this_machine(
     ) as (process, base):
         wait_until_answering(f"{base}/healthz")
         assert "warning" not in _stopped_output(process), "with a token it is not open"
+
+
+def _this_machines_address() -> str:
+    """An IPv4 address of one of this machine's interfaces that is not loopback:
+    the one it would send from to a documentation address (nothing is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))
+        except OSError:
+            pytest.skip("no route off this machine: no address but loopback to reach it by")
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        pytest.skip("this machine has no address but loopback")
+    return address
+
+
+def _answered_line(served: Served) -> list[str]:
+    """The names serve's line says it answers, in order."""
+    found = re.search(
+        r"headgate: answering requests addressed to (.*); name others", served.output()
+    )
+    assert found is not None, served.output()
+    return found[1].split(", ")
+
+
+def _port(served: Served) -> str:
+    return served.base.rsplit(":", 1)[1]
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "::"])
+def test_serve_on_every_address_answers_each_address_it_names(bind: str, tmp_path: Path) -> None:
+    """A request by this machine's interface address is answered (the name may
+    resolve to loopback only), and every name the line lists is answered."""
+    address = _this_machines_address()
+    environment = {"HEADGATE_API_TOKEN": "t", "HEADGATE_ALLOWED_HOSTS": ""}
+    with serving_printed(tmp_path, "--host", bind, env=environment) as served:
+        port = _port(served)
+        named = _answered_line(served)
+        assert named[:4] == ["localhost", "127.0.0.1", "[::1]", socket.gethostname()], named
+        if bind == "0.0.0.0":
+            assert address in named, named
+            assert not any(":" in name for name in named[3:]), "no IPv6 address on an IPv4 socket"
+        for name in named:
+            assert _status(served.base, f"{name}:{port}") == 401, name  # past the Host check
+        assert _status(served.base, f"attacker.example:{port}") == 400
+        if address in named:
+            assert _status(f"http://{address}:{port}", f"{address}:{port}") == 401
+
+
+@pytest.mark.parametrize("which", ["an interface's", "a loopback one but 127.0.0.1"])
+def test_serve_on_an_address_answers_it_besides_the_hosts_it_is_told(
+    which: str, tmp_path: Path
+) -> None:
+    """The address it prints is answered whatever else is named, by flag or environment."""
+    address = _this_machines_address() if which == "an interface's" else "127.0.0.2"
+    told: list[tuple[list[str], dict[str, str]]] = [
+        (["--allowed-host", "jobs.internal"], {"HEADGATE_ALLOWED_HOSTS": ""}),
+        ([], {"HEADGATE_ALLOWED_HOSTS": "jobs.internal"}),
+    ]
+    for flags, environment in told:
+        environment["HEADGATE_API_TOKEN"] = "t"
+        with serving_printed(tmp_path, "--host", address, *flags, env=environment) as served:
+            port = _port(served)
+            assert served.base == f"http://{address}:{port}"
+            assert _answered_line(served) == [
+                "localhost",
+                "127.0.0.1",
+                "[::1]",
+                address,
+                "jobs.internal",
+            ]
+            for host, status in ((address, 401), ("jobs.internal", 401), ("attacker.example", 400)):
+                assert _status(served.base, f"{host}:{port}") == status, (flags, host)
 
 
 def test_serve_names_a_bad_allowed_host_in_one_line(tmp_path: Path) -> None:

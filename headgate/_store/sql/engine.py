@@ -42,7 +42,21 @@ def parse_store_url(url: str) -> URL:
     if parsed is None:  # raised here, the parser's own error (it may quote the URL) is no context
         raise ValidationError("store URL", f"{masked(repr(url))} is not a database URL")
     remember_secrets(parsed.password)
+    _refuse_a_password_read_as_the_host(parsed)
     return checked_store_url(parsed)
+
+
+def _refuse_a_password_read_as_the_host(parsed: URL) -> None:
+    """An unencoded `@` in a password makes SQLAlchemy, which splits the URL at
+    the first one, take the rest of the password for the host name: the driver
+    would look it up in DNS and quote it in its error. No host name holds an
+    `@`, so such a URL is refused, naming the fix and nothing of the URL."""
+    if parsed.host is not None and "@" in parsed.host:
+        raise ValidationError(
+            "store URL",
+            "an '@' in its password must be percent-encoded as %40 (as written, the rest "
+            "of the password would be read as the host name)",
+        )
 
 
 def shown_url(url: URL) -> str:
