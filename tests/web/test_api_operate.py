@@ -212,8 +212,10 @@ def test_a_schedules_manual_runs_are_listed_apart_from_its_ticks_and_link_back(
     assert [j["id"] for j in listed["jobs"]] == [ids[1]]
     rest = client.get(f"/api/v1/periodic/pulse/manual-runs?cursor={listed['next_cursor']}")
     assert [j["id"] for j in rest.json()["jobs"]] == [ids[0]]
-    [tick_job] = client.get("/api/v1/jobs?schedule_id=pulse").json()["jobs"]
-    assert tick_job["run_now_schedule_id"] is None and tick_job["id"] not in ids
+    made = client.get("/api/v1/jobs?schedule_id=pulse").json()["jobs"]  # ticks' and manual
+    assert [j["id"] for j in made[:2]] == ids[::-1]
+    [tick_job] = made[2:]
+    assert tick_job["run_now_schedule_id"] is None and tick_job["periodic_origin"] is not None
 
     assert client.delete("/api/v1/periodic/pulse").status_code == 204
     after = client.get("/api/v1/periodic/pulse/manual-runs").json()["jobs"]
