@@ -42,6 +42,8 @@ class Claim:
     max_attempts: int
     crash_count: int
     periodic_origin: PeriodicOrigin | None
+    timeout_ms: int
+    """The attempt's timeout, as configured (the job's, or its handler's)."""
     deadline_ms: int
     run_at_ms: int
     """When the job became due: its pickup latency is measured from here."""
@@ -73,6 +75,7 @@ def claim(
         max_attempts=row.max_attempts if row.max_attempts is not None else spec.max_attempts,
         crash_count=row.crash_count,
         periodic_origin=origin,
+        timeout_ms=timeout_ms,
         deadline_ms=deadline,
         run_at_ms=row.run_at_ms,
         claimed_version=row.version + 1,

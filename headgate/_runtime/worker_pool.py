@@ -44,7 +44,13 @@ from dataclasses import dataclass, field
 from headgate._clock import Clock
 from headgate._domain.events import JobAttemptFailed
 from headgate._domain.ids import fingerprint_of_text
-from headgate._domain.job_rules import ErrorRecord, InvalidResult, checked_result, error_record
+from headgate._domain.job_rules import (
+    ErrorRecord,
+    InvalidResult,
+    checked_result,
+    error_record,
+    timed_out_record,
+)
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._json import JsonValue
 from headgate._logs import get_logger
@@ -487,10 +493,7 @@ class WorkerPool:
             ]
             for run in late:
                 run.overdue = True
-                seconds = (run.claim.deadline_ms - run.started_at_ms) / 1000
-                error = ErrorRecord(
-                    "TimeoutError", f"the handler ran past its timeout ({seconds:g} s)"
-                )
+                error = timed_out_record(run.claim.timeout_ms)
                 self._ended.append(_Ended(run, now_ms, error=error, timed_out=True))
         for run in late:
             run.context.cancelled.set()
