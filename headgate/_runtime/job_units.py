@@ -146,5 +146,12 @@ def released(claimed: Claim, worker_id: str) -> StreamAppend:
     return _on_stream(claimed, JobReleased(claimed.job_id, worker_id))
 
 
+def origin_fields(claimed: Claim) -> dict[str, object]:
+    """The schedule and tick a job came from, as log fields (none for a job enqueued
+    by hand)."""
+    origin = claimed.periodic_origin
+    return {} if origin is None else {"schedule_id": origin.schedule_id, "tick_ms": origin.tick_ms}
+
+
 def _on_stream(claimed: Claim, event: DomainEvent) -> StreamAppend:
     return StreamAppend(job_stream(claimed.job_id), claimed.claimed_version, (event,))
