@@ -30,7 +30,6 @@ outcome back to the dispatcher, which they wake.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -44,19 +43,11 @@ from dataclasses import dataclass, field
 from headgate._clock import Clock
 from headgate._domain.events import JobAttemptFailed, JobReleased
 from headgate._domain.ids import fingerprint_of_text
-from headgate._domain.job_rules import checked_result, error_record
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._logs import get_logger
 from headgate._model import DrainSummary
 from headgate._runtime import job_units
-from headgate._runtime.attempts import (
-    Attempt,
-    AttemptRules,
-    AttemptRunner,
-    Outcome,
-    end_append,
-    job_context,
-)
+from headgate._runtime.attempts import Attempt, AttemptRules, AttemptRunner, Outcome, end_append
 from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
 from headgate._runtime.executor import LoopRunner, ThreadRunner
 from headgate._runtime.handlers import HandlerRegistry, HandlerSpec
@@ -506,7 +497,8 @@ def drain(
 ) -> DrainSummary:
     """Run every due job of these kinds and queues in the calling thread until none
     is left or `timeout_s` passes; every end recorded (and told `recorder`) as a
-    worker would.
+    worker would, by the same attempt runner: a handler past its deadline is
+    timed out (told to stop, an async one cancelled) as in the pool.
 
     It holds a heartbeat of its own while it runs, so a process dying mid-drain
     has its jobs rescued like any worker's.
@@ -526,6 +518,10 @@ def drain(
         process=LocalProcesses().here,
     )
     next_beat = 0.0
+    attempts = AttemptRunner(
+        clock, AttemptRules.of(settings), recorder=recorder, name="headgate-drain-deadlines"
+    )
+    attempts.start()
     try:
         while time.monotonic() < give_up:
             if time.monotonic() >= next_beat:
@@ -537,14 +533,15 @@ def drain(
                 )
             if not taken:
                 break
+            ran = _run_each(attempts, taken)
+            now = clock.now_ms()
             ends = [
                 (
-                    claimed,
-                    *_run_inline(
-                        claimed, spec, identity.holder, clock, settings, recorder=recorder
-                    ),
+                    attempt.claim,
+                    end_append(attempt, outcome, identity.holder, now),
+                    outcome.ended_at_ms - attempt.started_at_ms,
                 )
-                for claimed, spec in taken
+                for attempt, outcome in ran
             ]
             with store.log.write() as transaction:
                 results = transaction.append_units(
@@ -563,6 +560,7 @@ def drain(
                 else:
                     totals["succeeded"] += 1
     finally:
+        attempts.stop()
         with contextlib.suppress(StoreError):
             store.workers.stop(identity.holder)
     return DrainSummary(totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"])
@@ -600,31 +598,14 @@ def claim_due(
     ]
 
 
-def _run_inline(
-    claimed: Claim,
-    spec: HandlerSpec,
-    worker_id: str,
-    clock: Clock,
-    config: WorkerConfig,
-    *,
-    recorder: Recorder,
-) -> tuple[StreamAppend, int]:
-    """Run the attempt here; its end to append, and how long the handler ran."""
-    context = job_context(claimed)
-    started = clock.now_ms()
-    recorder.handler_started(claimed.queue, claimed.kind, max(started - claimed.run_at_ms, 0))
-    keep = config.store_error_messages
-    try:
-        if spec.is_async:
-            seconds = max(claimed.deadline_ms - started, 1) / 1000
-            result = asyncio.run(asyncio.wait_for(spec.function(context), seconds))
-        else:
-            result = spec.function(context)
-        checked = checked_result(result, config.max_result_bytes)
-    except BaseException as error:  # the host's code: whatever it raises fails the attempt
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        ended = clock.now_ms()
-        record = error_record(error, keep_messages=keep)
-        return job_units.failed(claimed, worker_id, started, record, ended), ended - started
-    return job_units.succeeded(claimed, worker_id, started, checked), clock.now_ms() - started
+def _run_each(
+    attempts: AttemptRunner, taken: Sequence[tuple[Claim, HandlerSpec]]
+) -> list[tuple[Attempt, Outcome]]:
+    """Run the claimed jobs one after another in this thread; how each ended."""
+    ran: list[tuple[Attempt, Outcome]] = []
+    for claimed, spec in taken:
+        attempt = attempts.begin(claimed, spec)
+        outcome = attempts.run_here(attempt)
+        if outcome is not None:
+            ran.append((attempt, outcome))
+    return ran
