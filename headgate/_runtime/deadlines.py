@@ -30,16 +30,20 @@ class Expiring(Protocol):
 class Deadlines:
     """Calls `expire()` on each watched item when the clock reaches its deadline.
 
-    Watching and forgetting are cheap (a dict under a lock) since the pool
-    does both for every attempt; the thread wakes only when the earliest
-    deadline it knows of passes, or an earlier one is added.
+    Watching and forgetting are cheap (a dict under a lock, no wake-up) since
+    the pool and drain() do both for every attempt: the thread sleeps until a
+    time no later than every watched deadline, and is woken only by a deadline
+    nearer than that. Forgetting leaves that time as it was, so attempts that
+    come and go (each deadline later than the last) never wake it; it wakes
+    there, finds nothing due, and sleeps until the earliest deadline left.
     """
 
     def __init__(self, clock: Clock, *, name: str = "headgate-deadlines") -> None:
         self._clock = clock
         self._watched: dict[Expiring, int] = {}
         self._next_ms: int | None = None
-        """The earliest deadline watched when last looked (perhaps since forgotten)."""
+        """When the thread looks next: no later than any watched deadline (None:
+        nothing is watched)."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -83,6 +87,8 @@ class Deadlines:
 
     def _take_due(self, now_ms: int) -> list[Expiring]:
         with self._lock:
+            if self._next_ms is None or now_ms < self._next_ms:
+                return []  # woken early: a nearer deadline, already in _next_ms, or stop
             due = [item for item, deadline in self._watched.items() if deadline <= now_ms]
             for item in due:
                 del self._watched[item]

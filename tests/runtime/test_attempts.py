@@ -153,7 +153,7 @@ def _returns_a_set(job: JobContext) -> object:
         (_returns_json_async, ("completed", None, None)),
         (_returns_a_set, ("failed", "headgate._domain.job_rules.InvalidResult", None)),
     ],
-    ids=lambda value: getattr(value, "__name__", ""),
+    ids=["error", "error-async", "own-cancelled-error-async", "result", "result-async", "set"],
 )
 def test_a_handler_s_error_or_result_is_recorded_alike_by_drain_and_by_the_pool(
     hg: Headgate, handler: Callable[[JobContext], object], expected: tuple[str, ...]
@@ -201,3 +201,52 @@ def test_the_pool_records_a_handler_that_raises_keyboard_interrupt_as_failed(
         ran.set()
 
     assert _by_the_pool(hg, "next")[0] == "completed" and ran.is_set()
+
+
+def test_each_attempt_is_held_to_its_own_deadline_however_they_overlap(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    """A short timeout started beside a long one, and a long one after a short
+    one has ended, each time out when the clock passes their own deadline."""
+    release = threading.Event()
+
+    @hg.handler("long", timeout_s=60)
+    def long(job: JobContext) -> str:
+        release.wait(10)
+        return "done"
+
+    @hg.handler("short", timeout_s=1, max_attempts=1)
+    def short(job: JobContext) -> None:
+        job.cancelled.wait(10)
+
+    @hg.handler("quick", timeout_s=1)
+    def quick(job: JobContext) -> None:
+        return None
+
+    @hg.handler("slower", timeout_s=5, max_attempts=1)
+    def slower(job: JobContext) -> None:
+        job.cancelled.wait(10)
+
+    def wait_for(job_id: str, state: str) -> None:
+        deadline = time.monotonic() + 10
+        while hg.get_job(job_id).state != state:
+            assert time.monotonic() < deadline, f"job {job_id} never became {state}"
+            time.sleep(0.01)
+
+    hg.start(FAST, scheduler=False)
+    running_long = hg.enqueue("long")
+    wait_for(running_long.id, "running")
+    running_short = hg.enqueue("short")
+    wait_for(running_short.id, "running")
+    clock.advance(1_001)
+    wait_for(running_short.id, "failed")
+    assert hg.get_job(running_long.id).state == "running"
+    release.set()
+    wait_for(running_long.id, "completed")
+
+    wait_for(hg.enqueue("quick").id, "completed")
+    later = hg.enqueue("slower")
+    wait_for(later.id, "running")
+    clock.advance(5_001)
+    wait_for(later.id, "failed")
+    assert hg.get_job(later.id).error_message == "the handler ran past its timeout of 5 s"
