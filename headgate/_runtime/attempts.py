@@ -289,7 +289,7 @@ def _cancelled_from_outside(task: asyncio.Task[None] | None, context: JobContext
 
 
 def _ignore(attempt: Attempt, outcome: Outcome | None) -> None:
-    """A host that reads each attempt's outcome when its handler has returned."""
+    """The default listener: drain() reads each outcome once `run_here` returns."""
 
 
 class AttemptRunner:
