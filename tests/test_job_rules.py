@@ -20,6 +20,7 @@ from headgate._domain.job_rules import (
     next_run_after_failure,
     rescue,
     retry_delay_ms,
+    timed_out_record,
 )
 
 
@@ -55,6 +56,18 @@ def test_an_error_keeps_its_type_and_a_cut_message_or_only_its_type() -> None:
     assert record.message is not None and len(record.message) == MAX_ERROR_MESSAGE
     assert record.message.endswith("…")
     assert error_record(Secret("password=hunter2"), keep_messages=False).message is None
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "said"),
+    [(2_000, "2 s"), (200, "0.2 s"), (1_500, "1.5 s"), (1, "0.001 s"), (1_800_000, "1800 s")],
+)
+def test_a_timeout_is_recorded_as_the_timeout_configured(timeout_ms: int, said: str) -> None:
+    record = timed_out_record(timeout_ms)
+    assert (record.error_type, record.message) == (
+        "TimeoutError",
+        f"the handler ran past its timeout of {said}",
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,21 @@ def error_record(error: BaseException, *, keep_messages: bool = True) -> ErrorRe
     return ErrorRecord(name, text)
 
 
+def timed_out_record(timeout_ms: int) -> ErrorRecord:
+    """What an attempt that ran past its deadline stores: the timeout its job was
+    given, as configured. (The time its handler had is a little less, since it
+    starts after its claim; a figure like 1.961 s for a 2 s timeout reads as a
+    different setting.)"""
+    seconds = _seconds(timeout_ms)
+    return ErrorRecord("TimeoutError", f"the handler ran past its timeout of {seconds} s")
+
+
+def _seconds(milliseconds: int) -> str:
+    """Milliseconds as seconds, exact, without trailing zeros: 2000 -> "2", 1500 -> "1.5"."""
+    whole, rest = divmod(milliseconds, 1000)
+    return str(whole) if rest == 0 else f"{whole}.{rest:03d}".rstrip("0")
+
+
 class InvalidResult(Exception):
     """A handler returned what the store cannot keep: the attempt fails with this."""
 

@@ -63,11 +63,6 @@ class LoopRunner:
     def submit(self, coroutine: Coroutine[Any, Any, None]) -> Future[None]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
 
-    def call_soon(self, callback: Callable[[], None]) -> None:
-        loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(callback)
-
     def close(self) -> None:
         with self._lock:
             loop, self._loop = self._loop, None

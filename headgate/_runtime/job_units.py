@@ -42,6 +42,8 @@ class Claim:
     max_attempts: int
     crash_count: int
     periodic_origin: PeriodicOrigin | None
+    timeout_ms: int
+    """The attempt's timeout, as configured (the job's, or its handler's)."""
     deadline_ms: int
     run_at_ms: int
     """When the job became due: its pickup latency is measured from here."""
@@ -73,6 +75,7 @@ def claim(
         max_attempts=row.max_attempts if row.max_attempts is not None else spec.max_attempts,
         crash_count=row.crash_count,
         periodic_origin=origin,
+        timeout_ms=timeout_ms,
         deadline_ms=deadline,
         run_at_ms=row.run_at_ms,
         claimed_version=row.version + 1,
@@ -141,6 +144,13 @@ def attempt_outcome(end: StreamAppend) -> str:
 
 def released(claimed: Claim, worker_id: str) -> StreamAppend:
     return _on_stream(claimed, JobReleased(claimed.job_id, worker_id))
+
+
+def origin_fields(claimed: Claim) -> dict[str, object]:
+    """The schedule and tick a job came from, as log fields (none for a job enqueued
+    by hand)."""
+    origin = claimed.periodic_origin
+    return {} if origin is None else {"schedule_id": origin.schedule_id, "tick_ms": origin.tick_ms}
 
 
 def _on_stream(claimed: Claim, event: DomainEvent) -> StreamAppend:

@@ -11,12 +11,12 @@ outcome back to the dispatcher, which they wake.
   other processes' enqueues arrive by NOTIFY; otherwise it polls every
   `poll_interval_ms`, and sleeps until a scheduled job's run_at when that is
   sooner.
-* Timeouts: at an attempt's deadline the dispatcher records it failed
-  (timed out, retried per policy), sets the job's `cancelled` event and
-  cancels an async handler. A sync handler's thread cannot be killed: its
-  slot is given back (a thread is added), it is counted as overdue in the
-  heartbeat, and whatever it returns is dropped (its append would be refused
-  by the version check anyway).
+* Handlers run as `attempts.Attempt`s, as in `drain()`: the runner holds
+  each to its deadline (timed out, retried per policy; `job.cancelled` set,
+  an async handler cancelled) and decides what is recorded. A sync handler's
+  thread cannot be killed: its slot is given back (a thread is added), it is
+  counted as overdue in the heartbeat until it returns, and whatever it
+  returns is refused.
 * Heartbeat: renewed every quarter of its TTL, with this process's identity
   on its machine (`local_processes`); the rescuer takes back the jobs of a
   worker whose heartbeat expired, or, on the same machine, whose process is
@@ -30,7 +30,6 @@ outcome back to the dispatcher, which they wake.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -42,18 +41,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from headgate._clock import Clock
-from headgate._domain.events import JobAttemptFailed
+from headgate._domain.events import JobAttemptFailed, JobReleased
 from headgate._domain.ids import fingerprint_of_text
-from headgate._domain.job_rules import ErrorRecord, InvalidResult, checked_result, error_record
 from headgate._errors import ConcurrencyConflict, StoreError
-from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._model import DrainSummary
 from headgate._runtime import job_units
+from headgate._runtime.attempts import Attempt, AttemptRules, AttemptRunner, Outcome, end_append
 from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
 from headgate._runtime.executor import LoopRunner, ThreadRunner
-from headgate._runtime.handlers import HandlerRegistry, HandlerSpec, JobContext
-from headgate._runtime.job_units import Claim
+from headgate._runtime.handlers import HandlerRegistry, HandlerSpec
+from headgate._runtime.job_units import Claim, origin_fields
 from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
@@ -67,30 +65,6 @@ from headgate._store.port import (
 )
 
 log = get_logger("headgate.workers")
-
-
-@dataclass
-class _Run:
-    """One attempt in this process, from its claim to its recorded end."""
-
-    claim: Claim
-    spec: HandlerSpec
-    context: JobContext
-    started_at_ms: int
-    overdue: bool = False
-    """Its deadline passed and its timeout is recorded; its thread may still run."""
-    done: bool = False
-    task: asyncio.Task[None] | None = None
-
-
-@dataclass(frozen=True)
-class _Ended:
-    run: _Run
-    ended_at_ms: int
-    """When its handler returned (or its deadline passed)."""
-    result: JsonValue = None
-    error: ErrorRecord | None = None
-    timed_out: bool = False
 
 
 @dataclass
@@ -138,9 +112,15 @@ class WorkerPool:
             if config.queues is not None
             else {queue: DEFAULT_CAPACITY for queue in handlers.by_queue()}
         )
-        self._runs: dict[str, _Run] = {}
-        self._ended: list[_Ended] = []
+        self._runs: dict[str, Attempt] = {}
+        """Attempts whose end is not recorded yet, by job."""
+        self._overrunning: set[Attempt] = set()
+        """Attempts whose timeout is recorded while their handler still runs: each
+        holds a thread until it returns."""
         self._lock = threading.Lock()
+        self._attempts = AttemptRunner(
+            clock, AttemptRules.of(config), on_end=self._attempt_ended, recorder=recorder
+        )
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -168,6 +148,7 @@ class WorkerPool:
     def start(self) -> None:
         self._started_at_ms = self._clock.now_ms()
         self._threads.ensure(sum(self.capacity.values()))
+        self._attempts.start()
         if self._config.listen:
             self._listener = self._store.listen(self._on_enqueued)
         self._warn_of_kinds_nobody_serves()
@@ -207,13 +188,14 @@ class WorkerPool:
         self._dispatcher.join(timeout=max(deadline - time.monotonic(), 0) + 1.0)
         if self._listener is not None:
             self._listener.close()
+        self._attempts.stop()
         self._threads.close()
         self._loop.close()
 
     @property
     def running(self) -> int:
         with self._lock:
-            return sum(1 for run in self._runs.values() if not run.overdue)
+            return sum(1 for attempt in self._runs.values() if not attempt.overdue)
 
     # the dispatcher --------------------------------------------------------
 
@@ -235,7 +217,6 @@ class WorkerPool:
         now = self._clock.now_ms()
         if now >= self._next_beat_ms:
             self._beat(now)
-        self._time_out(now)
         if now >= self._next_check_ms:
             self._notice_lost_jobs()
             self._next_check_ms = now + self._config.heartbeat_every_ms
@@ -246,8 +227,8 @@ class WorkerPool:
         self._write(claiming=claiming, release=final)
 
     def _sleep_s(self) -> float:
-        """Until the next thing due: a poll, a heartbeat, a deadline, a rescue,
-        or a job scheduled for later."""
+        """Until the next thing due: a poll, a heartbeat, a rescue, or a job
+        scheduled for later (an attempt that ends, or times out, wakes it)."""
         now = self._clock.now_ms()
         due = [
             now + self._config.poll_interval_ms,
@@ -257,43 +238,53 @@ class WorkerPool:
         if self._next_scheduled_ms is not None:
             due.append(self._next_scheduled_ms)
             self._next_scheduled_ms = None
-        with self._lock:
-            due.extend(run.claim.deadline_ms for run in self._runs.values() if not run.overdue)
         return max(min(due) - now, 1) / 1000
 
     def _write(self, *, claiming: bool, release: bool) -> None:
         """One transaction: record the attempts that ended, and claim into the
         free capacity (or, stopping, give back what still runs)."""
-        with self._lock:
-            ended, self._ended = self._ended, []
-            released = [run for run in self._runs.values() if release and not run.done]
+        ended, released = self._ends_to_record(release=release)
         free = self._free_capacity() if claiming else {}
         if not ended and not released and not self._worth_claiming(free):
             return
         now = self._clock.now_ms()
-        ends = [(end.run, self._end_append(end, now), end.ended_at_ms) for end in ended]
-        ends += [
-            (run, job_units.released(run.claim, self.identity.holder), now) for run in released
+        holder = self.identity.holder
+        ends = [
+            (attempt, end_append(attempt, outcome, holder, now), outcome.ended_at_ms)
+            for attempt, outcome in ended
         ]
+        ends += [(attempt, job_units.released(attempt.claim, holder), now) for attempt in released]
         try:
             with self._store.log.write() as transaction:
                 results = transaction.append_units(
-                    [job_units.end_unit(run.claim, append) for run, append, _ in ends]
+                    [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
                 )
                 claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
             log.warning(
                 "could not record jobs' ends; trying again", ended=len(ended), exc_info=True
             )
-            with self._lock:
-                self._ended = ended + self._ended
             return
-        for (run, append, ended_at), result in zip(ends, results, strict=True):
-            self._settle(run, append, result, released=run in released, ended_at_ms=ended_at)
-        for run in released:
-            run.context.cancelled.set()  # its job is given back: whatever it returns is dropped
+        for (attempt, append, ended_at), result in zip(ends, results, strict=True):
+            self._settle(attempt, append, result, ended_at_ms=ended_at)
         for claimed, spec in claims:
             self._start(claimed, spec)
+
+    def _ends_to_record(
+        self, *, release: bool
+    ) -> tuple[list[tuple[Attempt, Outcome]], list[Attempt]]:
+        """The attempts whose outcome is to be recorded and, stopping (`release`),
+        those given back: each still running is withdrawn first, so its handler's
+        outcome cannot also be recorded."""
+        ended: list[tuple[Attempt, Outcome]] = []
+        released: list[Attempt] = []
+        with self._lock:
+            for attempt in self._runs.values():
+                if release and self._attempts.withdraw(attempt):
+                    released.append(attempt)
+                elif attempt.outcome is not None:
+                    ended.append((attempt, attempt.outcome))
+        return ended, released
 
     def _worth_claiming(self, free: Mapping[str, int]) -> bool:
         """A claim transaction only when a due job may be waiting: free slots, and
@@ -321,35 +312,17 @@ class WorkerPool:
     ) -> list[tuple[Claim, HandlerSpec]]:
         return claim_due(transaction, free, self._handlers, self.identity.holder)
 
-    def _end_append(self, end: _Ended, now_ms: int) -> StreamAppend:
-        run = end.run
-        if end.error is None:
-            return job_units.succeeded(
-                run.claim, self.identity.holder, run.started_at_ms, end.result
-            )
-        return job_units.failed(
-            run.claim,
-            self.identity.holder,
-            run.started_at_ms,
-            end.error,
-            now_ms,
-            timed_out=end.timed_out,
-        )
-
     def _settle(
-        self,
-        run: _Run,
-        append: StreamAppend,
-        result: object,
-        *,
-        released: bool,
-        ended_at_ms: int,
+        self, attempt: Attempt, append: StreamAppend, result: object, *, ended_at_ms: int
     ) -> None:
         """After the write: count and log the end, or say why it was refused."""
-        claimed = run.claim
+        claimed = attempt.claim
+        released = isinstance(append.events[0], JobReleased)
         with self._lock:
-            if self._runs.get(claimed.job_id) is run and (run.done or released):
+            if self._runs.get(claimed.job_id) is attempt:
                 del self._runs[claimed.job_id]
+            if attempt.overdue:
+                self._overrunning.add(attempt)
         if isinstance(result, ConcurrencyConflict):
             self.stats.refused += 1
             self._recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
@@ -358,7 +331,7 @@ class WorkerPool:
                 job_id=claimed.job_id,
                 kind=claimed.kind,
                 attempt=claimed.attempt,
-                **_origin(claimed),
+                **origin_fields(claimed),
             )
             return
         event = append.events[0]
@@ -381,7 +354,7 @@ class WorkerPool:
             claimed.queue,
             claimed.kind,
             job_units.attempt_outcome(append),
-            None if released else max(ended_at_ms - run.started_at_ms, 0),
+            None if released else max(ended_at_ms - attempt.started_at_ms, 0),
         )
         log.info(
             "job attempt ended",
@@ -389,145 +362,44 @@ class WorkerPool:
             kind=claimed.kind,
             attempt=claimed.attempt,
             outcome=outcome,
-            **_origin(claimed),
+            **origin_fields(claimed),
         )
 
     def _start(self, claimed: Claim, spec: HandlerSpec) -> None:
-        context = JobContext(
-            id=claimed.job_id,
-            kind=claimed.kind,
-            queue=claimed.queue,
-            payload=claimed.payload,
-            attempt=claimed.attempt,
-            max_attempts=claimed.max_attempts,
-            crash_count=claimed.crash_count,
-            periodic_origin=claimed.periodic_origin,
-            deadline_ms=claimed.deadline_ms,
-        )
-        run = _Run(claimed, spec, context, started_at_ms=self._clock.now_ms())
+        attempt = self._attempts.begin(claimed, spec)
         with self._lock:
-            self._runs[claimed.job_id] = run
+            self._runs[claimed.job_id] = attempt
         self.stats.claimed += 1
-        self._recorder.handler_started(
-            claimed.queue, claimed.kind, max(run.started_at_ms - claimed.run_at_ms, 0)
-        )
         if spec.is_async:
-            self._loop.submit(self._run_async(run))
+            self._loop.submit(attempt.run_async())
         else:
-            self._threads.submit(lambda: self._run_sync(run))
+            self._threads.submit(attempt.run)
 
-    def _run_sync(self, run: _Run) -> None:
-        try:
-            result = run.spec.function(run.context)
-        except BaseException as error:  # the host's code: whatever it raises fails the attempt
-            self._deliver(run, error=error)
-            return
-        self._deliver(run, result=result)
-
-    async def _run_async(self, run: _Run) -> None:
-        run.task = asyncio.current_task()
-        try:
-            result = await run.spec.function(run.context)
-        except asyncio.CancelledError:
-            self._deliver(run, error=TimeoutError("cancelled at its deadline"), cancelled=True)
-            return
-        except BaseException as error:
-            self._deliver(run, error=error)
-            return
-        self._deliver(run, result=result)
-
-    def _deliver(
-        self,
-        run: _Run,
-        *,
-        result: JsonValue = None,
-        error: BaseException | None = None,
-        cancelled: bool = False,
-    ) -> None:
-        """A handler ended: hand its outcome to the dispatcher (dropped if the attempt
-        was already settled: timed out, cancelled, given back)."""
-        keep = self._config.store_error_messages
-        now = self._clock.now_ms()
-        ended: _Ended
-        if error is None:
-            try:
-                checked = checked_result(result, self._config.max_result_bytes)
-                ended = _Ended(run, now, result=checked)
-            except InvalidResult as invalid:
-                ended = _Ended(run, now, error=error_record(invalid, keep_messages=keep))
-        else:
-            ended = _Ended(run, now, error=error_record(error, keep_messages=keep))
-        with self._lock:
-            if run.overdue or run.done or cancelled or run.context.cancelled.is_set():
-                # Settled already (timed out, given back) or taken away (cancelled,
-                # rescued): its thread is free again, and nothing more is recorded.
-                if self._runs.get(run.claim.job_id) is run:
-                    del self._runs[run.claim.job_id]
-                late = True
-            else:
-                run.done = True
-                self._ended.append(ended)
-                late = False
-        if late:
-            log.info(
-                "a handler returned after its attempt was settled; its outcome is dropped",
-                job_id=run.claim.job_id,
-                kind=run.claim.kind,
-                attempt=run.claim.attempt,
-            )
-        self._wake.set()
-
-    def _time_out(self, now_ms: int) -> None:
-        """Record the attempts past their deadline as timed out, and tell them to stop."""
-        with self._lock:
-            late = [
-                run
-                for run in self._runs.values()
-                if not run.overdue and not run.done and run.claim.deadline_ms <= now_ms
-            ]
-            for run in late:
-                run.overdue = True
-                seconds = (run.claim.deadline_ms - run.started_at_ms) / 1000
-                error = ErrorRecord(
-                    "TimeoutError", f"the handler ran past its timeout ({seconds:g} s)"
-                )
-                self._ended.append(_Ended(run, now_ms, error=error, timed_out=True))
-        for run in late:
-            run.context.cancelled.set()
-            self._cancel_task(run)
-            log.warning(
-                "handler ran past its timeout; its attempt is recorded as failed",
-                job_id=run.claim.job_id,
-                kind=run.claim.kind,
-                attempt=run.claim.attempt,
-                **_origin(run.claim),
-            )
-        if late:
-            # The threads stuck in them still hold a slot each: keep the capacity.
+    def _attempt_ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        """Told by the runner, on the handler's thread or at the deadline: wake the
+        dispatcher to record it, and keep track of the threads handlers hold."""
+        if outcome is None:  # nothing to record; its thread is free
+            with self._lock:
+                if self._runs.get(attempt.claim.job_id) is attempt and attempt.outcome is None:
+                    del self._runs[attempt.claim.job_id]  # told to stop: its job is not ours
+                self._overrunning.discard(attempt)
+        elif attempt.overdue:
+            # The thread stuck in it still holds a slot: keep the capacity.
             self._threads.ensure(sum(self.capacity.values()) + self._overdue())
+        self._wake.set()
 
     def _notice_lost_jobs(self) -> None:
         """Tell handlers whose job an operator cancelled, or that was rescued while
         this worker was frozen, to stop: their ends would be refused anyway."""
         with self._lock:
-            watched = [run for run in self._runs.values() if not run.done and not run.overdue]
-        for run in watched:
+            watched = [attempt for attempt in self._runs.values() if not attempt.settled]
+        for attempt in watched:
             try:
-                row = self._store.reads.job(run.claim.job_id)
+                row = self._store.reads.job(attempt.claim.job_id)
             except StoreError:
                 return
-            if row is None or row.version != run.claim.claimed_version:
-                run.context.cancelled.set()
-                self._cancel_task(run)
-
-    def _cancel_task(self, run: _Run) -> None:
-        task = run.task
-        if task is not None:
-
-            def cancel() -> None:
-                task.cancel()
-
-            self._loop.call_soon(cancel)
+            if row is None or row.version != attempt.claim.claimed_version:
+                attempt.stop()
 
     # heartbeat and stop ----------------------------------------------------
 
@@ -568,17 +440,19 @@ class WorkerPool:
         recorded has given its slot back, so the same write claims into it."""
         with self._lock:
             busy = Counter(
-                run.claim.queue for run in self._runs.values() if not run.overdue and not run.done
+                attempt.claim.queue for attempt in self._runs.values() if not attempt.settled
             )
         return job_units.capacity_left(self.capacity, busy)
 
     def _overdue(self) -> int:
         with self._lock:
-            return sum(1 for run in self._runs.values() if run.overdue)
+            waiting = sum(1 for attempt in self._runs.values() if attempt.overdue)
+            return waiting + len(self._overrunning)
 
     def _busy(self) -> bool:
+        """An attempt runs, or its end is still to be recorded."""
         with self._lock:
-            return bool(self._ended) or any(not run.overdue for run in self._runs.values())
+            return bool(self._runs)
 
     def _on_enqueued(self, queue: str) -> None:
         if queue in self.capacity:
@@ -596,11 +470,6 @@ class WorkerPool:
                 kinds=orphans,
                 jobs=sum(pending[kind] for kind in orphans),
             )
-
-
-def _origin(claimed: Claim) -> dict[str, object]:
-    origin = claimed.periodic_origin
-    return {} if origin is None else {"schedule_id": origin.schedule_id, "tick_ms": origin.tick_ms}
 
 
 def _counts(stats: PoolStats) -> dict[str, int]:
@@ -628,7 +497,8 @@ def drain(
 ) -> DrainSummary:
     """Run every due job of these kinds and queues in the calling thread until none
     is left or `timeout_s` passes; every end recorded (and told `recorder`) as a
-    worker would.
+    worker would, by the same attempt runner: a handler past its deadline is
+    timed out (told to stop, an async one cancelled) as in the pool.
 
     It holds a heartbeat of its own while it runs, so a process dying mid-drain
     has its jobs rescued like any worker's.
@@ -648,6 +518,10 @@ def drain(
         process=LocalProcesses().here,
     )
     next_beat = 0.0
+    attempts = AttemptRunner(
+        clock, AttemptRules.of(settings), recorder=recorder, name="headgate-drain-deadlines"
+    )
+    attempts.start()
     try:
         while time.monotonic() < give_up:
             if time.monotonic() >= next_beat:
@@ -659,14 +533,15 @@ def drain(
                 )
             if not taken:
                 break
+            ran = _run_each(attempts, taken)
+            now = clock.now_ms()
             ends = [
                 (
-                    claimed,
-                    *_run_inline(
-                        claimed, spec, identity.holder, clock, settings, recorder=recorder
-                    ),
+                    attempt.claim,
+                    end_append(attempt, outcome, identity.holder, now),
+                    outcome.ended_at_ms - attempt.started_at_ms,
                 )
-                for claimed, spec in taken
+                for attempt, outcome in ran
             ]
             with store.log.write() as transaction:
                 results = transaction.append_units(
@@ -685,6 +560,7 @@ def drain(
                 else:
                     totals["succeeded"] += 1
     finally:
+        attempts.stop()
         with contextlib.suppress(StoreError):
             store.workers.stop(identity.holder)
     return DrainSummary(totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"])
@@ -722,41 +598,14 @@ def claim_due(
     ]
 
 
-def _run_inline(
-    claimed: Claim,
-    spec: HandlerSpec,
-    worker_id: str,
-    clock: Clock,
-    config: WorkerConfig,
-    *,
-    recorder: Recorder,
-) -> tuple[StreamAppend, int]:
-    """Run the attempt here; its end to append, and how long the handler ran."""
-    context = JobContext(
-        id=claimed.job_id,
-        kind=claimed.kind,
-        queue=claimed.queue,
-        payload=claimed.payload,
-        attempt=claimed.attempt,
-        max_attempts=claimed.max_attempts,
-        crash_count=claimed.crash_count,
-        periodic_origin=claimed.periodic_origin,
-        deadline_ms=claimed.deadline_ms,
-    )
-    started = clock.now_ms()
-    recorder.handler_started(claimed.queue, claimed.kind, max(started - claimed.run_at_ms, 0))
-    keep = config.store_error_messages
-    try:
-        if spec.is_async:
-            seconds = max(claimed.deadline_ms - started, 1) / 1000
-            result = asyncio.run(asyncio.wait_for(spec.function(context), seconds))
-        else:
-            result = spec.function(context)
-        checked = checked_result(result, config.max_result_bytes)
-    except BaseException as error:  # the host's code: whatever it raises fails the attempt
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        ended = clock.now_ms()
-        record = error_record(error, keep_messages=keep)
-        return job_units.failed(claimed, worker_id, started, record, ended), ended - started
-    return job_units.succeeded(claimed, worker_id, started, checked), clock.now_ms() - started
+def _run_each(
+    attempts: AttemptRunner, taken: Sequence[tuple[Claim, HandlerSpec]]
+) -> list[tuple[Attempt, Outcome]]:
+    """Run the claimed jobs one after another in this thread; how each ended."""
+    ran: list[tuple[Attempt, Outcome]] = []
+    for claimed, spec in taken:
+        attempt = attempts.begin(claimed, spec)
+        outcome = attempts.run_here(attempt)
+        if outcome is not None:
+            ran.append((attempt, outcome))
+    return ran

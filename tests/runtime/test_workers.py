@@ -157,6 +157,7 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     _eventually(lambda: hg.get_job(job.id).attempts == 1)
     timed_out = hg.get_job(job.id)
     assert (timed_out.state, timed_out.error_type) == ("pending", "TimeoutError")
+    assert timed_out.error_message == "the handler ran past its timeout of 1 s"
     assert timed_out.attempt_history[0].outcome == "timed_out"
     slow_labels = {"queue": "default", "kind": "slow"}
     assert _metric(hg, "headgate_job_attempts_total", outcome="timed_out", **slow_labels) == 1

@@ -1,0 +1,368 @@
+"""One attempt at a job: its handler run with its JobContext, held to its
+deadline, and its end as the event to record.
+
+The worker pool and `drain()` both run handlers through this module, so an
+attempt is timed, refused and recorded by one set of rules whoever runs it:
+
+* What the handler returns is its result if it is plain JSON within the
+  limit (`job_rules.checked_result`); what it raises fails the attempt
+  (`job_rules.error_record`), an async handler's own CancelledError included.
+* At its deadline, on the injected clock, the attempt times out: it is
+  recorded as failed (`timed_out`, with the timeout as configured), its
+  `job.cancelled` is set and an async handler is cancelled. A sync handler's
+  thread cannot be stopped: whatever it returns afterwards is refused. A
+  handler that returns at or after its deadline has timed out too, whether or
+  not the `Deadlines` service had got to it.
+* An attempt settles once: the first of its handler's end, its deadline and
+  its withdrawal (given back at shutdown) decides what is recorded. A handler
+  told to stop (`job.cancelled`: its job was cancelled or rescued meanwhile)
+  has its outcome refused; its job is no longer this worker's.
+* Ctrl-C (KeyboardInterrupt on the main thread, where Python raises it) in a
+  handler that `drain()` runs there stops the drain and records nothing: the
+  person at the terminal stopped the process, the handler did not fail.
+
+Who runs the handler stays the caller's choice: the pool's threads and event
+loop, or `AttemptRunner.run_here` in `drain()`'s calling thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from headgate._clock import Clock
+from headgate._domain.job_rules import (
+    DEFAULT_MAX_RESULT_BYTES,
+    ErrorRecord,
+    InvalidResult,
+    checked_result,
+    error_record,
+    timed_out_record,
+)
+from headgate._json import JsonValue
+from headgate._logs import get_logger
+from headgate._runtime import job_units
+from headgate._runtime.config import WorkerConfig
+from headgate._runtime.deadlines import Deadlines
+from headgate._runtime.handlers import HandlerSpec, JobContext
+from headgate._runtime.job_units import Claim
+from headgate._runtime.recorder import NO_METRICS, Recorder
+from headgate._store.port import StreamAppend
+
+log = get_logger("headgate.workers")
+
+
+@dataclass(frozen=True)
+class AttemptRules:
+    """What an attempt's end keeps (from the host's WorkerConfig)."""
+
+    store_error_messages: bool = True
+    """False keeps exception texts out of the store (the type is kept)."""
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+
+    @classmethod
+    def of(cls, config: WorkerConfig) -> AttemptRules:
+        return cls(config.store_error_messages, config.max_result_bytes)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended: its result, or what failed it."""
+
+    ended_at_ms: int
+    """When its handler returned, or its deadline was found passed."""
+    result: JsonValue = None
+    error: ErrorRecord | None = None
+    timed_out: bool = False
+
+
+EndListener = Callable[["Attempt", Outcome | None], None]
+"""Told when an attempt settles with an outcome to record, or with None when its
+handler returned after the attempt was settled (or told to stop): its thread is
+free, and nothing more is recorded. Called on the handler's thread or the
+deadline service's, never under a lock of the attempt's."""
+
+
+def job_context(claim: Claim) -> JobContext:
+    """What the handler is told of its job and this attempt."""
+    return JobContext(
+        id=claim.job_id,
+        kind=claim.kind,
+        queue=claim.queue,
+        payload=claim.payload,
+        attempt=claim.attempt,
+        max_attempts=claim.max_attempts,
+        crash_count=claim.crash_count,
+        periodic_origin=claim.periodic_origin,
+        deadline_ms=claim.deadline_ms,
+    )
+
+
+class Attempt:
+    """One claimed job's run, from its start to its settlement."""
+
+    def __init__(
+        self,
+        claim: Claim,
+        spec: HandlerSpec,
+        clock: Clock,
+        rules: AttemptRules,
+        on_end: EndListener,
+    ) -> None:
+        self.claim = claim
+        self.spec = spec
+        self.context = job_context(claim)
+        self.started_at_ms = clock.now_ms()
+        self._clock = clock
+        self._rules = rules
+        self._on_end = on_end
+        self._lock = threading.Lock()
+        self._outcome: Outcome | None = None
+        self._settled = False
+        self._returned = False
+        self._cancel_task: Callable[[], None] | None = None
+
+    @property
+    def deadline_ms(self) -> int:
+        return self.claim.deadline_ms
+
+    @property
+    def settled(self) -> bool:
+        """Its outcome is decided (or it was withdrawn): its slot is free."""
+        return self._settled
+
+    @property
+    def returned(self) -> bool:
+        """Its handler's code has returned: no thread or task of it runs."""
+        return self._returned
+
+    @property
+    def overdue(self) -> bool:
+        """Timed out while its handler still runs (a sync handler's thread is held)."""
+        outcome = self._outcome
+        return outcome is not None and outcome.timed_out and not self._returned
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """What to record; None until settled, and for a withdrawn attempt."""
+        return self._outcome
+
+    # running the handler ----------------------------------------------------
+
+    def run(self) -> None:
+        """Run a sync handler here, to its end."""
+        try:
+            result = self.spec.function(self.context)
+        except BaseException as error:  # the host's code: whatever it raises fails the attempt
+            if _is_ctrl_c(error):
+                self.withdraw()
+                raise
+            self._handler_ended(error=error)
+            return
+        self._handler_ended(result=result)
+
+    async def run_async(self) -> None:
+        """Run an async handler on the running loop, to its end or its cancellation."""
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+
+            def cancel() -> None:
+                loop.call_soon_threadsafe(task.cancel)
+
+            with self._lock:
+                self._cancel_task = cancel
+                if self.context.cancelled.is_set():
+                    # Told to stop before it started: cancelled at its first await, as
+                    # a running one is (and not at all if it finishes without one).
+                    loop.call_soon(task.cancel)
+        try:
+            result = await self.spec.function(self.context)
+        except asyncio.CancelledError as error:
+            if _cancelled_from_outside(task, self.context):
+                self.withdraw()
+                raise
+            self._handler_ended(error=error)
+            return
+        except BaseException as error:  # the host's code: whatever it raises fails the attempt
+            if _is_ctrl_c(error):
+                self.withdraw()
+                raise
+            self._handler_ended(error=error)
+            return
+        self._handler_ended(result=result)
+
+    # settling -----------------------------------------------------------------
+
+    def expire(self) -> None:
+        """Its deadline passed: time it out and tell it to stop, unless it settled."""
+        outcome = self._timed_out(self._clock.now_ms())
+        with self._lock:
+            if self._settled:
+                return
+            self._settled = True
+            self._outcome = outcome
+            self._tell_to_stop()
+        self._on_end(self, outcome)
+
+    def withdraw(self) -> bool:
+        """Settle it with nothing to record (its job is given back) and tell it to
+        stop; False if it had settled already."""
+        with self._lock:
+            if self._settled:
+                return False
+            self._settled = True
+            self._tell_to_stop()
+        return True
+
+    def stop(self) -> None:
+        """Its job is no longer this worker's (cancelled, rescued): tell it to stop.
+        Its outcome will be refused; its deadline still times it out."""
+        with self._lock:
+            self._tell_to_stop()
+
+    def _tell_to_stop(self) -> None:
+        """Under the lock, so a task is cancelled before its loop can close."""
+        self.context.cancelled.set()
+        if self._cancel_task is not None:
+            self._cancel_task()
+
+    def _handler_ended(
+        self, *, result: JsonValue = None, error: BaseException | None = None
+    ) -> None:
+        now = self._clock.now_ms()
+        outcome = self._outcome_of(result, error, now)
+        with self._lock:
+            self._returned = True
+            refused = self._settled or self.context.cancelled.is_set()
+            if not refused:
+                self._settled = True
+                self._outcome = outcome
+                if outcome.timed_out:
+                    self.context.cancelled.set()
+        self._on_end(self, None if refused else outcome)
+
+    def _outcome_of(self, result: JsonValue, error: BaseException | None, now_ms: int) -> Outcome:
+        if now_ms >= self.claim.deadline_ms:
+            return self._timed_out(now_ms)
+        keep = self._rules.store_error_messages
+        if error is not None:
+            return Outcome(now_ms, error=error_record(error, keep_messages=keep))
+        try:
+            return Outcome(now_ms, result=checked_result(result, self._rules.max_result_bytes))
+        except InvalidResult as invalid:
+            return Outcome(now_ms, error=error_record(invalid, keep_messages=keep))
+
+    def _timed_out(self, now_ms: int) -> Outcome:
+        return Outcome(now_ms, error=timed_out_record(self.claim.timeout_ms), timed_out=True)
+
+
+def end_append(
+    attempt: Attempt, outcome: Outcome, worker_id: str, recorded_at_ms: int
+) -> StreamAppend:
+    """The event that records the attempt's end; a failure's retry is counted from
+    `recorded_at_ms`, when the end is written."""
+    if outcome.error is None:
+        return job_units.succeeded(attempt.claim, worker_id, attempt.started_at_ms, outcome.result)
+    return job_units.failed(
+        attempt.claim,
+        worker_id,
+        attempt.started_at_ms,
+        outcome.error,
+        recorded_at_ms,
+        timed_out=outcome.timed_out,
+    )
+
+
+def _is_ctrl_c(error: BaseException) -> bool:
+    return isinstance(error, KeyboardInterrupt) and (
+        threading.current_thread() is threading.main_thread()
+    )
+
+
+def _cancelled_from_outside(task: asyncio.Task[None] | None, context: JobContext) -> bool:
+    """Its task was cancelled, but not by its attempt (which tells the job to stop
+    first): asyncio.run's Ctrl-C, or its loop shutting down."""
+    return task is not None and task.cancelling() > 0 and not context.cancelled.is_set()
+
+
+def _ignore(attempt: Attempt, outcome: Outcome | None) -> None:
+    """The default listener: drain() reads each outcome once `run_here` returns."""
+
+
+class AttemptRunner:
+    """Starts attempts and holds each to its deadline: one for the worker pool,
+    one per `drain()`.
+
+    `on_end` hears of every settlement (see EndListener); the runner forgets
+    the attempt's deadline and logs what a person should know first.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        rules: AttemptRules,
+        *,
+        on_end: EndListener = _ignore,
+        recorder: Recorder = NO_METRICS,
+        name: str = "headgate-deadlines",
+    ) -> None:
+        self._clock = clock
+        self._rules = rules
+        self._on_end = on_end
+        self._recorder = recorder
+        self._deadlines = Deadlines(clock, name=name)
+
+    def start(self) -> None:
+        self._deadlines.start()
+
+    def stop(self) -> None:
+        """Stop timing attempts out (those still running are the caller's to give back)."""
+        self._deadlines.stop()
+
+    def begin(self, claim: Claim, spec: HandlerSpec) -> Attempt:
+        """An attempt at a claimed job, its deadline watched from now; its handler
+        is the caller's to run (`Attempt.run` or `run_async`, or `run_here`)."""
+        attempt = Attempt(claim, spec, self._clock, self._rules, self._ended)
+        self._recorder.handler_started(
+            claim.queue, claim.kind, max(attempt.started_at_ms - claim.run_at_ms, 0)
+        )
+        self._deadlines.watch(attempt)
+        return attempt
+
+    def run_here(self, attempt: Attempt) -> Outcome | None:
+        """Run its handler in the calling thread (an async one on an event loop of
+        its own), and say how it ended: None if it was withdrawn meanwhile."""
+        if attempt.spec.is_async:
+            asyncio.run(attempt.run_async())
+        else:
+            attempt.run()
+        return attempt.outcome
+
+    def withdraw(self, attempt: Attempt) -> bool:
+        """Give it back: nothing is recorded of it (see Attempt.withdraw)."""
+        self._deadlines.forget(attempt)
+        return attempt.withdraw()
+
+    def _ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        self._deadlines.forget(attempt)
+        claim = attempt.claim
+        if outcome is None:
+            log.info(
+                "a handler returned after its attempt was settled; its outcome is dropped",
+                job_id=claim.job_id,
+                kind=claim.kind,
+                attempt=claim.attempt,
+            )
+        elif outcome.timed_out:
+            log.warning(
+                "handler ran past its timeout; its attempt is recorded as failed",
+                job_id=claim.job_id,
+                kind=claim.kind,
+                attempt=claim.attempt,
+                timeout_ms=claim.timeout_ms,
+                **job_units.origin_fields(claim),
+            )
+        self._on_end(attempt, outcome)
