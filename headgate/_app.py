@@ -69,6 +69,7 @@ from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
+    RUNNING_SHOWN,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -641,7 +642,12 @@ class Headgate:
         return Job.from_row(self._commands.finish_job(job_id, state))
 
     def workers(self) -> list[WorkerStatus]:
-        """The live worker processes sharing this store."""
+        """The live worker processes sharing this store, each with the jobs it runs
+        (of the first RUNNING_SHOWN running jobs)."""
+        running: dict[str, list[str]] = {}
+        for job in self.list_jobs(state="running", limit=RUNNING_SHOWN).jobs:
+            if job.worker_id is not None:
+                running.setdefault(job.worker_id, []).append(job.id)
         return [
             WorkerStatus(
                 row.worker_id,
@@ -653,6 +659,7 @@ class Headgate:
                 row.started_at_ms,
                 row.heartbeat_at_ms,
                 row.expires_at_ms,
+                tuple(running.get(row.worker_id, ())),
             )
             for row in self._store.workers.live(self.clock.now_ms())
         ]

@@ -218,6 +218,12 @@ class WorkerStatus:
     started_at_ms: int
     heartbeat_at_ms: int
     expires_at_ms: int
+    running_job_ids: tuple[str, ...] = ()
+    """The jobs it runs now (of the first RUNNING_SHOWN running jobs in the store)."""
+
+
+RUNNING_SHOWN = 200
+"""Running jobs `Headgate.workers` reads to say which worker runs which."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
@@ -282,23 +282,13 @@ def retry_job(request: Request, job_id: str) -> JobOut:
     return JobOut.of(_hg(request).retry_job(job_id))
 
 
-RUNNING_SHOWN: Final = 200
-
-
 @router.get("/workers", response_model=WorkersOut, summary="Live workers and the scheduler")
 def list_workers(request: Request) -> WorkersOut:
     hg = _hg(request)
     now_ms = hg.clock.now_ms()
-    running: dict[str, list[str]] = {}
-    for job in hg.list_jobs(state="running", limit=RUNNING_SHOWN).jobs:
-        if job.worker_id is not None:
-            running.setdefault(job.worker_id, []).append(job.id)
     lease = hg.lease_status()
     return WorkersOut(
-        workers=[
-            WorkerOut.of(worker, now_ms, running.get(worker.worker_id, []))
-            for worker in hg.workers()
-        ],
+        workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
         scheduler=None if lease is None else LeaseOut.of(lease),
     )
 

@@ -262,23 +262,15 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
     )
 
 
-RUNNING_SHOWN: Final = 200
-
-
 @router.get("/workers")
 def workers_page(request: Request) -> HTMLResponse:
     hg = _hg(request)
-    now_ms = hg.clock.now_ms()
-    running: dict[str, list[str]] = {}
-    for job in hg.list_jobs(state="running", limit=RUNNING_SHOWN).jobs:
-        if job.worker_id is not None:
-            running.setdefault(job.worker_id, []).append(job.id)
     return _page(
         request,
         "workers.html",
-        workers=[(worker, running.get(worker.worker_id, [])) for worker in hg.workers()],
+        workers=hg.workers(),
         lease=hg.lease_status(),
-        now_ms=now_ms,
+        now_ms=hg.clock.now_ms(),
     )
 
 

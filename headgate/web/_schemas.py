@@ -271,10 +271,9 @@ class WorkerOut(BaseModel):
     expires_at_ms: int
 
     @classmethod
-    def of(cls, worker: WorkerStatus, now_ms: int, running_job_ids: list[str]) -> WorkerOut:
+    def of(cls, worker: WorkerStatus, now_ms: int) -> WorkerOut:
         return cls(
-            **worker.__dict__,
-            running_job_ids=running_job_ids,
+            **{**worker.__dict__, "running_job_ids": list(worker.running_job_ids)},
             heartbeat_age_ms=max(0, now_ms - worker.heartbeat_at_ms),
         )
 
