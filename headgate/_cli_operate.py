@@ -91,7 +91,11 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
     schedules = commands.add_parser("schedules", help="list, change and run schedules")
     group = schedules.add_subparsers(title="commands", parser_class=type(schedules), required=True)
-    paged(command(group, "list", "list schedules", _schedules_list), 50)
+    listing = command(group, "list", "list schedules, ordered by id", _schedules_list)
+    listing.add_argument(
+        "--search", metavar="PREFIX", help="only schedules whose id starts with PREFIX"
+    )
+    paged(listing, 50)
     show = command(
         group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
     )
@@ -176,7 +180,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
 def _schedules_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_schedules(args.limit, args.cursor)
+        page = hg.list_schedules(args.limit, args.cursor, search=args.search)
     if args.json:
         from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
 
