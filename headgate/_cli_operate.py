@@ -23,7 +23,7 @@ from typing import Any
 
 from headgate._app import open_existing
 from headgate._domain.admission import MAX_BACKFILL_LIMIT
-from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.describe import describe_in_words, missed_run_label
 from headgate._domain.events import JobState, MissedRunPolicy
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
@@ -301,9 +301,10 @@ def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: s
 
 def _print_schedule(schedule: Schedule) -> None:
     try:
-        meaning = f"  ({describe(parse_spec(schedule.spec))})"
+        words = describe_in_words(parse_spec(schedule.spec))
     except InvalidSpec:
-        meaning = ""
+        words = None
+    meaning = "" if words is None else f"  ({words})"
     _print_fields(
         (
             ("id", schedule.id),
