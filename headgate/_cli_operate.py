@@ -28,7 +28,15 @@ from headgate._domain.events import JobState, MissedRunPolicy
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
-from headgate._model import Job, QuarantineEntry, Schedule
+from headgate._model import (
+    Job,
+    JobLimits,
+    LimitInForce,
+    LimitSource,
+    QuarantineEntry,
+    RunningAttempt,
+    Schedule,
+)
 from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
 
 Handler = Callable[[argparse.Namespace], int]
@@ -369,22 +377,28 @@ def _jobs_list(args: argparse.Namespace) -> int:
 def _jobs_show(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
-    return _print_job_result(args, job, None)
+        limits = hg.job_limits(job)
+    return _print_job_result(args, job, limits, None)
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
         job = hg.cancel_job(args.job_id)
-    return _print_job_result(args, job, f"cancelled job {job.id}")
+        limits = hg.job_limits(job)
+    return _print_job_result(args, job, limits, f"cancelled job {job.id}")
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
         job = hg.retry_job(args.job_id)
-    return _print_job_result(args, job, f"job {job.id} runs again (attempts and crashes reset)")
+        limits = hg.job_limits(job)
+    done = f"job {job.id} runs again (attempts and crashes reset)"
+    return _print_job_result(args, job, limits, done)
 
 
-def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> int:
+def _print_job_result(
+    args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
+) -> int:
     if args.json:
         from headgate.web._schemas import JobOut  # noqa: PLC0415 (see top)
 
@@ -409,10 +423,11 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
             ("unique key", job.unique_key or "-"),
             ("fingerprint", job.fingerprint),
             ("attempts", str(job.attempts)),
-            ("max attempts", _or_default(job.max_attempts)),
+            ("max attempts", _in_force(limits.max_attempts, str(limits.max_attempts.value))),
             ("crashes", str(job.crash_count)),
-            ("timeout", _or_default(job.timeout_ms, " ms")),
+            ("timeout", _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms")),
             ("worker", job.worker_id or "-"),
+            ("running", _running(job.running_attempt)),
             ("error", _error(job.error_type, job.error_message)),
             ("payload", _shown_json(job.payload)),
             ("result", _shown_json(job.result)),
@@ -523,6 +538,24 @@ def _iso(ms: int | None) -> str:
     moment = datetime.fromtimestamp(ms / 1000, UTC)
     spec = "seconds" if ms % 1000 == 0 else "milliseconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def _in_force(limit: LimitInForce, shown: str) -> str:
+    if limit.source == LimitSource.JOB:
+        return shown
+    if limit.source == LimitSource.HANDLER:
+        return f"{shown} (its handler's)"
+    return f"{shown} (the default, unless the handler that runs it sets its own)"
+
+
+def _running(attempt: RunningAttempt | None) -> str:
+    if attempt is None:
+        return "-"
+    deadline = "" if attempt.deadline_ms is None else f", times out {_iso(attempt.deadline_ms)}"
+    return (
+        f"attempt {attempt.attempt} on {attempt.worker_id or '-'} "
+        f"since {_iso(attempt.started_at_ms)}{deadline}"
+    )
 
 
 def _or_default(value: int | None, unit: str = "") -> str:

@@ -341,6 +341,9 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
     assert status == 0
     assert "state:          failed" in out
+    assert "max attempts:   1\n" in out
+    assert "timeout:        1800000 ms (the default, unless the handler that runs it" in out
+    assert "running:        -\n" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
     fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})
