@@ -42,6 +42,7 @@ from headgate._commands import (
 from headgate._domain.admission import kind_problem, require_name, require_payload
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
 from headgate._domain.names import require
 from headgate._domain.options import (
     DEFAULT_QUEUE,
@@ -74,8 +75,10 @@ from headgate._model import (
     EnqueueEvent,
     EnqueueEventsPage,
     Job,
+    JobLimits,
     JobsPage,
     LeaseStatus,
+    LimitInForce,
     PutScheduleResult,
     PutSchedulesResult,
     QuarantineEntry,
@@ -465,9 +468,17 @@ class Headgate:
         runs = timing.upcoming(row.next_run_ms, row.due_at_ms, count)
         return [UpcomingRun(tick, instant) for tick, instant in runs]
 
-    def list_schedules(self, limit: int = 200, cursor: str | None = None) -> SchedulesPage:
-        page = self._reads.schedules_page(limit, cursor)
+    def list_schedules(
+        self, limit: int = 200, cursor: str | None = None, *, search: str | None = None
+    ) -> SchedulesPage:
+        """Schedules ordered by id (code point by code point); with `search`, those
+        whose id starts with it. Pass next_cursor back for the next page."""
+        page = self._reads.schedules_page(limit, cursor, search)
         return SchedulesPage([Schedule.from_row(row) for row in page.items], page.next_cursor)
+
+    def count_schedules(self, *, search: str | None = None) -> int:
+        """How many schedules `list_schedules` pages through with this `search`."""
+        return self._reads.schedule_count(search)
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule's ticks, keeping its phase; pausing a paused one is a no-op."""
@@ -592,6 +603,19 @@ class Headgate:
         if row is None:
             raise NotFound(f"no job {job_id!r}")
         return Job.from_row(row, self._reads.job_attempts(job_id, SHOWN_PER_JOB))
+
+    def job_limits(self, job: Job) -> JobLimits:
+        """The attempt limit and timeout `job` runs under, and where each comes
+        from: its own, else its kind's handler's (if registered here), else
+        Headgate's default, which a handler registered only in another process
+        may override."""
+        spec = self._handlers.get(job.kind)
+        return JobLimits(
+            LimitInForce.of(
+                job.max_attempts, spec.max_attempts if spec else None, DEFAULT_MAX_ATTEMPTS
+            ),
+            LimitInForce.of(job.timeout_ms, spec.timeout_ms if spec else None, DEFAULT_TIMEOUT_MS),
+        )
 
     def list_jobs(
         self,

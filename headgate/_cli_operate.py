@@ -23,7 +23,7 @@ from typing import Any
 
 from headgate._app import open_existing
 from headgate._cli_options import add_option_flags, given, refuse_none_given
-from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.describe import describe_in_words, missed_run_label
 from headgate._domain.events import JobState
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
@@ -35,7 +35,15 @@ from headgate._domain.options import (
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
-from headgate._model import Job, QuarantineEntry, Schedule
+from headgate._model import (
+    Job,
+    JobLimits,
+    LimitInForce,
+    LimitSource,
+    QuarantineEntry,
+    RunningAttempt,
+    Schedule,
+)
 from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
 
 Handler = Callable[[argparse.Namespace], int]
@@ -98,33 +106,16 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
     schedules = commands.add_parser("schedules", help="list, change and run schedules")
     group = schedules.add_subparsers(title="commands", parser_class=type(schedules), required=True)
-    paged(command(group, "list", "list schedules", _schedules_list), 50)
+    listing = command(group, "list", "list schedules, ordered by id", _schedules_list)
+    listing.add_argument(
+        "--search", metavar="PREFIX", help="only schedules whose id starts with PREFIX"
+    )
+    paged(listing, 50)
     show = command(
         group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
     )
     show.add_argument("schedule_id", metavar="ID")
-    put = command(
-        group,
-        "put",
-        "create or replace a schedule (a full replace: flags left out take their defaults)",
-        _schedules_put,
-    )
-    put.add_argument("schedule_id", metavar="ID")
-    add_option_flags(put, SCHEDULE_FIELDS, defaults=SCHEDULE_DEFAULTS, required=("spec", "kind"))
-    update = command(
-        group, "update", "change some fields of a schedule, keeping the rest", _schedules_update
-    )
-    update.add_argument("schedule_id", metavar="ID")
-    add_option_flags(update, SCHEDULE_FIELDS, changes=True)
-    add_min_interval(update, int_in)
-    clear = command(
-        group,
-        "clear-overrides",
-        "make a schedule declared in code what its code declares again",
-        _schedules_clear_overrides,
-    )
-    clear.add_argument("schedule_id", metavar="ID")
-    add_min_interval(put, int_in)
+    _add_schedule_writes(group, command, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
         ("pause", "stop a schedule's ticks, keeping its phase", _schedules_pause),
@@ -174,12 +165,39 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     add.add_argument("--note", default="", help="why (shown by quarantine list)")
 
 
+def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn) -> None:
+    """`schedules put`, `update` and `clear-overrides`: a flag per field of the
+    definition (`_cli_options`)."""
+    put = command(
+        group,
+        "put",
+        "create or replace a schedule (a full replace: flags left out take their defaults)",
+        _schedules_put,
+    )
+    put.add_argument("schedule_id", metavar="ID")
+    add_option_flags(put, SCHEDULE_FIELDS, defaults=SCHEDULE_DEFAULTS, required=("spec", "kind"))
+    update = command(
+        group, "update", "change some fields of a schedule, keeping the rest", _schedules_update
+    )
+    update.add_argument("schedule_id", metavar="ID")
+    add_option_flags(update, SCHEDULE_FIELDS, changes=True)
+    add_min_interval(update, int_in)
+    clear = command(
+        group,
+        "clear-overrides",
+        "make a schedule declared in code what its code declares again",
+        _schedules_clear_overrides,
+    )
+    clear.add_argument("schedule_id", metavar="ID")
+    add_min_interval(put, int_in)
+
+
 # schedules -------------------------------------------------------------------
 
 
 def _schedules_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_schedules(args.limit, args.cursor)
+        page = hg.list_schedules(args.limit, args.cursor, search=args.search)
     if args.json:
         from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
 
@@ -306,9 +324,10 @@ def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: s
 
 def _print_schedule(schedule: Schedule) -> None:
     try:
-        meaning = f"  ({describe(parse_spec(schedule.spec))})"
+        words = describe_in_words(parse_spec(schedule.spec))
     except InvalidSpec:
-        meaning = ""
+        words = None
+    meaning = "" if words is None else f"  ({words})"
     _print_fields(
         (
             ("id", schedule.id),
@@ -388,25 +407,30 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
     options = JobOptions(**given(args, JOB_OPTION_FIELDS))
     with open_existing(args.db, read_only=False) as hg:
         job = hg.enqueue_job(args.kind, payload, options)
-    return _print_job_result(args, job, f"enqueued job {job.id}")
+        limits = hg.job_limits(job)
+    return _print_job_result(args, job, limits, f"enqueued job {job.id}")
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
-    return _print_job_result(args, job, None)
+        limits = hg.job_limits(job)
+    return _print_job_result(args, job, limits, None)
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
         job = hg.cancel_job(args.job_id)
-    return _print_job_result(args, job, f"cancelled job {job.id}")
+        limits = hg.job_limits(job)
+    return _print_job_result(args, job, limits, f"cancelled job {job.id}")
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
         job = hg.retry_job(args.job_id)
-    return _print_job_result(args, job, f"job {job.id} runs again (attempts and crashes reset)")
+        limits = hg.job_limits(job)
+    done = f"job {job.id} runs again (attempts and crashes reset)"
+    return _print_job_result(args, job, limits, done)
 
 
 def _made_by(job: Job) -> str:
@@ -418,7 +442,9 @@ def _made_by(job: Job) -> str:
     return "-"
 
 
-def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> int:
+def _print_job_result(
+    args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
+) -> int:
     if args.json:
         from headgate.web._schemas import JobOut  # noqa: PLC0415 (see top)
 
@@ -439,10 +465,11 @@ def _print_job_result(args: argparse.Namespace, job: Job, done: str | None) -> i
             ("unique key", job.unique_key or "-"),
             ("fingerprint", job.fingerprint),
             ("attempts", str(job.attempts)),
-            ("max attempts", _or_default(job.max_attempts)),
+            ("max attempts", _in_force(limits.max_attempts, str(limits.max_attempts.value))),
             ("crashes", str(job.crash_count)),
-            ("timeout", _or_default(job.timeout_ms, " ms")),
+            ("timeout", _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms")),
             ("worker", job.worker_id or "-"),
+            ("running", _running(job.running_attempt)),
             ("error", _error(job.error_type, job.error_message)),
             ("payload", _shown_json(job.payload)),
             ("result", _shown_json(job.result)),
@@ -553,6 +580,24 @@ def _iso(ms: int | None) -> str:
     moment = datetime.fromtimestamp(ms / 1000, UTC)
     spec = "seconds" if ms % 1000 == 0 else "milliseconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def _in_force(limit: LimitInForce, shown: str) -> str:
+    if limit.source == LimitSource.JOB:
+        return shown
+    if limit.source == LimitSource.HANDLER:
+        return f"{shown} (its handler's)"
+    return f"{shown} (the default, unless the handler that runs it sets its own)"
+
+
+def _running(attempt: RunningAttempt | None) -> str:
+    if attempt is None:
+        return "-"
+    deadline = "" if attempt.deadline_ms is None else f", times out {_iso(attempt.deadline_ms)}"
+    return (
+        f"attempt {attempt.attempt} on {attempt.worker_id or '-'} "
+        f"since {_iso(attempt.started_at_ms)}{deadline}"
+    )
 
 
 def _or_default(value: int | None, unit: str = "") -> str:

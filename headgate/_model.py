@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import NamedTuple
 
+from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.options import SCHEDULE_FIELDS, ScheduleDefinition
 from headgate._domain.ownership import overrides
@@ -109,15 +111,19 @@ class UpcomingRun(NamedTuple):
 
 @dataclass(frozen=True)
 class JobAttempt:
-    """How one attempt at a job ended (newest first in `Job.attempt_history`)."""
+    """How one attempt at a job ended (newest first in `Job.attempt_history`), or
+    an operator's retry, after which the numbers start again from 1."""
 
     attempt: int
-    """Its number; 0 for a release or crash, which are not attempts."""
+    """Its number; for a crash, the attempt it ended (0 if the crash was recorded
+    by a build that did not say); 0 for a release and a retry."""
     outcome: str
-    """succeeded, failed, timed_out, released, crashed or quarantined."""
+    """succeeded, failed, timed_out, released, crashed, quarantined or retried."""
     worker_id: str | None
     started_at_ms: int | None
+    """When its handler started; for a crash, when the attempt was claimed."""
     ended_at_ms: int
+    """When it ended; for a retry, when the operator asked for it."""
     error_type: str | None
     error_message: str | None
 
@@ -132,6 +138,26 @@ class JobAttempt:
             row.error_type,
             row.error_message,
         )
+
+
+@dataclass(frozen=True)
+class RunningAttempt:
+    """The attempt a running job is in: not in the attempt history until it ends."""
+
+    attempt: int
+    worker_id: str | None
+    started_at_ms: int
+    """When it was claimed."""
+    deadline_ms: int | None
+    """When it times out."""
+
+    @classmethod
+    def of(cls, row: JobRow) -> RunningAttempt | None:
+        """A running job's row was last changed by its claim: its attempt is the one
+        after those that ended, begun when the row was last updated."""
+        if row.state != JobState.RUNNING:
+            return None
+        return cls(row.attempts + 1, row.worker_id, row.updated_at_ms, row.deadline_ms)
 
 
 @dataclass(frozen=True)
@@ -157,6 +183,8 @@ class Job:
     """The worker running it, while it runs."""
     result: JsonValue = None
     error_type: str | None = None
+    """The newest failed attempt's error while the job has not completed; once it
+    has, None (each failed attempt keeps its error in `attempt_history`)."""
     error_message: str | None = None
     updated_at_ms: int = 0
     attempt_history: tuple[JobAttempt, ...] = ()
@@ -166,12 +194,15 @@ class Job:
     fingerprint: str = ""
     """What quarantine matches: its kind and payload (`Headgate.fingerprint`), to
     quarantine jobs like it (`Headgate.quarantine`) or find why it is refused."""
+    running_attempt: RunningAttempt | None = None
+    """The attempt under way, while the job is running."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
         origin = None
         if row.periodic_schedule_id is not None and row.periodic_tick_ms is not None:
             origin = PeriodicOrigin(row.periodic_schedule_id, row.periodic_tick_ms)
+        completed = row.state == JobState.COMPLETED
         return cls(
             id=row.job_id,
             kind=row.kind,
@@ -188,13 +219,51 @@ class Job:
             timeout_ms=row.timeout_ms,
             worker_id=row.worker_id,
             result=None if row.result is None else json.loads(row.result),
-            error_type=row.error_type,
-            error_message=row.error_message,
+            error_type=None if completed else row.error_type,
+            error_message=None if completed else row.error_message,
             updated_at_ms=row.updated_at_ms,
             attempt_history=tuple(JobAttempt.from_row(attempt) for attempt in attempts),
             run_now_schedule_id=row.run_now_schedule_id,
             fingerprint=fingerprint_of_text(row.kind, row.payload),
+            running_attempt=RunningAttempt.of(row),
         )
+
+
+class LimitSource(StrEnum):
+    """Where the attempt limit or timeout a job runs under comes from."""
+
+    JOB = "job"
+    """The job carries its own."""
+    HANDLER = "handler"
+    """The job carries none: its kind's handler's, as registered in this process."""
+    DEFAULT = "default"
+    """The job carries none and this process has no handler for its kind:
+    Headgate's default, which holds unless the handler of the process that runs
+    the job sets its own (this process cannot know)."""
+
+
+@dataclass(frozen=True)
+class LimitInForce:
+    value: int
+    source: LimitSource
+
+    @classmethod
+    def of(cls, own: int | None, handler: int | None, default: int) -> LimitInForce:
+        """The job's own value over its handler's over the default, as a worker
+        takes them when it claims the job."""
+        if own is not None:
+            return cls(own, LimitSource.JOB)
+        if handler is not None:
+            return cls(handler, LimitSource.HANDLER)
+        return cls(default, LimitSource.DEFAULT)
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """The attempt limit and timeout a job runs under (`Headgate.job_limits`)."""
+
+    max_attempts: LimitInForce
+    timeout_ms: LimitInForce
 
 
 @dataclass(frozen=True)

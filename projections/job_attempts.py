@@ -1,10 +1,13 @@
-"""Each job's attempts, newest first: one row per attempt's end.
+"""Each job's attempts, newest first: one row per attempt's end, and one per
+operator's retry.
 
 An attempt ends when its handler returns (succeeded), raises or runs past its
 deadline (failed, timed_out), when its worker stops and gives it back
 (released) or dies (crashed), or when the crash that ends it quarantines the
-job (quarantined). Rows are keyed by the event's log position and go with
-their job when compaction removes it; reads show a job's newest 20.
+job (quarantined). A retry (retried) starts the attempt numbers again from 1,
+so its row is what tells the second run's attempt 1 from the first's. Rows
+are keyed by the event's log position and go with their job when compaction
+removes it; reads show a job's newest 20.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from headgate._domain.events import (
     JobAttemptFailed,
     JobQuarantined,
     JobReleased,
+    JobRetried,
     JobSucceeded,
     RecordedEvent,
 )
@@ -30,17 +34,28 @@ class JobAttemptRow:
     event_id: int
     job_id: str
     attempt: int
-    """The attempt's number (for a release or crash: the number it would have had)."""
+    """The attempt's number; for a crash, the attempt it ended (0 where the
+    crash did not record it, before JobAbandoned v2); 0 for a release, which
+    does not say, and for a retry."""
     outcome: str
-    """succeeded, failed, timed_out, released, crashed or quarantined."""
+    """succeeded, failed, timed_out, released, crashed, quarantined or retried."""
     worker_id: str | None
     started_at_ms: int | None
+    """When the handler started; for a crash, when its attempt was claimed."""
     ended_at_ms: int
+    """When the attempt ended; for a retry, when it was asked for."""
     error_type: str | None
     error_message: str | None
 
 
-_ENDS: Final = (JobSucceeded, JobAttemptFailed, JobReleased, JobAbandoned, JobQuarantined)
+_ENDS: Final = (
+    JobSucceeded,
+    JobAttemptFailed,
+    JobReleased,
+    JobAbandoned,
+    JobQuarantined,
+    JobRetried,
+)
 
 
 def key(recorded: RecordedEvent) -> int | None:
@@ -77,9 +92,23 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
     elif isinstance(event, JobReleased):
         row.update(job_id=event.job_id, attempt=0, outcome="released", worker_id=event.worker_id)
     elif isinstance(event, JobAbandoned):
-        row.update(job_id=event.job_id, attempt=0, outcome="crashed", worker_id=event.worker_id)
+        row.update(
+            job_id=event.job_id,
+            attempt=event.attempt or 0,
+            outcome="crashed",
+            worker_id=event.worker_id,
+            started_at_ms=event.claimed_at_ms,
+        )
     elif isinstance(event, JobQuarantined):
-        row.update(job_id=event.job_id, attempt=0, outcome="quarantined", worker_id=None)
+        row.update(
+            job_id=event.job_id,
+            attempt=event.attempt or 0,
+            outcome="quarantined",
+            worker_id=None,
+            started_at_ms=event.claimed_at_ms,
+        )
+    elif isinstance(event, JobRetried):
+        row.update(job_id=event.job_id, attempt=0, outcome="retried", worker_id=None)
     else:
         return None
     return row

@@ -138,6 +138,17 @@ def test_a_page_says_where_the_next_one_starts(store_url: str, capsys: Capture) 
     assert out.splitlines()[1].startswith("t1 ")
 
 
+def test_a_search_lists_the_schedules_whose_id_starts_with_it(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    for schedule_id in ("bulk-1", "bulk-10", "bulk-2", "other"):
+        hg.put_schedule(schedule_id, spec="@every:60000", kind="k")
+    listed = _json(capsys, "schedules", "list", "--db", store_url, "--search", "bulk-1")
+    assert [s["id"] for s in listed["schedules"]] == ["bulk-1", "bulk-10"]
+    status, out, _ = _run(capsys, "schedules", "list", "--db", store_url, "--search", "x" * 10_000)
+    assert (status, out.strip()) == (0, "no schedules")
+
+
 def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) -> None:
     hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
     paused = _json(capsys, "schedules", "pause", "nightly", "--db", store_url)
@@ -330,6 +341,9 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
     assert status == 0
     assert "state:          failed" in out
+    assert "max attempts:   1\n" in out
+    assert "timeout:        1800000 ms (the default, unless the handler that runs it" in out
+    assert "running:        -\n" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
     fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})

@@ -99,6 +99,14 @@ def test_a_first_crash_makes_the_job_claimable_again() -> None:
     assert fingerprint_events == (FingerprintCrashBlamed("fp", "a", 1_000),)
 
 
+def test_a_crash_records_the_attempt_it_ended_and_when_that_was_claimed() -> None:
+    """What the attempt history shows for a crash: the claim's number and time."""
+    for crashes, expected in ((0, JobAbandoned("a", "w1", 1, 4, 900)), (2, None)):
+        job = CrashedJob("a", "w1", "fp", crashes, version=9, attempt=4, claimed_at_ms=900)
+        ((_, job_events, _),) = rescue([job], {}, 3, frozenset())
+        assert job_events == (expected or JobQuarantined("a", "fp", 3, 4, 900),)
+
+
 def test_a_job_that_crashes_its_worker_three_times_is_quarantined_with_its_fingerprint() -> None:
     ((_, job_events, fingerprint_events),) = rescue([_crashed("a", crashes=2)], {}, 3, frozenset())
     assert job_events == (JobQuarantined("a", "fp", 3),)

@@ -265,8 +265,22 @@ job_lifecycle = st.one_of(
         st.booleans(),
     ),
     st.builds(JobReleased, job_ids, st.text(max_size=5)),
-    st.builds(JobAbandoned, job_ids, st.text(max_size=5), st.integers(1, 5)),
-    st.builds(JobQuarantined, job_ids, st.text(max_size=5), st.integers(1, 5)),
+    st.builds(
+        JobAbandoned,
+        job_ids,
+        st.text(max_size=5),
+        st.integers(1, 5),
+        st.none() | st.integers(1, 30),
+        st.none() | ms,
+    ),
+    st.builds(
+        JobQuarantined,
+        job_ids,
+        st.text(max_size=5),
+        st.integers(1, 5),
+        st.none() | st.integers(1, 30),
+        st.none() | ms,
+    ),
     st.builds(JobCancelled, job_ids),
     st.builds(JobRetried, job_ids),
     st.builds(JobFinished, job_ids, st.sampled_from(list(JobState))),
@@ -346,3 +360,29 @@ def test_the_job_row_is_where_the_events_left_it(
         row = JOBS.apply(row, RecordedEvent(offset, "job-j", offset, 10, event))  # type: ignore[arg-type]
     assert row is not None
     assert (row.state, row.attempts, row.crash_count, row.worker_id, row.result) == stands
+
+
+JOB_ATTEMPT_ROWS = {
+    "a crash names the attempt it ended and when that was claimed": (
+        JobAbandoned("j", "w", 1, attempt=2, claimed_at_ms=500),
+        (2, "crashed", "w", 500),
+    ),
+    "a crash recorded before it said so": (JobAbandoned("j", "w", 1), (0, "crashed", "w", None)),
+    "the crash that quarantines the job": (
+        JobQuarantined("j", "fp", 3, attempt=1, claimed_at_ms=700),
+        (1, "quarantined", None, 700),
+    ),
+    "a job held with its fingerprint while it waited": (
+        JobQuarantined("j", "fp", 0),
+        (0, "quarantined", None, None),
+    ),
+    "an operator's retry": (JobRetried("j"), (0, "retried", None, None)),
+}
+
+
+@pytest.mark.parametrize(("event", "row"), JOB_ATTEMPT_ROWS.values(), ids=list(JOB_ATTEMPT_ROWS))
+def test_the_attempt_row_each_end_makes(event: object, row: tuple[object, ...]) -> None:
+    """(attempt, outcome, worker_id, started_at_ms); ended when the event was recorded."""
+    made = JOB_ATTEMPTS.apply(None, RecordedEvent(9, "job-j", 3, 1_000, event))  # type: ignore[arg-type]
+    assert made is not None and made.ended_at_ms == 1_000
+    assert (made.attempt, made.outcome, made.worker_id, made.started_at_ms) == row

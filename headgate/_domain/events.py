@@ -246,11 +246,20 @@ class JobReleased(DomainEvent):
 @dataclass(frozen=True)
 class JobAbandoned(DomainEvent):
     """The job's worker stopped heartbeating (it crashed, or froze past its lease):
-    the rescuer made the job claimable again, its `crash_count` now this."""
+    the rescuer made the job claimable again, its `crash_count` now this.
+
+    `attempt` is the attempt the worker died in (the number its claim gave) and
+    `claimed_at_ms` when that claim was recorded: the crashed attempt's number
+    and start, which the attempt history shows. Version 1 had neither (None).
+    """
+
+    schema_version: ClassVar[int] = 2
 
     job_id: str
     worker_id: str
     crash_count: int
+    attempt: int | None = None
+    claimed_at_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -258,11 +267,19 @@ class JobQuarantined(DomainEvent):
     """The job crashed its workers too often (`crash_count`), its fingerprint
     quarantined in the same unit; or it was waiting to run when a rescue
     quarantined its fingerprint, and is held with it. Held until an operator
-    retries it."""
+    retries it.
+
+    For a crash, `attempt` and `claimed_at_ms` are as in JobAbandoned; None for
+    a job held while it waited (and in version 1).
+    """
+
+    schema_version: ClassVar[int] = 2
 
     job_id: str
     fingerprint: str
     crash_count: int
+    attempt: int | None = None
+    claimed_at_ms: int | None = None
 
 
 @dataclass(frozen=True)

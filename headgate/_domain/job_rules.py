@@ -141,6 +141,10 @@ class CrashedJob:
     """Its crashes before this one."""
     version: int
     """Its stream's version: the rescue appends at it."""
+    attempt: int | None = None
+    """The attempt it was running (its claim's number), recorded with the crash."""
+    claimed_at_ms: int | None = None
+    """When that attempt was claimed: the crashed attempt's start."""
 
 
 def rescue(
@@ -172,7 +176,9 @@ def rescue(
         by_fingerprint = blame >= crash_limit * BLAME_UNIT
         if by_job or by_fingerprint:
             job_events: tuple[DomainEvent, ...] = (
-                JobQuarantined(job.job_id, job.fingerprint, crashes),
+                JobQuarantined(
+                    job.job_id, job.fingerprint, crashes, job.attempt, job.claimed_at_ms
+                ),
             )
             if job.fingerprint not in quarantined:
                 quarantined.add(job.fingerprint)
@@ -184,6 +190,8 @@ def rescue(
                 )
                 fingerprint_events.append(FingerprintQuarantined(job.fingerprint, why[:255]))
         else:
-            job_events = (JobAbandoned(job.job_id, job.worker_id, crashes),)
+            job_events = (
+                JobAbandoned(job.job_id, job.worker_id, crashes, job.attempt, job.claimed_at_ms),
+            )
         decided.append((job, job_events, tuple(fingerprint_events)))
     return decided

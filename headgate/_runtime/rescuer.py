@@ -149,7 +149,9 @@ class Rescuer:
     def _take_back(self, transaction: WriteTransaction, dead: Sequence[WorkerRow]) -> _Taken:
         """Record the rescue of the dead workers' running jobs, and forget them, in
         this transaction: each job at the version read here, so a job another
-        rescuer took back first is not running here, or refused."""
+        rescuer took back first is not running here, or refused. A running job's
+        row was last changed by its claim, so the crash is recorded in attempt
+        attempts + 1, which began at the row's updated_at_ms."""
         jobs = transaction.running_on([worker.worker_id for worker in dead])
         by_id = {row.job_id: row for row in jobs}
         crashed_by_worker: dict[str, list[CrashedJob]] = defaultdict(list)
@@ -162,6 +164,8 @@ class Rescuer:
                     fingerprint_of_text(row.kind, row.payload),
                     row.crash_count,
                     row.version,
+                    attempt=row.attempts + 1,
+                    claimed_at_ms=row.updated_at_ms,
                 )
             )
         fingerprints = {

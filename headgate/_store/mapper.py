@@ -149,6 +149,12 @@ def _schedule_timing_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue
     return {**body, "start_at_ms": None, "end_at_ms": None, "jitter_ms": 0, "due_at_ms": None}
 
 
+def _crash_attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v2 a crash did not say which attempt it ended, nor when that began:
+    unknown, as they were."""
+    return {**body, "attempt": None, "claimed_at_ms": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
     (type_name(EnqueueAttempted), 2): _attempt_v2_to_v3,
@@ -159,6 +165,8 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
     (type_name(JobEnqueued), 3): _job_options_nested_v3_to_v4,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
+    (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
+    (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 

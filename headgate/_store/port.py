@@ -503,9 +503,20 @@ class Reads(ABC):
         """The schedule's row (deleted ones included), or None."""
 
     @abstractmethod
-    def schedules_page(self, limit: int, cursor: str | None) -> Page[ScheduleRow]:
-        """Live (not deleted) schedules ordered by id; ValidationError for a bad
-        limit or a cursor this list did not return."""
+    def schedules_page(
+        self, limit: int, cursor: str | None, search: str | None = None
+    ) -> Page[ScheduleRow]:
+        """Live (not deleted) schedules ordered by id, code point by code point (the
+        same order on every backend); with `search`, only those whose id starts
+        with it (case and all: a prefix, matched exactly). A page costs about
+        `limit` rows whatever the number of schedules. A search no id could hold
+        (too long, a NUL) matches nothing. ValidationError for a bad limit or a
+        cursor this list did not return."""
+
+    @abstractmethod
+    def schedule_count(self, search: str | None = None) -> int:
+        """How many live schedules `schedules_page` lists with this `search`:
+        one count over its index's range, in one statement."""
 
     @abstractmethod
     def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:

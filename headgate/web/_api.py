@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from headgate._app import Headgate
+from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
 from headgate._errors import NotFound, ValidationError
@@ -69,8 +70,16 @@ def list_schedules(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    search: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_STORED_ID_LENGTH,
+            description="Only schedules whose id starts with this (exactly, case and all)",
+        ),
+    ] = None,
 ) -> ScheduleList:
-    page = _hg(request).list_schedules(limit, cursor)
+    """Ordered by id, code point by code point."""
+    page = _hg(request).list_schedules(limit, cursor, search=search)
     return ScheduleList(
         schedules=[ScheduleOut.of(s) for s in page.schedules], next_cursor=page.next_cursor
     )

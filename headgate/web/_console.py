@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from headgate._app import Headgate
-from headgate._domain.describe import describe, missed_run_label
+from headgate._domain.describe import describe_in_words, missed_run_label
 from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
@@ -69,7 +69,7 @@ def _row(schedule: Schedule) -> dict[str, Any]:
     return {
         "schedule": schedule,
         "spec": spec,
-        "description": describe(spec) if spec else "invalid spec",
+        "description": describe_in_words(spec) if spec else "invalid spec",
         "zone": zone,
         "next_utc": format_ms(schedule.next_run_ms),
         "next_local": format_ms(schedule.next_run_ms, zone) if zone != "UTC" else None,
@@ -139,19 +139,35 @@ def _problem(request: Request, error: ValidationError) -> HTMLResponse:
     return _page(request, "problem.html", 422, message=str(error))
 
 
+SCHEDULES_SHOWN: Final = 50
+
+
 @router.get("/")
-def index(request: Request, cursor: Annotated[str | None, Query()] = None) -> HTMLResponse:
+def index(
+    request: Request,
+    cursor: Annotated[str | None, Query()] = None,
+    search: Annotated[str, Query()] = "",
+) -> HTMLResponse:
+    """Schedules by id, a page at a time; `search` keeps those whose id starts
+    with it (a range of the store's index, so it stays quick among many)."""
     hg = _hg(request)
+    wanted = search or None
     try:
-        page = hg.list_schedules(50, cursor)
+        page = hg.list_schedules(SCHEDULES_SHOWN, cursor or None, search=wanted)
     except ValidationError as error:
         return _problem(request, error)
+    searched = {"search": search} if search else {}
+    next_query = urlencode({**searched, "cursor": page.next_cursor}) if page.next_cursor else None
     return _page(
         request,
         "index.html",
         lease=hg.lease_status(),
         rows=[_row(s) for s in page.schedules],
-        next_cursor=page.next_cursor,
+        search=search,
+        total=hg.count_schedules(search=wanted),
+        first_query=urlencode(searched),
+        next_query=next_query,
+        paged=bool(cursor),
     )
 
 
@@ -253,6 +269,7 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
         request,
         "job.html",
         job=job,
+        limits=hg.job_limits(job),
         quarantined=hg.quarantine_entry(job.fingerprint),
         quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),

@@ -16,6 +16,7 @@ from headgate._model import (
     JobAttempt,
     LeaseStatus,
     QuarantineEntry,
+    RunningAttempt,
     Schedule,
     WorkerStatus,
 )
@@ -179,16 +180,34 @@ class JobIn(_JobOptionsIn):
 
 
 class AttemptOut(BaseModel):
-    attempt: int = Field(description="Its number; 0 for a release or a crash, not attempts")
-    outcome: Literal["succeeded", "failed", "timed_out", "released", "crashed", "quarantined"]
+    attempt: int = Field(
+        description="Its number; for a crash the attempt it ended (0 if not recorded); "
+        "0 for a release, and for a retry (after which the numbers start again from 1)"
+    )
+    outcome: Literal[
+        "succeeded", "failed", "timed_out", "released", "crashed", "quarantined", "retried"
+    ]
     worker_id: str | None
-    started_at_ms: int | None
-    ended_at_ms: int
+    started_at_ms: int | None = Field(
+        description="When its handler started; for a crash, when the attempt was claimed"
+    )
+    ended_at_ms: int = Field(description="When it ended; for a retry, when it was asked for")
     error_type: str | None
     error_message: str | None = Field(description="Truncated; absent when texts are not stored")
 
     @classmethod
     def of(cls, attempt: JobAttempt) -> AttemptOut:
+        return cls.model_validate(attempt.__dict__)
+
+
+class RunningAttemptOut(BaseModel):
+    attempt: int
+    worker_id: str | None
+    started_at_ms: int = Field(description="When it was claimed")
+    deadline_ms: int | None = Field(description="When it times out")
+
+    @classmethod
+    def of(cls, attempt: RunningAttempt) -> RunningAttemptOut:
         return cls.model_validate(attempt.__dict__)
 
 
@@ -211,11 +230,17 @@ class JobOut(BaseModel):
     timeout_ms: int | None
     worker_id: str | None = Field(description="The worker running it, while it runs")
     result: JsonValue = Field(description="What its handler returned, once completed")
-    error_type: str | None = Field(description="The newest failed attempt's exception type")
+    error_type: str | None = Field(
+        description="The newest failed attempt's exception type; null once the job has "
+        "completed (each failed attempt keeps its error in attempt_history)"
+    )
     error_message: str | None
     updated_at_ms: int
     attempt_history: list[AttemptOut] = Field(
         description="The newest ended attempts, newest first (in a job's own read, empty in lists)"
+    )
+    running_attempt: RunningAttemptOut | None = Field(
+        default=None, description="The attempt under way, while the job is running"
     )
     fingerprint: str = Field(
         description="What quarantine matches (its kind and payload): PUT /quarantine/{fp} "
@@ -248,6 +273,9 @@ class JobOut(BaseModel):
             error_message=job.error_message,
             updated_at_ms=job.updated_at_ms,
             attempt_history=[AttemptOut.of(attempt) for attempt in job.attempt_history],
+            running_attempt=None
+            if job.running_attempt is None
+            else RunningAttemptOut.of(job.running_attempt),
             fingerprint=job.fingerprint,
         )
 

@@ -126,6 +126,8 @@ def test_a_job_whose_worker_dies_is_rescued_and_completes_exactly_once(
     died_at = time.monotonic()
     crashed = hg.get_job(job.id)
     assert crashed.state == "running" and crashed.attempts == 0
+    running = crashed.running_attempt
+    assert running is not None and running.attempt == 1
     hg.start(QUICK, scheduler=False)
     _eventually(lambda: hg.get_job(job.id).state == "completed", what="the rescued job to complete")
     rescued_in = time.monotonic() - died_at
@@ -134,6 +136,13 @@ def test_a_job_whose_worker_dies_is_rescued_and_completes_exactly_once(
     assert ran == [1], "the handler is told the job crashed once before"
     assert _completions(hg, job.id) == [hg._pool.identity.holder]  # type: ignore[union-attr]
     assert [a.outcome for a in done.attempt_history] == ["succeeded", "crashed"]
+    crash = done.attempt_history[1]
+    assert (crash.attempt, crash.worker_id, crash.started_at_ms) == (
+        1,  # the attempt it ended, which a crash does not count: the next is 1 again
+        running.worker_id,
+        running.started_at_ms,
+    )
+    assert done.running_attempt is None
     assert rescued_in < (TTL_MS + 2 * RESCUE_MS) / 1000 + 3.0
 
 

@@ -251,6 +251,7 @@ def test_a_failed_job_is_retried_by_an_operator_and_runs_again(hg: Headgate) -> 
     done = hg.get_job(job.id)
     assert done.attempts == 1 and [a.outcome for a in done.attempt_history] == [
         "succeeded",
+        "retried",
         "failed",
     ]
 

@@ -134,6 +134,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         _pause_stops_ticks_and_resume_starts_them(page, base)
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
+        _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
         for path in (
             "/",
             "/jobs",
@@ -265,7 +266,54 @@ def _a_failed_job_shows_its_attempts_and_retry_runs_it(
     assert page.text_content("#job-state") == "completed"
     assert '"fixed": "yes"' in (page.text_content("#result") or "")
     assert page.locator("#retry-job, #cancel-job").count() == 0
+    assert page.locator("#error").count() == 0, "a completed job shows no error of its own"
+    assert (page.text_content("#attempts") or "").startswith("1 of 2 (its handler's setting")
+    outcomes = page.locator("#attempts-table tbody tr").all_text_contents()
+    assert [" ".join(row.split()[:2]) for row in outcomes] == [
+        "1 succeeded",
+        "Retried by",
+        "2 failed",
+        "1 failed",
+    ]
     return job_id
+
+
+def _the_index_searches_and_fits_a_phone_with_every_column_in_view(
+    page: Page, browser: Browser, base: str
+) -> None:
+    _api(base, "PUT", "/periodic/minutely", {"kind": "demo.ping", "spec": "@every:60000"})
+    _api(
+        base,
+        "PUT",
+        "/periodic/new-york-morning",
+        {"kind": "demo.ping", "spec": "CRON_TZ=America/New_York 0 9 * * 1-5"},
+    )
+    page.goto(f"{base}/")
+    page.fill("#schedule-search input[name=search]", "minu")
+    page.click("#schedule-search button[type=submit]")
+    page.wait_for_url(f"{base}/?search=minu")
+    assert page.locator("#schedules tbody tr").count() == 1
+    assert "1 schedule whose id starts with “minu”" in (page.text_content("#schedule-total") or "")
+
+    phone = browser.new_page(viewport=PHONE)
+    try:
+        phone.goto(f"{base}/")
+        for schedule_id in ("minutely", "new-york-morning"):
+            row = phone.locator(f"#schedules tr[data-schedule='{schedule_id}']")
+            for part in ("td.next-run", "td.policy", "td.card-actions button"):
+                box = row.locator(part).bounding_box()
+                assert box is not None and box["width"] > 0, f"{schedule_id}: {part} is hidden"
+                assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (
+                    f"{schedule_id}: {part} is off-screen at 390 px ({box})"
+                )
+        spec = phone.locator("#schedules tr[data-schedule='minutely'] code.spec")
+        assert spec.text_content() == "@every:60000"
+        lines = spec.evaluate("code => code.getClientRects().length")
+        assert lines == 1, "@every:60000 breaks across lines at 390 px"
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the index scrolls sideways at 390 px ({width} px)"
+    finally:
+        phone.close()
 
 
 def _quarantine_shows_a_banner_until_released(page: Page, browser: Browser, base: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from html import unescape
 
 import pytest
 from fastapi.testclient import TestClient
@@ -28,6 +29,11 @@ def _html(client: TestClient, path: str, status: int = 200) -> str:
 def _rows(html: str, table_id: str) -> list[str]:
     body = html.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
     return re.findall(r"<tr\b.*?</tr>", body.split("<tbody>", 1)[1], re.S)
+
+
+def _text(html: str) -> str:
+    """What a reader sees of some markup: its words, entities decoded."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 def _fail(hg: Headgate) -> None:
@@ -125,7 +131,9 @@ def test_a_failed_job_shows_its_attempts_errors_and_a_retry_button(
         clock.advance(10 * MINUTE)
     html = _html(client, f"/jobs/{job_id}")
     assert '<span class="state failed">failed</span>' in html
-    assert "2 of the handler&#39;s limit" in html
+    attempts_fact = re.search(r'<dd id="attempts">(.*?)</dd>', html, re.S)
+    assert attempts_fact is not None
+    assert _text(attempts_fact.group(1)) == "2 of 2 (its handler's setting, as registered here)"
     assert "<code>RuntimeError</code>: disk full on attempt 2" in html
     attempts = _rows(html, "attempts-table")
     assert len(attempts) == 2

@@ -48,6 +48,8 @@ def _filled(hg: Headgate) -> dict[str, str]:
     hg.delete_schedule("gone")
     return {
         "schedules": "/",
+        "schedules searched": "/?search=nigh",
+        "schedules searched for nothing": "/?search=%00",
         "new schedule": "/schedules/new",
         "schedule": "/schedules/nightly",
         "edit": "/schedules/nightly/edit",

@@ -52,11 +52,13 @@ def test_no_read_route_writes(client: TestClient, hg: Headgate) -> None:
         "/jobs?kind={x}&queue={x}&schedule_id={x}",
         "/jobs?state={x}",
         "/?cursor={x}",
+        "/?search={x}",
         "/quarantine?cursor={x}",
         "/schedules/nightly?cursor={x}",
         "/api/v1/periodic/{x}",
         "/api/v1/spec-preview?spec={x}",
         "/api/v1/jobs?cursor={x}",
+        "/api/v1/periodic?search={x}",
     ],
 )
 def test_input_in_a_page_or_an_error_is_never_markup(

@@ -43,8 +43,10 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
@@ -59,6 +61,7 @@ __all__ = [
     "backend_named",
     "backend_of",
     "checked_store_url",
+    "code_point_order",
 ]
 
 
@@ -751,6 +754,33 @@ class _PostgresListener(Listener):
             except Exception:  # a dropped connection: reconnect, polling covers the gap
                 self._stopped.wait(delay)
                 delay = min(delay * 2, self.RECONNECT_MAX_S)
+
+
+class code_point_order(FunctionElement[str]):  # noqa: N801 (an SQL function's name)
+    """A text column compared and ordered code point by code point, on every backend.
+
+    SQLite compares text so already (BINARY). PostgreSQL compares it by the
+    database's collation, which may be a language's (en_US: `a-b` sorts between
+    `ab` and `ac`); there it is the column under the "C" collation, whose order
+    is the code points'. So a list in this order is the same on both backends,
+    and `prefix <= value < prefix_upper_bound(prefix)` holds for exactly the
+    values starting with the prefix. An index must name the same expression to
+    serve it.
+    """
+
+    type = String()
+    name = "code_point_order"
+    inherit_cache = True
+
+
+@compiles(code_point_order)
+def _code_point_order_as_is(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(code_point_order, "postgresql")
+def _code_point_order_in_c(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return f'{compiler.process(element.clauses, **kw)} COLLATE "C"'
 
 
 SQLITE: Final = _Sqlite()

@@ -7,11 +7,23 @@ transaction (seeing that transaction's own appends) or on its own
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from typing import Any, Final
 
-from sqlalchemy import Engine, Select, and_, func, or_, select, text, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    TextClause,
+    and_,
+    func,
+    or_,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
@@ -27,13 +39,14 @@ from headgate._projections import (
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.port import JobFilter, Page, Reads
-from headgate._store.sql.backends import backend_of
+from headgate._store.sql.backends import backend_of, code_point_order
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import (
     CLAIMABLE_WHERE,
     DECLARED_WHERE,
     DUE_INDEX_WHERE,
+    LISTED_WHERE,
     LIVE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
@@ -57,6 +70,11 @@ _LIVE_AND_UNPAUSED: Final = text(DUE_INDEX_WHERE)
 """Written exactly as the due index's predicate: the databases use a partial
 index only for a query whose condition matches it (SQLite textually), and
 SQLAlchemy's own rendering of `paused IS false` does not."""
+_LISTED: Final = text(LISTED_WHERE)
+_listed_order = code_point_order(_schedules.c.schedule_id)
+"""The listing index's key: a query must name this expression for it to serve."""
+SURROGATES_START: Final = 0xD800
+SURROGATES_END: Final = 0xDFFF
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
@@ -110,20 +128,76 @@ def declared_schedules(connection: Connection, declared_by: str) -> list[Schedul
 
 
 def schedules_page(
-    connection: Connection, limit: int, cursor: str | None, maximum: int = 200
+    connection: Connection,
+    limit: int,
+    cursor: str | None,
+    search: str | None = None,
+    maximum: int = 200,
 ) -> Page[ScheduleRow]:
-    """Live (not deleted) schedules ordered by id."""
+    """Live (not deleted) schedules ordered by id, code point by code point; with
+    `search`, those whose id starts with it."""
     check_limit(limit, maximum)
-    query = select(_schedules).where(_schedules.c.deleted.is_(False))
-    if cursor is not None:
-        after = decode_cursor(SCHEDULES_CURSOR, cursor, str)
-        query = query.where(_schedules.c.schedule_id > after)
-    rows = connection.execute(query.order_by(_schedules.c.schedule_id).limit(limit + 1)).mappings()
-    items = [ScheduleRow(**row) for row in rows]
+    after = None if cursor is None else str(decode_cursor(SCHEDULES_CURSOR, cursor, str))
+    query = schedules_query(limit + 1, after, search)
+    if query is None:
+        return Page([], None)
+    items = [ScheduleRow(*row) for row in connection.execute(query)]
     more = len(items) > limit
     items = items[:limit]
     next_cursor = encode_cursor(SCHEDULES_CURSOR, items[-1].schedule_id) if more else None
     return Page(items, next_cursor)
+
+
+def schedules_query(limit: int, after: str | None, search: str | None) -> Select[Any] | None:
+    """A range of the listing index, in its order: ids after `after` (and starting
+    with `search`), at most `limit`; None when `search` could match no id."""
+    listed = _listed(search)
+    if listed is None:
+        return None
+    query = select(*_SCHEDULE_ROW_COLUMNS).where(*listed)
+    if after is not None:
+        query = query.where(_listed_order > after)
+    return query.order_by(_listed_order).limit(limit)
+
+
+def schedule_count_query(search: str | None) -> Select[Any] | None:
+    listed = _listed(search)
+    if listed is None:
+        return None
+    return select(func.count()).select_from(_schedules).where(*listed)
+
+
+def schedule_count(connection: Connection, search: str | None = None) -> int:
+    query = schedule_count_query(search)
+    return 0 if query is None else int(connection.execute(query).scalar_one())
+
+
+def _listed(search: str | None) -> list[ColumnElement[bool] | TextClause] | None:
+    """The conditions of the live schedules whose id starts with `search` (all of
+    them for None or ""), as a range of the listing index; None when no id could
+    start with it (it could not be stored)."""
+    conditions: list[ColumnElement[bool] | TextClause] = [_LISTED]
+    if not search:
+        return conditions
+    if not could_be_stored(search):
+        return None
+    conditions.append(_listed_order >= search)
+    upper = _prefix_upper_bound(search)
+    if upper is not None:
+        conditions.append(_listed_order < upper)
+    return conditions
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`, in code
+    point order; None when there is none (the prefix is all U+10FFFF)."""
+    trimmed = prefix.rstrip(chr(sys.maxunicode))
+    if not trimmed:
+        return None
+    following = ord(trimmed[-1]) + 1
+    if following == SURROGATES_START:  # no text holds a lone surrogate: skip them
+        following = SURROGATES_END + 1
+    return trimmed[:-1] + chr(following)
 
 
 def due_query(now_ms: int, limit: int) -> Select[Any]:
@@ -538,9 +612,15 @@ class SqlReads(Reads):
         with translated_errors("reading a schedule"), self._engine.connect() as connection:
             return schedule(connection, schedule_id)
 
-    def schedules_page(self, limit: int, cursor: str | None) -> Page[ScheduleRow]:
+    def schedules_page(
+        self, limit: int, cursor: str | None, search: str | None = None
+    ) -> Page[ScheduleRow]:
         with translated_errors("listing schedules"), self._engine.connect() as connection:
-            return schedules_page(connection, limit, cursor)
+            return schedules_page(connection, limit, cursor, search)
+
+    def schedule_count(self, search: str | None = None) -> int:
+        with translated_errors("counting schedules"), self._engine.connect() as connection:
+            return schedule_count(connection, search)
 
     def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
         with translated_errors("reading due schedules"), self._engine.connect() as connection:

@@ -36,6 +36,8 @@ from sqlalchemy import (
     text,
 )
 
+from headgate._store.sql.backends import code_point_order
+
 TABLE_PREFIX: Final = "headgate_"
 LOG = MetaData()
 
@@ -43,6 +45,10 @@ DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted AND NOT finished"
 DECLARED_WHERE: Final = "declared_by IS NOT NULL"
 UNDECLARED_WHERE: Final = "undeclared_at_ms IS NOT NULL AND NOT deleted"
 """The due read's partial index covers live, unpaused, unfinished schedules only."""
+LISTED_WHERE: Final = "NOT deleted"
+"""The schedules list's partial index: live schedules by id, code point by code
+point. A query says it in these words (SQLite matches a partial index's
+predicate by its terms)."""
 FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
 LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
@@ -210,6 +216,13 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         sqlite_where=text(UNDECLARED_WHERE),
         postgresql_where=text(UNDECLARED_WHERE),
     )
+    Index(
+        f"ix_{prefix}schedules_listed",
+        code_point_order(schedules.c.schedule_id),
+        sqlite_where=text(LISTED_WHERE),
+        postgresql_where=text(LISTED_WHERE),
+    )
+    """The list, its search by id prefix and its count: a range of this index."""
     jobs = Table(
         f"{prefix}jobs",
         metadata,

@@ -13,9 +13,11 @@ from headgate._domain.events import (
     FingerprintCrashBlamed,
     FingerprintQuarantined,
     FingerprintReleased,
+    JobAbandoned,
     JobAttemptFailed,
     JobClaimed,
     JobFinished,
+    JobRetried,
     JobState,
     JobSucceeded,
 )
@@ -185,6 +187,29 @@ def test_a_job_row_follows_its_attempts(store: Store, clock: FakeClock) -> None:
         (1, "failed", "ValueError"),
     ]
     assert [a.attempt for a in store.reads.job_attempts("a", 1)] == [2]
+
+
+def test_the_attempt_history_marks_a_retry_and_numbers_a_crash(
+    store: Store, clock: FakeClock
+) -> None:
+    """After a retry the numbers start again from 1: its row tells the runs apart.
+    A crash is shown in the attempt it ended, from when that was claimed."""
+    _enqueue(store, "a")
+    _claim(store, "a")
+    store.log.append("job-a", 2, [JobAttemptFailed("a", 1, "w1", 5, "E", "bad", None)])
+    clock.advance(1_000)
+    store.log.append("job-a", 3, [JobRetried("a")])
+    retried_at = clock.now_ms()
+    _claim(store, "a", worker="w2")
+    clock.advance(1_000)
+    store.log.append("job-a", 5, [JobAbandoned("a", "w2", 1, 1, retried_at)])
+    history = [
+        (a.attempt, a.outcome, a.worker_id, a.started_at_ms, a.ended_at_ms)
+        for a in store.reads.job_attempts("a", 10)
+    ]
+    assert history[0] == (1, "crashed", "w2", retried_at, clock.now_ms())
+    assert history[1] == (0, "retried", None, None, retried_at)
+    assert [row[:2] for row in history[2:]] == [(1, "failed")]
 
 
 def test_crash_blame_carries_the_total_and_a_release_forgets_it(store: Store) -> None:

@@ -150,6 +150,93 @@ class TestSchedules:
         ]
         assert third.next_cursor is None
 
+    def test_the_list_is_in_code_point_order_on_every_backend(self, store: Store) -> None:
+        """Not the database's collation: a language's would put `a-b` between `ab`
+        and `ac`, and the two backends would page differently."""
+        ids = ["b", "B", "ab", "a-b", "ac", "a", "é", "z", "bulk-10", "bulk-2", "~", "日本"]
+        for schedule_id in ids:
+            create_schedule(store, schedule_id)
+        listed = _every_page(_reads(store), None)
+        assert listed == sorted(ids)
+        assert _reads(store).schedule_count() == len(ids)
+
+    def test_a_search_lists_and_counts_the_ids_starting_with_it(self, store: Store) -> None:
+        for n in range(13):
+            create_schedule(store, f"bulk-{n}")
+        for schedule_id in ("bulk", "bulk-1-gone", "Bulk-1", "other"):
+            create_schedule(store, schedule_id)
+        store.log.append("schedule-bulk-1-gone", 1, [ScheduleDeleted("bulk-1-gone")])
+        reads = _reads(store)
+        assert _every_page(reads, "bulk-1") == ["bulk-1", "bulk-10", "bulk-11", "bulk-12"]
+        assert reads.schedule_count("bulk-1") == 4
+        assert reads.schedule_count("bulk") == 14
+        assert reads.schedule_count() == 16
+        assert _every_page(reads, "") == _every_page(reads, None)
+        assert reads.schedule_count("") == 16
+
+    @pytest.mark.parametrize(
+        ("search", "found"),
+        [
+            ("a%", ["a%b"]),
+            ("a_", ["a_b"]),
+            ("a\\", ["a\\b"]),
+            ("a'", ["a'b"]),
+            ("a*", []),
+            ("\U0010ffff", ["\U0010ffff", "\U0010ffffz"]),
+            ("a\U0010ffff", ["a\U0010ffff"]),
+            ("\ud7ff", ["\ud7ffx"]),
+            ("\x00", []),
+            ("\ud800", []),
+            ("a" * 10_000, []),
+        ],
+        ids=[
+            "percent",
+            "underscore",
+            "backslash",
+            "quote",
+            "star",
+            "highest-code-point",
+            "highest-code-point-last",
+            "before-surrogates",
+            "nul",
+            "lone-surrogate",
+            "too-long",
+        ],
+    )
+    def test_a_search_matches_its_text_literally_and_odd_text_matches_nothing(
+        self, store: Store, search: str, found: list[str]
+    ) -> None:
+        ids = ["a%b", "a_b", "axb", "a\\b", "a'b", "\U0010ffff", "\U0010ffffz"]
+        for schedule_id in [*ids, "a\U0010ffff", "\ud7ffx", "\ue000", "b"]:
+            create_schedule(store, schedule_id)
+        reads = _reads(store)
+        assert _every_page(reads, search) == found
+        assert reads.schedule_count(search) == len(found)
+
+    def test_a_searchs_pages_follow_one_another_to_the_end(self, store: Store) -> None:
+        for n in range(30):
+            create_schedule(store, f"s-{n:02}")
+        create_schedule(store, "t")
+        reads = _reads(store)
+        first = reads.schedules_page(20, None, "s-")
+        second = reads.schedules_page(20, first.next_cursor, "s-")
+        assert [r.schedule_id for r in first.items + second.items] == [
+            f"s-{n:02}" for n in range(30)
+        ]
+        assert second.next_cursor is None
+        assert reads.schedules_page(20, None, "s-2").next_cursor is None
+
+
+def _every_page(reads: Reads, search: str | None) -> list[str]:
+    listed: list[str] = []
+    cursor = None
+    while True:
+        page = reads.schedules_page(3, cursor, search)
+        listed += [row.schedule_id for row in page.items]
+        if page.next_cursor is None:
+            return listed
+        cursor = page.next_cursor
+
 
 class TestJobs:
     def test_periodic_origin_is_stored(self, store: Store) -> None:

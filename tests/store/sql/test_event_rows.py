@@ -11,6 +11,8 @@ from sqlalchemy import insert, select, text
 
 from headgate._domain.events import (
     EnqueueAttempted,
+    JobAbandoned,
+    JobQuarantined,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
@@ -93,6 +95,33 @@ def test_jobs_enqueued_by_earlier_builds_read_as_unlinked_to_a_manual_run(
     assert store.log.read_stream("job-j")[0].event == enqueued(
         "j", "k", "q", None, max_attempts=max_attempts, run_now_schedule_id=None
     )
+
+
+def test_crashes_recorded_before_they_named_their_attempt_read_with_none(
+    store: SqlStore,
+) -> None:
+    """JobAbandoned and JobQuarantined v1 did not say which attempt the crash
+    ended, nor when it began: unknown, so the history shows neither."""
+    bodies = {
+        "JobAbandoned": '{"crash_count":1,"job_id":"j","worker_id":"w"}',
+        "JobQuarantined": '{"crash_count":3,"fingerprint":"fp","job_id":"j"}',
+    }
+    with store.engine.begin() as connection:
+        for version, (type_name, body) in enumerate(bodies.items(), start=1):
+            connection.execute(
+                insert(events).values(
+                    position=version,
+                    stream_id="job-j",
+                    version=version,
+                    type=type_name,
+                    schema_version=1,
+                    body=body,
+                    recorded_at_ms=1,
+                )
+            )
+    abandoned, quarantined = [e.event for e in store.log.read_stream("job-j")]
+    assert abandoned == JobAbandoned("j", "w", 1, attempt=None, claimed_at_ms=None)
+    assert quarantined == JobQuarantined("j", "fp", 3, attempt=None, claimed_at_ms=None)
 
 
 def _insert(store: SqlStore, rows: list[tuple[int, str, int, str]]) -> None:

@@ -41,6 +41,8 @@ from headgate._store.sql.queries import (
     job_counts_query,
     jobs_query,
     oldest_pending_query,
+    schedule_count_query,
+    schedules_query,
 )
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
@@ -60,6 +62,10 @@ from tests.store.builders import attempted, defined, enqueued
         (jobs_query(JobFilter(schedule_id="s"), 50, None), "ix_headgate_jobs_schedule_created"),
         (jobs_query(JobFilter(run_now_schedule_id="s"), 50, None), "ix_headgate_jobs_run_now"),
         (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_created"),
+        (schedules_query(51, None, None), "ix_headgate_schedules_listed"),
+        (schedules_query(51, "bulk-1", "bulk-"), "ix_headgate_schedules_listed"),
+        (schedule_count_query(None), "ix_headgate_schedules_listed"),
+        (schedule_count_query("bulk-1"), "ix_headgate_schedules_listed"),
     ],
     ids=[
         "due",
@@ -72,11 +78,16 @@ from tests.store.builders import attempted, defined, enqueued
         "jobs-by-schedule",
         "manual-runs",
         "jobs-by-kind",
+        "schedules",
+        "schedules-searched",
+        "schedule-count",
+        "schedule-count-searched",
     ],
 )
 def test_the_bounded_reads_use_their_index(
-    store: SqlStore, query: Select[object], index: str
+    store: SqlStore, query: Select[object] | None, index: str
 ) -> None:
+    assert query is not None
     with store.engine.connect() as connection:
         compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
         if store.backend.name == "postgresql":

@@ -13,10 +13,18 @@ from hypothesis import strategies as st
 from sqlalchemy import MetaData, func, insert, select, update
 
 from headgate._domain.events import (
+    DomainEvent,
     FingerprintQuarantined,
     FingerprintReleased,
+    JobAbandoned,
+    JobAttemptFailed,
+    JobClaimed,
     JobFinished,
+    JobQuarantined,
+    JobReleased,
+    JobRetried,
     JobState,
+    JobSucceeded,
     Outcome,
     ScheduleDeleted,
 )
@@ -52,8 +60,26 @@ operation = st.one_of(
     st.tuples(st.just("finish"), st.integers(0, 20)),
     st.tuples(st.just("job"), st.integers(0, 5)),
     st.tuples(st.just("quarantine"), st.integers(0, 2), st.booleans()),
+    st.tuples(
+        st.just("attempt"),
+        st.integers(0, 20),
+        st.sampled_from(["succeed", "fail", "crash", "crash-limit", "release"]),
+    ),
+    st.tuples(st.just("retry"), st.integers(0, 20)),
     st.tuples(st.just("compact")),
 )
+
+
+def _attempt_end(job_id: str, attempt: int, claimed_at: int, how: str) -> DomainEvent:
+    if how == "succeed":
+        return JobSucceeded(job_id, attempt, "w", claimed_at, {"n": attempt})
+    if how == "fail":
+        return JobAttemptFailed(job_id, attempt, "w", claimed_at, "E", "m", claimed_at + 5)
+    if how == "crash":
+        return JobAbandoned(job_id, "w", 1, attempt, claimed_at)
+    if how == "crash-limit":
+        return JobQuarantined(job_id, "fp", 3, attempt, claimed_at)
+    return JobReleased(job_id, "w")
 
 
 def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
@@ -97,6 +123,18 @@ def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> Non
                 FingerprintQuarantined(fingerprint) if op[2] else FingerprintReleased(fingerprint)
             )
             store.log.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
+        elif kind == "attempt" and jobs:
+            job_id = jobs[op[1] % len(jobs)]
+            row = store.reads.job(job_id)
+            if row is not None:
+                attempt, claimed_at = row.attempts + 1, store.clock.now_ms()
+                claim = JobClaimed(job_id, "w", attempt, claimed_at + 1_000)
+                end = _attempt_end(job_id, attempt, claimed_at, op[2])
+                store.log.append(f"job-{job_id}", ANY_VERSION, [claim, end])
+        elif kind == "retry" and jobs:
+            job_id = jobs[op[1] % len(jobs)]
+            if store.reads.job(job_id) is not None:
+                store.log.append(f"job-{job_id}", ANY_VERSION, [JobRetried(job_id)])
         elif kind == "compact":
             compact(store, CompactionPolicy(finished_job_retention_ms=0))
 

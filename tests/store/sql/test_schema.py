@@ -23,6 +23,14 @@ from sqlalchemy import (
     update,
 )
 
+from headgate._domain.events import (
+    JobAbandoned,
+    JobCancelled,
+    JobClaimed,
+    JobEnqueued,
+    JobRetried,
+)
+from headgate._domain.streams import job_stream
 from headgate._errors import ConstraintViolation, DuplicateTickJobs, SchemaTooNew
 from headgate._store.port import NO_STREAM
 from headgate._store.sql.engine import create_store_engine, translated_errors
@@ -476,5 +484,45 @@ def test_revision_6_keeps_the_heartbeats_of_earlier_builds_on_the_ttl_rule(
         clock.set(15_000)
         with store.log.write() as transaction:
             assert [w.worker_id for w in transaction.expired_workers(15_000)] == [row.worker_id]
+    finally:
+        store.close()
+
+
+def test_revision_7_adds_the_rows_of_retries_already_folded(store_url: str) -> None:
+    """A store whose job_attempts folded retries before they made a row gains the
+    rows a rebuild would make, so the live table and a rebuild still agree."""
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        store.log.append(job_stream("j"), NO_STREAM, [JobEnqueued("j", "k", "q", None)])
+        store.log.append(job_stream("j"), 1, [JobClaimed("j", "w", 1, 9_000)])
+        clock.advance(500)
+        store.log.append(job_stream("j"), 2, [JobAbandoned("j", "w", 1, 1, 1_000)])
+        store.log.append(job_stream("j"), 3, [JobCancelled("j")])
+        store.log.append(job_stream("j"), 4, [JobRetried("j")])
+        live = snapshot(store.engine)
+        attempts = LIVE.job_attempts
+        with store.engine.begin() as connection:  # as revision 6 left it
+            connection.execute(delete(attempts).where(attempts.c.outcome == "retried"))
+            connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0006'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [7]
+        assert snapshot(engine) == live
+        with engine.connect() as connection:
+            rows = connection.execute(
+                select(attempts.c.outcome, attempts.c.attempt, attempts.c.started_at_ms)
+                .where(attempts.c.job_id == "j")
+                .order_by(attempts.c.event_id)
+            ).all()
+        assert [tuple(row) for row in rows] == [("crashed", 1, 1_000), ("retried", 0, None)]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        assert verify(store).ok
     finally:
         store.close()

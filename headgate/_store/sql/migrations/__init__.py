@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 VERSION_TABLE: Final = "headgate_alembic_version"
-LATEST_VERSION: Final = 7
+LATEST_VERSION: Final = 8
 """The newest revision in versions/ (a test checks the two agree)."""
 HERE: Final = Path(__file__).parent
 ALEMBIC_LOGGERS: Final = ("alembic.runtime.migration", "alembic.runtime.plugins")
