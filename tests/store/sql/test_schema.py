@@ -27,7 +27,6 @@ from headgate._domain.events import (
     JobAbandoned,
     JobCancelled,
     JobClaimed,
-    JobEnqueued,
     JobRetried,
 )
 from headgate._domain.streams import job_stream
@@ -48,7 +47,7 @@ from headgate._store.sql.schema import LIVE, LOG, events, projection_checkpoints
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
-from tests.store.builders import create_schedule, defined, fire_tick
+from tests.store.builders import create_schedule, defined, enqueued, fire_tick
 from tests.store.snapshots import snapshot
 from tests.store.sql.legacy import legacy, make_legacy_store
 from tests.store.sql.schema_shape import differences, schema_shape
@@ -488,13 +487,13 @@ def test_revision_6_keeps_the_heartbeats_of_earlier_builds_on_the_ttl_rule(
         store.close()
 
 
-def test_revision_7_adds_the_rows_of_retries_already_folded(store_url: str) -> None:
+def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> None:
     """A store whose job_attempts folded retries before they made a row gains the
     rows a rebuild would make, so the live table and a rebuild still agree."""
     clock = FakeClock(1_000)
     store = SqlStore(store_url, clock)
     try:
-        store.log.append(job_stream("j"), NO_STREAM, [JobEnqueued("j", "k", "q", None)])
+        store.log.append(job_stream("j"), NO_STREAM, [enqueued("j", "k", "q", None)])
         store.log.append(job_stream("j"), 1, [JobClaimed("j", "w", 1, 9_000)])
         clock.advance(500)
         store.log.append(job_stream("j"), 2, [JobAbandoned("j", "w", 1, 1, 1_000)])
@@ -502,15 +501,15 @@ def test_revision_7_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.log.append(job_stream("j"), 4, [JobRetried("j")])
         live = snapshot(store.engine)
         attempts = LIVE.job_attempts
-        with store.engine.begin() as connection:  # as revision 6 left it
+        with store.engine.begin() as connection:  # as revision 7 left it
             connection.execute(delete(attempts).where(attempts.c.outcome == "retried"))
             connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0006'"))
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0007'"))
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [7]
+        assert migrate(engine) == [8]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
