@@ -101,7 +101,7 @@ def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> Non
             )
             store.log.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
         elif kind == "compact":
-            compact(store, CompactionPolicy(finished_job_retention_ms=0))
+            compact(store.database, store.log, CompactionPolicy(finished_job_retention_ms=0))
 
 
 @settings(
@@ -290,7 +290,7 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: SqlStore) ->
     shown = _history_shown(store, "busy")
     assert [tick for tick, _ in shown] == [tick * 1000 for tick in range(250, 150, -1)]
     before = snapshot(store.engine)
-    report = compact(store)
+    report = compact(store.database, store.log)
     after = snapshot(store.engine)
     assert report.jobs_removed == 200
     unchanged = ("schedules", "quarantine")
@@ -350,10 +350,10 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
         job_id = f"job-for-s{n}-60000"
         store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
-    partial = compact(store, cancel=_StopsDuringTheFirstTransaction(), **small)
+    partial = compact(store.database, store.log, cancel=_StopsDuringTheFirstTransaction(), **small)
     assert partial.events_deleted == 4  # two streams' older definitions, one transaction
     assert _compacted_up_to(store) == 0 and verify(store).ok
-    report = compact(store, **small)
+    report = compact(store.database, store.log, **small)
     assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
     assert _compacted_up_to(store) == store.log.head() and verify(store).ok
     definitions = [e for e in store.log.read_all(0, 10_000) if e.type == "ScheduleDefined"]
@@ -433,7 +433,7 @@ def _compacting_after_the_fold(
 
     def compact_once_folded(phase: str, reached: int, target: int) -> None:
         if phase == "events" and reached == target and not compacted:
-            compacted.append(compact(store).events_deleted)
+            compacted.append(compact(store.database, store.log).events_deleted)
 
     return compact_once_folded, compacted
 

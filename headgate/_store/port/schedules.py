@@ -1,0 +1,66 @@
+"""Schedule reads: the schedules' rows, the scheduler's due read, and each
+schedule's enqueue history."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+
+from headgate._projections import EnqueueHistoryRow, ScheduleRow
+from headgate._store.port.paging import Page
+
+
+class ScheduleLookups(ABC):
+    """The schedules' part of a write transaction: the rows a command or a tick
+    batch decides on, read in the transaction that changes them.
+
+    A schedule row's `version` is its stream's version (every event of the
+    stream folds into the row), so a caller may append at it without reading
+    the stream.
+    """
+
+    @abstractmethod
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule's projection row (deleted ones included), or None."""
+
+    @abstractmethod
+    def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
+        """The projection rows (deleted ones included) of those schedules that have
+        one, by id, read in bulk: a few queries for any number of ids, not one
+        per id. Ids no store could hold are simply absent. Like every read
+        here, it sees this transaction's own appends.
+        """
+
+
+class ScheduleReads(ABC):
+    """The schedules as the scheduler, the API and the console read them, each
+    read on its own (committed state only).
+
+    Ids a store could not hold (NUL, lone surrogates, over-long) are simply
+    absent: no query is sent with text the database would reject.
+    """
+
+    @abstractmethod
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule's row (deleted ones included), or None."""
+
+    @abstractmethod
+    def schedules_page(self, limit: int, cursor: str | None) -> Page[ScheduleRow]:
+        """Live (not deleted) schedules ordered by id; ValidationError for a bad
+        limit or a cursor this list did not return."""
+
+    @abstractmethod
+    def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
+        """Live, unpaused schedules due by `now_ms`, oldest due first, at most `limit`:
+        bounded however many schedules exist."""
+
+    @abstractmethod
+    def earliest_due_at(self) -> int | None:
+        """When the next live, unpaused schedule is due, or None if there is none."""
+
+    @abstractmethod
+    def enqueue_history(
+        self, schedule_id: str, limit: int, cursor: str | None
+    ) -> Page[EnqueueHistoryRow]:
+        """The schedule's automatic attempts, newest first, the newest 100 only; it
+        outlives the schedule. ValidationError for a bad limit or cursor."""
