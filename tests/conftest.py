@@ -68,7 +68,14 @@ def drop_postgres_schema(server_url: str, schema: str) -> None:
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL to an empty store on each backend."""
-    if request.param == "sqlite":
+    yield from empty_store_url(request.param, request, tmp_path)
+
+
+def empty_store_url(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[str]:
+    """A URL to an empty store on `backend` (its PostgreSQL schema dropped after)."""
+    if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'headgate.db'}"
         return
     server = request.getfixturevalue("postgres_server_url")

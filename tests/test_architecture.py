@@ -83,6 +83,8 @@ def test_the_modules_were_found() -> None:
         # The port and the mapper know no database.
         ("headgate._store.port", DRIVERS),
         ("headgate._store.mapper", DRIVERS),
+        # The memory store is a second implementation of the port, not a use of the first.
+        ("headgate._store.memory", (*DRIVERS, "headgate._store.sql")),
         # The runtime and the commands use the store through its port only.
         ("headgate._runtime", (*DRIVERS, "headgate._store.sql")),
         ("headgate._commands", (*DRIVERS, "headgate._store.sql")),
@@ -93,16 +95,23 @@ def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]
     assert _importing(package, forbidden) == {}
 
 
-def test_only_the_sql_adapter_knows_a_database_and_only_composition_roots_open_it() -> None:
-    drivers = _importing("headgate", DRIVERS)
-    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
-    adapter_users = {
+def _users_of(package: str) -> set[str]:
+    """Modules outside `package` that import from it."""
+    return {
         module
         for module, imports in MODULES.items()
-        if not module.startswith("headgate._store.sql")
-        and any(i.startswith("headgate._store.sql") for i in imports)
+        if not module.startswith(package) and any(i.startswith(package) for i in imports)
     }
-    assert adapter_users == {"headgate._app", "headgate.ops"}
+
+
+def test_only_the_sql_adapter_knows_a_database_and_only_store_opening_picks_a_store() -> None:
+    """`_store.opening` picks the implementation by URL for the composition roots;
+    `ops` (store maintenance) is SQL's own."""
+    drivers = _importing("headgate", DRIVERS)
+    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
+    assert _users_of("headgate._store.sql") == {"headgate._store.opening", "headgate.ops"}
+    assert _users_of("headgate._store.memory") == {"headgate._store.opening"}
+    assert _users_of("headgate._store.opening") == {"headgate._app"}
 
 
 def test_only_the_metrics_module_knows_prometheus() -> None:

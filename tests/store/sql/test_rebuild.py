@@ -13,18 +13,14 @@ from hypothesis import strategies as st
 from sqlalchemy import MetaData, func, insert, select, update
 
 from headgate._domain.events import (
-    FingerprintQuarantined,
-    FingerprintReleased,
     JobEnqueued,
     JobFinished,
     JobState,
-    Outcome,
-    ScheduleDeleted,
 )
 from headgate._domain.streams import schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
-from headgate._store.port import ANY_VERSION, CompactionPolicy
+from headgate._store.port import ANY_VERSION
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
@@ -40,79 +36,21 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
+from tests.store.histories import OPERATION, play
 from tests.store.snapshots import snapshot
 
 _examples = itertools.count()
-
-operation = st.one_of(
-    st.tuples(st.just("define"), st.integers(0, 3), st.booleans(), st.integers(0, 5)),
-    st.tuples(st.just("tick"), st.integers(0, 3)),
-    st.tuples(st.just("fail"), st.integers(0, 3), st.sampled_from(["backpressure", "hook_error"])),
-    st.tuples(st.just("skip"), st.integers(0, 3)),
-    st.tuples(st.just("delete"), st.integers(0, 3)),
-    st.tuples(st.just("finish"), st.integers(0, 20)),
-    st.tuples(st.just("job"), st.integers(0, 5)),
-    st.tuples(st.just("quarantine"), st.integers(0, 2), st.booleans()),
-    st.tuples(st.just("compact")),
-)
-
-
-def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
-    ticks = itertools.count(1)
-    jobs: list[str] = []
-    for op in operations:
-        kind = op[0]
-        sid = f"{prefix}s{op[1]}" if kind in ("define", "tick", "fail", "skip", "delete") else ""
-        exists = store.log.stream_version(f"schedule-{sid}") > 0 if sid else False
-        if kind == "define":
-            store.log.append(
-                f"schedule-{sid}", ANY_VERSION, [defined(sid, 1000 * op[3], paused=op[2])]
-            )
-        elif kind == "tick" and exists:
-            tick = next(ticks) * 1000
-            fire_tick(store, sid, tick)
-            jobs.append(f"job-for-{sid}-{tick}")
-        elif kind == "fail" and exists:
-            event = attempted(sid, next(ticks), Outcome.FAILED, op[2], attempt=2, retry_at_ms=77)
-            store.log.append(f"schedule-{sid}", ANY_VERSION, [event])
-        elif kind == "skip" and exists:
-            store.log.append(
-                f"schedule-{sid}",
-                ANY_VERSION,
-                [attempted(sid, next(ticks), Outcome.SKIPPED, "quarantined")],
-            )
-        elif kind == "delete" and exists:
-            store.log.append(f"schedule-{sid}", ANY_VERSION, [ScheduleDeleted(sid)])
-        elif kind == "finish" and jobs:
-            job_id = jobs[op[1] % len(jobs)]
-            store.log.append(
-                f"job-{job_id}", ANY_VERSION, [JobFinished(job_id, JobState.COMPLETED)]
-            )
-        elif kind == "job":
-            job_id = f"{prefix}plain{next(ticks)}"
-            store.log.append(
-                f"job-{job_id}", 0, [JobEnqueued(job_id, "k", "q", {"n": op[1]}, None)]
-            )
-            jobs.append(job_id)
-        elif kind == "quarantine":
-            fingerprint = f"{prefix}f{op[1]}"
-            event = (
-                FingerprintQuarantined(fingerprint) if op[2] else FingerprintReleased(fingerprint)
-            )
-            store.log.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
-        elif kind == "compact":
-            compact(store.database, store.log, CompactionPolicy(finished_job_retention_ms=0))
 
 
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(operations=st.lists(operation, min_size=1, max_size=40))
+@given(operations=st.lists(OPERATION, min_size=1, max_size=40))
 def test_rebuild_equals_live_for_any_event_sequence(
     store: SqlStore, operations: list[tuple[Any, ...]]
 ) -> None:
     store.clock.advance(1)  # type: ignore[attr-defined]
-    _run(store, f"e{next(_examples)}-", operations)
+    play(store, f"e{next(_examples)}-", operations)
     live = snapshot(store.engine)
     assert verify(store).ok
     rebuild(store)
