@@ -114,6 +114,14 @@ def test_only_the_sql_adapter_knows_a_database_and_only_store_opening_picks_a_st
     assert _users_of("headgate._store.opening") == {"headgate._app"}
 
 
+def test_the_sql_stores_parts_depend_on_the_database_not_the_store() -> None:
+    """The log, leases, worker rows, queries and compaction take a `Database`; only
+    the maintenance functions (which run on a whole store) import the store."""
+    assert _users_of("headgate._store.sql.store") - {"headgate._store.opening", "headgate.ops"} == {
+        "headgate._store.sql.maintenance"
+    }
+
+
 def test_only_the_metrics_module_knows_prometheus() -> None:
     """The runtime reports through its Recorder interface; headgate._metrics alone
     turns that (and the store's figures) into prometheus_client's metrics."""

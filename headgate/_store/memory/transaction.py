@@ -16,7 +16,7 @@ from headgate._domain.decisions import Candidate, GateFacts
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
 from headgate._domain.streams import job_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation
-from headgate._projections import ALL_PROJECTIONS, JobRow, ScheduleRow
+from headgate._projections import ALL_PROJECTIONS, JOBS, JobRow, ScheduleRow
 from headgate._store.memory import queries
 from headgate._store.memory.events import LogChanges, StoredEvent
 from headgate._store.memory.schema import LIVE_UNIQUE_KEY, TICK_ORIGIN
@@ -107,7 +107,7 @@ class MemoryWriteTransaction(WriteTransaction):
             if after is None and before is None:
                 continue
             table.put(key, after)
-            if projection.table == "jobs" and after is not None:
+            if projection is JOBS and after is not None:
                 jobs_written.append(key)
         return jobs_written
 
@@ -115,7 +115,7 @@ class MemoryWriteTransaction(WriteTransaction):
         """What the SQL store's unique indexes refuse, checked once the whole batch
         is folded (as a batch's rows are written there: a key freed in it may be
         taken in it)."""
-        jobs = self.tables["jobs"]
+        jobs = self.tables[JOBS.table]
         for job_id in job_ids:
             row: JobRow | None = jobs.get(job_id)
             if row is None:
