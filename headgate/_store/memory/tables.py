@@ -55,10 +55,6 @@ class Table(Generic[Row]):
         found = self._indexes[index].get(value)
         return set(found) if found else set()
 
-    def groups(self, index: str) -> dict[Hashable, int]:
-        """How many rows each value of `index` holds."""
-        return {value: len(keys) for value, keys in self._indexes[index].items() if keys}
-
     def items(self) -> Iterator[tuple[Key, Row]]:
         return iter(self._rows.items())
 
@@ -133,10 +129,6 @@ class TableChanges(Generic[Row]):
         else:
             self._removed.discard(key)
             self._written.put(key, row)
-
-    def written_keys(self) -> set[Key]:
-        """Keys this transaction set a row for (not those it removed)."""
-        return {key for key, _ in self._written.items()}
 
     def commit(self) -> None:
         for key in self._removed:
