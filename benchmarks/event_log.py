@@ -267,7 +267,7 @@ def storage(backend: str, ticks: int) -> list[list[object]]:
             )
             done = first + count - 1
             if done % 1000 == 0:
-                compact(store, policy)
+                compact(store.database, store.log, policy)
             if done in checkpoints:
                 with store.engine.connect() as connection:
                     event_rows = connection.execute(

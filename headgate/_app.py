@@ -98,8 +98,8 @@ from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
+from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
-from headgate._store.sql.store import open_existing_store, open_store
 
 H = TypeVar("H", bound=Handler)
 DEFAULT_URL = "sqlite:///headgate.db"
@@ -150,7 +150,9 @@ class Headgate:
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
     ) -> None:
-        """`url`: `sqlite:///path.db` or `postgresql://...`; or an open store
+        """`url`: `sqlite:///path.db`, `postgresql://...` or `memory://` (a store in
+        this process's memory, for tests: nothing of it outlives the process,
+        and no other process can open it); or an open store
         (`headgate._store.port.Store`, with its own clock), as tests do to
         inject faults. By default, time is the store's: hosts sharing
         PostgreSQL agree on it."""

@@ -2,7 +2,9 @@
 
 PostgreSQL comes from $HEADGATE_TEST_POSTGRES_URL; each test gets a fresh
 schema in that database (cheap, and isolated under pytest-xdist). Without the
-variable the PostgreSQL half is skipped with a visible reason.
+variable the PostgreSQL half is skipped with a visible reason. A test that
+runs in one process on a fake clock may take the memory store too
+(`AND_MEMORY`): it is fast, and proves the runtime on a second store.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import structlog
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from headgate._store.opening import MEMORY_URL
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 
 POSTGRES_URL = os.environ.get("HEADGATE_TEST_POSTGRES_URL", "")
 BACKENDS = ["sqlite", "postgresql"]
+AND_MEMORY = pytest.mark.parametrize("store_url", [*BACKENDS, "memory"], indirect=True)
+"""`store_url` names each backend and `memory://` (each Headgate made on it gets a
+store of its own: for tests of one Headgate in one process)."""
 
 
 def _ensure_database(url: str) -> None:
@@ -68,7 +74,15 @@ def drop_postgres_schema(server_url: str, schema: str) -> None:
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL to an empty store on each backend."""
-    if request.param == "sqlite":
+    yield from empty_store_url(request.param, request, tmp_path)
+
+
+def empty_store_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL to an empty store on `backend` (its PostgreSQL schema dropped after)."""
+    if backend == "memory":
+        yield MEMORY_URL
+        return
+    if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'headgate.db'}"
         return
     server = request.getfixturevalue("postgres_server_url")

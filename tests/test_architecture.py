@@ -83,6 +83,8 @@ def test_the_modules_were_found() -> None:
         # The port and the mapper know no database.
         ("headgate._store.port", DRIVERS),
         ("headgate._store.mapper", DRIVERS),
+        # The memory store is a second implementation of the port, not a use of the first.
+        ("headgate._store.memory", (*DRIVERS, "headgate._store.sql")),
         # The runtime and the commands use the store through its port only.
         ("headgate._runtime", (*DRIVERS, "headgate._store.sql")),
         ("headgate._commands", (*DRIVERS, "headgate._store.sql")),
@@ -93,16 +95,31 @@ def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]
     assert _importing(package, forbidden) == {}
 
 
-def test_only_the_sql_adapter_knows_a_database_and_only_composition_roots_open_it() -> None:
-    drivers = _importing("headgate", DRIVERS)
-    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
-    adapter_users = {
+def _users_of(package: str) -> set[str]:
+    """Modules outside `package` that import from it."""
+    return {
         module
         for module, imports in MODULES.items()
-        if not module.startswith("headgate._store.sql")
-        and any(i.startswith("headgate._store.sql") for i in imports)
+        if not module.startswith(package) and any(i.startswith(package) for i in imports)
     }
-    assert adapter_users == {"headgate._app", "headgate.ops"}
+
+
+def test_only_the_sql_adapter_knows_a_database_and_only_store_opening_picks_a_store() -> None:
+    """`_store.opening` picks the implementation by URL for the composition roots;
+    `ops` (store maintenance) is SQL's own."""
+    drivers = _importing("headgate", DRIVERS)
+    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
+    assert _users_of("headgate._store.sql") == {"headgate._store.opening", "headgate.ops"}
+    assert _users_of("headgate._store.memory") == {"headgate._store.opening"}
+    assert _users_of("headgate._store.opening") == {"headgate._app"}
+
+
+def test_the_sql_stores_parts_depend_on_the_database_not_the_store() -> None:
+    """The log, leases, worker rows, queries and compaction take a `Database`; only
+    the maintenance functions (which run on a whole store) import the store."""
+    assert _users_of("headgate._store.sql.store") - {"headgate._store.opening", "headgate.ops"} == {
+        "headgate._store.sql.maintenance"
+    }
 
 
 def test_only_the_metrics_module_knows_prometheus() -> None:
@@ -126,9 +143,17 @@ def test_the_masking_rule_depends_on_nothing() -> None:
     }
 
 
-def test_dialect_names_appear_only_in_the_backends_module() -> None:
-    """SQLite/PostgreSQL differences are decided once, in backends.py: no other module
-    of the package branches on a dialect or issues a dialect's own statements."""
+DIALECT_MODULES = {
+    Path("headgate/_store/sql/backends/sqlite.py"),
+    Path("headgate/_store/sql/backends/postgresql.py"),
+}
+
+
+def test_dialect_names_appear_only_in_the_dialect_modules() -> None:
+    """SQLite/PostgreSQL differences are decided once, each database's in its own module
+    of `backends/`: no other module of the package (the backends' interfaces and
+    their registry included) branches on a dialect or issues a dialect's own
+    statements."""
     markers = (
         '== "postgresql"',
         "== 'postgresql'",
@@ -146,9 +171,10 @@ def test_dialect_names_appear_only_in_the_backends_module() -> None:
         str(path.relative_to(ROOT)): [marker for marker in markers if marker in path.read_text()]
         for folder in (ROOT / "headgate", ROOT / "projections")
         for path in folder.rglob("*.py")
-        if path.name != "backends.py" and "_projections" not in path.parts
+        if path.relative_to(ROOT) not in DIALECT_MODULES and "_projections" not in path.parts
     }
     assert {path: found for path, found in offending.items() if found} == {}
+    assert all((ROOT / module).is_file() for module in DIALECT_MODULES)
 
 
 STDLIB = sys.stdlib_module_names

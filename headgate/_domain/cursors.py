@@ -10,10 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from typing import Final
 
 from headgate._errors import ValidationError
 
 MAX_CURSOR_LENGTH = 512
+MAX_PAGE: Final = 200
+"""The most items a listing's page holds (the enqueue history: 100, all it shows)."""
+
+SCHEDULES_CURSOR: Final = "schedules"
+JOBS_CURSOR: Final = "jobs"
+QUARANTINE_CURSOR: Final = "quarantine"
+HISTORY_CURSOR: Final = "enqueue-events"
+"""What each listing's cursors name, so one list's cursor is refused by another."""
 
 
 def encode_cursor(kind: str, position: int | str) -> str:
@@ -40,6 +49,22 @@ def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) 
         raise ValidationError("cursor", rule)
     position: int | str = decoded[1]
     return position
+
+
+def encode_timed_cursor(kind: str, at_ms: int, key: str) -> str:
+    """The cursor of a newest-first list ordered by (a time, an id): "ms:id"."""
+    return encode_cursor(kind, f"{at_ms}:{key}")
+
+
+def decode_timed_cursor(kind: str, cursor: str) -> tuple[int, str]:
+    """(time, id) of a cursor `encode_timed_cursor` made for `kind`."""
+    position = str(decode_cursor(kind, cursor, str))
+    at_ms, _, key = position.partition(":")
+    if not at_ms.isdigit() or not key:
+        raise ValidationError(
+            "cursor", "is not a cursor returned by this list; pass next_cursor back unchanged"
+        )
+    return int(at_ms), key
 
 
 def _storable(value: int | str) -> bool:

@@ -1,1 +1,2 @@
-"""Storage: the port (`port.py`), the event mapper, and the SQL adapter (`sql/`)."""
+"""Storage: the port (`port/`), the event mapper, opening a store by URL
+(`opening.py`), the SQL adapter (`sql/`) and the memory store (`memory/`)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from headgate import Headgate, RuntimeConfig
-from headgate._store.sql.schema import LIVE
+from headgate._store.opening import open_store
+from headgate._store.port import JobFilter
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.faults import Faults, FaultyStore
@@ -49,7 +50,7 @@ def make_faulty(store_url: str, clock: FakeClock) -> Iterator[Callable[..., Faul
     created: list[Headgate] = []
 
     def make(config: RuntimeConfig | None = None, **kwargs: object) -> FaultyHeadgate:
-        store = FaultyStore(SqlStore(store_url, clock))
+        store = FaultyStore(open_store(store_url, clock))
         hg = Headgate(store, config=config or RuntimeConfig(lease_ttl_ms=60_000), **kwargs)  # type: ignore[arg-type]
         created.append(hg)
         return hg, store.faults
@@ -83,11 +84,11 @@ def fire(hg: Headgate) -> None:
 def jobs_for(hg: Headgate, schedule_id: str) -> list[int]:
     """Tick of every job the scheduler created for the schedule (oldest first), from the
     jobs themselves: an audit record saying `enqueued` is not proof of a job."""
-    jobs = LIVE.jobs
-    query = (
-        select(jobs.c.periodic_tick_ms)
-        .where(jobs.c.periodic_schedule_id == schedule_id)
-        .order_by(jobs.c.periodic_tick_ms)
-    )
-    with engine_of(hg).connect() as connection:
-        return [int(tick) for (tick,) in connection.execute(query)]
+    ticks: list[int] = []
+    cursor = None
+    while True:
+        page = hg._store.reads.jobs_page(JobFilter(schedule_id=schedule_id), 200, cursor)
+        ticks.extend(row.periodic_tick_ms for row in page.items if row.periodic_tick_ms is not None)
+        if page.next_cursor is None:
+            return sorted(ticks)
+        cursor = page.next_cursor

@@ -16,6 +16,7 @@ from headgate import Headgate, RuntimeConfig, UpcomingRun, ValidationError
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.tick_timing import jitter_delay_ms
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
@@ -47,6 +48,7 @@ def _fire_each_at_its_instant(
         assert jobs_for(hg, schedule_id)[-1] == run.tick_ms, f"{run} did not fire at its instant"
 
 
+@AND_MEMORY
 def test_a_start_in_a_skipped_hour_begins_at_the_first_tick_that_exists(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -65,6 +67,7 @@ def test_a_start_in_a_skipped_hour_begins_at_the_first_tick_that_exists(
     assert jobs_for(hg, "s") == [_utc("2024-03-10T07:30")]
 
 
+@AND_MEMORY
 def test_a_start_at_a_tick_fires_that_tick(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -73,6 +76,7 @@ def test_a_start_at_a_tick_fires_that_tick(
     assert hg.put_schedule("s", spec="* * * * *", kind="k", start_at_ms=start).next_run_ms == start
 
 
+@AND_MEMORY
 def test_an_end_in_the_repeated_hour_finishes_the_schedule_and_the_sweep_stops_reading_it(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -96,6 +100,7 @@ def test_an_end_in_the_repeated_hour_finishes_the_schedule_and_the_sweep_stops_r
     assert jobs_for(hg, "s") == [_utc("2024-11-03T05:00"), _utc("2024-11-03T05:30")]
 
 
+@AND_MEMORY
 def test_an_end_passed_while_down_fires_the_policy_s_ticks_up_to_it_then_finishes(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -110,6 +115,7 @@ def test_an_end_passed_while_down_fires_the_policy_s_ticks_up_to_it_then_finishe
     assert hg.get_schedule("b").finished
 
 
+@AND_MEMORY
 def test_a_later_end_reopens_a_finished_schedule(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -125,6 +131,7 @@ def test_a_later_end_reopens_a_finished_schedule(
     assert hg.get_schedule("s").finished
 
 
+@AND_MEMORY
 def test_a_start_dropped_or_moved_earlier_brings_the_schedule_back_now(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -141,6 +148,7 @@ def test_a_start_dropped_or_moved_earlier_brings_the_schedule_back_now(
     assert hg.upcoming("s", 1)[0].tick_ms == START_MS + 2 * day
 
 
+@AND_MEMORY
 def test_bounds_and_jitter_are_validated_naming_the_field_and_the_rule(hg: Headgate) -> None:
     cases: list[tuple[dict[str, object], str]] = [
         ({"start_at_ms": 10, "end_at_ms": 10}, "end_at_ms: must be after start_at_ms (10), got 10"),
@@ -161,6 +169,7 @@ def test_bounds_and_jitter_are_validated_naming_the_field_and_the_rule(hg: Headg
         hg.get_schedule("s")
 
 
+@AND_MEMORY
 def test_upcoming_runs_are_what_then_fires_at_their_jittered_instants_and_nothing_is_late(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -183,6 +192,7 @@ def test_upcoming_runs_are_what_then_fires_at_their_jittered_instants_and_nothin
     assert hg.get_schedule("j").finished
 
 
+@AND_MEMORY
 def test_upcoming_is_empty_while_paused_and_comes_back_on_resume(hg: Headgate) -> None:
     hg.put_schedule("p", spec="@every:60000", kind="k", jitter_ms=5_000)
     before = hg.upcoming("p", count=3)
@@ -196,6 +206,7 @@ def test_upcoming_is_empty_while_paused_and_comes_back_on_resume(hg: Headgate) -
         hg.upcoming("p", count=0)
 
 
+@AND_MEMORY
 def test_a_respelt_macro_keeps_its_phase(hg: Headgate, clock: FakeClock) -> None:
     first = hg.put_schedule("m", spec="0 0 * * *", kind="k")
     clock.advance(MINUTE)

@@ -23,7 +23,7 @@ from headgate import Headgate, RuntimeConfig
 from headgate._domain.streams import schedule_stream
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._store.port import Claimant
-from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
+from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
 
 TTL_MS = 1_500
 INTERVAL_MS = 200
@@ -199,7 +199,7 @@ COMPACTING_CHILD = textwrap.dedent(
         if threading.current_thread().name.startswith("Compactor"):
             compaction_writes += 1
             if compaction_writes == 2:
-                with store._write_lock:
+                with store.database._write_lock:
                     print(f"pausing at term {fence.term}", flush=True)
                     os.kill(os.getpid(), signal.SIGSTOP)
                     continued.wait()

@@ -213,7 +213,7 @@ COMPACTION_CHILD = textwrap.dedent(
             if len(trims) == 2:  # the first transaction committed, the second is open
                 die()
 
-    compaction.compact(store, streams_per_transaction=1)
+    compaction.compact(store.database, store.log, streams_per_transaction=1)
     print("survived", flush=True)
     """
 )

@@ -19,6 +19,7 @@ from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickCo
 from headgate._runtime.actors import SchedulerActor
 from headgate._runtime.tick_batch import TickProcessor
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, fire, jobs_for
 
 MINUTE = 60_000
@@ -48,6 +49,7 @@ def _runtime(make_headgate: Callable[..., Headgate], hook: EnqueueHook | None = 
     return hg
 
 
+@AND_MEMORY
 def test_a_prepared_batch_commits_at_its_instant_not_before(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -65,6 +67,7 @@ def test_a_prepared_batch_commits_at_its_instant_not_before(
     assert all(result.committed_at_ms >= tick for tick, result in commits.results)  # type: ignore[operator]
 
 
+@AND_MEMORY
 def test_stopping_abandons_a_held_batch_and_writes_nothing(
     make_headgate: Callable[..., Headgate],
     clock: FakeClock,
@@ -86,6 +89,7 @@ def test_stopping_abandons_a_held_batch_and_writes_nothing(
     assert jobs_for(hg, "s") == [INSTANT] and jobs_for(hg, "t") == [INSTANT]
 
 
+@AND_MEMORY
 def test_run_pending_answers_while_the_next_instant_is_still_to_come(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -98,6 +102,7 @@ def test_run_pending_answers_while_the_next_instant_is_still_to_come(
     assert jobs_for(hg, "s") == []
 
 
+@AND_MEMORY
 def test_a_clock_that_stalls_short_of_the_instant_delays_the_ticks_only(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -117,6 +122,7 @@ class SlowHook(EnqueueHook):
         time.sleep(0.5)
 
 
+@AND_MEMORY
 def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
     make_headgate: Callable[..., Headgate], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,6 +147,7 @@ def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
     assert jobs_for(hg, "s") == [INSTANT]
 
 
+@AND_MEMORY
 def test_a_batch_opened_inside_its_write_estimate_still_waits_for_the_instant(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -156,6 +163,7 @@ def test_a_batch_opened_inside_its_write_estimate_still_waits_for_the_instant(
     assert hg.get_schedule("s").next_run_ms == INSTANT
 
 
+@AND_MEMORY
 def test_a_held_batch_commits_once_the_clock_reaches_its_instant(
     hg: Headgate, clock: FakeClock
 ) -> None:

@@ -13,6 +13,7 @@ from headgate import Headgate, JobContext, RuntimeConfig, ValidationError
 from headgate._domain.streams import schedule_stream
 from headgate._store.port import NO_STREAM
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, fire, jobs_for
 from tests.store.builders import schedule_defined
 
@@ -27,6 +28,7 @@ def _refused(hg: Headgate, call: Callable[[], object], message: str) -> None:
     assert hg._store.log.head() == before, "a refused definition wrote to the log"
 
 
+@AND_MEMORY
 def test_the_default_minimum_is_a_second_on_every_path(hg: Headgate) -> None:
     assert hg.config.min_interval_ms == 1_000
     _refused(hg, lambda: hg.put_schedule("s", spec="@every:1", kind="k"), BELOW)
@@ -52,6 +54,7 @@ def test_the_default_minimum_is_a_second_on_every_path(hg: Headgate) -> None:
     assert hg.put_schedule("s", spec="@every:1000", kind="k").spec == "@every:1000"
 
 
+@AND_MEMORY
 def test_a_cron_spec_with_seconds_is_held_to_it_too(
     make_headgate: Callable[..., Headgate],
 ) -> None:
@@ -65,6 +68,7 @@ def test_a_cron_spec_with_seconds_is_held_to_it_too(
     assert hg.put_schedule("s", spec="0,30 * * * * *", kind="k").spec == "0,30 * * * * *"
 
 
+@AND_MEMORY
 def test_a_host_lowers_it_explicitly(make_headgate: Callable[..., Headgate]) -> None:
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000, min_interval_ms=1))
     assert hg.put_schedule("s", spec="@every:1", kind="k").spec == "@every:1"
@@ -89,6 +93,7 @@ def test_the_setting_is_an_integer(value: object) -> None:
         RuntimeConfig(min_interval_ms=value)  # type: ignore[arg-type]
 
 
+@AND_MEMORY
 def test_a_schedule_stored_below_the_minimum_ticks_on_unchanged(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -117,6 +122,7 @@ def test_a_schedule_stored_below_the_minimum_ticks_on_unchanged(
     assert hg.run_now("pulse", "click-1").replayed is False
 
 
+@AND_MEMORY
 def test_a_respelled_interval_is_unchanged_and_keeps_its_phase(
     hg: Headgate, clock: FakeClock
 ) -> None:

@@ -11,6 +11,7 @@ from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.admission import AdmissionLimits
 from headgate._store.sql.schema import LIVE
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
 
 MINUTE = 60_000
@@ -36,6 +37,7 @@ def test_skip_fires_only_the_latest_missed_tick(hg: Headgate, clock: FakeClock) 
     assert _job_count(hg, "s") == {START_MS + 10 * MINUTE: 1}
 
 
+@AND_MEMORY
 def test_run_once_fires_one_catch_up_job(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("r", spec="* * * * *", kind="k", on_missed="run_once")
     clock.advance(30 * MINUTE)
@@ -44,6 +46,7 @@ def test_run_once_fires_one_catch_up_job(hg: Headgate, clock: FakeClock) -> None
     assert hg.get_schedule("r").next_run_ms == START_MS + 31 * MINUTE
 
 
+@AND_MEMORY
 def test_backfill_fires_the_n_most_recent_oldest_first(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=5)
     clock.advance(10 * MINUTE)
@@ -54,6 +57,7 @@ def test_backfill_fires_the_n_most_recent_oldest_first(hg: Headgate, clock: Fake
     assert hg.get_schedule("b").next_run_ms == START_MS + 11 * MINUTE
 
 
+@AND_MEMORY
 def test_the_latest_tick_is_exact_after_years_down(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("m", spec="* * * * *", kind="k", on_missed="skip")
     clock.advance(10 * 365 * 86_400_000 + 37_000)
@@ -92,6 +96,7 @@ def test_backfill_failing_half_way_resumes_without_repeats(
     assert hg.get_schedule("b").next_run_ms == START_MS + 6 * MINUTE
 
 
+@AND_MEMORY
 def test_a_backlog_bigger_than_one_sweep_is_drained(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -116,6 +121,7 @@ def test_a_large_backfill_is_fired_in_bounded_batches_each_tick_once(
     assert hg.get_schedule("b").next_run_ms == START_MS + 61 * MINUTE
 
 
+@AND_MEMORY
 @pytest.mark.parametrize(
     ("on_missed", "expected_minutes"),
     [("skip", [10]), ("run_once", [10]), ("backfill", [8, 9, 10])],
@@ -139,6 +145,7 @@ def test_resuming_a_paused_schedule_follows_its_missed_run_policy(
     assert hg.get_schedule("p").next_run_ms == START_MS + 11 * MINUTE
 
 
+@AND_MEMORY
 def test_pausing_twice_or_resuming_a_running_schedule_writes_nothing(hg: Headgate) -> None:
     hg.put_schedule("p", spec="@every:60000", kind="k")
     head = hg._store.log.head()
@@ -149,6 +156,7 @@ def test_pausing_twice_or_resuming_a_running_schedule_writes_nothing(hg: Headgat
     assert hg._store.log.head() == head + 1
 
 
+@AND_MEMORY
 def test_a_schedule_resumed_while_the_scheduler_looks_ahead_keeps_its_policy(
     make_faulty: Callable[..., FaultyHeadgate], clock: FakeClock
 ) -> None:
@@ -172,6 +180,7 @@ def test_a_schedule_resumed_while_the_scheduler_looks_ahead_keeps_its_policy(
     assert jobs_for(hg, "p") == [START_MS + MINUTE, START_MS + 10 * MINUTE]
 
 
+@AND_MEMORY
 @pytest.mark.parametrize("change", ["pause", "redefine", "delete"])
 def test_a_schedule_changed_while_its_catch_up_is_planned_fires_none_of_that_plan(
     make_headgate: Callable[..., Headgate], clock: FakeClock, change: str

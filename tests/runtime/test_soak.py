@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
-from headgate._store.sql.backends import IDLE_IN_TRANSACTION_MS
+from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
 from headgate._store.sql.maintenance import verify
 
 pytestmark = pytest.mark.soak

@@ -17,6 +17,7 @@ from headgate._errors import LeaseLost, NotFound, StoreError, StoreUnavailable, 
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import NO_STREAM, Claimant, Fence, Unit
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
 from tests.store.builders import enqueued, schedule_defined
 
@@ -29,6 +30,7 @@ def _latest(hg: Headgate, schedule_id: str) -> tuple[str, str, str]:
     return event.outcome, event.reason, event.job_id
 
 
+@AND_MEMORY
 def test_a_job_already_durable_for_the_tick_is_accepted_not_duplicated(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -45,6 +47,7 @@ def test_a_job_already_durable_for_the_tick_is_accepted_not_duplicated(
     assert hg.get_job(job_id).periodic_origin == ("s", TICK)
 
 
+@AND_MEMORY
 def test_a_live_job_holding_the_unique_key_deduplicates(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("s", spec="@every:60000", kind="k")
     winner = hg.enqueue("other", unique_key=tick_unique_key("s", TICK))
@@ -55,6 +58,7 @@ def test_a_live_job_holding_the_unique_key_deduplicates(hg: Headgate, clock: Fak
     assert hg.get_schedule("s").next_run_ms == TICK + MINUTE
 
 
+@AND_MEMORY
 def test_an_existing_id_with_other_content_is_an_id_conflict(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -68,6 +72,7 @@ def test_an_existing_id_with_other_content_is_an_id_conflict(
     assert hg.get_job(job_id).payload == {"a": 2}
 
 
+@AND_MEMORY
 def test_a_stale_attempt_after_cleanup_still_cannot_duplicate(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -88,6 +93,7 @@ def test_a_stale_attempt_after_cleanup_still_cannot_duplicate(
     assert hg._store.log.read_stream(job_stream(job_id)) == []
 
 
+@AND_MEMORY
 def test_quarantine_skips_and_advances(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("s", spec="@every:60000", kind="poison", payload={"n": 1})
     hg.quarantine(hg.fingerprint("poison", {"n": 1}), note="crashes workers")
@@ -101,6 +107,7 @@ def test_quarantine_skips_and_advances(hg: Headgate, clock: FakeClock) -> None:
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
 
 
+@AND_MEMORY
 @pytest.mark.parametrize(
     ("note", "message"),
     [
@@ -120,6 +127,7 @@ def test_a_bad_quarantine_note_is_refused_and_nothing_quarantined(
         hg.release(fingerprint)
 
 
+@AND_MEMORY
 def test_fingerprints_take_only_what_a_job_could_hold(hg: Headgate) -> None:
     with pytest.raises(ValidationError, match="payload: must be plain JSON"):
         hg.fingerprint("k", float("nan"))
@@ -127,6 +135,7 @@ def test_fingerprints_take_only_what_a_job_could_hold(hg: Headgate) -> None:
         hg.fingerprint("", None)
 
 
+@AND_MEMORY
 def test_backpressure_fails_and_retries_with_capped_backoff(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -161,6 +170,7 @@ def test_an_oversized_payload_is_an_invalid_request(
     assert _latest(small, "s")[:2] == ("failed", "invalid_request")
 
 
+@AND_MEMORY
 def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
     hg: Headgate, clock: FakeClock
 ) -> None:
@@ -173,6 +183,7 @@ def test_a_stored_spec_that_no_longer_parses_is_an_invalid_spec(
     assert _latest(hg, "fine")[:2] == ("enqueued", "accepted")
 
 
+@AND_MEMORY
 def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
     faulty: FaultyHeadgate, clock: FakeClock
 ) -> None:
@@ -199,6 +210,7 @@ def test_a_store_error_on_one_schedule_does_not_fail_its_neighbours(
     assert hg.get_schedule("bad").next_run_ms == TICK
 
 
+@AND_MEMORY
 @pytest.mark.parametrize("outage", ["dropped_connection", "store_down"])
 def test_an_unavailable_store_is_not_retried_schedule_by_schedule(
     faulty: FaultyHeadgate, clock: FakeClock, outage: str
@@ -243,6 +255,7 @@ class RecordingHook(EnqueueHook):
         self.after.append((context.tick_ms, result.outcome, result.reason))
 
 
+@AND_MEMORY
 def test_hooks_receive_schedule_and_tick_context(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -266,6 +279,7 @@ def test_hooks_receive_schedule_and_tick_context(
     assert hook.after == [(TICK, "enqueued", "accepted"), (TICK + MINUTE, "enqueued", "accepted")]
 
 
+@AND_MEMORY
 def test_a_raising_hook_fails_the_attempt_and_a_retry_succeeds(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -285,6 +299,7 @@ def test_a_raising_hook_fails_the_attempt_and_a_retry_succeeds(
     assert hook.before[1].attempt == 2
 
 
+@AND_MEMORY
 def test_a_hook_raising_system_exit_only_fails_its_attempt(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -308,6 +323,7 @@ def test_a_hook_raising_system_exit_only_fails_its_attempt(
     assert [e.outcome for e in hg.enqueue_events("s").events] == ["failed", "failed"]
 
 
+@AND_MEMORY
 def test_a_hook_cannot_change_what_is_stored(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
@@ -322,6 +338,7 @@ def test_a_hook_cannot_change_what_is_stored(
     assert hg.get_job(tick_job_id("s", TICK)).payload == {"team": 7}
 
 
+@AND_MEMORY
 def test_every_tick_is_logged_with_its_identity(hg: Headgate, clock: FakeClock) -> None:
     hg.put_schedule("s", spec="@every:60000", kind="k", payload={"secret": "do-not-log"})
     clock.advance(MINUTE)
@@ -334,6 +351,7 @@ def test_every_tick_is_logged_with_its_identity(hg: Headgate, clock: FakeClock) 
     assert "do-not-log" not in repr(logs)
 
 
+@AND_MEMORY
 def test_finished_jobs_free_the_unique_key(hg: Headgate) -> None:
     job = hg.enqueue("k", unique_key="u1")
     hg.finish_job(job.id, "completed")
@@ -342,6 +360,7 @@ def test_finished_jobs_free_the_unique_key(hg: Headgate) -> None:
     assert again.id != job.id
 
 
+@AND_MEMORY
 @pytest.mark.parametrize("taken_over", [True, False])
 def test_fenced_writes_under_a_stale_term_are_refused(
     hg: Headgate, clock: FakeClock, taken_over: bool
@@ -410,6 +429,7 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
 
 
+@AND_MEMORY
 def test_the_end_of_the_calendar_is_a_clear_failure(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:

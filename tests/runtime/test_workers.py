@@ -28,7 +28,9 @@ from headgate._domain.job_rules import retry_delay_ms
 from headgate._domain.streams import quarantine_stream
 from headgate._store.port import ANY_VERSION
 from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
 
+pytestmark = AND_MEMORY
 FAST = WorkerConfig(poll_interval_ms=20, heartbeat_ttl_ms=400, rescue_interval_ms=100)
 
 

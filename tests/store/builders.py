@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from headgate._domain.events import EnqueueAttempted, JobEnqueued, Outcome, ScheduleDefined
+from headgate._domain.events import (
+    EnqueueAttempted,
+    JobClaimed,
+    JobEnqueued,
+    Outcome,
+    ScheduleDefined,
+)
 from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._json import JsonValue
@@ -141,3 +147,25 @@ def fire_tick(store: Store, schedule_id: str, tick_ms: int, interval_ms: int = 6
             ),
         ]
     )
+
+
+def enqueue(
+    store: Store,
+    job_id: str,
+    *,
+    kind: str = "k",
+    queue: str = "q",
+    run_at_ms: int | None = None,
+    payload: object = None,
+) -> None:
+    """A job, as an enqueue appends it (its payload names it unless given)."""
+    body = {"n": job_id} if payload is None else payload
+    job = enqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)
+    store.log.append(job_stream(job_id), NO_STREAM, [job])
+
+
+def claim(store: Store, job_id: str, worker: str = "w1", attempt: int = 1) -> None:
+    """A worker's claim of the job, at its stream's current version."""
+    stream = job_stream(job_id)
+    version = store.log.stream_version(stream)
+    store.log.append(stream, version, [JobClaimed(job_id, worker, attempt, 10**13)])

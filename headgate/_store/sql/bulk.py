@@ -5,7 +5,7 @@ than the database's own work for the few statements the scheduler runs for
 every tick. These compile each statement once per dialect and pass the
 driver plain tuples (or dicts). That is only correct for values the drivers
 take as they are (ints, strings, booleans, None): true of every column here.
-Which of them a backend uses is its choice (`backends.py`).
+Which of them a backend uses is its dialect's choice (`backends/`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
-"""Compaction: keep what each stream needs, delete the rest.
+"""Compaction on SQL: the domain's retention rules (`headgate._domain.retention`)
+as statements.
 
-What survives, per stream family:
-* schedules: the latest event of each type (the latest ScheduleDefined is a
-  full snapshot), plus the newest `attempts_per_schedule` EnqueueAttempted
-  (the enqueue history's rows of the others go too);
-* jobs: every event of a pending job; a finished job's stream and its row go
-  once it finished more than `finished_job_retention_ms` ago;
-* manual-run keys: kept for `manual_key_retention_ms` (at least 24 hours);
-* quarantine: the latest event of each type.
-
-Because compaction deletes projection rows in the same transaction as the
-events they came from, a rebuild from the compacted log reproduces the live
-projections exactly. Only streams written since the last compaction are
-examined, so a run costs what was written since, not the size of the log.
+Trimmed streams keep the newest events of each type the rules keep (found by
+a window over their events); finished jobs past retention go with their
+streams and rows; expired manual-run keys go. Because compaction deletes
+projection rows in the same transaction as the events they came from, a
+rebuild from the compacted log reproduces the live projections exactly.
+Only streams written since the last compaction are examined, so a run costs
+what was written since, not the size of the log.
 
 The work is split into small transactions (a few dozen streams, a few
 hundred jobs), so other writers, the scheduler's ticks above all, never wait
@@ -28,32 +23,31 @@ transaction raises LeaseLost.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
-from headgate._domain.events import (
-    JOB_EVENTS,
-    EnqueueAttempted,
-    ManualRunRequested,
+from headgate._domain.events import EnqueueAttempted
+from headgate._domain.retention import (
+    ATTEMPTS_KEPT_ON,
+    NEWEST_OF_A_TYPE_KEPT,
+    UNTRIMMED_EVENTS,
+    CompactionPolicy,
 )
-from headgate._domain.streams import MANUAL_PREFIX, SCHEDULE_PREFIX, job_stream, prefix_upper_bound
+from headgate._domain.streams import MANUAL_PREFIX, job_stream, prefix_upper_bound
 from headgate._store.mapper import type_name
-from headgate._store.port import CompactionPolicy, CompactionReport, Fence
-from headgate._store.sql.backends import backend_of
+from headgate._store.port import CompactionReport, Fence
+from headgate._store.sql.backends import dialect_of
+from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.log import SqlEventLog
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
 
-if TYPE_CHECKING:
-    from headgate._store.sql.store import SqlStore
-
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
-JOB_TYPES: Final = tuple(type_name(job_type) for job_type in JOB_EVENTS)
-"""A job's stream is never trimmed: it goes whole, with its rows, once the job is
-finished and past retention."""
-MANUAL_TYPE: Final = type_name(ManualRunRequested)
+UNTRIMMED_TYPES: Final = tuple(type_name(event_type) for event_type in UNTRIMMED_EVENTS)
+"""Streams of these events are never trimmed (jobs, manual-run keys): they go whole."""
 
 
 STREAMS_PER_TRANSACTION: Final = 50
@@ -61,7 +55,8 @@ JOBS_PER_TRANSACTION: Final = 500
 
 
 def compact(
-    store: SqlStore,
+    database: Database,
+    log: SqlEventLog,
     policy: CompactionPolicy | None = None,
     cancel: threading.Event | None = None,
     *,
@@ -74,11 +69,10 @@ def compact(
     on or expired."""
     policy = policy or CompactionPolicy()
     stopped = cancel or threading.Event()
-    log = store.log
     # What to examine is read outside any write: the scan may be long, and
     # streams written meanwhile are examined by the next run.
     until = log.head()
-    with translated_errors("reading what to compact"), store.engine.connect() as connection:
+    with database.reading("reading what to compact") as connection:
         since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
         touched = _streams_written_between(connection, since, until)
     deleted = jobs_removed = 0
@@ -102,7 +96,7 @@ def compact(
         deleted += _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
         transaction.connection.execute(update(compaction_state).values(position=until))
     with translated_errors("reclaiming space after compaction"):
-        store.backend.reclaim_space(store.engine, [events, log_head, *LIVE.all()])
+        database.backend.maintenance.reclaim_space(database.engine, [events, log_head, *LIVE.all()])
     return CompactionReport(len(touched), deleted, jobs_removed)
 
 
@@ -112,7 +106,7 @@ def _streams_written_between(connection: Connection, after: int, until: int) -> 
         .where(
             events.c.position > after,
             events.c.position <= until,
-            ~events.c.type.in_((*JOB_TYPES, MANUAL_TYPE)),
+            ~events.c.type.in_(UNTRIMMED_TYPES),
         )
         .distinct()
         .order_by(events.c.stream_id)
@@ -121,8 +115,8 @@ def _streams_written_between(connection: Connection, after: int, until: int) -> 
 
 
 def _trim_streams(connection: Connection, streams: list[str], policy: CompactionPolicy) -> int:
-    """Keep the latest event of each type, and the newest attempts on schedule streams;
-    the history rows of the attempts removed go with them."""
+    """Keep the newest event of each type, and the newest attempts on schedule streams
+    (`retention.newest_kept`); the history rows of the attempts removed go with them."""
     deleted = 0
     for start in range(0, len(streams), CHUNK):
         chunk = streams[start : start + CHUNK]
@@ -140,13 +134,13 @@ def _trim_streams(connection: Connection, streams: list[str], policy: Compaction
         )
         is_attempt = and_(
             ranked.c.type == ATTEMPT_TYPE,
-            ranked.c.stream_id >= SCHEDULE_PREFIX,
-            ranked.c.stream_id < prefix_upper_bound(SCHEDULE_PREFIX),
+            ranked.c.stream_id >= ATTEMPTS_KEPT_ON,
+            ranked.c.stream_id < prefix_upper_bound(ATTEMPTS_KEPT_ON),
         )
         doomed = select(ranked.c.position).where(
             or_(
                 and_(is_attempt, ranked.c.rank > policy.attempts_per_schedule),
-                and_(~is_attempt, ranked.c.rank > 1),
+                and_(~is_attempt, ranked.c.rank > NEWEST_OF_A_TYPE_KEPT),
             )
         )
         gone = connection.execute(
@@ -175,12 +169,12 @@ def _remove_finished_jobs(
 ) -> tuple[int, int]:
     """Remove up to `limit` jobs finished longer ago than the retention, with their streams."""
     jobs = LIVE.jobs
-    cutoff = now_ms - policy.finished_job_retention_ms
+    cutoff = policy.finished_jobs_cutoff(now_ms)
     finished = list(connection.execute(finished_jobs_query(cutoff, limit)).scalars())
     if not finished:
         return 0, 0
     streams = [job_stream(job_id) for job_id in finished]
-    with backend_of(connection).probing_indexes(connection):
+    with dialect_of(connection).probing_indexes(connection):
         event_count = connection.execute(
             delete(events).where(events.c.stream_id.in_(streams))
         ).rowcount
@@ -191,6 +185,8 @@ def _remove_finished_jobs(
 
 
 def finished_jobs_query(finished_before_ms: int, limit: int) -> Select[Any]:
+    """Jobs in a removable state (`retention.REMOVABLE_JOB_STATES`, as the partial
+    index's predicate names them) last changed before the cutoff."""
     jobs = LIVE.jobs
     return (
         select(jobs.c.job_id)
@@ -206,6 +202,6 @@ def _expire_manual_keys(connection: Connection, now_ms: int, policy: CompactionP
     statement = delete(events).where(
         events.c.stream_id >= MANUAL_PREFIX,
         events.c.stream_id < prefix_upper_bound(MANUAL_PREFIX),
-        events.c.recorded_at_ms < now_ms - policy.manual_key_retention_ms,
+        events.c.recorded_at_ms < policy.manual_keys_cutoff(now_ms),
     )
     return int(connection.execute(statement).rowcount)

@@ -1,6 +1,6 @@
 """Store URLs, engines, write transactions, and driver-error translation.
 
-Each backend's engine settings are in `backends.py`; here, what is the same
+Each backend's engine settings are in `backends/`; here, what is the same
 for both: which URLs are accepted, and how a driver's errors become
 Headgate's own at the adapter's edge.
 """
@@ -31,7 +31,7 @@ WRITE: Final = {"headgate_write": True}
 
 
 def parse_store_url(url: str) -> URL:
-    """Validate a store URL (each backend checks its own; see backends.py). Its
+    """Validate a store URL (each backend checks its own; see backends/). Its
     passwords are masked in every message and log line from here on (`_redact`),
     those of a URL that does not parse included."""
     remember_secrets(*passwords_in(url))
@@ -71,7 +71,9 @@ def create_store_engine(
     by every caller, for a process's serialised writes (see SqlEventLog)."""
     parsed = parse_store_url(url)
     backend = backend_named(parsed.get_backend_name())
-    return backend.create_engine(parsed, busy_timeout_s, single_connection=single_connection)
+    return backend.connector.create_engine(
+        parsed, busy_timeout_s, single_connection=single_connection
+    )
 
 
 @contextlib.contextmanager
@@ -94,9 +96,9 @@ def translated_errors(where: str) -> Iterator[None]:
         raise
     except sa_exc.IntegrityError as error:
         detail = _first_line(error)
-        if any(backend.is_stream_version_conflict(detail) for backend in (SQLITE, POSTGRESQL)):
+        if any(b.dialect.is_stream_version_conflict(detail) for b in (SQLITE, POSTGRESQL)):
             raise ConcurrencyConflict(None, None, None) from error
-        if any(backend.is_tick_origin_conflict(detail) for backend in (SQLITE, POSTGRESQL)):
+        if any(b.dialect.is_tick_origin_conflict(detail) for b in (SQLITE, POSTGRESQL)):
             raise ConstraintViolation(
                 f"{where}: a second job for one (schedule, tick) was refused: each tick has "
                 f"one job (ux_headgate_jobs_periodic_origin): {detail}"

@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from headgate._store.port import Claimant, Lease, Leases
-from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.database import Database
 from headgate._store.sql.schema import leases
-
-if TYPE_CHECKING:
-    from headgate._store.sql.store import SqlStore
 
 
 class SqlLeases(Leases):
-    def __init__(self, store: SqlStore) -> None:
-        self._store = store
-        self._backend = store.backend
-        self._engine = store.engine
-        self._clock = store.clock
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._dialect = database.dialect
+        self._clock = database.clock
 
     def acquire(
         self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
     ) -> Lease | None:
-        with self._store.serialised_write(f"claiming lease {name!r}") as connection:
-            self._store.synchronise_clock(connection)
+        with self._database.serialised_write(f"claiming lease {name!r}") as connection:
+            self._database.synchronise_clock(connection)
             now = self._clock.now_ms()
             row = self._locked_row(connection, name)
             if row is None:
@@ -53,7 +47,7 @@ class SqlLeases(Leases):
             return None
 
     def release(self, name: str, holder: str, term: int) -> None:
-        with self._store.serialised_write(f"releasing lease {name!r}") as connection:
+        with self._database.serialised_write(f"releasing lease {name!r}") as connection:
             connection.execute(
                 update(leases)
                 .where(leases.c.name == name, leases.c.holder == holder, leases.c.term == term)
@@ -61,12 +55,12 @@ class SqlLeases(Leases):
             )
 
     def status(self, name: str) -> Lease | None:
-        with translated_errors(f"reading lease {name!r}"), self._engine.connect() as connection:
+        with self._database.reading(f"reading lease {name!r}") as connection:
             row = connection.execute(select(leases).where(leases.c.name == name)).mappings().first()
         return None if row is None else Lease(**row)
 
     def _locked_row(self, connection: Connection, name: str) -> Lease | None:
-        query = self._backend.locked(select(leases).where(leases.c.name == name))
+        query = self._dialect.locked(select(leases).where(leases.c.name == name))
         row = connection.execute(query).mappings().first()
         return None if row is None else Lease(**row)
 
@@ -74,7 +68,7 @@ class SqlLeases(Leases):
         self, connection: Connection, name: str, claimant: Claimant, now: int, ttl_ms: int
     ) -> Lease | None:
         lease = Lease(name, claimant.holder, claimant.host, claimant.pid, 1, now, now + ttl_ms)
-        statement = self._backend.insert_if_absent(leases, "name").values(**lease.__dict__)
+        statement = self._dialect.insert_if_absent(leases, "name").values(**lease.__dict__)
         created = connection.execute(statement.returning(leases.c.name)).first()
         return lease if created is not None else None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.engine import Connection
@@ -36,13 +36,11 @@ from headgate._store.port import (
 )
 from headgate._store.sql import queries, worker_rows
 from headgate._store.sql.backends import SqlBackend
+from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, event_row, events_between
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head, projection_checkpoints
-
-if TYPE_CHECKING:
-    from headgate._store.sql.store import SqlStore
 
 
 class SqlWriteTransaction(WriteTransaction):
@@ -56,7 +54,8 @@ class SqlWriteTransaction(WriteTransaction):
     ) -> None:
         self.connection = connection
         """The transaction's connection, for the adapter's own maintenance code."""
-        self._backend = backend
+        self._dialect = backend.dialect
+        self._connector = backend.connector
         self._now_ms = now_ms
         self._projector = projector
         self._head = head
@@ -96,7 +95,7 @@ class SqlWriteTransaction(WriteTransaction):
 
     def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
         """(stream id, its latest version or None), per id."""
-        wanted = self._backend.each_of(stream_ids, events.c.stream_id)
+        wanted = self._dialect.each_of(stream_ids, events.c.stream_id)
         latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
         return select(wanted.c.value, latest.scalar_subquery())
 
@@ -105,7 +104,7 @@ class SqlWriteTransaction(WriteTransaction):
         found: dict[str, DomainEvent] = {}
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            for row in self.connection.execute(self._backend.first_of_each(events, chunk)):
+            for row in self.connection.execute(self._dialect.first_of_each(events, chunk)):
                 found[row.stream_id] = decode_row(row).event
         # A stream without a first event does not exist: its version is known.
         self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
@@ -139,7 +138,7 @@ class SqlWriteTransaction(WriteTransaction):
             results.append(unit_recorded)
         self._versions.update(versions)
         if rows:
-            self._backend.bulk_insert(self.connection, events, rows)
+            self._dialect.bulk_insert(self.connection, events, rows)
             self._projector.fold_live(self.connection, recorded)
         return results
 
@@ -193,7 +192,7 @@ class SqlWriteTransaction(WriteTransaction):
     def claimable(
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
-        with self._backend.probing_indexes(self.connection):
+        with self._dialect.probing_indexes(self.connection):
             return self._learn_versions(queries.claimable(self.connection, capacity, kinds, now_ms))
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
@@ -224,7 +223,7 @@ class SqlWriteTransaction(WriteTransaction):
         worker_rows.forget(self.connection, workers)
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
-        self._backend.notify_enqueued(self.connection, queues)
+        self._connector.notify_enqueued(self.connection, queues)
 
     def gate_facts(
         self, candidates: Sequence[Candidate], count_queues: Collection[str]
@@ -257,19 +256,21 @@ def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict
 
 
 class SqlEventLog(EventLog):
-    def __init__(self, store: SqlStore) -> None:
-        self._store = store
-        self._backend = store.backend
-        self._engine = store.engine
-        self._clock = store.clock
+    def __init__(self, database: Database, projector: Projector) -> None:
+        self._database = database
+        self._backend = database.backend
+        self._dialect = database.dialect
+        self._maintenance = database.backend.maintenance
+        self._clock = database.clock
+        self.projector = projector
         checkpoints = projection_checkpoints
         lagging = select(func.count()).where(
             or_(checkpoints.c.position != log_head.c.position, checkpoints.c.rebuilding)
         )
         head = select(log_head.c.position).where(log_head.c.id == 1)
-        self._head_query = self._backend.locked(
+        self._head_query = self._dialect.locked(
             head.add_columns(lagging.scalar_subquery())
-            if self._backend.writes_begin_locked
+            if self._dialect.writes_begin_locked
             else head
         )
         """The log head, locked, with (where the lock is already held) how many
@@ -284,30 +285,28 @@ class SqlEventLog(EventLog):
         record_at_ms: int | None = None,
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
-        with self._store.serialised_write("writing to the store") as connection:
-            if self._backend.writes_begin_locked:
+        with self._database.serialised_write("writing to the store") as connection:
+            if self._dialect.writes_begin_locked:
                 head, lagging = connection.execute(self._head_query).one()
             else:
                 head = connection.execute(self._head_query).scalar_one()
                 lagging = connection.execute(self._lagging_query).scalar_one()
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
-                self._store.synchronise_clock(connection)
+                self._database.synchronise_clock(connection)
             if lagging and not while_rebuilding:
                 self._refuse_while_rebuilding(connection, head)
-            self._backend.begin_write(connection, held=record_at_ms is not None)
+            self._maintenance.begin_write(connection, held=record_at_ms is not None)
             now = self._clock.now_ms()
             if record_at_ms is not None:
                 now = max(now, record_at_ms)
             if fence is not None:
                 self._check_fence(connection, fence, now)
-            transaction = SqlWriteTransaction(
-                connection, self._backend, self._store.projector, now, head
-            )
+            transaction = SqlWriteTransaction(connection, self._backend, self.projector, now, head)
             yield transaction
             transaction.finish()
 
     def _refuse_while_rebuilding(self, connection: Connection, head: int) -> None:
-        lagging = self._store.projector.lagging(connection, head)
+        lagging = self.projector.lagging(connection, head)
         if lagging:
             names = ", ".join(
                 f"{name} at {position} of {head}" for name, position in lagging.items()
@@ -318,7 +317,7 @@ class SqlEventLog(EventLog):
             )
 
     def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
-        query = self._backend.locked(
+        query = self._dialect.locked(
             select(leases.c.term, leases.c.expires_at_ms).where(leases.c.name == fence.lease),
             shared=True,
         )
@@ -330,26 +329,26 @@ class SqlEventLog(EventLog):
 
     def checkpoint(self) -> None:
         with translated_errors("checkpointing the log"):
-            self._backend.checkpoint(self._engine)
+            self._maintenance.checkpoint(self._database.engine)
 
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         query = select(events).where(events.c.stream_id == stream_id).order_by(events.c.version)
-        with translated_errors("reading a stream"), self._engine.connect() as connection:
+        with self._database.reading("reading a stream") as connection:
             return [decode_row(row) for row in connection.execute(query)]
 
     def read_all(
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
     ) -> list[RecordedEvent]:
         query = events_between(after_position, until_position, limit)
-        with translated_errors("reading the log"), self._engine.connect() as connection:
+        with self._database.reading("reading the log") as connection:
             return [decode_row(row) for row in connection.execute(query)]
 
     def head(self) -> int:
         query = select(log_head.c.position).where(log_head.c.id == 1)
-        with translated_errors("reading the log head"), self._engine.connect() as connection:
+        with self._database.reading("reading the log head") as connection:
             return int(connection.execute(query).scalar_one())
 
     def stream_version(self, stream_id: str) -> int:
         query = select(func.max(events.c.version)).where(events.c.stream_id == stream_id)
-        with translated_errors("reading a stream version"), self._engine.connect() as connection:
+        with self._database.reading("reading a stream version") as connection:
             return int(connection.execute(query).scalar() or 0)

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from headgate._domain.streams import JOB_PREFIX, job_stream
 from headgate._errors import StoreUnopenable, ValidationError
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
-from headgate._store.sql.backends import backend_named, backend_of
+from headgate._store.sql.backends import backend_named, dialect_of
 from headgate._store.sql.engine import (
     create_store_engine,
     parse_store_url,
@@ -344,7 +344,7 @@ def replay(
         return report
     target = parse_store_url(to_url)
     try:
-        backend_named(target.get_backend_name()).check_openable(target)
+        backend_named(target.get_backend_name()).connector.check_openable(target)
     except StoreUnopenable as error:
         raise StoreUnopenable(f"--to: {error}") from None
     engine = create_store_engine(to_url)
@@ -413,9 +413,9 @@ def _drop_rows_whose_events_are_gone(
 
 
 def _attempts_in_log(source: Connection, positions: list[int], _folded_up_to: int) -> set[Any]:
-    backend = backend_of(source)
-    query = select(events.c.position).where(backend.is_one_of(events.c.position, positions))
-    with backend.probing_indexes(source):
+    dialect = dialect_of(source)
+    query = select(events.c.position).where(dialect.is_one_of(events.c.position, positions))
+    with dialect.probing_indexes(source):
         return set(source.execute(query).scalars())
 
 
@@ -423,13 +423,13 @@ def _jobs_in_log(source: Connection, job_ids: list[str], folded_up_to: int) -> s
     """Jobs whose stream still starts within the fold (a reused Enqueue-now id
     that came back later was not folded: it goes, as in verify)."""
     streams = [job_stream(job_id) for job_id in job_ids]
-    backend = backend_of(source)
+    dialect = dialect_of(source)
     query = select(events.c.stream_id).where(
-        backend.is_one_of(events.c.stream_id, streams),
+        dialect.is_one_of(events.c.stream_id, streams),
         events.c.version == 1,
         events.c.position <= folded_up_to,
     )
-    with backend.probing_indexes(source):
+    with dialect.probing_indexes(source):
         return {stream.removeprefix(JOB_PREFIX) for stream in source.execute(query).scalars()}
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.events import RecordedEvent
 from headgate._projections import AnyProjection
-from headgate._store.sql.backends import backend_of
+from headgate._store.sql.backends import dialect_of
 from headgate._store.sql.schema import ProjectionTables, projection_checkpoints
 
 CHUNK: Final = 500
@@ -92,7 +92,7 @@ def fold_into_table(
     deltas, folded = _split_by_need(projection, rest)
     if deltas:
         rows = [{**changes, projection.key_column: key} for key, changes in deltas.items()]
-        backend_of(connection).bulk_update(connection, table, projection.key_column, rows)
+        dialect_of(connection).bulk_update(connection, table, projection.key_column, rows)
     existing: dict[Hashable, Any] = {}
     if folded and not projection.append_only:
         keys = list(dict.fromkeys(key for key, _ in folded))
@@ -159,11 +159,11 @@ def load_rows(
         for row in connection.execute(select(table).where(column == wanted[0])).mappings():
             rows[row[key_column]] = row_type(**row)
         return rows
-    backend = backend_of(connection)
-    with backend.probing_indexes(connection):
+    dialect = dialect_of(connection)
+    with dialect.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
-            query = select(table).where(backend.is_one_of(column, chunk))
+            query = select(table).where(dialect.is_one_of(column, chunk))
             for row in connection.execute(query).mappings():
                 rows[row[key_column]] = row_type(**row)
     return rows
@@ -195,16 +195,16 @@ def _write_changes(
     # (a job leaving `pending` frees its unique key) must do so before a new row
     # in the same batch takes it.
     key_column = table.c[projection.key_column]
-    backend = backend_of(connection)
+    dialect = dialect_of(connection)
     if deletes:
-        with backend.probing_indexes(connection):
+        with dialect.probing_indexes(connection):
             for start in range(0, len(deletes), CHUNK):
                 chunk = deletes[start : start + CHUNK]
                 connection.execute(delete(table).where(key_column.in_(chunk)))
     if updates:
-        backend.bulk_update(connection, table, projection.key_column, updates)
+        dialect.bulk_update(connection, table, projection.key_column, updates)
     if inserts:
-        backend.bulk_insert(connection, table, inserts)
+        dialect.bulk_insert(connection, table, inserts)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

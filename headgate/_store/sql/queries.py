@@ -27,9 +27,18 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
-from headgate._domain.cursors import decode_cursor, encode_cursor
+from headgate._domain.cursors import (
+    HISTORY_CURSOR,
+    JOBS_CURSOR,
+    MAX_PAGE,
+    QUARANTINE_CURSOR,
+    SCHEDULES_CURSOR,
+    decode_cursor,
+    decode_timed_cursor,
+    encode_cursor,
+    encode_timed_cursor,
+)
 from headgate._domain.events import UNFINISHED_STATES, JobState
-from headgate._errors import ValidationError
 from headgate._projections import (
     EnqueueHistoryRow,
     JobAttemptRow,
@@ -39,7 +48,7 @@ from headgate._projections import (
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.port import JobFilter, Page, Reads
-from headgate._store.sql.backends import backend_of, code_point_order
+from headgate._store.sql.backends import code_point_order, dialect_of
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import (
@@ -54,10 +63,6 @@ from headgate._store.sql.schema import (
     UNDECLARED_WHERE,
 )
 
-HISTORY_CURSOR: Final = "enqueue-events"
-SCHEDULES_CURSOR: Final = "schedules"
-JOBS_CURSOR: Final = "jobs"
-QUARANTINE_CURSOR: Final = "quarantine"
 UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
 
 _schedules, _jobs, _history, _quarantine = (
@@ -106,11 +111,11 @@ def schedules(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, 
         query = select(*_SCHEDULE_ROW_COLUMNS).where(_schedules.c.schedule_id == wanted[0])
         found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
         return found
-    backend = backend_of(connection)
-    with backend.probing_indexes(connection):
+    dialect = dialect_of(connection)
+    with dialect.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):
             query = select(*_SCHEDULE_ROW_COLUMNS).where(
-                backend.is_one_of(_schedules.c.schedule_id, wanted[start : start + CHUNK])
+                dialect.is_one_of(_schedules.c.schedule_id, wanted[start : start + CHUNK])
             )
             found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
     return found
@@ -132,7 +137,7 @@ def schedules_page(
     limit: int,
     cursor: str | None,
     search: str | None = None,
-    maximum: int = 200,
+    maximum: int = MAX_PAGE,
 ) -> Page[ScheduleRow]:
     """Live (not deleted) schedules ordered by id, code point by code point; with
     `search`, those whose id starts with it."""
@@ -248,10 +253,10 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
     """The rows of those jobs that exist, by id (one indexed lookup per chunk)."""
     wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
     found: dict[str, JobRow] = {}
-    backend = backend_of(connection)
+    dialect = dialect_of(connection)
     for start in range(0, len(wanted), CHUNK):
         query = select(*_JOB_ROW_COLUMNS).where(
-            backend.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
+            dialect.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
         )
         found.update((row.job_id, JobRow(*row)) for row in connection.execute(query))
     return found
@@ -264,7 +269,7 @@ def claimable(
     index (queue, run_at_ms, job_id): each queue's read stops after its rows."""
     if not kinds:
         return []
-    backend = backend_of(connection)
+    dialect = dialect_of(connection)
     found: list[JobRow] = []
     for queue, count in capacity.items():
         if count <= 0:
@@ -275,7 +280,7 @@ def claimable(
                 _CLAIMABLE,
                 _jobs.c.queue == queue,
                 _jobs.c.run_at_ms <= now_ms,
-                backend.is_one_of(_jobs.c.kind, list(kinds)),
+                dialect.is_one_of(_jobs.c.kind, list(kinds)),
             )
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(count)
@@ -288,7 +293,7 @@ def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobR
     if not worker_ids:
         return []
     query = select(*_JOB_ROW_COLUMNS).where(
-        _RUNNING, backend_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
+        _RUNNING, dialect_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
     )
     return [JobRow(*row) for row in connection.execute(query)]
 
@@ -308,7 +313,7 @@ def crash_blame(connection: Connection, fingerprints: Collection[str]) -> dict[s
     if not wanted:
         return {}
     query = select(_blame.c.fingerprint, _blame.c.blame_milli).where(
-        backend_of(connection).is_one_of(_blame.c.fingerprint, wanted)
+        dialect_of(connection).is_one_of(_blame.c.fingerprint, wanted)
     )
     blamed = dict.fromkeys(wanted, 0)
     blamed.update({str(f): int(b) for f, b in connection.execute(query)})
@@ -316,20 +321,24 @@ def crash_blame(connection: Connection, fingerprints: Collection[str]) -> dict[s
 
 
 def jobs_page(
-    connection: Connection, where: JobFilter, limit: int, cursor: str | None, maximum: int = 200
+    connection: Connection,
+    where: JobFilter,
+    limit: int,
+    cursor: str | None,
+    maximum: int = MAX_PAGE,
 ) -> Page[JobRow]:
     """Newest first, by (created_at_ms, job_id); the cursor is where the last page stopped."""
     check_limit(limit, maximum)
     query = jobs_query(where, limit, cursor)
     if query is None:
         return Page([], None)
-    with backend_of(connection).probing_indexes(connection):
+    with dialect_of(connection).probing_indexes(connection):
         items = [JobRow(**row) for row in connection.execute(query).mappings()]
     more = len(items) > limit
     items = items[:limit]
     last = items[-1] if more else None
     next_cursor = (
-        None if last is None else encode_cursor(JOBS_CURSOR, f"{last.created_at_ms}:{last.job_id}")
+        None if last is None else encode_timed_cursor(JOBS_CURSOR, last.created_at_ms, last.job_id)
     )
     return Page(items, next_cursor)
 
@@ -354,7 +363,7 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
     if where.state is not None and where.state != JobState.COMPLETED:
         query = query.where(_NOT_COMPLETED)
     if cursor is not None:
-        created, job_id = _timed_cursor(JOBS_CURSOR, cursor)
+        created, job_id = decode_timed_cursor(JOBS_CURSOR, cursor)
         query = query.where(
             or_(
                 _jobs.c.created_at_ms < created,
@@ -381,17 +390,6 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
     )
 
 
-def _timed_cursor(kind: str, cursor: str) -> tuple[int, str]:
-    """A cursor of a newest-first list ordered by (a time, an id): "ms:id"."""
-    position = str(decode_cursor(kind, cursor, str))
-    created, _, job_id = position.partition(":")
-    if not created.isdigit() or not job_id:
-        raise ValidationError(
-            "cursor", "is not a cursor returned by this list; pass next_cursor back unchanged"
-        )
-    return int(created), job_id
-
-
 def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAttemptRow]:
     if not could_be_stored(job_id):
         return []
@@ -410,12 +408,12 @@ def earliest_claimable(
     """Per queue, the claim index's first entry of these kinds; the earliest of them."""
     if not queues or not kinds:
         return None
-    backend = backend_of(connection)
+    dialect = dialect_of(connection)
     earliest: int | None = None
     for queue in queues:
         query = (
             select(_jobs.c.run_at_ms)
-            .where(_CLAIMABLE, _jobs.c.queue == queue, backend.is_one_of(_jobs.c.kind, list(kinds)))
+            .where(_CLAIMABLE, _jobs.c.queue == queue, dialect.is_one_of(_jobs.c.kind, list(kinds)))
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
         )
@@ -426,14 +424,14 @@ def earliest_claimable(
 
 
 def quarantine_page(
-    connection: Connection, limit: int, cursor: str | None, maximum: int = 200
+    connection: Connection, limit: int, cursor: str | None, maximum: int = MAX_PAGE
 ) -> Page[QuarantineRow]:
     """Newest first, by (quarantined_at_ms, fingerprint). Unindexed on purpose: the
     table holds what operators and the crash limit put there, not one row per job."""
     check_limit(limit, maximum)
     query = select(_quarantine)
     if cursor is not None:
-        at_ms, fingerprint = _timed_cursor(QUARANTINE_CURSOR, cursor)
+        at_ms, fingerprint = decode_timed_cursor(QUARANTINE_CURSOR, cursor)
         query = query.where(
             or_(
                 _quarantine.c.quarantined_at_ms < at_ms,
@@ -453,7 +451,7 @@ def quarantine_page(
     next_cursor = (
         None
         if last is None
-        else encode_cursor(QUARANTINE_CURSOR, f"{last.quarantined_at_ms}:{last.fingerprint}")
+        else encode_timed_cursor(QUARANTINE_CURSOR, last.quarantined_at_ms, last.fingerprint)
     )
     return Page(items, next_cursor)
 
@@ -540,7 +538,7 @@ def live_jobs_by_unique_key(connection: Connection, keys: Iterable[str]) -> dict
 def _live_holders(connection: Connection, keys: list[str]) -> Select[Any]:
     """(key, the pending job holding it or None), per key: one probe of the
     partial unique index each."""
-    wanted = backend_of(connection).each_of(keys, _jobs.c.unique_key)
+    wanted = dialect_of(connection).each_of(keys, _jobs.c.unique_key)
     holder = select(_jobs.c.job_id).where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
     return select(wanted.c.value, holder.scalar_subquery())
 
@@ -551,7 +549,7 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
         select(_jobs.c.queue, func.count())
         .where(
             _jobs.c.state.in_(UNFINISHED),
-            backend_of(connection).is_one_of(_jobs.c.queue, wanted),
+            dialect_of(connection).is_one_of(_jobs.c.queue, wanted),
         )
         .group_by(_jobs.c.queue)
     )
@@ -563,7 +561,7 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
 def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
     wanted = list(dict.fromkeys(fingerprints))
     query = select(_quarantine.c.fingerprint).where(
-        backend_of(connection).is_one_of(_quarantine.c.fingerprint, wanted)
+        dialect_of(connection).is_one_of(_quarantine.c.fingerprint, wanted)
     )
     return {str(value) for value in connection.execute(query).scalars()}
 

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._store.port import ProcessIdentity, WorkerBeat, WorkerRow, Workers
-from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.database import Database
 from headgate._store.sql.schema import workers
-
-if TYPE_CHECKING:
-    from headgate._store.sql.store import SqlStore
-
 
 _PROCESS_COLUMNS = ("process_boot_id", "process_namespaces", "process_start_ticks")
 
@@ -64,14 +60,13 @@ def forget(connection: Connection, rows: Collection[WorkerRow]) -> None:
 
 
 class SqlWorkers(Workers):
-    def __init__(self, store: SqlStore) -> None:
-        self._store = store
-        self._engine = store.engine
-        self._clock = store.clock
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._clock = database.clock
 
     def beat(self, beat: WorkerBeat, ttl_ms: int) -> WorkerRow:
-        with self._store.serialised_write("renewing a worker's heartbeat") as connection:
-            self._store.synchronise_clock(connection)
+        with self._database.serialised_write("renewing a worker's heartbeat") as connection:
+            self._database.synchronise_clock(connection)
             now = self._clock.now_ms()
             values = {
                 "host": beat.host,
@@ -88,7 +83,7 @@ class SqlWorkers(Workers):
                 update(workers).where(workers.c.worker_id == beat.worker_id).values(**values)
             ).rowcount
             if not renewed:
-                statement = self._store.backend.insert_if_absent(workers, "worker_id")
+                statement = self._database.dialect.insert_if_absent(workers, "worker_id")
                 connection.execute(statement.values(worker_id=beat.worker_id, **values))
         return WorkerRow(
             worker_id=beat.worker_id,
@@ -104,7 +99,7 @@ class SqlWorkers(Workers):
         )
 
     def stop(self, worker_id: str) -> None:
-        with self._store.serialised_write("removing a worker's heartbeat") as connection:
+        with self._database.serialised_write("removing a worker's heartbeat") as connection:
             connection.execute(delete(workers).where(workers.c.worker_id == worker_id))
 
     def live(self, now_ms: int) -> list[WorkerRow]:
@@ -113,7 +108,7 @@ class SqlWorkers(Workers):
             .where(workers.c.expires_at_ms > now_ms)
             .order_by(workers.c.started_at_ms, workers.c.worker_id)
         )
-        with translated_errors("reading workers"), self._engine.connect() as connection:
+        with self._database.reading("reading workers") as connection:
             return [_row(row) for row in connection.execute(query).mappings()]
 
     def in_namespaces(self, boot_id: str, namespaces: str) -> list[WorkerRow]:
@@ -126,5 +121,5 @@ class SqlWorkers(Workers):
             )
             .order_by(workers.c.started_at_ms, workers.c.worker_id)
         )
-        with translated_errors("reading workers"), self._engine.connect() as connection:
+        with self._database.reading("reading workers") as connection:
             return [_row(row) for row in connection.execute(query).mappings()]

@@ -1,4 +1,6 @@
-"""The event log contract, on SQLite and PostgreSQL."""
+"""The event log: appends in units at expected versions, stream versions, reads of
+the log, and what a write transaction guarantees (all or nothing, its own
+appends visible to it, the instant its events are recorded at)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,23 @@ from collections.abc import Callable
 
 import pytest
 
-from headgate._domain.events import NextRunAdvanced, ScheduleDeleted
+from headgate._domain.events import (
+    JobEnqueued,
+    JobFinished,
+    JobState,
+    ManualRunRequested,
+    NextRunAdvanced,
+    ScheduleDeleted,
+)
 from headgate._errors import ConcurrencyConflict
 from headgate._runtime.instants import InstantNotReached, InstantTiming
 from headgate._store.port import ANY_VERSION, NO_STREAM, Store, StreamAppend
 from headgate.testing import FakeClock
-from tests.store.builders import defined, enqueued
+from tests.store.builders import create_schedule, defined, enqueued, fire_tick
+
+
+def _job(job_id: str, unique_key: str | None = None, queue: str = "q") -> JobEnqueued:
+    return enqueued(job_id, "k", queue, {"n": 1}, unique_key)
 
 
 def test_append_then_read_stream_in_order(store: Store) -> None:
@@ -213,3 +226,123 @@ def test_cancelling_after_the_instant_has_passed_still_commits(
         transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
         _held_until(clock, clock.now_ms(), cancel)()
     assert store.log.stream_version("schedule-a") == 1
+
+
+def test_reads_inside_see_the_transactions_own_appends(store: Store) -> None:
+    with store.log.write() as transaction:
+        assert transaction.schedule("a") is None
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+        row = transaction.schedule("a")
+        assert row is not None and row.version == 1
+        transaction.append_units([[StreamAppend("job-j", NO_STREAM, (_job("j"),))]])
+        job = transaction.job("j")
+        assert job is not None and job.state == "pending"
+        assert transaction.stream_versions(["schedule-a", "job-j", "job-none"]) == {
+            "schedule-a": 1,
+            "job-j": 1,
+            "job-none": 0,
+        }
+        assert transaction.head == 2
+
+
+def test_an_exception_inside_commits_nothing(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.log.write() as transaction:
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+        raise RuntimeError("the caller changed its mind")
+    assert store.log.head() == 0
+    assert store.reads.schedule("a") is None
+
+
+def test_first_events_find_existing_streams_only(store: Store) -> None:
+    store.log.append("job-j", NO_STREAM, [_job("j")])
+    store.log.append("job-j", 1, [JobFinished("j", JobState.COMPLETED)])
+    store.log.append("manual-x", NO_STREAM, [ManualRunRequested("s", "key", "j2")])
+    with store.log.write() as transaction:
+        found = transaction.first_events(["job-j", "manual-x", "job-missing"])
+        assert found == {"job-j": _job("j"), "manual-x": ManualRunRequested("s", "key", "j2")}
+        # A missing stream is known to be at version 0 for what follows.
+        (result,) = transaction.append_units(
+            [[StreamAppend("job-missing", NO_STREAM, (_job("missing"),))]]
+        )
+        assert isinstance(result, list)
+
+
+def test_events_are_recorded_at_the_instant_asked_or_now_if_later(
+    store: Store, clock: FakeClock
+) -> None:
+    ahead, behind = clock.now_ms() + 500, clock.now_ms() - 500
+    with store.log.write(record_at_ms=ahead) as transaction:
+        assert transaction.now_ms == ahead
+        transaction.append_units([[StreamAppend("schedule-a", NO_STREAM, (defined("a"),))]])
+    with store.log.write(record_at_ms=behind) as transaction:
+        assert transaction.now_ms == clock.now_ms()
+        transaction.append_units([[StreamAppend("schedule-b", NO_STREAM, (defined("b"),))]])
+    assert [e.recorded_at_ms for e in store.log.read_all()] == [ahead, clock.now_ms()]
+
+
+def test_a_tick_unit_lands_whole_and_a_stale_one_not_at_all(store: Store) -> None:
+    create_schedule(store, "s")
+    fire_tick(store, "s", 60_000)
+    assert store.log.stream_version("schedule-s") == 2
+    with pytest.raises(ConcurrencyConflict):
+        fire_tick(store, "s", 60_000)  # the same tick again: the job stream exists
+    assert store.log.stream_version("schedule-s") == 2
+    assert len(store.reads.enqueue_history("s", 10, None).items) == 1
+
+
+def test_an_event_the_mapper_refuses_fails_the_write_and_commits_nothing(store: Store) -> None:
+    """Payload rules are the mapper's, the same on every store: what it cannot encode
+    as canonical JSON is refused as it is appended, and the write's other units
+    go with it."""
+    not_json = enqueued("j", "k", "q", {"ids": {1, 2}}, None)  # type: ignore[dict-item]
+    with pytest.raises(TypeError), store.log.write() as transaction:
+        transaction.append_units(
+            [
+                [StreamAppend("schedule-a", NO_STREAM, (defined("a"),))],
+                [StreamAppend("job-j", NO_STREAM, (not_json,))],
+            ]
+        )
+    assert store.log.head() == 0
+    assert store.reads.schedule("a") is None
+
+
+def test_others_see_a_write_only_once_it_commits(store: Store) -> None:
+    create_schedule(store, "a")
+    with store.log.write() as transaction:
+        transaction.append_units([[StreamAppend("schedule-a", 1, (ScheduleDeleted("a"),))]])
+        transaction.append_units([[StreamAppend("job-j", NO_STREAM, (_job("j"),))]])
+        assert (store.log.head(), store.log.stream_version("schedule-a")) == (1, 1)
+        assert len(store.log.read_all()) == 1 and len(store.log.read_stream("schedule-a")) == 1
+        row = store.reads.schedule("a")
+        assert row is not None and not row.deleted
+        assert store.reads.job("j") is None
+    assert store.log.head() == 3
+    row = store.reads.schedule("a")
+    assert row is not None and row.deleted
+    assert store.reads.job("j") is not None
+
+
+def test_a_read_never_waits_for_a_write_in_progress(store: Store) -> None:
+    """A write held open (as a tick batch holds its commit for the tick's instant)
+    blocks other writers, never readers: they see the state before it."""
+    create_schedule(store, "a")
+    appended, release = threading.Event(), threading.Event()
+
+    def hold_a_write() -> None:
+        with store.log.write() as transaction:
+            transaction.append_units([[StreamAppend("schedule-a", 1, (ScheduleDeleted("a"),))]])
+            appended.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=hold_a_write)
+    writer.start()
+    try:
+        assert appended.wait(10), "the write did not start"
+        row = store.reads.schedule("a")
+        assert row is not None and not row.deleted
+        assert store.log.head() == 1
+    finally:
+        release.set()
+        writer.join(30)
+    row = store.reads.schedule("a")
+    assert row is not None and row.deleted

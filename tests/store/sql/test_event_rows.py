@@ -212,7 +212,9 @@ def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
             assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
             assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
-            assert connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.PAGE_SIZE
+            assert (
+                connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.connector.PAGE_SIZE
+            )
     finally:
         store.close()
 

@@ -235,7 +235,9 @@ def test_compaction_probes_indexes_on_postgresql(store: SqlStore, clock: FakeClo
     if store.backend.name != "postgresql":
         pytest.skip("SQLite has no statistics to lag; compaction's index is checked above")
     _store_outgrowing_its_statistics(store)
-    compact(store)  # examining the whole log, it may read all of it; the next run may not
+    compact(
+        store.database, store.log
+    )  # examining the whole log, it may read all of it; the next run may not
     store.log.append_units(
         [
             [StreamAppend(job_stream(f"j{n}"), 1, (JobFinished(f"j{n}", JobState.COMPLETED),))]
@@ -260,7 +262,7 @@ def test_compaction_probes_indexes_on_postgresql(store: SqlStore, clock: FakeClo
     )
     clock.advance(8 * DAY_MS)
     policy = CompactionPolicy(finished_job_retention_ms=DAY_MS)
-    plans = _plans_of(store, lambda: compact(store, policy))
+    plans = _plans_of(store, lambda: compact(store.database, store.log, policy))
     assert any("Delete on headgate_enqueue_history" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
@@ -316,9 +318,9 @@ def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: Sql
     with store.engine.begin() as connection:
         connection.exec_driver_sql("SET enable_hashjoin = off")
         connection.exec_driver_sql("SET LOCAL enable_mergejoin = off")
-        with store.backend.probing_indexes(connection):
+        with store.backend.dialect.probing_indexes(connection):
             inside = tuple(connection.exec_driver_sql(switches).one())
-            with store.backend.probing_indexes(connection):
+            with store.backend.dialect.probing_indexes(connection):
                 pass
             still_inside = tuple(connection.exec_driver_sql(switches).one())
         after = tuple(connection.exec_driver_sql(switches).one())

@@ -13,25 +13,13 @@ from hypothesis import strategies as st
 from sqlalchemy import MetaData, func, insert, select, update
 
 from headgate._domain.events import (
-    DomainEvent,
-    FingerprintQuarantined,
-    FingerprintReleased,
-    JobAbandoned,
-    JobAttemptFailed,
-    JobClaimed,
     JobFinished,
-    JobQuarantined,
-    JobReleased,
-    JobRetried,
     JobState,
-    JobSucceeded,
-    Outcome,
-    ScheduleDeleted,
 )
 from headgate._domain.streams import schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
-from headgate._store.port import ANY_VERSION, CompactionPolicy
+from headgate._store.port import ANY_VERSION
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
@@ -47,107 +35,21 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.store.builders import attempted, create_schedule, defined, enqueued, fire_tick
+from tests.store.histories import OPERATION, play
 from tests.store.snapshots import snapshot
 
 _examples = itertools.count()
-
-operation = st.one_of(
-    st.tuples(st.just("define"), st.integers(0, 3), st.booleans(), st.integers(0, 5)),
-    st.tuples(st.just("tick"), st.integers(0, 3)),
-    st.tuples(st.just("fail"), st.integers(0, 3), st.sampled_from(["backpressure", "hook_error"])),
-    st.tuples(st.just("skip"), st.integers(0, 3)),
-    st.tuples(st.just("delete"), st.integers(0, 3)),
-    st.tuples(st.just("finish"), st.integers(0, 20)),
-    st.tuples(st.just("job"), st.integers(0, 5)),
-    st.tuples(st.just("quarantine"), st.integers(0, 2), st.booleans()),
-    st.tuples(
-        st.just("attempt"),
-        st.integers(0, 20),
-        st.sampled_from(["succeed", "fail", "crash", "crash-limit", "release"]),
-    ),
-    st.tuples(st.just("retry"), st.integers(0, 20)),
-    st.tuples(st.just("compact")),
-)
-
-
-def _attempt_end(job_id: str, attempt: int, claimed_at: int, how: str) -> DomainEvent:
-    if how == "succeed":
-        return JobSucceeded(job_id, attempt, "w", claimed_at, {"n": attempt})
-    if how == "fail":
-        return JobAttemptFailed(job_id, attempt, "w", claimed_at, "E", "m", claimed_at + 5)
-    if how == "crash":
-        return JobAbandoned(job_id, "w", 1, attempt, claimed_at)
-    if how == "crash-limit":
-        return JobQuarantined(job_id, "fp", 3, attempt, claimed_at)
-    return JobReleased(job_id, "w")
-
-
-def _run(store: SqlStore, prefix: str, operations: list[tuple[Any, ...]]) -> None:
-    ticks = itertools.count(1)
-    jobs: list[str] = []
-    for op in operations:
-        kind = op[0]
-        sid = f"{prefix}s{op[1]}" if kind in ("define", "tick", "fail", "skip", "delete") else ""
-        exists = store.log.stream_version(f"schedule-{sid}") > 0 if sid else False
-        if kind == "define":
-            store.log.append(
-                f"schedule-{sid}", ANY_VERSION, [defined(sid, 1000 * op[3], paused=op[2])]
-            )
-        elif kind == "tick" and exists:
-            tick = next(ticks) * 1000
-            fire_tick(store, sid, tick)
-            jobs.append(f"job-for-{sid}-{tick}")
-        elif kind == "fail" and exists:
-            event = attempted(sid, next(ticks), Outcome.FAILED, op[2], attempt=2, retry_at_ms=77)
-            store.log.append(f"schedule-{sid}", ANY_VERSION, [event])
-        elif kind == "skip" and exists:
-            store.log.append(
-                f"schedule-{sid}",
-                ANY_VERSION,
-                [attempted(sid, next(ticks), Outcome.SKIPPED, "quarantined")],
-            )
-        elif kind == "delete" and exists:
-            store.log.append(f"schedule-{sid}", ANY_VERSION, [ScheduleDeleted(sid)])
-        elif kind == "finish" and jobs:
-            job_id = jobs[op[1] % len(jobs)]
-            store.log.append(
-                f"job-{job_id}", ANY_VERSION, [JobFinished(job_id, JobState.COMPLETED)]
-            )
-        elif kind == "job":
-            job_id = f"{prefix}plain{next(ticks)}"
-            store.log.append(f"job-{job_id}", 0, [enqueued(job_id, "k", "q", {"n": op[1]}, None)])
-            jobs.append(job_id)
-        elif kind == "quarantine":
-            fingerprint = f"{prefix}f{op[1]}"
-            event = (
-                FingerprintQuarantined(fingerprint) if op[2] else FingerprintReleased(fingerprint)
-            )
-            store.log.append(f"quarantine-{fingerprint}", ANY_VERSION, [event])
-        elif kind == "attempt" and jobs:
-            job_id = jobs[op[1] % len(jobs)]
-            row = store.reads.job(job_id)
-            if row is not None:
-                attempt, claimed_at = row.attempts + 1, store.clock.now_ms()
-                claim = JobClaimed(job_id, "w", attempt, claimed_at + 1_000)
-                end = _attempt_end(job_id, attempt, claimed_at, op[2])
-                store.log.append(f"job-{job_id}", ANY_VERSION, [claim, end])
-        elif kind == "retry" and jobs:
-            job_id = jobs[op[1] % len(jobs)]
-            if store.reads.job(job_id) is not None:
-                store.log.append(f"job-{job_id}", ANY_VERSION, [JobRetried(job_id)])
-        elif kind == "compact":
-            compact(store, CompactionPolicy(finished_job_retention_ms=0))
 
 
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(operations=st.lists(operation, min_size=1, max_size=40))
+@given(operations=st.lists(OPERATION, min_size=1, max_size=40))
 def test_rebuild_equals_live_for_any_event_sequence(
     store: SqlStore, operations: list[tuple[Any, ...]]
 ) -> None:
     store.clock.advance(1)  # type: ignore[attr-defined]
-    _run(store, f"e{next(_examples)}-", operations)
+    play(store, f"e{next(_examples)}-", operations)
     live = snapshot(store.engine)
     assert verify(store).ok
     rebuild(store)
@@ -325,7 +227,7 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: SqlStore) ->
     shown = _history_shown(store, "busy")
     assert [tick for tick, _ in shown] == [tick * 1000 for tick in range(250, 150, -1)]
     before = snapshot(store.engine)
-    report = compact(store)
+    report = compact(store.database, store.log)
     after = snapshot(store.engine)
     assert report.jobs_removed == 200
     unchanged = ("schedules", "quarantine")
@@ -385,10 +287,10 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
         job_id = f"job-for-s{n}-60000"
         store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
-    partial = compact(store, cancel=_StopsDuringTheFirstTransaction(), **small)
+    partial = compact(store.database, store.log, cancel=_StopsDuringTheFirstTransaction(), **small)
     assert partial.events_deleted == 4  # two streams' older definitions, one transaction
     assert _compacted_up_to(store) == 0 and verify(store).ok
-    report = compact(store, **small)
+    report = compact(store.database, store.log, **small)
     assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
     assert _compacted_up_to(store) == store.log.head() and verify(store).ok
     definitions = [e for e in store.log.read_all(0, 10_000) if e.type == "ScheduleDefined"]
@@ -468,7 +370,7 @@ def _compacting_after_the_fold(
 
     def compact_once_folded(phase: str, reached: int, target: int) -> None:
         if phase == "events" and reached == target and not compacted:
-            compacted.append(compact(store).events_deleted)
+            compacted.append(compact(store.database, store.log).events_deleted)
 
     return compact_once_folded, compacted
 

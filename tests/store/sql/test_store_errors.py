@@ -107,13 +107,13 @@ def test_plain_postgresql_urls_use_psycopg() -> None:
 
 
 def test_bulk_path_errors_are_translated_too(store: SqlStore) -> None:
-    backend = store.backend
+    dialect = store.backend.dialect
     with (
         pytest.raises(ConcurrencyConflict),
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        backend.bulk_insert(
+        dialect.bulk_insert(
             connection, events, [{**EVENT_ROW, "position": 1}, {**EVENT_ROW, "position": 2}]
         )
     with (
@@ -121,7 +121,7 @@ def test_bulk_path_errors_are_translated_too(store: SqlStore) -> None:
         translated_errors("test"),
         store.engine.begin() as connection,
     ):
-        backend.bulk_insert(connection, LIVE.jobs, [JOB_ROW])
-        backend.bulk_update(
+        dialect.bulk_insert(connection, LIVE.jobs, [JOB_ROW])
+        dialect.bulk_update(
             connection, LIVE.jobs, "job_id", [{"job_id": "j", "periodic_tick_ms": 5}]
         )

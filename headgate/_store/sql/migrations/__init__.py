@@ -88,7 +88,7 @@ def migrate(engine: Engine, target: int = LATEST_VERSION) -> list[int]:
     """Bring the schema up to revision `target`; returns the revisions applied now
     (a store carried over from before Alembic counts as applying revision 1)."""
     with write_transaction(engine, "migrating the schema") as connection:
-        backend_of(engine).lock_for_migration(connection)
+        backend_of(engine).maintenance.lock_for_migration(connection)
         current = _current_version(connection)
         applied: list[int] = []
         if current is None:
@@ -143,9 +143,9 @@ def require_existing(url: URL) -> int:
     none (for commands, where a mistyped URL must not become a new store)."""
     backend = backend_named(url.get_backend_name())
     shown = shown_url(url)
-    if backend.is_missing(url):
+    if backend.connector.is_missing(url):
         raise StoreNotFound(f"no Headgate store at {shown}")
-    engine = backend.inspecting_engine(url)
+    engine = backend.connector.inspecting_engine(url)
     try:
         with translated_errors("reading the schema version"), engine.connect() as connection:
             current = _current_version(connection)
@@ -193,7 +193,7 @@ def _carry_over_legacy_store(connection: Connection) -> int:
         return 0
     with _alembic() as command:
         legacy.bring_to_last_version(connection, version)
-        if backend_of(connection).renames_constraints:
+        if backend_of(connection).maintenance.renames_constraints:
             legacy.rename_in_place(connection)
             command.stamp(_config(connection), revision_id(1))
         else:

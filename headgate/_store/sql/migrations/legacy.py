@@ -116,7 +116,7 @@ def run_steps(connection: Connection, first: int, last: int) -> list[int]:
 def rename_in_place(connection: Connection) -> None:
     """Where ALTER renames constraints (PostgreSQL): every table, index and
     constraint under its new name."""
-    backend_of(connection).rename_tables(
+    backend_of(connection).maintenance.rename_tables(
         connection,
         tables={table: NEW_PREFIX + table for table in TABLES},
         indexes={index: _prefixed(index) for index in (*INDEXES, "uq_events_stream_version")},

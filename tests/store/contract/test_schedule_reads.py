@@ -1,32 +1,20 @@
-"""Each projection, through the live append path, on SQLite and PostgreSQL."""
+"""Schedule reads: each schedule's row as its events fold it, the due read, the
+listing, the enqueue history, and the bulk read inside a write."""
 
 from __future__ import annotations
 
 import pytest
 
-from headgate._domain.decisions import Candidate, GateFacts
-from headgate._domain.events import (
-    FingerprintQuarantined,
-    FingerprintReleased,
-    JobFinished,
-    JobState,
-    NextRunAdvanced,
-    Outcome,
-    ScheduleDeleted,
-)
-from headgate._errors import ValidationError
-from headgate._store.port import ANY_VERSION, NO_STREAM, Reads, Store
-from tests.store.builders import attempted, create_schedule, defined, enqueued, fire_tick
-
-
-def _reads(store: Store) -> Reads:
-    return store.reads
+from headgate._domain.events import NextRunAdvanced, Outcome, ScheduleDeleted
+from headgate._errors import ConcurrencyConflict, ValidationError
+from headgate._store.port import ANY_VERSION, NO_STREAM, Reads, Store, StreamAppend
+from tests.store.builders import attempted, create_schedule, defined, fire_tick
 
 
 class TestSchedules:
     def test_definition_creates_the_row(self, store: Store) -> None:
         create_schedule(store, "nightly", next_run_ms=60_000)
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         assert (row.spec, row.kind, row.queue, row.payload) == (
             "@every:60000",
@@ -51,7 +39,7 @@ class TestSchedules:
     def test_a_tick_advances_next_run_and_the_version(self, store: Store) -> None:
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         assert (row.next_run_ms, row.due_at_ms, row.last_enqueued_ms, row.version) == (
             120_000,
@@ -66,11 +54,11 @@ class TestSchedules:
             "nightly", 60_000, Outcome.FAILED, "backpressure", attempt=3, retry_at_ms=64_000
         )
         store.log.append("schedule-nightly", 1, [failed])
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         assert (row.next_run_ms, row.due_at_ms, row.failures) == (60_000, 64_000, 3)
         store.log.append("schedule-nightly", 2, [NextRunAdvanced("nightly", 120_000, 60_000)])
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         assert (row.due_at_ms, row.failures) == (120_000, 0)
 
@@ -96,7 +84,7 @@ class TestSchedules:
 
     @staticmethod
     def _progress(store: Store) -> tuple[object, ...]:
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         return (row.next_run_ms, row.due_at_ms, row.failures, row.last_enqueued_ms)
 
@@ -108,7 +96,7 @@ class TestSchedules:
             2,
             [defined("nightly", 300_000, paused=True, last_enqueued_ms=60_000)],
         )
-        row = _reads(store).schedule("nightly")
+        row = store.reads.schedule("nightly")
         assert row is not None
         assert (row.paused, row.next_run_ms, row.last_enqueued_ms, row.version) == (
             True,
@@ -137,7 +125,7 @@ class TestSchedules:
     def test_schedules_page_to_the_end(self, store: Store) -> None:
         for n in range(5):
             create_schedule(store, f"s{n}")
-        reads = _reads(store)
+        reads = store.reads
         first = reads.schedules_page(2, None)
         second = reads.schedules_page(2, first.next_cursor)
         third = reads.schedules_page(2, second.next_cursor)
@@ -156,9 +144,9 @@ class TestSchedules:
         ids = ["b", "B", "ab", "a-b", "ac", "a", "é", "z", "bulk-10", "bulk-2", "~", "日本"]
         for schedule_id in ids:
             create_schedule(store, schedule_id)
-        listed = _every_page(_reads(store), None)
+        listed = _every_page(store.reads, None)
         assert listed == sorted(ids)
-        assert _reads(store).schedule_count() == len(ids)
+        assert store.reads.schedule_count() == len(ids)
 
     def test_a_search_lists_and_counts_the_ids_starting_with_it(self, store: Store) -> None:
         for n in range(13):
@@ -166,7 +154,7 @@ class TestSchedules:
         for schedule_id in ("bulk", "bulk-1-gone", "Bulk-1", "other"):
             create_schedule(store, schedule_id)
         store.log.append("schedule-bulk-1-gone", 1, [ScheduleDeleted("bulk-1-gone")])
-        reads = _reads(store)
+        reads = store.reads
         assert _every_page(reads, "bulk-1") == ["bulk-1", "bulk-10", "bulk-11", "bulk-12"]
         assert reads.schedule_count("bulk-1") == 4
         assert reads.schedule_count("bulk") == 14
@@ -209,7 +197,7 @@ class TestSchedules:
         ids = ["a%b", "a_b", "axb", "a\\b", "a'b", "\U0010ffff", "\U0010ffffz"]
         for schedule_id in [*ids, "a\U0010ffff", "\ud7ffx", "\ue000", "b"]:
             create_schedule(store, schedule_id)
-        reads = _reads(store)
+        reads = store.reads
         assert _every_page(reads, search) == found
         assert reads.schedule_count(search) == len(found)
 
@@ -217,7 +205,7 @@ class TestSchedules:
         for n in range(30):
             create_schedule(store, f"s-{n:02}")
         create_schedule(store, "t")
-        reads = _reads(store)
+        reads = store.reads
         first = reads.schedules_page(20, None, "s-")
         second = reads.schedules_page(20, first.next_cursor, "s-")
         assert [r.schedule_id for r in first.items + second.items] == [
@@ -238,53 +226,6 @@ def _every_page(reads: Reads, search: str | None) -> list[str]:
         cursor = page.next_cursor
 
 
-class TestJobs:
-    def test_periodic_origin_is_stored(self, store: Store) -> None:
-        create_schedule(store, "nightly")
-        fire_tick(store, "nightly", 60_000)
-        job = _reads(store).job("job-for-nightly-60000")
-        assert job is not None
-        assert (job.periodic_schedule_id, job.periodic_tick_ms, job.state) == (
-            "nightly",
-            60_000,
-            "pending",
-        )
-
-    def test_ordinary_job_has_no_origin_and_can_finish(self, store: Store) -> None:
-        store.log.append("job-j1", NO_STREAM, [enqueued("j1", "email.send", "mail", {"to": "x"})])
-        store.log.append("job-j1", 1, [JobFinished("j1", JobState.COMPLETED)])
-        job = _reads(store).job("j1")
-        assert job is not None
-        assert (job.periodic_schedule_id, job.periodic_tick_ms, job.state, job.payload) == (
-            None,
-            None,
-            "completed",
-            '{"to":"x"}',
-        )
-
-    @pytest.mark.parametrize(("schedule_id", "tick_ms"), [("nightly", None), (None, 60_000)])
-    def test_half_an_origin_is_rejected_before_anything_is_written(
-        self, store: Store, schedule_id: str | None, tick_ms: int | None
-    ) -> None:
-        with pytest.raises(
-            ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
-        ):
-            store.log.append(
-                "job-j1", NO_STREAM, [enqueued("j1", "k", "q", {}, None, schedule_id, tick_ms)]
-            )
-        assert store.log.head() == 0
-
-    def test_pending_counts_and_live_unique_keys(self, store: Store) -> None:
-        store.log.append("job-a", NO_STREAM, [enqueued("a", "k", "q1", {}, "key-1")])
-        store.log.append("job-b", NO_STREAM, [enqueued("b", "k", "q1", {}, "key-2")])
-        store.log.append("job-b", 1, [JobFinished("b", JobState.COMPLETED)])
-        facts = _gate_facts(
-            store, [_candidate("c1", "key-1"), _candidate("c2", "key-2")], ["q1", "q2"]
-        )
-        assert facts.pending == {"q1": 1, "q2": 0}
-        assert facts.unique_key_holders == {"key-1": "a"}
-
-
 class TestEnqueueHistory:
     def _record(self, store: Store, schedule_id: str, count: int) -> None:
         version = store.log.stream_version(f"schedule-{schedule_id}")
@@ -300,16 +241,16 @@ class TestEnqueueHistory:
         self._record(store, "a", 60)
         self._record(store, "b", 3)
         self._record(store, "a", 45)  # 105 attempts at a
-        page = _reads(store).enqueue_history("a", 100, None)
+        page = store.reads.enqueue_history("a", 100, None)
         assert len(page.items) == 100 and page.next_cursor is None
         assert [r.tick_ms for r in page.items[:2]] == [45_000, 44_000]
         assert page.items[-1].tick_ms == 6_000  # the oldest 5 of the first 60 are gone
-        assert len(_reads(store).enqueue_history("b", 100, None).items) == 3
+        assert len(store.reads.enqueue_history("b", 100, None).items) == 3
 
     def test_paging_newest_first(self, store: Store) -> None:
         create_schedule(store, "a")
         self._record(store, "a", 100)
-        reads = _reads(store)
+        reads = store.reads
         cursor = None
         for _ in range(5):
             page = reads.enqueue_history("a", 10, cursor)
@@ -331,7 +272,7 @@ class TestEnqueueHistory:
                 )
             ],
         )
-        (row,) = _reads(store).enqueue_history("a", 1, None).items
+        (row,) = store.reads.enqueue_history("a", 1, None).items
         assert (row.schedule_id, row.tick_ms, row.job_id, row.outcome, row.reason, row.attempt) == (
             "a",
             5000,
@@ -347,34 +288,45 @@ class TestEnqueueHistory:
         create_schedule(store, "a")
         fire_tick(store, "a", 60_000)
         store.log.append("schedule-a", ANY_VERSION, [ScheduleDeleted("a")])
-        assert [r.tick_ms for r in _reads(store).enqueue_history("a", 30, None).items] == [60_000]
-        row = _reads(store).schedule("a")
+        assert [r.tick_ms for r in store.reads.enqueue_history("a", 30, None).items] == [60_000]
+        row = store.reads.schedule("a")
         assert row is not None and row.deleted
 
     @pytest.mark.parametrize("limit", [0, 101, -1])
     def test_limit_is_between_1_and_100(self, store: Store, limit: int) -> None:
         with pytest.raises(ValidationError, match="limit: must be an integer between 1 and 100"):
-            _reads(store).enqueue_history("a", limit, None)
+            store.reads.enqueue_history("a", limit, None)
 
     @pytest.mark.parametrize("cursor", ["garbage!", "", "eyJ4IjoxfQ", "WyJzY2hlZHVsZXMiLCJhIl0"])
     def test_malformed_or_foreign_cursors_are_rejected(self, store: Store, cursor: str) -> None:
         with pytest.raises(ValidationError, match="cursor: is not a cursor returned by this list"):
-            _reads(store).enqueue_history("a", 10, cursor)
+            store.reads.enqueue_history("a", 10, cursor)
 
 
-def test_quarantine_projection(store: Store) -> None:
-    store.log.append("quarantine-f1", NO_STREAM, [FingerprintQuarantined("f1", "poison")])
-    store.log.append("quarantine-f2", NO_STREAM, [FingerprintQuarantined("f2")])
-    store.log.append("quarantine-f2", 1, [FingerprintReleased("f2")])
-    candidates = [_candidate(f"c{n}", fingerprint=f"f{n}") for n in (1, 2, 3)]
-    assert _gate_facts(store, candidates, []).quarantined == {"f1"}
-    assert store.reads.quarantined_count() == 1
-
-
-def _candidate(job_id: str, unique_key: str | None = None, fingerprint: str = "fp") -> Candidate:
-    return Candidate(enqueued(job_id, "k", "q1", {}, unique_key), fingerprint, 2)
-
-
-def _gate_facts(store: Store, candidates: list[Candidate], queues: list[str]) -> GateFacts:
+def test_schedules_are_read_in_bulk_deleted_ones_included(store: Store) -> None:
+    for n in range(1_100):  # more than one query's worth of ids
+        create_schedule(store, f"s{n}", next_run_ms=60_000 + n)
+    fire_tick(store, "s7", 60_007)
+    store.log.append("schedule-s9", 1, [ScheduleDeleted("s9")])
+    wanted = [f"s{n}" for n in range(1_100)] + ["missing", "bad\x00id", "x" * 300]
     with store.log.write() as transaction:
-        return transaction.gate_facts(candidates, queues)
+        rows = transaction.schedules(wanted)
+        assert sorted(rows) == sorted(f"s{n}" for n in range(1_100))
+        assert rows["s1099"].next_run_ms == 61_099
+        assert rows["s9"].deleted and rows["s9"].version == 2
+        assert rows["s7"] == transaction.schedule("s7") and rows["s7"].version == 2
+        assert transaction.schedules([]) == {}
+        # What it read is what an append is checked against: each stream's version.
+        results = transaction.append_units(
+            [
+                [StreamAppend("schedule-s7", rows["s7"].version, (defined("s7"),))],
+                [StreamAppend("schedule-missing", NO_STREAM, (defined("missing"),))],
+                [StreamAppend("schedule-s1", NO_STREAM, (defined("s1"),))],
+            ]
+        )
+        assert isinstance(results[0], list) and isinstance(results[1], list)
+        assert isinstance(results[2], ConcurrencyConflict)
+        # It sees the transaction's own appends.
+        after = transaction.schedules(["s7", "missing"])
+        assert after["s7"].version == 3 and after["missing"].version == 1
+    assert store.reads.schedule("missing") is not None

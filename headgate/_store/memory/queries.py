@@ -1,0 +1,345 @@
+"""Queries over the memory store's read models, written once for committed state
+(`Reads`) and for a write transaction's view of it.
+
+Each answers exactly what its port method promises (order, bounds, paging,
+ids no store could hold simply absent); none needs to be fast beyond what
+tests and one process's embedded use ask of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from headgate._domain.admission import check_limit, could_be_stored
+from headgate._domain.cursors import (
+    HISTORY_CURSOR,
+    JOBS_CURSOR,
+    MAX_PAGE,
+    QUARANTINE_CURSOR,
+    SCHEDULES_CURSOR,
+    decode_cursor,
+    decode_timed_cursor,
+    encode_cursor,
+    encode_timed_cursor,
+)
+from headgate._domain.events import JobState
+from headgate._projections import (
+    CrashBlameRow,
+    EnqueueHistoryRow,
+    JobAttemptRow,
+    JobRow,
+    QuarantineRow,
+    ScheduleRow,
+)
+from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
+from headgate._store.memory.schema import (
+    DUE,
+    LIVE_UNIQUE_KEY,
+    OF_JOB,
+    OF_SCHEDULE,
+    PENDING_IN,
+    RUNNING_ON,
+    TICK_ORIGIN,
+    UNFINISHED_IN,
+)
+from headgate._store.memory.tables import Rows
+from headgate._store.port import JobFilter, Page
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReadModels:
+    """The projections' rows, committed or as a transaction sees them."""
+
+    schedules: Rows[ScheduleRow]
+    jobs: Rows[JobRow]
+    enqueue_history: Rows[EnqueueHistoryRow]
+    quarantine: Rows[QuarantineRow]
+    job_attempts: Rows[JobAttemptRow]
+    crash_blame: Rows[CrashBlameRow]
+
+    @classmethod
+    def of(cls, tables: Mapping[str, Rows[Any]]) -> ReadModels:
+        return cls(
+            schedules=tables["schedules"],
+            jobs=tables["jobs"],
+            enqueue_history=tables["enqueue_history"],
+            quarantine=tables["quarantine"],
+            job_attempts=tables["job_attempts"],
+            crash_blame=tables["crash_blame"],
+        )
+
+
+def _rows(table: Rows[T], keys: Iterable[Hashable]) -> list[T]:
+    found = (table.get(key) for key in keys)
+    return [row for row in found if row is not None]
+
+
+def _by_run_at(row: JobRow) -> tuple[int, str]:
+    return row.run_at_ms, row.job_id
+
+
+# Schedules
+
+
+def schedule(models: ReadModels, schedule_id: str) -> ScheduleRow | None:
+    return models.schedules.get(schedule_id) if could_be_stored(schedule_id) else None
+
+
+def schedules(models: ReadModels, schedule_ids: Iterable[str]) -> dict[str, ScheduleRow]:
+    wanted = [key for key in dict.fromkeys(schedule_ids) if could_be_stored(key)]
+    return {row.schedule_id: row for row in _rows(models.schedules, wanted)}
+
+
+def _listed(models: ReadModels, search: str | None) -> list[ScheduleRow]:
+    """Live schedules whose id starts with `search`, in code point order (a str's
+    own order in Python); a search no id could hold matches nothing."""
+    if search and not could_be_stored(search):
+        return []
+    prefix = search or ""
+    return sorted(
+        (
+            row
+            for _, row in models.schedules.items()
+            if not row.deleted and row.schedule_id.startswith(prefix)
+        ),
+        key=lambda row: row.schedule_id,
+    )
+
+
+def schedules_page(
+    models: ReadModels, limit: int, cursor: str | None, search: str | None = None
+) -> Page[ScheduleRow]:
+    check_limit(limit, MAX_PAGE)
+    after = None if cursor is None else str(decode_cursor(SCHEDULES_CURSOR, cursor, str))
+    listed = _listed(models, search)
+    items = [row for row in listed if after is None or row.schedule_id > after]
+    return _page(items, limit, lambda last: encode_cursor(SCHEDULES_CURSOR, last.schedule_id))
+
+
+def schedule_count(models: ReadModels, search: str | None = None) -> int:
+    return len(_listed(models, search))
+
+
+def declared_schedules(models: ReadModels, declared_by: str) -> list[ScheduleRow]:
+    return [
+        row
+        for _, row in models.schedules.items()
+        if not row.deleted and row.declared_by == declared_by
+    ]
+
+
+def undeclared_count(models: ReadModels) -> int:
+    return sum(
+        1
+        for _, row in models.schedules.items()
+        if not row.deleted and row.undeclared_at_ms is not None
+    )
+
+
+def _due(models: ReadModels) -> list[ScheduleRow]:
+    return _rows(models.schedules, models.schedules.keys_where(DUE, True))
+
+
+def due_schedules(models: ReadModels, now_ms: int, limit: int) -> list[ScheduleRow]:
+    due = [row for row in _due(models) if row.due_at_ms <= now_ms]
+    return sorted(due, key=lambda row: (row.due_at_ms, row.schedule_id))[:limit]
+
+
+def earliest_due_at(models: ReadModels) -> int | None:
+    return min((row.due_at_ms for row in _due(models)), default=None)
+
+
+def due_count(models: ReadModels, now_ms: int) -> int:
+    return sum(1 for row in _due(models) if row.due_at_ms <= now_ms)
+
+
+def enqueue_history(
+    models: ReadModels, schedule_id: str, limit: int, cursor: str | None
+) -> Page[EnqueueHistoryRow]:
+    """Newest first, the newest 100 only (older rows wait for compaction)."""
+    check_limit(limit, KEEP_PER_SCHEDULE)
+    if not could_be_stored(schedule_id):
+        return Page([], None)
+    before = None if cursor is None else int(decode_cursor(HISTORY_CURSOR, cursor, int))
+    keys = models.enqueue_history.keys_where(OF_SCHEDULE, schedule_id)
+    shown = sorted(cast(set[int], keys), reverse=True)[:KEEP_PER_SCHEDULE]
+    items = _rows(models.enqueue_history, (k for k in shown if before is None or k < before))
+    return _page(items, limit, lambda last: encode_cursor(HISTORY_CURSOR, last.event_id))
+
+
+# Jobs
+
+
+def job(models: ReadModels, job_id: str) -> JobRow | None:
+    return models.jobs.get(job_id) if could_be_stored(job_id) else None
+
+
+def jobs(models: ReadModels, job_ids: Iterable[str]) -> dict[str, JobRow]:
+    wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
+    return {row.job_id: row for row in _rows(models.jobs, wanted)}
+
+
+def job_for_tick(models: ReadModels, schedule_id: str, tick_ms: int) -> JobRow | None:
+    found = _rows(models.jobs, models.jobs.keys_where(TICK_ORIGIN, (schedule_id, tick_ms)))
+    return found[0] if found else None
+
+
+def _pending(models: ReadModels, queue: str) -> list[JobRow]:
+    return _rows(models.jobs, models.jobs.keys_where(PENDING_IN, queue))
+
+
+def claimable(
+    models: ReadModels, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+) -> list[JobRow]:
+    if not kinds:
+        return []
+    wanted = set(kinds)
+    found: list[JobRow] = []
+    for queue, count in capacity.items():
+        if count <= 0:
+            continue
+        due = [r for r in _pending(models, queue) if r.run_at_ms <= now_ms and r.kind in wanted]
+        found.extend(sorted(due, key=_by_run_at)[:count])
+    return found
+
+
+def running_on(models: ReadModels, worker_ids: Collection[str]) -> list[JobRow]:
+    keys = set().union(*(models.jobs.keys_where(RUNNING_ON, w) for w in worker_ids))
+    return _rows(models.jobs, keys)
+
+
+def pending_like(models: ReadModels, kind: str, payload: str, limit: int) -> list[JobRow]:
+    pending = (row for _, row in models.jobs.items() if row.state == JobState.PENDING)
+    like = [row for row in pending if row.kind == kind and row.payload == payload]
+    return sorted(like, key=_by_run_at)[:limit]
+
+
+def jobs_page(models: ReadModels, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
+    """Newest first, by (created_at_ms, job_id)."""
+    check_limit(limit, MAX_PAGE)
+    wanted = {
+        "state": where.state,
+        "queue": where.queue,
+        "kind": where.kind,
+        "periodic_schedule_id": where.schedule_id,
+        "run_now_schedule_id": where.run_now_schedule_id,
+    }
+    wanted = {column: value for column, value in wanted.items() if value is not None}
+    made_by = where.made_by_schedule
+    if not all(could_be_stored(value) for value in [*wanted.values(), made_by or "-"]):
+        return Page([], None)
+    before = None if cursor is None else decode_timed_cursor(JOBS_CURSOR, cursor)
+    matching = [
+        row
+        for _, row in models.jobs.items()
+        if all(getattr(row, column) == value for column, value in wanted.items())
+        and (made_by is None or made_by in (row.periodic_schedule_id, row.run_now_schedule_id))
+        and (before is None or (row.created_at_ms, row.job_id) < before)
+    ]
+    matching.sort(key=lambda row: (row.created_at_ms, row.job_id), reverse=True)
+    return _page(
+        matching,
+        limit,
+        lambda last: encode_timed_cursor(JOBS_CURSOR, last.created_at_ms, last.job_id),
+    )
+
+
+def job_attempts(models: ReadModels, job_id: str, limit: int) -> list[JobAttemptRow]:
+    if not could_be_stored(job_id):
+        return []
+    keys = cast(set[int], models.job_attempts.keys_where(OF_JOB, job_id))
+    return _rows(models.job_attempts, sorted(keys, reverse=True)[:limit])
+
+
+def earliest_claimable(
+    models: ReadModels, queues: Collection[str], kinds: Collection[str]
+) -> int | None:
+    wanted = set(kinds)
+    pending = (row for queue in queues for row in _pending(models, queue))
+    return min((row.run_at_ms for row in pending if row.kind in wanted), default=None)
+
+
+def pending_kinds(models: ReadModels) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, row in models.jobs.items():
+        if row.state == JobState.PENDING:
+            counts[row.kind] = counts.get(row.kind, 0) + 1
+    return counts
+
+
+def job_counts(models: ReadModels) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for _, row in models.jobs.items():
+        counts[row.queue, row.state] = counts.get((row.queue, row.state), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def oldest_pending(models: ReadModels) -> dict[str, int]:
+    oldest: dict[str, int] = {}
+    for _, row in models.jobs.items():
+        if row.state == JobState.PENDING:
+            oldest[row.queue] = min(row.run_at_ms, oldest.get(row.queue, row.run_at_ms))
+    return dict(sorted(oldest.items()))
+
+
+# Admission facts and the quarantine
+
+
+def live_unique_key_holders(models: ReadModels, keys: Iterable[str]) -> dict[str, str]:
+    """unique key -> id of the pending or running job holding it."""
+    found: dict[str, str] = {}
+    for key in dict.fromkeys(keys):
+        holders = _rows(models.jobs, models.jobs.keys_where(LIVE_UNIQUE_KEY, key))
+        if holders:
+            found[key] = holders[0].job_id
+    return found
+
+
+def unfinished_counts(models: ReadModels, queues: Iterable[str]) -> dict[str, int]:
+    """Pending and running jobs per queue (0 for a queue with none)."""
+    return {
+        queue: len(models.jobs.keys_where(UNFINISHED_IN, queue)) for queue in dict.fromkeys(queues)
+    }
+
+
+def quarantined(models: ReadModels, fingerprints: Iterable[str]) -> frozenset[str]:
+    return frozenset(fp for fp in fingerprints if models.quarantine.get(fp) is not None)
+
+
+def crash_blame(models: ReadModels, fingerprints: Collection[str]) -> dict[str, int]:
+    blamed: dict[str, int] = {}
+    for fingerprint in dict.fromkeys(fingerprints):
+        row = models.crash_blame.get(fingerprint)
+        blamed[fingerprint] = 0 if row is None else row.blame_milli
+    return blamed
+
+
+def quarantine_page(models: ReadModels, limit: int, cursor: str | None) -> Page[QuarantineRow]:
+    """Newest first, by (quarantined_at_ms, fingerprint)."""
+    check_limit(limit, MAX_PAGE)
+    before = None if cursor is None else decode_timed_cursor(QUARANTINE_CURSOR, cursor)
+    rows = [
+        row
+        for _, row in models.quarantine.items()
+        if before is None or (row.quarantined_at_ms, row.fingerprint) < before
+    ]
+    rows.sort(key=lambda row: (row.quarantined_at_ms, row.fingerprint), reverse=True)
+
+    def after(last: QuarantineRow) -> str:
+        return encode_timed_cursor(QUARANTINE_CURSOR, last.quarantined_at_ms, last.fingerprint)
+
+    return _page(rows, limit, after)
+
+
+def quarantine_entry(models: ReadModels, fingerprint: str) -> QuarantineRow | None:
+    return models.quarantine.get(fingerprint) if could_be_stored(fingerprint) else None
+
+
+def _page(items: list[T], limit: int, cursor_after: Callable[[T], str]) -> Page[T]:
+    """The first `limit` items, and a cursor after the last of them if more follow."""
+    shown = items[:limit]
+    return Page(shown, cursor_after(shown[-1]) if len(items) > limit else None)

@@ -1,0 +1,90 @@
+"""The memory store's reads: each a query over the committed read models, held
+still while it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import TypeVar
+
+from headgate._projections import (
+    EnqueueHistoryRow,
+    JobAttemptRow,
+    JobRow,
+    QuarantineRow,
+    ScheduleRow,
+)
+from headgate._store.memory import queries
+from headgate._store.memory.queries import ReadModels
+from headgate._store.memory.state import MemoryState
+from headgate._store.port import JobFilter, Page, Reads
+
+T = TypeVar("T")
+
+
+class MemoryReads(Reads):
+    def __init__(self, state: MemoryState) -> None:
+        self._state = state
+
+    def _read(self, query: Callable[[ReadModels], T]) -> T:
+        with self._state.reading():
+            return query(self._state.models)
+
+    def schedule(self, schedule_id: str) -> ScheduleRow | None:
+        return self._read(lambda models: queries.schedule(models, schedule_id))
+
+    def schedules_page(
+        self, limit: int, cursor: str | None, search: str | None = None
+    ) -> Page[ScheduleRow]:
+        return self._read(lambda models: queries.schedules_page(models, limit, cursor, search))
+
+    def schedule_count(self, search: str | None = None) -> int:
+        return self._read(lambda models: queries.schedule_count(models, search))
+
+    def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
+        return self._read(lambda models: queries.due_schedules(models, now_ms, limit))
+
+    def earliest_due_at(self) -> int | None:
+        return self._read(queries.earliest_due_at)
+
+    def enqueue_history(
+        self, schedule_id: str, limit: int, cursor: str | None
+    ) -> Page[EnqueueHistoryRow]:
+        return self._read(
+            lambda models: queries.enqueue_history(models, schedule_id, limit, cursor)
+        )
+
+    def job(self, job_id: str) -> JobRow | None:
+        return self._read(lambda models: queries.job(models, job_id))
+
+    def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
+        return self._read(lambda models: queries.jobs_page(models, where, limit, cursor))
+
+    def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
+        return self._read(lambda models: queries.job_attempts(models, job_id, limit))
+
+    def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
+        return self._read(lambda models: queries.earliest_claimable(models, queues, kinds))
+
+    def pending_kinds(self) -> dict[str, int]:
+        return self._read(queries.pending_kinds)
+
+    def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
+        return self._read(lambda models: queries.quarantine_page(models, limit, cursor))
+
+    def quarantine_entry(self, fingerprint: str) -> QuarantineRow | None:
+        return self._read(lambda models: queries.quarantine_entry(models, fingerprint))
+
+    def due_count(self, now_ms: int) -> int:
+        return self._read(lambda models: queries.due_count(models, now_ms))
+
+    def job_counts(self) -> dict[tuple[str, str], int]:
+        return self._read(queries.job_counts)
+
+    def oldest_pending(self) -> dict[str, int]:
+        return self._read(queries.oldest_pending)
+
+    def quarantined_count(self) -> int:
+        return self._read(lambda models: len(models.quarantine))
+
+    def undeclared_count(self) -> int:
+        return self._read(queries.undeclared_count)

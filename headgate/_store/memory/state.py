@@ -1,0 +1,85 @@
+"""Everything one memory store keeps, and the two locks that keep it consistent.
+
+Writers (the event log's transactions, lease claims, heartbeats) queue on the
+write lock, one at a time, as on a database's write lock. What they change
+is applied to the committed state at commit, under the read lock, which
+readers hold while they read: a reader sees every commit whole or not at
+all, and never waits for a write in progress (a commit held for an instant
+included), only for the moment a commit is applied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
+from headgate._store.memory.events import CommittedLog
+from headgate._store.memory.notifications import Notifications
+from headgate._store.memory.queries import ReadModels
+from headgate._store.memory.schema import empty_tables
+from headgate._store.memory.tables import Table
+from headgate._store.port import Lease, WorkerRow
+
+
+class MemoryState:
+    """The committed log, read models, leases and heartbeats of one memory store."""
+
+    def __init__(self) -> None:
+        self.log = CommittedLog()
+        self.tables: dict[str, Table[Any]] = empty_tables()
+        self.models = ReadModels.of(self.tables)
+        self.leases: dict[str, Lease] = {}
+        self.workers: dict[str, WorkerRow] = {}
+        self.compacted_up_to = 0
+        """The log position up to which streams have been examined for trimming."""
+        self.notifications = Notifications()
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._writing_thread: int | None = None
+        self._held_for_fork = False
+        renew_in_forked_children(self)
+        quiesce_for_forks(self)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """The one writer at a time."""
+        with self._write_lock:
+            self._writing_thread = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._writing_thread = None
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Committed state, held still while it is read (or a commit applied)."""
+        with self._read_lock:
+            yield
+
+    def wait_for_writer(self, timeout_s: float) -> None:
+        """Return once no write is in flight (or after `timeout_s`)."""
+        if self._write_lock.acquire(timeout=timeout_s):
+            self._write_lock.release()
+
+    def before_fork(self) -> None:
+        """A fork waits for the write in flight, so the child's copy holds no half
+        of a commit (a thread forking inside its own write cannot wait for itself:
+        its child copies that write's state as committed before it)."""
+        self._held_for_fork = self._writing_thread != threading.get_ident()
+        if self._held_for_fork:
+            self._write_lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._write_lock.release()
+
+    def after_fork_in_child(self) -> None:
+        """A child gets a copy of the state, its own from then on: fresh locks (a
+        parent's thread may have held them at the fork) and no listeners."""
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._writing_thread = None
+        self.notifications.forget_all()

@@ -1,0 +1,109 @@
+"""The job queue: jobs waiting, claimed, running and done, and the wake-ups
+that tell workers there is something to claim."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from headgate._projections import JobAttemptRow, JobRow
+from headgate._store.port.paging import Page
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a listing shows (None: any)."""
+
+    state: str | None = None
+    queue: str | None = None
+    kind: str | None = None
+    schedule_id: str | None = None
+    """Jobs of this schedule's ticks."""
+    run_now_schedule_id: str | None = None
+    """Jobs this schedule's Enqueue now made."""
+    made_by_schedule: str | None = None
+    """Jobs this schedule made: its ticks' and its Enqueue now's."""
+
+
+class JobQueue(ABC):
+    """The job queue's part of a write transaction: what workers claim, the
+    rescuer takes back and a command changes, read where it is changed.
+
+    A job row's `version` is its stream's version, so a caller may append the
+    job's next transition at it without reading the stream: two writers that
+    read the same row cannot both move the job on.
+    """
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobRow | None:
+        """The job's projection row, or None."""
+
+    @abstractmethod
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        """The rows of those jobs that exist, by id."""
+
+    @abstractmethod
+    def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
+        """The job crediting this (schedule, tick) as its periodic origin, in any
+        state, or None (there is at most one: the store's unique index)."""
+
+    @abstractmethod
+    def claimable(
+        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    ) -> list[JobRow]:
+        """Pending jobs of these kinds whose run_at_ms has come, per queue at most
+        `capacity[queue]` of them, oldest run_at first (then by id). The caller
+        claims them in this transaction, so no other writer gets them."""
+
+    @abstractmethod
+    def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
+        """Jobs in state running on these workers."""
+
+    @abstractmethod
+    def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        """Pending jobs of this kind with exactly this payload (its canonical JSON
+        text, as stored): one fingerprint's jobs waiting to run, oldest run_at
+        first (then by id), at most `limit`. A rare read (a quarantine's), so
+        it may scan the pending jobs."""
+
+    @abstractmethod
+    def notify_enqueued(self, queues: Collection[str]) -> None:
+        """When this transaction commits, wake the workers of other processes that
+        listen (see `Store.listen`) for these queues; nothing where the backend
+        cannot notify (they poll)."""
+
+
+class JobReads(ABC):
+    """The jobs as workers, the API and the console read them, each read on its
+    own (committed state only)."""
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobRow | None:
+        """The job's row, or None."""
+
+    @abstractmethod
+    def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
+        """Jobs matching `where`, newest first (by creation, then id); bounded pages
+        with an opaque cursor. ValidationError for a bad limit or cursor."""
+
+    @abstractmethod
+    def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
+        """The job's ended attempts, newest first, at most `limit`."""
+
+    @abstractmethod
+    def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
+        """The earliest run_at_ms among pending jobs of these kinds on these queues
+        (a job scheduled for later: when to look again), or None."""
+
+    @abstractmethod
+    def pending_kinds(self) -> dict[str, int]:
+        """Pending jobs by kind (to warn of kinds no handler serves)."""
+
+
+class Listener(ABC):
+    """A running subscription to enqueue notifications from other processes."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop listening (waits for the listening thread)."""

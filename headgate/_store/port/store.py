@@ -1,0 +1,99 @@
+"""A store: the event log and the read models' interfaces, composed.
+
+A write transaction is the event log's transaction plus the reads each
+decision needs from the read models, in the same transaction; `Reads` is
+every read model's committed-state reads; `Store` holds the parts.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Final
+
+from headgate._clock import Clock
+from headgate._store.port.admission import AdmissionFacts, QuarantineReads
+from headgate._store.port.compaction import CompactionPolicy, CompactionReport
+from headgate._store.port.event_log import EventLog, LogTransaction
+from headgate._store.port.figures import StoreFigures
+from headgate._store.port.job_queue import JobQueue, JobReads, Listener
+from headgate._store.port.leases import Fence, Leases
+from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
+from headgate._store.port.workers import WorkerRescue, Workers
+
+SCHEMA_REVISION: Final = 6
+"""The revision of the data this build keeps (the SQL adapter's newest migration;
+a test checks the two agree). A store of this build's own, like the memory
+store, is always at it."""
+
+
+class WriteTransaction(LogTransaction, ScheduleLookups, JobQueue, AdmissionFacts, WorkerRescue):
+    """One serialised write transaction: read what a decision needs, then append.
+
+    No other writer (in this process or any other) commits between its
+    reads and its commit, so what it reads stays true until it commits.
+    Appends become visible to its own reads at once; everything commits
+    when the `EventLog.write` block exits cleanly, and nothing does if it
+    raises.
+    """
+
+
+class Reads(ScheduleReads, JobReads, QuarantineReads, StoreFigures):
+    """The read models, each read on its own short read transaction, seeing
+    committed state only.
+
+    Ids a store could not hold (NUL, lone surrogates, over-long) are simply
+    absent: no query is sent with text the database would reject.
+    """
+
+
+class Store(ABC):
+    """Everything Headgate keeps, in one database."""
+
+    clock: Clock
+    """Store time: what lease expiry and recorded instants are measured in."""
+    log: EventLog
+    leases: Leases
+    workers: Workers
+    reads: Reads
+
+    @abstractmethod
+    def schema_revision(self) -> int:
+        """The store's schema revision, read from it now, when it is this Headgate's.
+        Raises StoreUnavailable when the store cannot be reached, SchemaBehind or
+        SchemaTooNew when it is not (another build, or a restore, changed it
+        since it was opened), StoreClosed after `close`."""
+
+    @abstractmethod
+    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+        """Call `on_enqueued(queue)` (on a thread of the store's) whenever another
+        process commits a job to a queue; None where the backend cannot notify
+        (workers then poll). Notifications may be lost while reconnecting:
+        they only shorten a wait, and polling covers the rest."""
+
+    @abstractmethod
+    def compact(
+        self,
+        policy: CompactionPolicy | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        fence: Fence | None = None,
+    ) -> CompactionReport:
+        """Keep what each stream needs and delete the rest, by the domain's retention
+        rules (`headgate._domain.retention`), in small transactions (so other
+        writers wait for one of them at most); stops between them once `cancel`
+        is set. A rebuild from the compacted log reproduces the live
+        projections exactly.
+
+        The runtime runs it as a duty of the scheduler lease, with that lease's
+        `fence`: every one of its transactions checks the term as it opens, so a
+        holder paused past its lease's expiry writes nothing more (LeaseLost, and
+        the run stops; what committed before stays, and the next holder's run
+        takes up the rest). Without a fence it is an operator's action
+        (`Headgate.compact`, `ops.compact`): it runs whoever holds the lease."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Refuse further writes (StoreClosed) and release the connections; a write
+        in flight finishes first."""

@@ -1,0 +1,104 @@
+"""A backend's SQL where it differs: batches of keys, bulk writes, row locks,
+conflicts, the server's clock."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, String, Table
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.sql.selectable import TableValuedAlias
+
+
+class Dialect(ABC):
+    """The statements whose SQL differs by database, for the adapter's queries and
+    writes (everything else is written once, in SQLAlchemy Core)."""
+
+    clock_is_local: bool
+    """The store's clock is this host's (SQLite); else the server's is read."""
+    writes_begin_locked: bool
+    """A write transaction holds the store's write lock from its first statement
+    (SQLite's BEGIN IMMEDIATE). Else the lock is the log head row's, and what
+    must be read as of after it (a rebuild that committed while this writer
+    waited) is read in a later statement: PostgreSQL's READ COMMITTED reads the
+    other tables of a statement that waited for a row lock as of its start."""
+
+    @abstractmethod
+    def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+        """`column IN (values)`, for strings or integers, with one parameter however
+        many values: the statement text is the same for every batch and nothing
+        is rendered per value in Python."""
+
+    @abstractmethod
+    def each_of(self, values: Sequence[Any], like: ColumnElement[Any]) -> TableValuedAlias:
+        """The values as the rows of a one-column table, `wanted.value`, for looking
+        each value up on its own (in a correlated or LATERAL subquery): a lookup
+        per value is planned as an index probe whatever the statistics say."""
+
+    @abstractmethod
+    def probing_indexes(self, connection: Connection) -> AbstractContextManager[None]:
+        """Statements inside find their rows by index probes (see PostgreSQL's)."""
+
+    @abstractmethod
+    def bulk_insert(
+        self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """INSERT every row (all rows have the same keys), in the connection's transaction."""
+
+    @abstractmethod
+    def bulk_update(
+        self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """UPDATE rows by key; each row holds the key and the columns to set."""
+
+    @abstractmethod
+    def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
+        """`query`, locking the rows it reads until the transaction ends."""
+
+    @abstractmethod
+    def first_of_each(self, table: Table, stream_ids: Sequence[str]) -> Select[Any]:
+        """Rows of `table` (the events) at version 1 of each of these streams."""
+
+    @abstractmethod
+    def insert_if_absent(self, table: Table, key: str) -> Insert:
+        """INSERT ... ON CONFLICT (key) DO NOTHING: two writers inserting at once is no error."""
+
+    @abstractmethod
+    def server_now_ms(self, connection: Connection) -> int:
+        """The store's clock in epoch ms (only asked when not `clock_is_local`)."""
+
+    @abstractmethod
+    def is_stream_version_conflict(self, detail: str) -> bool:
+        """Whether a unique-violation message is two appends of one stream version."""
+
+    @abstractmethod
+    def is_tick_origin_conflict(self, detail: str) -> bool:
+        """Whether a unique-violation message is a second job for one (schedule, tick)."""
+
+
+class code_point_order(FunctionElement[str]):  # noqa: N801 (an SQL function's name)
+    """A text column compared and ordered code point by code point, on every backend.
+
+    SQLite compares text so already (BINARY). PostgreSQL compares it by the
+    database's collation, which may be a language's (en_US: `a-b` sorts between
+    `ab` and `ac`); there it is the column under the "C" collation, whose order
+    is the code points' (`postgresql.py` compiles it so). So a list in this
+    order is the same on both backends, and
+    `prefix <= value < prefix_upper_bound(prefix)` holds for exactly the values
+    starting with the prefix. An index must name the same expression to serve it.
+    """
+
+    type = String()
+    name = "code_point_order"
+    inherit_cache = True
+
+
+@compiles(code_point_order)
+def _code_point_order_as_is(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))

@@ -1,0 +1,415 @@
+"""PostgreSQL (`postgresql+psycopg://...`), the shared store for several hosts.
+
+Batches of keys travel as binary arrays, bulk writes as COPY and UPDATE ...
+FROM unnest, rows are locked FOR UPDATE, the clock is the server's, and
+workers of other processes are woken by LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    String,
+    Table,
+    Text,
+    any_,
+    create_engine,
+    event,
+    func,
+    insert,
+    literal,
+    select,
+    text,
+    true,
+    update,
+)
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.selectable import TableValuedAlias
+from sqlalchemy.types import TypeEngine
+
+from headgate._errors import ValidationError
+from headgate._store.port import Listener
+from headgate._store.sql import bulk
+from headgate._store.sql.backends.connector import Connector
+from headgate._store.sql.backends.dialect import Dialect, code_point_order
+from headgate._store.sql.backends.maintenance import Maintenance
+
+NAME: Final = "postgresql"
+ENQUEUED_CHANNEL: Final = "headgate_enqueued"
+_PAYLOAD_SEPARATOR: Final = "\n"
+
+IDLE_IN_TRANSACTION_MS: Final = 5_000
+"""PostgreSQL ends a session idle this long inside a transaction (ours take milliseconds)."""
+POSTGRES_CONNECT_ARGS: Final = {
+    "connect_timeout": 5,
+    # A server or network that vanishes without closing the connection (a
+    # crashed host, a dropped route) must fail our calls within seconds, not
+    # after the kernel's ~15 minutes of retransmissions: keepalives probe an
+    # idle connection, tcp_user_timeout bounds unacknowledged sends.
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+_MIGRATION_LOCK_KEY: Final = 0x48474D49  # "HGMI"
+_SERVER_NOW_MS: Final = text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+_PLANNER_SWITCHES: Final = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
+_SWITCHES_OFF: Final = (
+    "WITH before AS MATERIALIZED (SELECT "
+    + ", ".join(f"current_setting('{name}') AS {name}" for name in _PLANNER_SWITCHES)
+    + ") SELECT "
+    + ", ".join(f"before.{name}, set_config('{name}', 'off', true)" for name in _PLANNER_SWITCHES)
+    + " FROM before"
+)
+"""Reads the switches' values (the CTE is scanned first) and turns them off for
+this transaction, in one round trip."""
+_SWITCHES_BACK: Final = "SELECT " + ", ".join(
+    f"set_config('{name}', %({name})s, true)" for name in _PLANNER_SWITCHES
+)
+
+
+_ARRAY_CASTS: Final = {"BIGINT": "bigint[]", "INTEGER": "integer[]", "BOOLEAN": "boolean[]"}
+
+
+class PostgresConnector(Connector):
+    """A pooled engine per store with session limits, and LISTEN on a connection
+    of its own."""
+
+    one_writer_connection = False
+
+    def checked_url(self, url: URL) -> URL:
+        """`postgresql://` and `postgres://` (a platform's usual DATABASE_URL) name no
+        driver: they mean psycopg 3, the one Headgate ships with."""
+        _, _, driver = url.drivername.partition("+")
+        if driver not in ("", "psycopg"):
+            raise ValidationError(
+                "store URL", f"driver {driver!r} is not supported; use postgresql:// (psycopg 3)"
+            )
+        return url.set(drivername="postgresql+psycopg")
+
+    def is_missing(self, url: URL) -> bool:
+        return False  # the server says so when connected to (a clear StoreUnavailable)
+
+    def check_openable(self, url: URL) -> None:
+        pass  # only the server can say, when connected to
+
+    def inspecting_engine(self, url: URL) -> Engine:
+        engine = create_engine(url, poolclass=NullPool, connect_args=POSTGRES_CONNECT_ARGS)
+
+        @event.listens_for(engine, "connect")
+        def _read_only(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SET default_transaction_read_only = on")
+            cursor.close()
+            dbapi_connection.commit()
+
+        return engine
+
+    def create_engine(
+        self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
+    ) -> Engine:
+        engine = create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=10,
+            max_overflow=10,
+            pool_timeout=busy_timeout_s,
+            connect_args=POSTGRES_CONNECT_ARGS,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _session_limits(dbapi_connection: Any, _record: Any) -> None:
+            # A process frozen mid-transaction (GC pause, SIGSTOP) must not hold
+            # the log head or the lease row forever: the server ends such a
+            # session, rolling its transaction back, so a standby can take over.
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+            cursor.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
+            # psycopg prepares a statement after a few runs, and PostgreSQL may
+            # then reuse a generic plan chosen while a table was still empty: a
+            # sequential scan that never goes away as the table grows. Plan
+            # each execution.
+            cursor.execute("SET plan_cache_mode = force_custom_plan")
+            cursor.close()
+            dbapi_connection.commit()
+            # Arrays (the hot path's `= ANY(...)` and unnest parameters) go in
+            # binary: the text form quotes and checks each element in Python,
+            # which cost about a microsecond per id and column of every tick.
+            # (Imported here: a SQLite-only host need not load libpq.)
+            from psycopg.types.array import ListBinaryDumper  # noqa: PLC0415 (see above)
+
+            dbapi_connection.adapters.register_dumper(list, ListBinaryDumper)
+
+        return engine
+
+    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
+        """NOTIFY is transactional: listeners hear it when (and only if) this commits.
+
+        A channel spans the whole database, so the payload names the schema
+        the store lives in: stores side by side in one database (one schema
+        each) do not wake each other's workers.
+        """
+        for queue in sorted(set(queues)):
+            connection.execute(
+                text("SELECT pg_notify(:channel, current_schema() || :separator || :queue)"),
+                {"channel": ENQUEUED_CHANNEL, "separator": _PAYLOAD_SEPARATOR, "queue": queue},
+            )
+
+    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+        return _PostgresListener(url.set(drivername="postgresql"), on_enqueued)
+
+
+class PostgresDialect(Dialect):
+    """Arrays for batches of keys, COPY for bulk inserts, row locks, the server's clock."""
+
+    clock_is_local = False
+    writes_begin_locked = False
+
+    def __init__(self) -> None:
+        self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
+
+    def array_of(self, element: TypeEngine[Any]) -> ARRAY[Any]:
+        """The array type for a column's values: text[] for any string (a cast to
+        varchar(n)[] would silently truncate a longer value into a false match).
+        Made once per element type: building a type costs more than the hot
+        path's whole query."""
+        kind = String if isinstance(element, String) else type(element)
+        cached = self._array_types.get(kind)
+        if cached is None:
+            cached = self._array_types[kind] = ARRAY(Text() if kind is String else kind())
+        return cached
+
+    def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
+        return column == any_(literal(list(values), self.array_of(column.type)))
+
+    def each_of(self, values: Sequence[Any], like: ColumnElement[Any]) -> TableValuedAlias:
+        # With `= ANY(array)` the planner weighs the whole set against its
+        # statistics, and while those lag a young or fast-growing table (until
+        # autovacuum next analyses it) it chose to scan every pending job or
+        # every event instead: 10 to 20 times slower a few minutes into a busy
+        # store.
+        return (
+            func.unnest(literal(list(values), self.array_of(like.type)))
+            .table_valued("value")
+            .render_derived(name="wanted")
+        )
+
+    @contextlib.contextmanager
+    def probing_indexes(self, connection: Connection) -> Iterator[None]:
+        """For statements that touch a batch of keys in a growing table (the log,
+        the jobs, the schedules). While the table's statistics lag its growth
+        (until autovacuum next analyses it), the planner believes it small and
+        reads all of it: a scan, or a hash join with the whole table, on every
+        batch. Only for these statements: a write transaction may also compare
+        or copy whole tables (verify, replay), which need those plans. The
+        switches get back the values they had, whoever set them.
+
+        Not restored if a statement inside fails: PostgreSQL then refuses
+        every statement until the transaction rolls back, which ends the
+        settings too.
+        """
+        before = connection.exec_driver_sql(_SWITCHES_OFF).one()
+        yield
+        values = {name: before[index * 2] for index, name in enumerate(_PLANNER_SWITCHES)}
+        connection.exec_driver_sql(_SWITCHES_BACK, values).close()
+
+    def bulk_insert(
+        self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """COPY ... FROM STDIN: the fastest way in for a batch. A single row is an
+        INSERT: COPY's start and its end are a round trip each."""
+        if not rows:
+            return
+        if len(rows) == 1:
+            connection.execute(insert(table).values(rows[0]))
+            return
+        names = tuple(rows[0])
+        quote = connection.dialect.identifier_preparer.quote
+        columns = ", ".join(quote(name) for name in names)
+        statement = f"COPY {quote(table.name)} ({columns}) FROM STDIN"
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        with (
+            bulk.as_sqlalchemy_errors(connection, statement),
+            driver.cursor() as cursor,
+            cursor.copy(statement) as copy,
+        ):
+            for values in map(bulk.values_in(names), rows):
+                copy.write_row(values)
+
+    def bulk_update(
+        self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        if len(rows) == 1:
+            # One row by its key's equality: an index probe, planned as one
+            # (a command's single write saves the switches' two round trips).
+            (row,) = rows
+            values = {name: value for name, value in row.items() if name != key_column}
+            connection.execute(
+                update(table).where(table.c[key_column] == row[key_column]).values(values)
+            )
+            return
+        # Left to itself, the planner hashed the whole table to join it with
+        # the batch: 73 ms for 1,000 rows among 100,000 schedules, against
+        # 17 ms probing.
+        with self.probing_indexes(connection):
+            for names, group in bulk.group_by_columns(rows).items():
+                self._update_from_arrays(connection, table, key_column, names, group)
+
+    def _update_from_arrays(
+        self,
+        connection: Connection,
+        table: Table,
+        key_column: str,
+        names: tuple[str, ...],
+        rows: Sequence[dict[str, Any]],
+    ) -> None:
+        """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per row."""
+        quote = connection.dialect.identifier_preparer.quote
+        casts = [
+            _ARRAY_CASTS.get(str(table.c[name].type.compile(dialect=connection.dialect)), "text[]")
+            for name in names
+        ]
+        source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
+        columns = ", ".join(quote(name) for name in names)
+        assignments = ", ".join(
+            f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
+        )
+        sql = (
+            f"UPDATE {quote(table.name)} AS t SET {assignments} "
+            f"FROM unnest({source}) AS v({columns}) "
+            f"WHERE t.{quote(key_column)} = v.{quote(key_column)}"
+        )
+        arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        with bulk.as_sqlalchemy_errors(connection, sql), driver.cursor() as cursor:
+            cursor.execute(sql, arrays)
+
+    def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
+        return query.with_for_update(read=shared)
+
+    def first_of_each(self, table: Table, stream_ids: Sequence[str]) -> Select[Any]:
+        wanted = self.each_of(stream_ids, table.c.stream_id)
+        # LIMIT 1 (there is at most one row anyway) keeps the planner from
+        # flattening the LATERAL into a join, which it then ran as a hash join
+        # over every stream's first event while its statistics lagged the log.
+        first = (
+            select(table)
+            .where(table.c.stream_id == wanted.c.value, table.c.version == 1)
+            .limit(1)
+            .lateral("first")
+        )
+        return select(first).select_from(wanted.join(first, true()))
+
+    def insert_if_absent(self, table: Table, key: str) -> Insert:
+        return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
+
+    def server_now_ms(self, connection: Connection) -> int:
+        return int(connection.execute(_SERVER_NOW_MS).scalar_one())
+
+    def is_stream_version_conflict(self, detail: str) -> bool:
+        return "uq_headgate_events_stream_version" in detail
+
+    def is_tick_origin_conflict(self, detail: str) -> bool:
+        return "ux_headgate_jobs_periodic_origin" in detail
+
+
+class PostgresMaintenance(Maintenance):
+    """The server checkpoints by itself; VACUUM after compaction; an advisory lock
+    for migrations; ALTER renames in place."""
+
+    renames_constraints = True
+
+    def begin_write(self, connection: Connection, *, held: bool) -> None:
+        pass  # nothing to set: the server checkpoints on its own schedule
+
+    def checkpoint(self, engine: Engine) -> None:
+        pass  # the server checkpoints its write-ahead log itself (and no connection is used)
+
+    def rename_tables(
+        self,
+        connection: Connection,
+        tables: Mapping[str, str],
+        indexes: Mapping[str, str],
+        checks: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """A primary key is named `<table>_pkey`; an index (a unique constraint's
+        too) is renamed by ALTER INDEX, a check constraint by ALTER TABLE."""
+        execute = connection.exec_driver_sql
+        for old, new in tables.items():
+            execute(f"ALTER TABLE {old} RENAME TO {new}")
+            execute(f"ALTER INDEX {old}_pkey RENAME TO {new}_pkey")
+        for old, new in indexes.items():
+            execute(f"ALTER INDEX {old} RENAME TO {new}")
+        for old, (table, new) in checks.items():
+            execute(f"ALTER TABLE {table} RENAME CONSTRAINT {old} TO {new}")
+
+    def reclaim_space(self, engine: Engine, tables: Sequence[Table]) -> None:
+        """VACUUM: autovacuum would get there eventually; doing it right after
+        compaction keeps a busy log's footprint flat whatever autovacuum's
+        settings are. Plain VACUUM takes no lock that blocks readers or writers."""
+        names = ", ".join(engine.dialect.identifier_preparer.format_table(t) for t in tables)
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text(f"VACUUM {names}"))
+
+    def lock_for_migration(self, connection: Connection) -> None:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+
+
+class _PostgresListener(Listener):
+    """LISTEN on a connection of its own (not the pool's), on a daemon thread that
+    reconnects with back-off; a pooler in transaction mode cannot carry LISTEN,
+    which is why workers can be set to poll only."""
+
+    RECONNECT_MAX_S: Final = 30.0
+    WAIT_S: Final = 0.25
+    """How long a wait for notifications lasts before it checks for close()."""
+
+    def __init__(self, url: URL, on_enqueued: Callable[[str], None]) -> None:
+        self._conninfo = url.render_as_string(hide_password=False)
+        self._on_enqueued = on_enqueued
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="headgate-listen", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import psycopg  # noqa: PLC0415 (PostgreSQL only)
+
+        delay = 0.1
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5) as conn:
+                    schema_row = conn.execute("SELECT current_schema()").fetchone()
+                    ours = f"{schema_row[0] if schema_row else ''}{_PAYLOAD_SEPARATOR}"
+                    conn.execute(f"LISTEN {ENQUEUED_CHANNEL}")
+                    delay = 0.1
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=self.WAIT_S):
+                            if note.payload.startswith(ours):
+                                self._on_enqueued(note.payload.removeprefix(ours))
+            except Exception:  # a dropped connection: reconnect, polling covers the gap
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.RECONNECT_MAX_S)
+
+
+@compiles(code_point_order, NAME)
+def _code_point_order_in_c(element: code_point_order, compiler: Any, **kw: Any) -> str:
+    return f'{compiler.process(element.clauses, **kw)} COLLATE "C"'

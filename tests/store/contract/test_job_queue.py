@@ -1,0 +1,342 @@
+"""The job queue: claiming, the job lifecycle's rows and attempts, listings, what
+waits and when, the store's one-job-per-tick rule, and enqueue notifications."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from headgate._domain.events import (
+    JobAbandoned,
+    JobAttemptFailed,
+    JobClaimed,
+    JobEnqueued,
+    JobFinished,
+    JobRetried,
+    JobState,
+    JobSucceeded,
+)
+from headgate._errors import ConcurrencyConflict, ConstraintViolation, ValidationError
+from headgate._json import canonical_json
+from headgate._store.port import NO_STREAM, JobFilter, Store, StreamAppend
+from headgate.testing import FakeClock
+from tests.store.builders import claim, create_schedule, enqueue, enqueued, fire_tick
+from tests.store.contract.conftest import StoreFactory
+
+
+class TestJobs:
+    def test_periodic_origin_is_stored(self, store: Store) -> None:
+        create_schedule(store, "nightly")
+        fire_tick(store, "nightly", 60_000)
+        job = store.reads.job("job-for-nightly-60000")
+        assert job is not None
+        assert (job.periodic_schedule_id, job.periodic_tick_ms, job.state) == (
+            "nightly",
+            60_000,
+            "pending",
+        )
+
+    def test_ordinary_job_has_no_origin_and_can_finish(self, store: Store) -> None:
+        store.log.append("job-j1", NO_STREAM, [enqueued("j1", "email.send", "mail", {"to": "x"})])
+        store.log.append("job-j1", 1, [JobFinished("j1", JobState.COMPLETED)])
+        job = store.reads.job("j1")
+        assert job is not None
+        assert (job.periodic_schedule_id, job.periodic_tick_ms, job.state, job.payload) == (
+            None,
+            None,
+            "completed",
+            '{"to":"x"}',
+        )
+
+    @pytest.mark.parametrize(("schedule_id", "tick_ms"), [("nightly", None), (None, 60_000)])
+    def test_half_an_origin_is_rejected_before_anything_is_written(
+        self, store: Store, schedule_id: str | None, tick_ms: int | None
+    ) -> None:
+        with pytest.raises(
+            ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
+        ):
+            store.log.append(
+                "job-j1", NO_STREAM, [enqueued("j1", "k", "q", {}, None, schedule_id, tick_ms)]
+            )
+        assert store.log.head() == 0
+
+
+def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
+    store: Store, clock: FakeClock
+) -> None:
+    now = clock.now_ms()
+    enqueue(store, "late", run_at_ms=now - 10)
+    enqueue(store, "early", run_at_ms=now - 100)
+    enqueue(store, "later-still", run_at_ms=now - 1)
+    enqueue(store, "future", run_at_ms=now + 1_000)
+    enqueue(store, "other-queue", queue="r")
+    enqueue(store, "other-kind", kind="unknown")
+    with store.log.write() as transaction:
+        rows = transaction.claimable({"q": 2, "r": 5}, {"k"}, transaction.now_ms)
+    assert [row.job_id for row in rows] == ["early", "late", "other-queue"]
+    with store.log.write() as transaction:
+        assert transaction.claimable({"q": 10}, {"k"}, now + 1_000)[-1].job_id == "future"
+        assert transaction.claimable({"q": 0}, {"k"}, now) == []
+        assert transaction.claimable({"q": 10}, set(), now) == []
+
+
+def test_a_fingerprints_pending_jobs_are_found_by_kind_and_exact_payload(
+    store: Store, clock: FakeClock
+) -> None:
+    """Whatever their queue or run_at; not running ones, not another kind's, not
+    another payload's (key order is canonical: the same payload)."""
+    now = clock.now_ms()
+    poison = {"file": "bad.csv", "rows": [1, 2]}
+    enqueue(store, "later", payload=poison, run_at_ms=now + 60_000)
+    enqueue(store, "sooner", payload={"rows": [1, 2], "file": "bad.csv"}, queue="r")
+    enqueue(store, "running", payload=poison)
+    claim(store, "running")
+    enqueue(store, "other-kind", payload=poison, kind="k2")
+    enqueue(store, "other-payload", payload={"file": "bad.csv", "rows": [1]})
+    text = canonical_json(poison)
+    with store.log.write() as transaction:
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == [
+            "sooner",
+            "later",
+        ]
+        (first,) = transaction.pending_like("k", text, 1)
+        assert (first.job_id, first.state, first.version) == ("sooner", "pending", 1)
+        assert transaction.pending_like("k", canonical_json({"file": "bad.csv"}), 10) == []
+        transaction.append_units(
+            [[StreamAppend("job-sooner", 1, (JobClaimed("sooner", "w", 1, 10**13),))]]
+        )
+        assert [row.job_id for row in transaction.pending_like("k", text, 10)] == ["later"]
+
+
+def test_a_claimed_job_is_not_claimable_again_and_a_stale_claim_is_refused(store: Store) -> None:
+    enqueue(store, "a")
+    claim(store, "a")
+    with store.log.write() as transaction:
+        assert transaction.claimable({"q": 10}, {"k"}, transaction.now_ms) == []
+        (running,) = transaction.running_on(["w1"])
+        assert (running.job_id, running.state, running.worker_id, running.version) == (
+            "a",
+            "running",
+            "w1",
+            2,
+        )
+    with pytest.raises(ConcurrencyConflict):  # another worker, from a stale read at version 1
+        store.log.append("job-a", 1, [JobClaimed("a", "w2", 1, 10**13)])
+
+
+def test_two_workers_claiming_at_once_never_share_a_job(make_store: StoreFactory) -> None:
+    first = make_store()
+    for n in range(40):
+        enqueue(first, f"j{n:02}")
+    stores = [first, make_store(), make_store()]
+    taken: list[list[str]] = [[] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    def claim_all(index: int, store: Store) -> None:
+        barrier.wait()
+        while True:
+            with store.log.write() as transaction:
+                rows = transaction.claimable({"q": 3}, {"k"}, transaction.now_ms)
+                units = [
+                    [
+                        StreamAppend(
+                            f"job-{r.job_id}", r.version, (JobClaimed(r.job_id, f"w{index}", 1, 1),)
+                        )
+                    ]
+                    for r in rows
+                ]
+                results = transaction.append_units(units)
+            taken[index].extend(
+                r.job_id
+                for r, result in zip(rows, results, strict=True)
+                if isinstance(result, list)
+            )
+            if not rows:
+                return
+
+    threads = [threading.Thread(target=claim_all, args=(i, s)) for i, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    every = [job_id for share in taken for job_id in share]
+    assert sorted(every) == [f"j{n:02}" for n in range(40)]
+
+
+def test_a_job_row_follows_its_attempts(store: Store, clock: FakeClock) -> None:
+    enqueue(store, "a")
+    claim(store, "a")
+    store.log.append(
+        "job-a", 2, [JobAttemptFailed("a", 1, "w1", 5, "ValueError", "bad", clock.now_ms() + 500)]
+    )
+    with store.log.write() as transaction:
+        row = transaction.jobs(["a", "missing"])["a"]
+    assert (row.state, row.attempts, row.run_at_ms, row.worker_id, row.error_type) == (
+        "pending",
+        1,
+        clock.now_ms() + 500,
+        None,
+        "ValueError",
+    )
+    claim(store, "a", attempt=2)
+    store.log.append("job-a", 4, [JobSucceeded("a", 2, "w1", 7, {"done": 2})])
+    job = store.reads.job("a")
+    assert job is not None and (job.state, job.attempts, job.result) == (
+        "completed",
+        2,
+        '{"done":2}',
+    )
+    attempts = store.reads.job_attempts("a", 10)
+    assert [(a.attempt, a.outcome, a.error_type) for a in attempts] == [
+        (2, "succeeded", None),
+        (1, "failed", "ValueError"),
+    ]
+    assert [a.attempt for a in store.reads.job_attempts("a", 1)] == [2]
+
+
+def test_the_attempt_history_marks_a_retry_and_numbers_a_crash(
+    store: Store, clock: FakeClock
+) -> None:
+    """After a retry the numbers start again from 1: its row tells the runs apart.
+    A crash is shown in the attempt it ended, from when that was claimed."""
+    enqueue(store, "a")
+    claim(store, "a")
+    store.log.append("job-a", 2, [JobAttemptFailed("a", 1, "w1", 5, "E", "bad", None)])
+    clock.advance(1_000)
+    store.log.append("job-a", 3, [JobRetried("a")])
+    retried_at = clock.now_ms()
+    claim(store, "a", worker="w2")
+    clock.advance(1_000)
+    store.log.append("job-a", 5, [JobAbandoned("a", "w2", 1, 1, retried_at)])
+    history = [
+        (a.attempt, a.outcome, a.worker_id, a.started_at_ms, a.ended_at_ms)
+        for a in store.reads.job_attempts("a", 10)
+    ]
+    assert history[0] == (1, "crashed", "w2", retried_at, clock.now_ms())
+    assert history[1] == (0, "retried", None, None, retried_at)
+    assert [row[:2] for row in history[2:]] == [(1, "failed")]
+
+
+def test_a_schedules_jobs_are_its_ticks_and_its_manual_runs_newest_first(
+    store: Store, clock: FakeClock
+) -> None:
+    create_schedule(store, "s")
+    fire_tick(store, "s", 60_000)
+    clock.advance(1)
+    manual = enqueued("m1", "k", "q", None, run_now_schedule_id="s")
+    store.log.append("job-m1", NO_STREAM, [manual])
+    clock.advance(1)
+    fire_tick(store, "s", 120_000)
+    clock.advance(1)
+    store.log.append("job-other", NO_STREAM, [enqueued("other", "k", "q", None)])
+    where = JobFilter(made_by_schedule="s")
+    first = store.reads.jobs_page(where, 2, None)
+    rest = store.reads.jobs_page(where, 2, first.next_cursor)
+    assert [j.job_id for j in first.items + rest.items] == [
+        "job-for-s-120000",
+        "m1",
+        "job-for-s-60000",
+    ]
+    assert rest.next_cursor is None
+    assert store.reads.jobs_page(JobFilter(made_by_schedule="\x00"), 2, None).items == []
+
+
+def test_jobs_list_newest_first_filtered_and_paged(store: Store, clock: FakeClock) -> None:
+    for n in range(5):
+        enqueue(store, f"j{n}", queue="even" if n % 2 == 0 else "odd")
+        clock.advance(1)
+    first = store.reads.jobs_page(JobFilter(), 2, None)
+    second = store.reads.jobs_page(JobFilter(), 2, first.next_cursor)
+    third = store.reads.jobs_page(JobFilter(), 2, second.next_cursor)
+    assert [r.job_id for r in first.items + second.items + third.items] == [
+        "j4",
+        "j3",
+        "j2",
+        "j1",
+        "j0",
+    ]
+    assert third.next_cursor is None
+    assert [r.job_id for r in store.reads.jobs_page(JobFilter(queue="odd"), 10, None).items] == [
+        "j3",
+        "j1",
+    ]
+    assert store.reads.jobs_page(JobFilter(state="running"), 10, None).items == []
+    with pytest.raises(ValidationError, match="cursor"):
+        store.reads.jobs_page(JobFilter(), 2, "not-a-cursor")
+
+
+def test_what_waits_and_when(store: Store, clock: FakeClock) -> None:
+    now = clock.now_ms()
+    enqueue(store, "a", run_at_ms=now + 5_000)
+    enqueue(store, "b", kind="nobody", run_at_ms=now + 1_000)
+    assert store.reads.earliest_claimable(["q"], ["k"]) == now + 5_000
+    assert store.reads.earliest_claimable(["q"], ["k", "nobody"]) == now + 1_000
+    assert store.reads.earliest_claimable(["elsewhere"], ["k"]) is None
+    assert store.reads.pending_kinds() == {"k": 1, "nobody": 1}
+
+
+def test_an_enqueue_notifies_listeners_when_it_commits_only(
+    store: Store, make_store: StoreFactory
+) -> None:
+    heard: list[str] = []
+    arrived = threading.Event()
+
+    def on_enqueued(queue: str) -> None:
+        heard.append(queue)
+        arrived.set()
+
+    listener = make_store().listen(on_enqueued)
+    if listener is None:
+        pytest.skip("this backend does not notify: its workers poll")
+    try:
+        time.sleep(0.3)  # the listener connects
+        with pytest.raises(RuntimeError), store.log.write() as transaction:
+            transaction.notify_enqueued(["rolled-back"])
+            raise RuntimeError("never committed")
+        with store.log.write() as transaction:
+            transaction.notify_enqueued(["q", "r"])
+        assert arrived.wait(10)
+        time.sleep(0.2)
+        assert sorted(heard) == ["q", "r"]
+    finally:
+        listener.close()
+
+
+def _tick_job(job_id: str, tick_ms: int, unique_key: str | None = None) -> JobEnqueued:
+    return enqueued(job_id, "k", "q", {}, unique_key, "nightly", tick_ms)
+
+
+def test_a_second_job_for_one_tick_is_refused_by_the_store(store: Store) -> None:
+    """Whatever the admission gate read: one job per (schedule, tick) is the store's
+    own rule (an index on SQL), so a race past the gate cannot make two."""
+    store.log.append("job-first", NO_STREAM, [_tick_job("first", 60_000)])
+    with pytest.raises(ConstraintViolation, match="each tick has one job"):
+        store.log.append("job-second", NO_STREAM, [_tick_job("second", 60_000)])
+    assert store.log.head() == 1 and store.reads.job("second") is None
+    with store.log.write() as transaction:
+        tick_job = transaction.job_for_tick("nightly", 60_000)
+        assert tick_job is not None and tick_job.job_id == "first"
+        assert transaction.job_for_tick("nightly", 120_000) is None
+    store.log.append("job-next", NO_STREAM, [_tick_job("next", 120_000)])
+
+
+def test_a_unique_key_is_held_by_one_pending_or_running_job(store: Store) -> None:
+    """Another live job under a held key is refused; a job that finishes frees its
+    key, within the very write that gives the key to the next job too."""
+    store.log.append("job-a", NO_STREAM, [enqueued("a", "k", "q", {}, "key")])
+    claim(store, "a")
+    with pytest.raises(ConstraintViolation, match="constraint"):
+        store.log.append("job-b", NO_STREAM, [enqueued("b", "k", "q", {}, "key")])
+    assert store.reads.job("b") is None
+    with store.log.write() as transaction:
+        results = transaction.append_units(
+            [
+                [StreamAppend("job-c", NO_STREAM, (enqueued("c", "k", "q", {}, "key"),))],
+                [StreamAppend("job-a", 2, (JobFinished("a", JobState.COMPLETED),))],
+            ]
+        )
+        assert all(isinstance(result, list) for result in results)
+    job = store.reads.job("c")
+    assert job is not None and job.unique_key == "key"

@@ -1,0 +1,76 @@
+"""The memory store keeps what the SQL store keeps: for any history, the same log
+(positions, versions, instants, events) and the same read-model rows, compaction
+included; and its rows are always the fold of its own log."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from headgate._projections import ALL_PROJECTIONS
+from headgate._store.memory import MemoryStore
+from headgate._store.sql.schema import LIVE
+from headgate._store.sql.store import SqlStore
+from headgate.testing import FakeClock
+from tests.store.histories import OPERATION, play
+
+Rows = dict[str, list[dict[str, Any]]]
+_examples = itertools.count()
+
+
+def _sql_rows(store: SqlStore) -> Rows:
+    rows: Rows = {}
+    with store.engine.connect() as connection:
+        for projection in ALL_PROJECTIONS:
+            table = LIVE.by_name(projection.table)
+            found = connection.execute(select(table)).mappings()
+            rows[projection.table] = sorted((dict(row) for row in found), key=repr)
+    return rows
+
+
+def _memory_rows(store: MemoryStore) -> Rows:
+    return {
+        name: sorted((asdict(row) for _, row in table.items()), key=repr)
+        for name, table in store.state.tables.items()
+    }
+
+
+def _folded(store: MemoryStore) -> Rows:
+    """The rows a rebuild would make: every projection's fold of the whole log."""
+    tables: dict[str, dict[Any, Any]] = {p.table: {} for p in ALL_PROJECTIONS}
+    for recorded in store.log.read_all(0, 1_000_000):
+        for projection in ALL_PROJECTIONS:
+            key = projection.key(recorded)
+            if key is not None:
+                row = projection.apply(tables[projection.table].get(key), recorded)
+                tables[projection.table][key] = row
+    return {
+        name: sorted((asdict(row) for row in rows.values() if row is not None), key=repr)
+        for name, rows in tables.items()
+    }
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(OPERATION, min_size=1, max_size=40))
+def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[Any, ...]]) -> None:
+    clock = FakeClock()
+    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", clock)
+    memory = MemoryStore(clock)
+    try:
+        for store in (sql, memory):
+            play(store, "", operations)
+        assert memory.log.read_all(0, 100_000) == sql.log.read_all(0, 100_000)
+        assert memory.log.head() == sql.log.head()
+        assert _memory_rows(memory) == _sql_rows(sql)
+        assert _memory_rows(memory) == _folded(memory)
+    finally:
+        sql.close()
+        memory.close()
