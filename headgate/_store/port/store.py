@@ -22,10 +22,10 @@ from headgate._store.port.leases import Fence, Leases
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
 from headgate._store.port.workers import WorkerRescue, Workers
 
-SCHEMA_REVISION: Final = 6
-"""The revision of the data this build keeps (the SQL adapter's newest migration;
-a test checks the two agree). A store of this build's own, like the memory
-store, is always at it."""
+SCHEMA_REVISION: Final = 8
+"""The revision of the data this build keeps: the SQL adapter's newest migration
+(`LATEST_VERSION` is this; a test checks that versions/ ends there). A store of
+this build's own, like the memory store, is always at it."""
 
 
 class WriteTransaction(LogTransaction, ScheduleLookups, JobQueue, AdmissionFacts, WorkerRescue):

@@ -34,6 +34,7 @@ from sqlalchemy.engine import URL, Connection
 
 from headgate._errors import SchemaBehind, SchemaTooNew, StoreNotFound
 from headgate._logs import get_logger
+from headgate._store.port import SCHEMA_REVISION
 from headgate._store.sql.backends import backend_named, backend_of
 from headgate._store.sql.engine import shown_url, translated_errors, write_transaction
 from headgate._store.sql.migrations import legacy
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 VERSION_TABLE: Final = "headgate_alembic_version"
-LATEST_VERSION: Final = 8
+LATEST_VERSION: Final = SCHEMA_REVISION
 """The newest revision in versions/ (a test checks the two agree)."""
 HERE: Final = Path(__file__).parent
 ALEMBIC_LOGGERS: Final = ("alembic.runtime.migration", "alembic.runtime.plugins")
