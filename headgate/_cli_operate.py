@@ -331,6 +331,7 @@ def _print_schedule(schedule: Schedule) -> None:
     _print_fields(
         (
             ("id", schedule.id),
+            ("summary", schedule.summary or "-"),
             ("spec", schedule.spec + meaning),
             ("kind", schedule.kind),
             ("queue", schedule.queue),

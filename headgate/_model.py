@@ -64,6 +64,8 @@ class Schedule:
     undeclared_at_ms: int | None = None
     """When a runtime of its declarations group started without declaring it
     (the declaration disappeared from the code); None while declared."""
+    summary: str = ""
+    """What it is for, shown to operators."""
 
     @property
     def definition(self) -> ScheduleDefinition:
@@ -97,6 +99,7 @@ class Schedule:
             declared_in_code=declared is not None,
             overrides=() if declared is None else tuple(overrides(definition_of(row), declared)),
             undeclared_at_ms=row.undeclared_at_ms,
+            summary=row.summary,
         )
 
 

@@ -59,6 +59,8 @@ class ScheduleRow:
     declared_by: str | None = None
     """The declarations group of the code that declares it."""
     undeclared_at_ms: int | None = None
+    summary: str = ""
+    """What it is for, shown to operators."""
     """When a runtime of that group started without declaring it (None: declared,
     or never was)."""
 
@@ -194,6 +196,7 @@ def definition_columns(definition: ScheduleDefinition) -> dict[str, Any]:
     return {
         "spec": definition.spec,
         "kind": definition.kind,
+        "summary": definition.summary,
         "queue": job.queue,
         "payload": canonical_json_of_plain(definition.payload),
         "on_missed": definition.on_missed.value,
@@ -212,6 +215,7 @@ def definition_of(row: ScheduleRow) -> ScheduleDefinition:
     return ScheduleDefinition.restored(
         spec=row.spec,
         kind=row.kind,
+        summary=row.summary,
         payload=json.loads(row.payload),
         on_missed=row.on_missed,
         backfill_limit=row.backfill_limit,

@@ -17,6 +17,7 @@ from headgate._domain.events import (
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
+    ScheduleDefined,
 )
 from headgate._json import canonical_json
 from headgate._store.mapper import EVENT_TYPES, decode, encode
@@ -71,3 +72,22 @@ def test_encoded_body_is_the_canonical_json_of_the_fields(event: DomainEvent) ->
     assert body == canonical_json(dataclasses.asdict(event))
     assert EVENT_TYPES[name] is type(event)
     assert decode(name, version, body) == event
+
+
+def test_a_field_added_to_a_definition_reads_as_its_default_in_older_events() -> None:
+    """ScheduleDefined v4 from before schedules had a summary: the field's default
+    is its upcast, so adding an option needs no upcaster of its own."""
+    body = (
+        '{"declared":null,"declared_by":null,"definition":{"backfill_limit":1,'
+        '"end_at_ms":null,"jitter_ms":0,"job":{"max_attempts":null,"queue":"default",'
+        '"run_at_ms":null,"timeout_ms":null,"unique_key":null},"kind":"k",'
+        '"on_missed":"skip","paused":false,"payload":null,"spec":"@every:60000",'
+        '"start_at_ms":null},"due_at_ms":null,"last_enqueued_ms":null,'
+        '"next_run_ms":60000,"schedule_id":"s"}'
+    )
+    event = decode("ScheduleDefined", 4, body)
+    assert isinstance(event, ScheduleDefined)
+    assert event.definition.summary == ""
+    assert event == schedule_defined(
+        "s", "@every:60000", "k", "default", None, "skip", 1, False, 60000
+    )

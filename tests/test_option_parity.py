@@ -46,6 +46,7 @@ START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SCHEDULE_SAMPLE: dict[str, Any] = {
     "spec": "@every:60000",
     "kind": "report.build",
+    "summary": "Builds each tenant's nightly report",
     "payload": {"tenant": 7},
     "on_missed": "backfill",
     "backfill_limit": 3,
@@ -228,6 +229,14 @@ def test_cli_round_trips_every_field(
 
 
 # Console -------------------------------------------------------------------------
+
+
+def test_console_shows_the_summary_on_the_list_and_the_schedule(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    assert "Builds each tenant&#39;s nightly report" in client.get("/").text
+    assert "Builds each tenant&#39;s nightly report" in client.get("/schedules/nightly").text
 
 
 def test_console_form_has_an_input_for_every_field(client: TestClient, hg: Headgate) -> None:

@@ -29,6 +29,7 @@ from headgate._domain.admission import (
     MAX_KIND_LENGTH,
     MAX_QUEUE_LENGTH,
     MAX_UNIQUE_KEY_LENGTH,
+    require_note,
     require_payload,
 )
 from headgate._domain.missed_runs import MissedRunPolicy
@@ -60,6 +61,7 @@ MAX_ATTEMPTS_LIMIT: Final = 10_000
 MAX_TIMEOUT_MS: Final = 7 * 24 * 3600 * 1000
 """A week."""
 MAX_BACKFILL_LIMIT: Final = 1000
+MAX_SUMMARY_LENGTH: Final = 500
 
 Check = Callable[[str, Any], Any]
 """A field's rule: (field name, value) -> the value as stored, or ValidationError."""
@@ -131,6 +133,13 @@ def _unique_key(name: str, value: object) -> str:
     require(name, label_problem(value, MAX_UNIQUE_KEY_LENGTH))
     assert isinstance(value, str)
     return value
+
+
+def _summary(name: str, value: object) -> str:
+    try:
+        return require_note(value, MAX_SUMMARY_LENGTH)
+    except ValidationError as error:
+        raise ValidationError(name, error.rule) from None
 
 
 def _spec(name: str, value: object) -> str:
@@ -328,6 +337,10 @@ class ScheduleDefinition:
         )
     )
     kind: str = field(metadata=_option("The job kind each tick enqueues", _kind))
+    summary: str = field(
+        default="",
+        metadata=_option("What it is for, in a line, shown to operators", _summary),
+    )
     payload: JsonValue = field(
         default=None, metadata=_option("Each tick's job's payload (JSON)", _payload)
     )
@@ -501,6 +514,7 @@ class ScheduleArgs(JobOptionArgs, total=False):
     """A schedule's definition as Python keywords, `spec` and `kind` aside (each
     method names those itself): `put_schedule`, `update_schedule`, `periodic`."""
 
+    summary: str
     payload: JsonValue
     on_missed: str
     backfill_limit: int

@@ -195,6 +195,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("declared", Text),
         Column("declared_by", String(128)),
         Column("undeclared_at_ms", BigInteger),
+        Column("summary", String(500), nullable=False, server_default=text("''")),
     )
     Index(
         f"ix_{prefix}schedules_due_order",

@@ -504,12 +504,13 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         with store.engine.begin() as connection:  # as revision 7 left it
             connection.execute(delete(attempts).where(attempts.c.outcome == "retried"))
             connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
+            connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN summary"))  # 9's
             connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0007'"))
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8]
+        assert migrate(engine) == [8, 9]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
