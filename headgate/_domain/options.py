@@ -209,8 +209,16 @@ def _schedule_job(name: str, value: object) -> JobOptions:
 V = TypeVar("V")
 
 
+_FIELDS: dict[type[Any], dict[str, dataclasses.Field[Any]]] = {}
+
+
 def _fields_of(owner: type[Any]) -> dict[str, dataclasses.Field[Any]]:
-    return {f.name: f for f in dataclasses.fields(owner)}
+    """The fields of a value object's class, by name (read once: every stored
+    event's options are read back through them)."""
+    found = _FIELDS.get(owner)
+    if found is None:
+        found = _FIELDS[owner] = {f.name: f for f in dataclasses.fields(owner)}
+    return found
 
 
 def _checked(owner: object, values: Mapping[str, object]) -> None:
@@ -281,8 +289,11 @@ class JobOptions:
         return _restored(cls, values)
 
     def keyed(self, unique_key: str) -> JobOptions:
-        """These options with a key Headgate made (a tick's), unchecked."""
-        return _restored(JobOptions, {**self.__dict__, "unique_key": unique_key})
+        """These options with a key Headgate made (a tick's), unchecked: made for
+        every tick, so copied as they are rather than field by field."""
+        made = object.__new__(JobOptions)
+        made.__dict__.update(self.__dict__, unique_key=unique_key)
+        return made
 
     def under(self, defaults: JobOptions) -> JobOptions:
         """These options, each one left unset (None) taken from `defaults`."""
