@@ -29,6 +29,7 @@ from headgate._domain.options import (
     EnqueueArgs,
     JobOptionArgs,
     ScheduleArgs,
+    ScheduleDefinition,
 )
 from headgate._model import Job, Schedule
 from headgate.testing import FakeClock
@@ -137,6 +138,9 @@ def _assert_job(job: Job | dict[str, Any]) -> None:
 def test_python_round_trips_every_field(hg: Headgate) -> None:
     _assert_schedule(hg.put_schedule("nightly", **SCHEDULE_SAMPLE))
     _assert_schedule(hg.get_schedule("nightly"))
+    sample = ScheduleDefinition.from_fields(SCHEDULE_SAMPLE)
+    assert hg.get_schedule("nightly").definition.same_as(sample)
+    assert hg.put_definition("nightly", sample).outcome == "unchanged"
     hg.put_schedule("other", spec="@every:5000", kind="k")
     changes = {name: value for name, value in SCHEDULE_SAMPLE.items()}
     _assert_schedule(hg.update_schedule("other", **changes))
