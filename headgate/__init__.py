@@ -63,6 +63,10 @@ from headgate._model import (
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from headgate._version import installed_version
+
+__version__ = installed_version()
+"""This Headgate's version, as the installed distribution `headgate-jobs` states it."""
 
 __all__ = [
     "AdmissionLimits",

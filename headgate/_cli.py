@@ -41,6 +41,7 @@ from headgate._serving import (
     addresses_answered,
     listening_sockets,
 )
+from headgate._version import installed_version
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -96,6 +97,7 @@ def _print_error(error: Exception) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="headgate", description="Durable periodic jobs.")
+    parser.add_argument("--version", action="version", version=f"headgate {installed_version()}")
     commands = parser.add_subparsers(title="commands", parser_class=_Parser, required=True)
     defaults = ClientLimits()
 

@@ -1,5 +1,6 @@
-"""The README's Python examples type-check under mypy --strict, as a user's code
-would against the package (it ships py.typed), like structlog's typing tests."""
+"""The Python examples of the README and the documentation site type-check under
+mypy --strict, as a user's code would against the package (it ships py.typed),
+like structlog's typing tests."""
 
 from __future__ import annotations
 
@@ -8,16 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.doc_examples import ROOT, every_example
 
 
-def test_the_readme_examples_type_check_strictly(tmp_path: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert len(blocks) >= 4
+def test_the_examples_type_check_strictly(tmp_path: Path) -> None:
+    examples = [example for example in every_example() if example.skip is None]
+    assert len(examples) >= 20
     files = []
-    for index, block in enumerate(blocks):
-        path = tmp_path / f"readme_example_{index}.py"
-        path.write_text(block)
+    for example in examples:
+        path = tmp_path / (re.sub(r"\W", "_", example.name.removesuffix("]")) + ".py")
+        path.write_text(example.code)
         files.append(str(path))
     # In a child: mypy raises the interpreter's recursion limit for good.
     checked = subprocess.run(

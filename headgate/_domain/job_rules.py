@@ -3,7 +3,7 @@
 The worker pool and the rescuer call these to decide what to record; nothing
 here performs I/O, so every rule is tested directly (tests/test_job_rules.py).
 
-Crash counting, decided here and documented in the README:
+Crash counting, decided here and documented in docs/explanation/guarantees.md:
 
 * A job counts its own crashes (`crash_count`), apart from failed attempts. A
   job whose worker dies under it `crash_limit` times (default 3) is

@@ -55,7 +55,7 @@ def create_app(
     the store on shutdown: only for an app served on its own (`headgate serve`).
     A mounted app's startup and shutdown never run (Starlette runs only the
     outer app's), so a host that mounts it starts and closes `hg` in its own
-    lifespan and leaves this False (README: "Embed it in a service").
+    lifespan and leaves this False (docs/how-to/fastapi.md).
 
     `allowed_hosts`: the host names requests may be addressed to besides the
     loopback ones ("*": any, for a host that checks Host itself); defaults to

@@ -4,7 +4,7 @@
 a healthy process restarted). `/readyz`: it can serve, its store answering at
 this build's schema revision. Both are open without the API token (probes
 carry none) and left out of the OpenAPI document: they are for the
-infrastructure, not API clients (README documents them). A reason is a stable
+infrastructure, not API clients (docs/reference/http-api.md documents them). A reason is a stable
 code and a sentence; the error behind it, which may name the store's host, goes
 only to the log.
 """

@@ -8,6 +8,7 @@ workers of other processes are woken by LISTEN/NOTIFY.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -84,6 +85,20 @@ _SWITCHES_BACK: Final = "SELECT " + ", ".join(
 _ARRAY_CASTS: Final = {"BIGINT": "bigint[]", "INTEGER": "integer[]", "BOOLEAN": "boolean[]"}
 
 
+def _require_the_driver() -> None:
+    """psycopg 3 comes with the `postgresql` extra, so a SQLite-only install goes
+    without it; a PostgreSQL URL there is refused in one line naming the extra,
+    not with the driver's import error from deep inside engine creation."""
+    try:
+        importlib.import_module("psycopg")
+    except ImportError as error:
+        raise ValidationError(
+            "store URL",
+            f"PostgreSQL support is not installed (psycopg 3: {error}); "
+            "install it with: pip install 'headgate-jobs[postgresql]'",
+        ) from None
+
+
 class PostgresConnector(Connector):
     """A pooled engine per store with session limits, and LISTEN on a connection
     of its own."""
@@ -98,6 +113,7 @@ class PostgresConnector(Connector):
             raise ValidationError(
                 "store URL", f"driver {driver!r} is not supported; use postgresql:// (psycopg 3)"
             )
+        _require_the_driver()
         return url.set(drivername="postgresql+psycopg")
 
     def is_missing(self, url: URL) -> bool:
