@@ -8,6 +8,8 @@ whose names start with an underscore are internal and may change in any release.
 from headgate._app import Headgate
 from headgate._clock import Clock, StoreClock, SystemClock
 from headgate._domain.admission import AdmissionLimits
+from headgate._domain.missed_runs import MissedRunPolicy
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.spec import (
     CronSpec,
     EverySpec,
@@ -49,6 +51,7 @@ from headgate._model import (
     LimitInForce,
     LimitSource,
     PeriodicOrigin,
+    PutScheduleResult,
     PutSchedulesResult,
     QuarantineEntry,
     QuarantinePage,
@@ -89,15 +92,18 @@ __all__ = [
     "JobAttempt",
     "JobContext",
     "JobLimits",
+    "JobOptions",
     "JobStateConflict",
     "JobsPage",
     "LeaseLost",
     "LeaseStatus",
     "LimitInForce",
     "LimitSource",
+    "MissedRunPolicy",
     "NotFound",
     "PeriodicOrigin",
     "ProjectionsRebuilding",
+    "PutScheduleResult",
     "PutSchedulesResult",
     "QuarantineEntry",
     "QuarantinePage",
@@ -106,6 +112,7 @@ __all__ = [
     "RunningAttempt",
     "RuntimeConfig",
     "Schedule",
+    "ScheduleDefinition",
     "ScheduleSpec",
     "SchedulesPage",
     "SchemaBehind",
