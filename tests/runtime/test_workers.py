@@ -162,7 +162,10 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     assert timed_out.error_message == "the handler ran past its timeout of 1 s"
     assert timed_out.attempt_history[0].outcome == "timed_out"
     slow_labels = {"queue": "default", "kind": "slow"}
-    assert _metric(hg, "headgate_job_attempts_total", outcome="timed_out", **slow_labels) == 1
+    # counted once the end's write has committed, a moment after the store shows it
+    _eventually(
+        lambda: _metric(hg, "headgate_job_attempts_total", outcome="timed_out", **slow_labels) == 1
+    )
     assert _metric(hg, "headgate_job_run_duration_seconds_sum", **slow_labels) == 1.001
     release.set()
     _eventually(lambda: bool(told))
