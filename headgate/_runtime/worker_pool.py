@@ -256,19 +256,23 @@ class WorkerPool:
         ends += [(attempt, job_units.released(attempt.claim, holder), now) for attempt in released]
         try:
             with self._store.log.write() as transaction:
+                # The claims are read first, so ends and claims go in one append:
+                # the ending jobs are running, so none of them is among the claimed.
+                wanted = self._claimable(transaction, free) if any(free.values()) else []
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
+                    + [[append] for append, _, _ in wanted]
                 )
-                claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
             log.warning(
                 "could not record jobs' ends; trying again", ended=len(ended), exc_info=True
             )
             return
-        for (attempt, append, ended_at), result in zip(ends, results, strict=True):
+        for (attempt, append, ended_at), result in zip(ends, results[: len(ends)], strict=True):
             self._settle(attempt, append, result, ended_at_ms=ended_at)
-        for claimed, spec in claims:
-            self._start(claimed, spec)
+        for (_, claimed, spec), result in zip(wanted, results[len(ends) :], strict=True):
+            if isinstance(result, list):
+                self._start(claimed, spec)
 
     def _ends_to_record(
         self, *, release: bool
@@ -307,10 +311,10 @@ class WorkerPool:
             return False
         return True
 
-    def _claim(
+    def _claimable(
         self, transaction: WriteTransaction, free: Mapping[str, int]
-    ) -> list[tuple[Claim, HandlerSpec]]:
-        return claim_due(transaction, free, self._handlers, self.identity.holder)
+    ) -> list[tuple[StreamAppend, Claim, HandlerSpec]]:
+        return claims_of_due(transaction, free, self._handlers, self.identity.holder)
 
     def _settle(
         self, attempt: Attempt, append: StreamAppend, result: object, *, ended_at_ms: int
@@ -574,6 +578,23 @@ def claim_due(
 ) -> list[tuple[Claim, HandlerSpec]]:
     """Claim the due jobs that fit `capacity`, in this transaction; only those
     whose claim was recorded are returned (another worker may take one first)."""
+    taken = claims_of_due(transaction, capacity, handlers, worker_id)
+    results = transaction.append_units([[append] for append, _, _ in taken])
+    return [
+        (claimed, spec)
+        for (_, claimed, spec), result in zip(taken, results, strict=True)
+        if isinstance(result, list)
+    ]
+
+
+def claims_of_due(
+    transaction: WriteTransaction,
+    capacity: Mapping[str, int],
+    handlers: HandlerRegistry,
+    worker_id: str,
+) -> list[tuple[StreamAppend, Claim, HandlerSpec]]:
+    """The claims of the due jobs that fit `capacity`, read in this transaction,
+    for the caller to append (each claim its own unit)."""
     now = transaction.now_ms
     rows = transaction.claimable(capacity, handlers.kinds(), now)
     if not rows:
@@ -590,12 +611,7 @@ def claim_due(
             row, spec, worker_id, now, blamed=fingerprint if blamed.get(fingerprint) else None
         )
         taken.append((append, claimed, spec))
-    results = transaction.append_units([[append] for append, _, _ in taken])
-    return [
-        (claimed, spec)
-        for (_, claimed, spec), result in zip(taken, results, strict=True)
-        if isinstance(result, list)
-    ]
+    return taken
 
 
 def _run_each(

@@ -408,15 +408,16 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
 
     from headgate._errors import ProjectionsRebuilding
     from headgate._store.sql.maintenance import rebuild
-    from headgate._store.sql.schema import projection_checkpoints
+    from headgate._store.sql.schema import log_head, projection_checkpoints
 
     hg.put_schedule("s", spec="@every:60000", kind="k")
-    with hg._store.engine.begin() as connection:  # an interrupted rebuild
+    with hg._store.engine.begin() as connection:  # an interrupted rebuild, as it leaves both
         connection.execute(
             update(projection_checkpoints)
             .where(projection_checkpoints.c.name == "jobs")
             .values(rebuilding=True)
         )
+        connection.execute(update(log_head).values(rebuilding=True))
     clock.advance(MINUTE)
     hg.start()
     with pytest.raises(ProjectionsRebuilding, match="headgate projections rebuild"):

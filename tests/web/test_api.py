@@ -632,10 +632,11 @@ def test_nul_in_a_path_is_404(client: TestClient) -> None:
 def test_writes_during_a_rebuild_are_503(client: TestClient, hg: Headgate) -> None:
     from sqlalchemy import update
 
-    from headgate._store.sql.schema import projection_checkpoints
+    from headgate._store.sql.schema import log_head, projection_checkpoints
 
-    with hg._store.engine.begin() as connection:
+    with hg._store.engine.begin() as connection:  # a rebuild under way, as it marks both
         connection.execute(update(projection_checkpoints).values(rebuilding=True))
+        connection.execute(update(log_head).values(rebuilding=True))
     response = client.put("/api/v1/periodic/nightly", json=NIGHTLY)
     assert response.status_code == 503
 

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
@@ -40,7 +40,7 @@ from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, event_row, events_between
 from headgate._store.sql.projector import CHUNK, Projector
-from headgate._store.sql.schema import events, leases, log_head, projection_checkpoints
+from headgate._store.sql.schema import events, leases, log_head
 
 
 class SqlWriteTransaction(WriteTransaction):
@@ -62,6 +62,9 @@ class SqlWriteTransaction(WriteTransaction):
         self._head_at_start = head
         self._versions: dict[str, int] = {}
         """Stream versions already learned in this transaction (stable: we hold the lock)."""
+        self._no_blame = False
+        """No fingerprint carries crash blame: read with the last claimable jobs,
+        forgotten at the next append (it may add blame)."""
 
     @property
     def now_ms(self) -> int:
@@ -137,19 +140,19 @@ class SqlWriteTransaction(WriteTransaction):
             recorded.extend(unit_recorded)
             results.append(unit_recorded)
         self._versions.update(versions)
+        self._no_blame = False
         if rows:
             self._dialect.bulk_insert(self.connection, events, rows)
             self._projector.fold_live(self.connection, recorded)
         return results
 
     def finish(self) -> None:
-        """Before the commit: move the log head and the projections' checkpoints
-        once for everything this transaction appended."""
+        """Before the commit: move the log head once for everything this
+        transaction appended (the live projections are folded already)."""
         if self._head != self._head_at_start:
             self.connection.execute(
                 update(log_head).where(log_head.c.id == 1).values(position=self._head)
             )
-            self._projector.advance(self.connection, self._head_at_start, self._head)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
         row = queries.schedule(self.connection, schedule_id)
@@ -193,7 +196,9 @@ class SqlWriteTransaction(WriteTransaction):
         self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
     ) -> list[JobRow]:
         with self._dialect.probing_indexes(self.connection):
-            return self._learn_versions(queries.claimable(self.connection, capacity, kinds, now_ms))
+            rows, blame_seen = queries.claimable(self.connection, capacity, kinds, now_ms)
+        self._no_blame = not blame_seen
+        return self._learn_versions(rows)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._learn_versions(queries.running_on(self.connection, worker_ids))
@@ -209,6 +214,8 @@ class SqlWriteTransaction(WriteTransaction):
         return rows
 
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
+        if self._no_blame:  # the claim's own read found no blame, and nothing since changed it
+            return dict.fromkeys(fingerprints, 0)
         return queries.crash_blame(self.connection, fingerprints)
 
     def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
@@ -263,19 +270,11 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
-        checkpoints = projection_checkpoints
-        lagging = select(func.count()).where(
-            or_(checkpoints.c.position != log_head.c.position, checkpoints.c.rebuilding)
-        )
-        head = select(log_head.c.position).where(log_head.c.id == 1)
         self._head_query = self._dialect.locked(
-            head.add_columns(lagging.scalar_subquery())
-            if self._dialect.writes_begin_locked
-            else head
+            select(log_head.c.position, log_head.c.rebuilding).where(log_head.c.id == 1)
         )
-        """The log head, locked, with (where the lock is already held) how many
-        projections lag it: a rebuild is running."""
-        self._lagging_query = lagging.where(log_head.c.id == 1)
+        """The log head, locked, and whether a rebuild is under way: one statement
+        (the lock returns the row as the last writer left it, a rebuild's too)."""
 
     @contextlib.contextmanager
     def write(
@@ -286,14 +285,10 @@ class SqlEventLog(EventLog):
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
         with self._database.serialised_write("writing to the store") as connection:
-            if self._dialect.writes_begin_locked:
-                head, lagging = connection.execute(self._head_query).one()
-            else:
-                head = connection.execute(self._head_query).scalar_one()
-                lagging = connection.execute(self._lagging_query).scalar_one()
+            head, rebuilding = connection.execute(self._head_query).one()
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._database.synchronise_clock(connection)
-            if lagging and not while_rebuilding:
+            if rebuilding and not while_rebuilding:
                 self._refuse_while_rebuilding(connection, head)
             self._maintenance.begin_write(connection, held=record_at_ms is not None)
             now = self._clock.now_ms()
@@ -306,15 +301,14 @@ class SqlEventLog(EventLog):
             transaction.finish()
 
     def _refuse_while_rebuilding(self, connection: Connection, head: int) -> None:
-        lagging = self.projector.lagging(connection, head)
-        if lagging:
-            names = ", ".join(
-                f"{name} at {position} of {head}" for name, position in lagging.items()
-            )
-            raise ProjectionsRebuilding(
-                f"projections are being rebuilt ({names}); writes resume when "
-                "`headgate projections rebuild` finishes"
-            )
+        names = ", ".join(
+            f"{name} at {position} of {head}"
+            for name, position in self.projector.rebuilding(connection).items()
+        )
+        raise ProjectionsRebuilding(
+            f"projections are being rebuilt ({names or 'starting'}); writes resume when "
+            "`headgate projections rebuild` finishes"
+        )
 
     def _check_fence(self, connection: Connection, fence: Fence, now_ms: int) -> None:
         query = self._dialect.locked(

@@ -42,6 +42,7 @@ from headgate._store.sql.schema import (
     LIVE,
     ProjectionTables,
     events,
+    log_head,
     projection_checkpoints,
     projection_tables,
 )
@@ -97,7 +98,7 @@ def rebuild(
         with store.log.write(while_rebuilding=True) as transaction:
             connection, head = transaction.connection, transaction.head
             states = _checkpoints(connection)
-            behind = [p for p in chosen if states[p.name][0] < head]
+            behind = [p for p in chosen if states[p.name][1] and states[p.name][0] < head]
             if not behind:
                 for projection in chosen:
                     _set_checkpoint(connection, projection.name, head, rebuilding=False)
@@ -140,11 +141,15 @@ def _checkpoints(connection: Connection) -> dict[str, tuple[int, bool]]:
 
 
 def _set_checkpoint(connection: Connection, name: str, position: int, *, rebuilding: bool) -> None:
+    """A projection's rebuild checkpoint, and the log head's flag with it: live writes
+    are refused while any projection rebuilds, and fold a live one themselves."""
     connection.execute(
         update(projection_checkpoints)
         .where(projection_checkpoints.c.name == name)
         .values(position=position, rebuilding=rebuilding)
     )
+    any_rebuilding = exists().where(projection_checkpoints.c.rebuilding)
+    connection.execute(update(log_head).where(log_head.c.id == 1).values(rebuilding=any_rebuilding))
 
 
 def _read_batch(connection: Connection, after: int, until: int, limit: int | None) -> list[Any]:
@@ -249,7 +254,10 @@ def verify(
             counts=counts,
             on_progress=on_progress,
         )
-        with store.log.write(while_rebuilding=True) as transaction:
+        with (
+            store.log.write(while_rebuilding=True) as transaction,
+            dialect_of(transaction.connection).scanning_tables(transaction.connection),
+        ):
             connection = transaction.connection
             _drop_what_compaction_removed(connection, scratch, reached)
             for recorded in _read_batch(connection, reached, transaction.head, None):
@@ -260,7 +268,7 @@ def verify(
             report.head = transaction.head
             states = _checkpoints(connection)
             for projection in chosen:
-                if states[projection.name][0] != transaction.head:
+                if states[projection.name][1]:
                     report.lagging.append(projection.name)
                     continue
                 _compare(connection, projection, LIVE, scratch, report)

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Table, delete, select, update
+from sqlalchemy import Table, delete, select
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import RecordedEvent
@@ -42,36 +42,21 @@ class Projector:
     def fold_live(self, connection: Connection, recorded: Sequence[RecordedEvent]) -> None:
         """Apply a just-appended batch to every projection's live table.
 
-        EventStore.write refuses to open a live write while any projection lags
-        (a rebuild is in progress), so every projection is at the transaction's
-        starting head; `advance` moves their checkpoints before it commits.
+        EventLog.write refuses to open a live write while a rebuild is in
+        progress, so every projection is at the transaction's starting head,
+        and with this fold at its end.
         """
         for projection in self.projections:
             fold_into_table(connection, projection, self.table_for(projection), recorded)
 
-    def advance(self, connection: Connection, head_before: int, head_after: int) -> None:
-        """Move the checkpoints of the projections at `head_before` to `head_after`."""
-        connection.execute(
-            update(projection_checkpoints)
-            .where(projection_checkpoints.c.position == head_before)
-            .where(projection_checkpoints.c.name.in_([p.name for p in self.projections]))
-            .values(position=head_after)
-        )
-
-    def lagging(self, connection: Connection, head: int) -> dict[str, int]:
-        """Projections not caught up with the log head (name -> checkpoint)."""
+    def rebuilding(self, connection: Connection) -> dict[str, int]:
+        """Projections being rebuilt, and how far each has folded (name -> position)."""
         rows = connection.execute(
-            select(
-                projection_checkpoints.c.name,
-                projection_checkpoints.c.position,
-                projection_checkpoints.c.rebuilding,
+            select(projection_checkpoints.c.name, projection_checkpoints.c.position).where(
+                projection_checkpoints.c.rebuilding
             )
         )
-        return {
-            str(name): int(position)
-            for name, position, rebuilding in rows
-            if position != head or rebuilding
-        }
+        return {str(name): int(position) for name, position in rows}
 
 
 def fold_into_table(

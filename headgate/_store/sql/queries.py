@@ -18,6 +18,7 @@ from sqlalchemy import (
     Select,
     TextClause,
     and_,
+    exists,
     func,
     or_,
     select,
@@ -89,6 +90,7 @@ _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in field
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
 """Jobs are read in JobRow's field order and built from plain tuples, as
 schedules are: workers read a job row for every claim."""
+_ANY_BLAME: Final = exists().select_from(_blame).label("any_blame")
 
 
 def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
@@ -264,18 +266,21 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
 
 def claimable(
     connection: Connection, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
-) -> list[JobRow]:
+) -> tuple[list[JobRow], bool]:
     """Due pending jobs of these kinds, per queue up to its capacity, by the claim
-    index (queue, run_at_ms, job_id): each queue's read stops after its rows."""
+    index (queue, run_at_ms, job_id): each queue's read stops after its rows.
+    With them, whether any fingerprint carries crash blame (read in the same
+    statement: nearly always none, and then the claim needs no blame lookup)."""
     if not kinds:
-        return []
+        return [], True
     dialect = dialect_of(connection)
     found: list[JobRow] = []
+    blame_seen = False
     for queue, count in capacity.items():
         if count <= 0:
             continue
         query = (
-            select(*_JOB_ROW_COLUMNS)
+            select(*_JOB_ROW_COLUMNS, _ANY_BLAME)
             .where(
                 _CLAIMABLE,
                 _jobs.c.queue == queue,
@@ -285,8 +290,10 @@ def claimable(
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(count)
         )
-        found.extend(JobRow(*row) for row in connection.execute(query))
-    return found
+        for row in connection.execute(query):
+            found.append(JobRow(*row[:-1]))
+            blame_seen = blame_seen or bool(row[-1])
+    return found, blame_seen or not found
 
 
 def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:

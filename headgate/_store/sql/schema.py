@@ -84,9 +84,12 @@ log_head = Table(
     LOG,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("position", BigInteger, nullable=False),
+    Column("rebuilding", Boolean, nullable=False, server_default=false()),
 )
 """One row: the last assigned log position. Appenders lock it, which
-serialises appends so positions are gap-free and commit in order."""
+serialises appends so positions are gap-free and commit in order.
+`rebuilding`: some projection is being rebuilt (its checkpoint says how far),
+so live writes are refused; the first statement of every write reads it."""
 
 projection_checkpoints = Table(
     f"{TABLE_PREFIX}projection_checkpoints",
@@ -95,6 +98,9 @@ projection_checkpoints = Table(
     Column("position", BigInteger, nullable=False),
     Column("rebuilding", Boolean, nullable=False, server_default=false()),
 )
+"""Per projection, while it is being rebuilt: how far the rebuild has folded. A
+live projection follows the log head in every append's own transaction, so
+its row is not moved by live writes (its position is where it last went live)."""
 
 leases = Table(
     f"{TABLE_PREFIX}leases",

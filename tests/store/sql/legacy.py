@@ -48,6 +48,9 @@ def make_legacy_store(url: str, version: int = 6, copy_from: SqlStore | None = N
                     if name == "projection_checkpoints":  # only the projections of its day
                         query = query.where(live.c.name.in_(LEGACY_PROJECTIONS))
                     rows = [dict(row) for row in source.execute(query).mappings()]
+                    if name == "projection_checkpoints":  # those builds moved them with the head
+                        head = copy_from.log.head()
+                        rows = [{**row, "position": head} for row in rows]
                     target.execute(delete(old))
                     if rows:
                         target.execute(insert(old), rows)

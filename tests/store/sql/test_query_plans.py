@@ -207,7 +207,7 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
 
 
 def _plans_of(store: SqlStore, work: Callable[[], object]) -> list[str]:
-    """The plan of every statement `work` runs on new connections of the store."""
+    """The plan of every statement `work` runs on new connections of the store's engines."""
     plans: list[str] = []
 
     def explain_everything(dbapi_connection: Any, _record: Any) -> None:
@@ -219,13 +219,16 @@ def _plans_of(store: SqlStore, work: Callable[[], object]) -> list[str]:
         dbapi_connection.execute("SET client_min_messages = log")
         dbapi_connection.commit()
 
-    store.engine.dispose()
-    event.listen(store.engine, "connect", explain_everything)
+    engines = {store.engine, store.database.write_engine}  # the read pool and the writer
+    for engine in engines:
+        engine.dispose()
+        event.listen(engine, "connect", explain_everything)
     try:
         work()
     finally:
-        event.remove(store.engine, "connect", explain_everything)
-        store.engine.dispose()
+        for engine in engines:
+            event.remove(engine, "connect", explain_everything)
+            engine.dispose()
     return [plan for plan in plans if "plan:" in plan]
 
 

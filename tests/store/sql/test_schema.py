@@ -505,12 +505,19 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
             connection.execute(delete(attempts).where(attempts.c.outcome == "retried"))
             connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
             connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN summary"))  # 9's
+            connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))  # 10's
+            connection.execute(  # revision 7's writers moved every checkpoint with the head
+                text(
+                    "UPDATE headgate_projection_checkpoints SET position = "
+                    "(SELECT position FROM headgate_log_head)"
+                )
+            )
             connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0007'"))
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9]
+        assert migrate(engine) == [8, 9, 10]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(

@@ -17,7 +17,8 @@ class Connector(ABC):
 
     one_writer_connection: bool
     """Every write of a process shares one connection (SQLite: its page cache,
-    dropped whenever another connection writes, stays warm)."""
+    dropped whenever another connection writes, stays warm; PostgreSQL: its
+    prepared statements and its session's planner settings)."""
 
     @abstractmethod
     def checked_url(self, url: URL) -> URL:

@@ -22,12 +22,6 @@ class Dialect(ABC):
 
     clock_is_local: bool
     """The store's clock is this host's (SQLite); else the server's is read."""
-    writes_begin_locked: bool
-    """A write transaction holds the store's write lock from its first statement
-    (SQLite's BEGIN IMMEDIATE). Else the lock is the log head row's, and what
-    must be read as of after it (a rebuild that committed while this writer
-    waited) is read in a later statement: PostgreSQL's READ COMMITTED reads the
-    other tables of a statement that waited for a row lock as of its start."""
 
     @abstractmethod
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
@@ -44,6 +38,11 @@ class Dialect(ABC):
     @abstractmethod
     def probing_indexes(self, connection: Connection) -> AbstractContextManager[None]:
         """Statements inside find their rows by index probes (see PostgreSQL's)."""
+
+    @abstractmethod
+    def scanning_tables(self, connection: Connection) -> AbstractContextManager[None]:
+        """Statements inside may scan and hash whole tables (verify, replay): the
+        planner's own choices, where a connection probes by default."""
 
     @abstractmethod
     def bulk_insert(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import URL, Connection
@@ -80,9 +82,50 @@ this transaction, in one round trip."""
 _SWITCHES_BACK: Final = "SELECT " + ", ".join(
     f"set_config('{name}', %({name})s, true)" for name in _PLANNER_SWITCHES
 )
+_SWITCHES_ON: Final = "SELECT " + ", ".join(
+    f"set_config('{name}', 'on', true)" for name in _PLANNER_SWITCHES
+)
+_PROBES_FOR_THE_SESSION: Final = "headgate_probes_for_the_session"
+"""Set in a connection's info when its session has the planner switches off."""
+IDLE_BEFORE_PING_S: Final = 1.0
+"""A pooled connection unused this long is pinged before it is handed out."""
 
 
-_ARRAY_CASTS: Final = {"BIGINT": "bigint[]", "INTEGER": "integer[]", "BOOLEAN": "boolean[]"}
+def _ping_when_idle(engine: Engine) -> None:
+    """Ping a connection handed out after an idle second, not on every checkout.
+
+    A connection the server dropped (a restart, a failover) is then replaced
+    before its first statement whenever the store sat idle; a busy one pays no
+    round trip per transaction. One dropped within the second fails its first
+    statement (StoreUnavailable, retried by every caller), and the pool
+    replaces it.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _note_idle(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["headgate_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("headgate_idle_since")
+        if idle_since is None or time.monotonic() - idle_since < IDLE_BEFORE_PING_S:
+            return
+        try:
+            dbapi_connection.execute("SELECT 1").close()
+            dbapi_connection.rollback()
+        except Exception as error:
+            raise sa_exc.DisconnectionError(str(error)) from error
+
+
+_ARRAY_CASTS: Final = {
+    "BIGINT": "bigint[]",
+    "INTEGER": "integer[]",
+    "SMALLINT": "smallint[]",
+    "BOOLEAN": "boolean[]",
+}
+COPY_FROM_ROWS: Final = 1_000
+"""Batches this large are inserted by COPY, smaller ones from arrays in one statement."""
 
 
 def _require_the_driver() -> None:
@@ -103,7 +146,7 @@ class PostgresConnector(Connector):
     """A pooled engine per store with session limits, and LISTEN on a connection
     of its own."""
 
-    one_writer_connection = False
+    one_writer_connection = True
 
     def checked_url(self, url: URL) -> URL:
         """`postgresql://` and `postgres://` (a platform's usual DATABASE_URL) name no
@@ -137,17 +180,21 @@ class PostgresConnector(Connector):
     def create_engine(
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
     ) -> Engine:
+        """A pool for reads, or (`single_connection`) the one connection a process's
+        serialised writes go through: its statements stay prepared, and its
+        planner probes indexes for the whole session (`probing_indexes` then
+        costs nothing)."""
         engine = create_engine(
             url,
-            pool_pre_ping=True,
-            pool_size=10,
-            max_overflow=10,
+            pool_size=1 if single_connection else 10,
+            max_overflow=0 if single_connection else 10,
             pool_timeout=busy_timeout_s,
             connect_args=POSTGRES_CONNECT_ARGS,
         )
+        _ping_when_idle(engine)
 
         @event.listens_for(engine, "connect")
-        def _session_limits(dbapi_connection: Any, _record: Any) -> None:
+        def _session_limits(dbapi_connection: Any, record: Any) -> None:
             # A process frozen mid-transaction (GC pause, SIGSTOP) must not hold
             # the log head or the lease row forever: the server ends such a
             # session, rolling its transaction back, so a standby can take over.
@@ -159,6 +206,10 @@ class PostgresConnector(Connector):
             # sequential scan that never goes away as the table grows. Plan
             # each execution.
             cursor.execute("SET plan_cache_mode = force_custom_plan")
+            if single_connection:
+                for name in _PLANNER_SWITCHES:
+                    cursor.execute(f"SET {name} = off")
+                record.info[_PROBES_FOR_THE_SESSION] = True
             cursor.close()
             dbapi_connection.commit()
             # Arrays (the hot path's `= ANY(...)` and unnest parameters) go in
@@ -189,13 +240,13 @@ class PostgresConnector(Connector):
 
 
 class PostgresDialect(Dialect):
-    """Arrays for batches of keys, COPY for bulk inserts, row locks, the server's clock."""
+    """Arrays for batches of keys and bulk writes (COPY for large ones), row locks, the server's clock."""
 
     clock_is_local = False
-    writes_begin_locked = False
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
+        self._insert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
 
     def array_of(self, element: TypeEngine[Any]) -> ARRAY[Any]:
         """The array type for a column's values: text[] for any string (a cast to
@@ -235,24 +286,48 @@ class PostgresDialect(Dialect):
 
         Not restored if a statement inside fails: PostgreSQL then refuses
         every statement until the transaction rolls back, which ends the
-        settings too.
+        settings too. On the writer's connection they are off for the whole
+        session, so nothing is sent.
         """
+        if connection.info.get(_PROBES_FOR_THE_SESSION):
+            yield
+            return
         before = connection.exec_driver_sql(_SWITCHES_OFF).one()
         yield
         values = {name: before[index * 2] for index, name in enumerate(_PLANNER_SWITCHES)}
         connection.exec_driver_sql(_SWITCHES_BACK, values).close()
 
+    @contextlib.contextmanager
+    def scanning_tables(self, connection: Connection) -> Iterator[None]:
+        """The planner's own choices, scans and hash joins included, for the
+        statements inside (on the writer's connection, whose session probes),
+        until the transaction ends."""
+        if not connection.info.get(_PROBES_FOR_THE_SESSION):
+            yield
+            return
+        connection.exec_driver_sql(_SWITCHES_ON).close()
+        yield
+
     def bulk_insert(
         self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        """COPY ... FROM STDIN: the fastest way in for a batch. A single row is an
-        INSERT: COPY's start and its end are a round trip each."""
+        """One row: an INSERT. A batch: INSERT ... SELECT FROM unnest(arrays), one
+        round trip whatever its size, up to `COPY_FROM_ROWS`; past that COPY ...
+        FROM STDIN, the fastest way in, whose start and end are a round trip each."""
         if not rows:
             return
         if len(rows) == 1:
             connection.execute(insert(table).values(rows[0]))
             return
         names = tuple(rows[0])
+        if len(rows) < COPY_FROM_ROWS:
+            sql = self._insert_from_arrays(connection, table, names)
+            arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
+            driver = connection.connection.driver_connection
+            assert driver is not None
+            with bulk.as_sqlalchemy_errors(connection, sql), driver.cursor() as cursor:
+                cursor.execute(sql, arrays)
+            return
         quote = connection.dialect.identifier_preparer.quote
         columns = ", ".join(quote(name) for name in names)
         statement = f"COPY {quote(table.name)} ({columns}) FROM STDIN"
@@ -265,6 +340,28 @@ class PostgresDialect(Dialect):
         ):
             for values in map(bulk.values_in(names), rows):
                 copy.write_row(values)
+
+    def _insert_from_arrays(
+        self, connection: Connection, table: Table, names: tuple[str, ...]
+    ) -> str:
+        key = (table.name, names)
+        sql = self._insert_sql.get(key)
+        if sql is None:
+            quote = connection.dialect.identifier_preparer.quote
+            source = ", ".join(
+                f"%(a{i})s::{self._array_cast(connection, table, name)}"
+                for i, name in enumerate(names)
+            )
+            columns = ", ".join(quote(name) for name in names)
+            sql = self._insert_sql[key] = (
+                f"INSERT INTO {quote(table.name)} ({columns}) SELECT * FROM unnest({source})"
+            )
+        return sql
+
+    def _array_cast(self, connection: Connection, table: Table, name: str) -> str:
+        """The array type a column's values travel in (text[] for text of any kind)."""
+        column_type = str(table.c[name].type.compile(dialect=connection.dialect))
+        return _ARRAY_CASTS.get(column_type, "text[]")
 
     def bulk_update(
         self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
@@ -295,10 +392,7 @@ class PostgresDialect(Dialect):
     ) -> None:
         """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per row."""
         quote = connection.dialect.identifier_preparer.quote
-        casts = [
-            _ARRAY_CASTS.get(str(table.c[name].type.compile(dialect=connection.dialect)), "text[]")
-            for name in names
-        ]
+        casts = [self._array_cast(connection, table, name) for name in names]
         source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
         columns = ", ".join(quote(name) for name in names)
         assignments = ", ".join(

@@ -138,7 +138,6 @@ class SqliteDialect(Dialect):
     """Batches of keys as JSON arrays; the write transaction is the lock."""
 
     clock_is_local = True
-    writes_begin_locked = True
 
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
         # The values as one JSON array, unpacked by json_each (an IN list is
@@ -156,6 +155,10 @@ class SqliteDialect(Dialect):
     @contextlib.contextmanager
     def probing_indexes(self, connection: Connection) -> Iterator[None]:
         yield  # SQLite plans by index whenever one serves
+
+    @contextlib.contextmanager
+    def scanning_tables(self, connection: Connection) -> Iterator[None]:
+        yield  # nothing is switched off
 
     def bulk_insert(
         self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
