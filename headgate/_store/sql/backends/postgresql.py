@@ -240,7 +240,8 @@ class PostgresConnector(Connector):
 
 
 class PostgresDialect(Dialect):
-    """Arrays for batches of keys and bulk writes (COPY for large ones), row locks, the server's clock."""
+    """Arrays for batches of keys and bulk writes (COPY for large ones), row locks,
+    the server's clock."""
 
     clock_is_local = False
 
