@@ -43,6 +43,9 @@ class Faults:
     `record_at_ms` (set for a commit held for an instant)."""
     after_commit: Callable[[Sequence[Unit]], None] | None = None
     """Called after a write committed, with every unit it appended."""
+    after_claims_commit: Callable[[Sequence[JobRow]], None] | None = None
+    """Called after a write that claimed jobs committed, with the rows it claimed
+    (a claim is the rows' state, not an appended unit)."""
     around_compaction: (
         Callable[[Callable[[], CompactionReport], threading.Event | None], CompactionReport] | None
     ) = None
@@ -73,6 +76,7 @@ class FaultyTransaction(WriteTransaction):
         self._faults = faults
         self._record_at_ms = record_at_ms
         self.appended: list[Unit] = []
+        self.claimed: list[JobRow] = []
 
     @property
     def now_ms(self) -> int:
@@ -122,10 +126,16 @@ class FaultyTransaction(WriteTransaction):
     def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
         return self._inner.job_for_tick(schedule_id, tick_ms)
 
-    def claimable(
-        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    def claim(
+        self,
+        capacity: Mapping[str, int],
+        timeouts_ms: Mapping[str, int],
+        worker_id: str,
+        now_ms: int,
     ) -> list[JobRow]:
-        return self._inner.claimable(capacity, kinds, now_ms)
+        rows = self._inner.claim(capacity, timeouts_ms, worker_id, now_ms)
+        self.claimed.extend(rows)
+        return rows
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._inner.running_on(worker_ids)
@@ -169,6 +179,8 @@ class FaultyLog(EventLog):
             yield transaction
         if self._faults.after_commit is not None:
             self._faults.after_commit(transaction.appended)
+        if self._faults.after_claims_commit is not None and transaction.claimed:
+            self._faults.after_claims_commit(transaction.claimed)
 
     def checkpoint(self) -> None:
         self._inner.checkpoint()

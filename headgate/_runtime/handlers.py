@@ -117,6 +117,10 @@ class HandlerRegistry:
     def kinds(self) -> frozenset[str]:
         return frozenset(self._by_kind)
 
+    def timeouts_ms(self) -> dict[str, int]:
+        """kind -> its jobs' default timeout (what a claim gives a job without its own)."""
+        return {kind: spec.timeout_ms for kind, spec in self._by_kind.items()}
+
     def by_queue(self) -> Mapping[str, frozenset[str]]:
         """queue -> the kinds registered on it."""
         queues: dict[str, set[str]] = {}

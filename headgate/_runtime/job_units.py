@@ -1,10 +1,11 @@
 """What a worker appends for the jobs it runs: pure functions of job rows.
 
-Every transition of a job is one event on its stream at the version the
-worker last saw (the compare-and-set): a claim at the pending row's version,
-the attempt's end at the claim's. A worker that lost its job (rescued while
-it was frozen, cancelled by an operator) finds the stream moved on, and its
-append is refused with nothing recorded.
+A claim is the job row's own state (`JobQueue.claim`), not an event; the
+attempt's end is one event on the job's stream at the version the row had
+when it was claimed (the compare-and-set). Every way a running job leaves
+its worker is an event, so a worker that lost its job (rescued while it was
+frozen, released, cancelled by an operator) finds the stream moved on, and
+its append is refused with nothing recorded.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from headgate._domain.events import (
     DomainEvent,
     FingerprintBlameCleared,
     JobAttemptFailed,
-    JobClaimed,
     JobReleased,
     JobSucceeded,
 )
@@ -48,40 +48,36 @@ class Claim:
     run_at_ms: int
     """When the job became due: its pickup latency is measured from here."""
     claimed_version: int
-    """The job stream's version once the claim is recorded: the end appends at it."""
+    """The job stream's version when it was claimed: the end appends at it."""
     blamed_fingerprint: str | None = None
     """The job's fingerprint when, at the claim, it carried blame for crashes:
     a completion clears it."""
 
 
-def claim(
-    row: JobRow, spec: HandlerSpec, worker_id: str, now_ms: int, *, blamed: str | None = None
-) -> tuple[StreamAppend, Claim]:
-    """The claim of a pending job's next attempt, with the job's own options over
-    the handler's; `blamed` is its fingerprint if that carries crash blame."""
+def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Claim:
+    """What a worker needs of a job it claimed (`JobQueue.claim` made its row
+    running), with the job's own options over the handler's; `blamed` is its
+    fingerprint if that carries crash blame."""
     timeout_ms = row.timeout_ms if row.timeout_ms is not None else spec.timeout_ms
-    attempt = row.attempts + 1
-    deadline = now_ms + timeout_ms
-    event = JobClaimed(row.job_id, worker_id, attempt, deadline)
     origin = None
     if row.periodic_schedule_id is not None and row.periodic_tick_ms is not None:
         origin = PeriodicOrigin(row.periodic_schedule_id, row.periodic_tick_ms)
-    taken = Claim(
+    assert row.deadline_ms is not None, "a claimed row has its deadline"
+    return Claim(
         job_id=row.job_id,
         kind=row.kind,
         queue=row.queue,
         payload=json.loads(row.payload),
-        attempt=attempt,
+        attempt=row.attempts + 1,
         max_attempts=row.max_attempts if row.max_attempts is not None else spec.max_attempts,
         crash_count=row.crash_count,
         periodic_origin=origin,
         timeout_ms=timeout_ms,
-        deadline_ms=deadline,
+        deadline_ms=row.deadline_ms,
         run_at_ms=row.run_at_ms,
-        claimed_version=row.version + 1,
+        claimed_version=row.version,
         blamed_fingerprint=blamed,
     )
-    return StreamAppend(job_stream(row.job_id), row.version, (event,)), taken
 
 
 def capacity_left(capacity: Mapping[str, int], busy: Mapping[str, int]) -> dict[str, int]:

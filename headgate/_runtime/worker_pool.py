@@ -256,23 +256,19 @@ class WorkerPool:
         ends += [(attempt, job_units.released(attempt.claim, holder), now) for attempt in released]
         try:
             with self._store.log.write() as transaction:
-                # The claims are read first, so ends and claims go in one append:
-                # the ending jobs are running, so none of them is among the claimed.
-                wanted = self._claimable(transaction, free) if any(free.values()) else []
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
-                    + [[append] for append, _, _ in wanted]
                 )
+                claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
             log.warning(
                 "could not record jobs' ends; trying again", ended=len(ended), exc_info=True
             )
             return
-        for (attempt, append, ended_at), result in zip(ends, results[: len(ends)], strict=True):
+        for (attempt, append, ended_at), result in zip(ends, results, strict=True):
             self._settle(attempt, append, result, ended_at_ms=ended_at)
-        for (_, claimed, spec), result in zip(wanted, results[len(ends) :], strict=True):
-            if isinstance(result, list):
-                self._start(claimed, spec)
+        for claimed, spec in claims:
+            self._start(claimed, spec)
 
     def _ends_to_record(
         self, *, release: bool
@@ -311,10 +307,10 @@ class WorkerPool:
             return False
         return True
 
-    def _claimable(
+    def _claim(
         self, transaction: WriteTransaction, free: Mapping[str, int]
-    ) -> list[tuple[StreamAppend, Claim, HandlerSpec]]:
-        return claims_of_due(transaction, free, self._handlers, self.identity.holder)
+    ) -> list[tuple[Claim, HandlerSpec]]:
+        return claim_due(transaction, free, self._handlers, self.identity.holder)
 
     def _settle(
         self, attempt: Attempt, append: StreamAppend, result: object, *, ended_at_ms: int
@@ -576,41 +572,26 @@ def claim_due(
     handlers: HandlerRegistry,
     worker_id: str,
 ) -> list[tuple[Claim, HandlerSpec]]:
-    """Claim the due jobs that fit `capacity`, in this transaction; only those
-    whose claim was recorded are returned (another worker may take one first)."""
-    taken = claims_of_due(transaction, capacity, handlers, worker_id)
-    results = transaction.append_units([[append] for append, _, _ in taken])
-    return [
-        (claimed, spec)
-        for (_, claimed, spec), result in zip(taken, results, strict=True)
-        if isinstance(result, list)
-    ]
-
-
-def claims_of_due(
-    transaction: WriteTransaction,
-    capacity: Mapping[str, int],
-    handlers: HandlerRegistry,
-    worker_id: str,
-) -> list[tuple[StreamAppend, Claim, HandlerSpec]]:
-    """The claims of the due jobs that fit `capacity`, read in this transaction,
-    for the caller to append (each claim its own unit)."""
-    now = transaction.now_ms
-    rows = transaction.claimable(capacity, handlers.kinds(), now)
+    """Claim the due jobs of the registered kinds that fit `capacity`, in this
+    transaction, each with the handler that runs it."""
+    rows = transaction.claim(capacity, handlers.timeouts_ms(), worker_id, transaction.now_ms)
     if not rows:
         return []
     fingerprints = {row.job_id: fingerprint_of_text(row.kind, row.payload) for row in rows}
     blamed = transaction.crash_blame(set(fingerprints.values()))
-    taken: list[tuple[StreamAppend, Claim, HandlerSpec]] = []
+    taken: list[tuple[Claim, HandlerSpec]] = []
     for row in rows:
         spec = handlers.get(row.kind)
-        if spec is None:
-            continue
+        assert spec is not None, "only the kinds of registered handlers are claimed"
         fingerprint = fingerprints[row.job_id]
-        append, claimed = job_units.claim(
-            row, spec, worker_id, now, blamed=fingerprint if blamed.get(fingerprint) else None
+        taken.append(
+            (
+                job_units.claimed(
+                    row, spec, blamed=fingerprint if blamed.get(fingerprint) else None
+                ),
+                spec,
+            )
         )
-        taken.append((append, claimed, spec))
     return taken
 
 

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from headgate import Headgate, WorkerConfig
     from headgate._clock import StoreClock
-    from headgate._domain.events import JobClaimed, JobSucceeded
+    from headgate._domain.events import JobSucceeded
     from headgate._store.sql.store import SqlStore
     from tests.faults import Faults, FaultyStore, die
 
@@ -46,7 +46,7 @@ WORKER = textwrap.dedent(
 
     faults = Faults()
     if point == "after_claim":          # the claim committed; the handler never starts
-        faults.after_commit = lambda units: die() if has(units, JobClaimed) else None
+        faults.after_claims_commit = lambda rows: die()
     elif point == "before_completion":  # the handler returned; its completion is not committed
         faults.after_append = lambda units, held: die() if has(units, JobSucceeded) else None
     hg = Headgate(FaultyStore(SqlStore(url, StoreClock()), faults))

@@ -10,10 +10,11 @@ state before `commit`; a transaction that raises is simply dropped.
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from headgate._domain.decisions import Candidate, GateFacts
-from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
+from headgate._domain.events import DomainEvent, JobEnqueued, JobState, RecordedEvent
 from headgate._domain.streams import job_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation
 from headgate._projections import ALL_PROJECTIONS, JOBS, JobRow, ScheduleRow
@@ -158,10 +159,27 @@ class MemoryWriteTransaction(WriteTransaction):
     def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
         return queries.job_for_tick(self.models, schedule_id, tick_ms)
 
-    def claimable(
-        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    def claim(
+        self,
+        capacity: Mapping[str, int],
+        timeouts_ms: Mapping[str, int],
+        worker_id: str,
+        now_ms: int,
     ) -> list[JobRow]:
-        return queries.claimable(self.models, capacity, kinds, now_ms)
+        jobs: TableChanges[JobRow] = self.tables[JOBS.table]
+        claimed: list[JobRow] = []
+        for row in queries.claimable(self.models, capacity, timeouts_ms.keys(), now_ms):
+            timeout_ms = row.timeout_ms if row.timeout_ms is not None else timeouts_ms[row.kind]
+            running = replace(
+                row,
+                state=JobState.RUNNING.value,
+                worker_id=worker_id,
+                deadline_ms=now_ms + timeout_ms,
+                updated_at_ms=now_ms,
+            )
+            jobs.put(row.job_id, running)
+            claimed.append(running)
+        return claimed
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return queries.running_on(self.models, worker_ids)

@@ -49,12 +49,25 @@ class JobQueue(ABC):
         state, or None (there is at most one: the store's unique index)."""
 
     @abstractmethod
-    def claimable(
-        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    def claim(
+        self,
+        capacity: Mapping[str, int],
+        timeouts_ms: Mapping[str, int],
+        worker_id: str,
+        now_ms: int,
     ) -> list[JobRow]:
-        """Pending jobs of these kinds whose run_at_ms has come, per queue at most
-        `capacity[queue]` of them, oldest run_at first (then by id). The caller
-        claims them in this transaction, so no other writer gets them."""
+        """Claim the pending jobs of these kinds (the keys of `timeouts_ms`) whose
+        run_at_ms has come, per queue at most `capacity[queue]`, oldest run_at
+        first (then by id): each becomes running on `worker_id`, timing out at
+        `now_ms` plus its own timeout or else its kind's. Returns the rows as
+        claimed, in that order.
+
+        A claim is operational state of the job's row, as a heartbeat is, not an
+        event: the row's version (its stream's) stays, and the attempt's end is
+        appended at it. Every way a running job leaves its worker (a rescue, a
+        release, a cancel) is an event, which moves the version on and so
+        refuses that worker's late end. A rebuild of the jobs projection keeps
+        the claims of the jobs it finds running."""
 
     @abstractmethod
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:

@@ -63,8 +63,8 @@ class SqlWriteTransaction(WriteTransaction):
         self._versions: dict[str, int] = {}
         """Stream versions already learned in this transaction (stable: we hold the lock)."""
         self._no_blame = False
-        """No fingerprint carries crash blame: read with the last claimable jobs,
-        forgotten at the next append (it may add blame)."""
+        """No fingerprint carries crash blame: read with the last claim, forgotten
+        at the next append (it may add blame)."""
 
     @property
     def now_ms(self) -> int:
@@ -192,11 +192,17 @@ class SqlWriteTransaction(WriteTransaction):
     def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
         return queries.job_for_tick(self.connection, schedule_id, tick_ms)
 
-    def claimable(
-        self, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    def claim(
+        self,
+        capacity: Mapping[str, int],
+        timeouts_ms: Mapping[str, int],
+        worker_id: str,
+        now_ms: int,
     ) -> list[JobRow]:
         with self._dialect.probing_indexes(self.connection):
-            rows, blame_seen = queries.claimable(self.connection, capacity, kinds, now_ms)
+            rows, blame_seen = queries.claim(
+                self.connection, capacity, timeouts_ms, worker_id, now_ms
+            )
         self._no_blame = not blame_seen
         return self._learn_versions(rows)
 
@@ -214,7 +220,7 @@ class SqlWriteTransaction(WriteTransaction):
         return rows
 
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
-        if self._no_blame:  # the claim's own read found no blame, and nothing since changed it
+        if self._no_blame:  # the claim found no blame, and nothing since has changed it
             return dict.fromkeys(fingerprints, 0)
         return queries.crash_blame(self.connection, fingerprints)
 

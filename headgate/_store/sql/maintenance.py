@@ -26,7 +26,8 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.streams import JOB_PREFIX, job_stream
 from headgate._errors import StoreUnopenable, ValidationError
-from headgate._projections import ALL_PROJECTIONS, AnyProjection
+from headgate._projections import ALL_PROJECTIONS, JOBS, AnyProjection
+from headgate._store.sql import claims
 from headgate._store.sql.backends import backend_named, dialect_of
 from headgate._store.sql.engine import (
     create_store_engine,
@@ -92,6 +93,8 @@ def rebuild(
             if states[projection.name][1]:
                 report.resumed.append(projection.name)
                 continue
+            if projection.table == JOBS.table:
+                claims.keep(transaction.connection)
             transaction.connection.execute(delete(LIVE.by_name(projection.table)))
             _set_checkpoint(transaction.connection, projection.name, 0, rebuilding=True)
     while True:
@@ -100,6 +103,8 @@ def rebuild(
             states = _checkpoints(connection)
             behind = [p for p in chosen if states[p.name][1] and states[p.name][0] < head]
             if not behind:
+                if any(projection.table == JOBS.table for projection in chosen):
+                    claims.restore(connection)
                 for projection in chosen:
                     _set_checkpoint(connection, projection.name, head, rebuilding=False)
                 report.head = head
@@ -310,6 +315,11 @@ def _compare(
     key = projection.key_column
     live_rows = _rows_by_key(connection, live_table, key)
     rebuilt_rows = _rows_by_key(connection, rebuilt_table, key)
+    if projection.table == JOBS.table:  # claims are the rows' state, kept by a rebuild
+        rebuilt_rows = {
+            job_id: claims.as_claimed(row, live_rows.get(job_id))
+            for job_id, row in rebuilt_rows.items()
+        }
     for row_key in sorted(live_rows.keys() | rebuilt_rows.keys(), key=str):
         before, after = live_rows.get(row_key), rebuilt_rows.get(row_key)
         if before != after:

@@ -8,22 +8,29 @@ transaction (seeing that transaction's own appends) or on its own
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from typing import Any, Final
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Engine,
+    Integer,
     Select,
+    String,
     TextClause,
     and_,
+    bindparam,
+    case,
     exists,
     func,
     or_,
     select,
     text,
     union_all,
+    update,
 )
 from sqlalchemy.engine import Connection
 
@@ -49,8 +56,9 @@ from headgate._projections import (
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.port import JobFilter, Page, Reads
-from headgate._store.sql.backends import code_point_order, dialect_of
+from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
 from headgate._store.sql.engine import translated_errors
+from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import (
     CLAIMABLE_WHERE,
@@ -264,36 +272,76 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
     return found
 
 
-def claimable(
-    connection: Connection, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+def claim(
+    connection: Connection,
+    capacity: Mapping[str, int],
+    timeouts_ms: Mapping[str, int],
+    worker_id: str,
+    now_ms: int,
 ) -> tuple[list[JobRow], bool]:
-    """Due pending jobs of these kinds, per queue up to its capacity, by the claim
-    index (queue, run_at_ms, job_id): each queue's read stops after its rows.
+    """Claim due pending jobs of these kinds (see JobQueue.claim): per queue, one
+    UPDATE of the rows the claim index gives first, returning them as claimed.
     With them, whether any fingerprint carries crash blame (read in the same
     statement: nearly always none, and then the claim needs no blame lookup)."""
-    if not kinds:
+    if not timeouts_ms:
         return [], True
-    dialect = dialect_of(connection)
-    found: list[JobRow] = []
+    statement = _claim_statement(dialect_of(connection), timeouts_ms)
+    claimed: list[JobRow] = []
     blame_seen = False
     for queue, count in capacity.items():
         if count <= 0:
             continue
-        query = (
-            select(*_JOB_ROW_COLUMNS, _ANY_BLAME)
-            .where(
-                _CLAIMABLE,
-                _jobs.c.queue == queue,
-                _jobs.c.run_at_ms <= now_ms,
-                dialect.is_one_of(_jobs.c.kind, list(kinds)),
-            )
-            .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
-            .limit(count)
-        )
-        for row in connection.execute(query):
-            found.append(JobRow(*row[:-1]))
+        rows = []
+        for row in statement.run(
+            connection, queue=queue, limit=count, now=now_ms, worker=worker_id
+        ):
+            rows.append(JobRow(*row[:-1]))
             blame_seen = blame_seen or bool(row[-1])
-    return found, blame_seen or not found
+        claimed.extend(sorted(rows, key=_claim_order))
+    return claimed, blame_seen or not claimed
+
+
+_CLAIMS: dict[tuple[int, tuple[tuple[str, int], ...]], Prepared] = {}
+_CLAIMS_LOCK = threading.Lock()
+
+
+def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
+    """The claim for these kinds and their timeouts: built once (a worker's handlers
+    rarely change), its queue, limit, time and worker bound at each run."""
+    key = (id(dialect), tuple(sorted(timeouts_ms.items())))
+    statement = _CLAIMS.get(key)
+    if statement is not None:
+        return statement
+    now = bindparam("now", type_=BigInteger)
+    due = (
+        select(_jobs.c.job_id)
+        .where(
+            _CLAIMABLE,
+            _jobs.c.queue == bindparam("queue", type_=String),
+            _jobs.c.run_at_ms <= now,
+            dialect.is_one_of(_jobs.c.kind, [kind for kind, _ in key[1]]),
+        )
+        .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+        .limit(bindparam("limit", type_=Integer))
+    )
+    kind_timeout = case(dict(key[1]), value=_jobs.c.kind)
+    update_claimed = (
+        update(_jobs)
+        .where(_jobs.c.job_id.in_(due.scalar_subquery()))
+        .values(
+            state=JobState.RUNNING.value,
+            worker_id=bindparam("worker", type_=String),
+            deadline_ms=now + func.coalesce(_jobs.c.timeout_ms, kind_timeout),
+            updated_at_ms=now,
+        )
+        .returning(*_JOB_ROW_COLUMNS, _ANY_BLAME)
+    )
+    with _CLAIMS_LOCK:
+        return _CLAIMS.setdefault(key, Prepared(update_claimed))
+
+
+def _claim_order(row: JobRow) -> tuple[int, str]:
+    return row.run_at_ms, row.job_id
 
 
 def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:

@@ -148,6 +148,22 @@ worker there can rescue it as soon as it is dead. The table holds a row per
 running worker process and is read whole, so it has no index on them."""
 
 
+rebuild_claims = Table(
+    f"{TABLE_PREFIX}rebuild_claims",
+    LOG,
+    Column("job_id", String(255), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("worker_id", String(128), nullable=False),
+    Column("deadline_ms", BigInteger),
+    Column("updated_at_ms", BigInteger, nullable=False),
+)
+"""The claims of the jobs that were running when a rebuild of the jobs projection
+began. A claim is the job row's state, not an event, so a fold of the log makes
+those jobs pending; the rebuild puts each claim back on its job's rebuilt row
+(at the same version) before writes resume, and empties this table. Kept in a
+table so that a rebuild that is interrupted and resumed still has them."""
+
+
 @dataclass(frozen=True)
 class ProjectionTables:
     schedules: Table

@@ -63,7 +63,7 @@ class TestJobs:
         assert store.log.head() == 0
 
 
-def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
+def test_claims_take_the_oldest_due_jobs_per_queue_within_capacity(
     store: Store, clock: FakeClock
 ) -> None:
     now = clock.now_ms()
@@ -74,12 +74,56 @@ def test_claimable_jobs_come_oldest_first_per_queue_within_capacity(
     enqueue(store, "other-queue", queue="r")
     enqueue(store, "other-kind", kind="unknown")
     with store.log.write() as transaction:
-        rows = transaction.claimable({"q": 2, "r": 5}, {"k"}, transaction.now_ms)
+        assert transaction.claim({"q": 0}, {"k": 1}, "w", now) == []
+        assert transaction.claim({"q": 10}, {}, "w", now) == []
+        rows = transaction.claim({"q": 2, "r": 5}, {"k": 1}, "w", transaction.now_ms)
     assert [row.job_id for row in rows] == ["early", "late", "other-queue"]
     with store.log.write() as transaction:
-        assert transaction.claimable({"q": 10}, {"k"}, now + 1_000)[-1].job_id == "future"
-        assert transaction.claimable({"q": 0}, {"k"}, now) == []
-        assert transaction.claimable({"q": 10}, set(), now) == []
+        (later,) = transaction.claim({"q": 1}, {"k": 1}, "w", now)
+        assert later.job_id == "later-still"
+        assert [r.job_id for r in transaction.claim({"q": 10}, {"k": 1}, "w", now + 1_000)] == [
+            "future"
+        ]
+    other = store.reads.job("other-kind")
+    assert other is not None and other.state == "pending"
+
+
+def test_a_claim_is_the_rows_state_and_leaves_its_version(store: Store, clock: FakeClock) -> None:
+    """Running on the worker, timing out at its own timeout or else its kind's; no
+    event is appended, so the attempt's end appends at the version claimed."""
+    store.log.append("job-own", NO_STREAM, [enqueued("own", "k", "q", {}, timeout_ms=5_000)])
+    enqueue(store, "default", kind="k2")
+    head = store.log.head()
+    now = clock.now_ms()
+    with store.log.write() as transaction:
+        rows = transaction.claim({"q": 10}, {"k": 60_000, "k2": 30_000}, "w1", now)
+    assert {r.job_id: (r.state, r.worker_id, r.deadline_ms, r.version) for r in rows} == {
+        "own": ("running", "w1", now + 5_000, 1),
+        "default": ("running", "w1", now + 30_000, 1),
+    }
+    assert store.log.head() == head
+    stored = store.reads.job("own")
+    assert stored is not None and (stored.state, stored.worker_id, stored.updated_at_ms) == (
+        "running",
+        "w1",
+        now,
+    )
+    store.log.append("job-own", 1, [JobSucceeded("own", 1, "w1", now, None)])
+    done = store.reads.job("own")
+    assert done is not None and (done.state, done.worker_id, done.version) == (
+        "completed",
+        None,
+        2,
+    )
+
+
+def test_a_claim_that_does_not_commit_leaves_the_job_pending(store: Store) -> None:
+    enqueue(store, "a")
+    with pytest.raises(RuntimeError), store.log.write() as transaction:
+        assert transaction.claim({"q": 1}, {"k": 1}, "w", transaction.now_ms)
+        raise RuntimeError("the worker died before committing")
+    job = store.reads.job("a")
+    assert job is not None and (job.state, job.worker_id) == ("pending", None)
 
 
 def test_a_fingerprints_pending_jobs_are_found_by_kind_and_exact_payload(
@@ -110,20 +154,27 @@ def test_a_fingerprints_pending_jobs_are_found_by_kind_and_exact_payload(
         assert [row.job_id for row in transaction.pending_like("k", text, 10)] == ["later"]
 
 
-def test_a_claimed_job_is_not_claimable_again_and_a_stale_claim_is_refused(store: Store) -> None:
+def test_a_claimed_job_is_not_claimed_again_and_a_lost_jobs_end_is_refused(
+    store: Store,
+) -> None:
     enqueue(store, "a")
-    claim(store, "a")
     with store.log.write() as transaction:
-        assert transaction.claimable({"q": 10}, {"k"}, transaction.now_ms) == []
+        (claimed,) = transaction.claim({"q": 10}, {"k": 1}, "w1", transaction.now_ms)
+    with store.log.write() as transaction:
+        assert transaction.claim({"q": 10}, {"k": 1}, "w2", transaction.now_ms) == []
         (running,) = transaction.running_on(["w1"])
         assert (running.job_id, running.state, running.worker_id, running.version) == (
             "a",
             "running",
             "w1",
-            2,
+            1,
         )
-    with pytest.raises(ConcurrencyConflict):  # another worker, from a stale read at version 1
-        store.log.append("job-a", 1, [JobClaimed("a", "w2", 1, 10**13)])
+    store.log.append("job-a", 1, [JobAbandoned("a", "w1", 1)])  # rescued: w1 lost it
+    with store.log.write() as transaction:
+        (again,) = transaction.claim({"q": 10}, {"k": 1}, "w2", transaction.now_ms)
+    assert (again.worker_id, again.version, again.attempts, again.crash_count) == ("w2", 2, 0, 1)
+    with pytest.raises(ConcurrencyConflict):  # w1's late end, at the version it claimed
+        store.log.append("job-a", claimed.version, [JobSucceeded("a", 1, "w1", 0, None)])
 
 
 def test_two_workers_claiming_at_once_never_share_a_job(make_store: StoreFactory) -> None:
@@ -138,21 +189,8 @@ def test_two_workers_claiming_at_once_never_share_a_job(make_store: StoreFactory
         barrier.wait()
         while True:
             with store.log.write() as transaction:
-                rows = transaction.claimable({"q": 3}, {"k"}, transaction.now_ms)
-                units = [
-                    [
-                        StreamAppend(
-                            f"job-{r.job_id}", r.version, (JobClaimed(r.job_id, f"w{index}", 1, 1),)
-                        )
-                    ]
-                    for r in rows
-                ]
-                results = transaction.append_units(units)
-            taken[index].extend(
-                r.job_id
-                for r, result in zip(rows, results, strict=True)
-                if isinstance(result, list)
-            )
+                rows = transaction.claim({"q": 3}, {"k": 1}, f"w{index}", transaction.now_ms)
+            taken[index].extend(r.job_id for r in rows)
             if not rows:
                 return
 

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from headgate import Headgate
 from headgate._domain.admission import AdmissionLimits
-from headgate._domain.events import JobFinished, JobState, ManualRunRequested
+from headgate._domain.events import JobFinished, JobState, JobSucceeded, ManualRunRequested
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
@@ -203,6 +203,49 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
     plans = _plans_of(store, lambda: processor.fire(due, fence=None))
     assert any("Update on headgate_schedules" in plan for plan in plans), plans
     assert any("ix_headgate_jobs_queue_state" in plan for plan in plans), plans
+    _assert_every_plan_probes(plans)
+
+
+def test_a_workers_claims_and_ends_probe_indexes(store: SqlStore, clock: FakeClock) -> None:
+    """The claim walks the claim index in its order on both backends; on
+    PostgreSQL every statement of a worker's turn (the claim, then the ends'
+    events, rows and history) probes indexes while the statistics lag."""
+    _store_outgrowing_its_statistics(store)
+    timeouts = {"k": 60_000}
+    if store.backend.name == "sqlite":
+        statement = read_model._claim_statement(store.database.dialect, timeouts)
+        with store.engine.connect() as connection:
+            compiled = statement._compiled_for(connection)
+            values = {"queue": "q", "limit": 10, "now": clock.now_ms(), "worker": "w"}
+            bound = {**compiled.defaults, **values}
+            assert compiled.order is not None
+            plan = connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {compiled.sql}", tuple(bound[n] for n in compiled.order)
+            ).all()
+        text = " ".join(str(row[3]) for row in plan)
+        assert "ix_headgate_jobs_claimable" in text and "TEMP B-TREE" not in text, text
+        return
+
+    def a_turn() -> None:
+        with store.log.write() as transaction:
+            claimed = transaction.claim({"q": 10}, timeouts, "w", clock.now_ms())
+        with store.log.write() as transaction:
+            transaction.append_units(
+                [
+                    [
+                        StreamAppend(
+                            job_stream(row.job_id),
+                            row.version,
+                            (JobSucceeded(row.job_id, 1, "w", clock.now_ms(), None),),
+                        )
+                    ]
+                    for row in claimed
+                ]
+            )
+
+    plans = _plans_of(store, a_turn)
+    assert any("ix_headgate_jobs_claimable" in plan for plan in plans), plans
+    assert any("Insert on headgate_job_attempts" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 

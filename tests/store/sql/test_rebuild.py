@@ -30,6 +30,7 @@ from headgate._store.sql.schema import (
     log_head,
     projection_checkpoints,
     projection_tables,
+    rebuild_claims,
 )
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
@@ -116,6 +117,38 @@ def test_interrupted_rebuild_resumes_from_its_checkpoint(store: SqlStore) -> Non
     fire_tick(store, "s1", 31 * 60_000)
     assert len(snapshot(store.engine)["jobs"]) == len(live["jobs"]) + 1
     assert verify(store).ok
+
+
+def test_a_rebuild_keeps_the_claims_of_running_jobs_through_an_interruption(
+    store: SqlStore,
+) -> None:
+    """A claim is not in the log: the rebuild puts it back, so a job running when
+    the rebuild began is still its worker's (not claimable again), and the
+    worker's end is recorded. Verify agrees with the live rows before and after."""
+    _busy_store(store)
+    with store.log.write() as transaction:
+        claimed = transaction.claim({"default": 3}, {"report.build": 60_000}, "w1", 10**13)
+    assert len(claimed) == 3
+    assert verify(store).ok
+    live = snapshot(store.engine)
+
+    def interrupt(_: str, __: int, ___: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rebuild(store, batch_size=40, on_progress=interrupt)
+    rebuild(store, batch_size=40)
+    assert snapshot(store.engine) == live
+    assert verify(store).ok
+    with store.log.write() as transaction:
+        others = transaction.claim({"default": 200}, {"report.build": 60_000}, "w2", 10**13)
+    assert not {row.job_id for row in others} & {row.job_id for row in claimed}
+    first = claimed[0]
+    store.log.append(
+        f"job-{first.job_id}", first.version, [JobFinished(first.job_id, JobState.COMPLETED)]
+    )
+    with store.engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(rebuild_claims)).scalar() == 0
 
 
 def test_a_write_waiting_while_a_rebuild_starts_is_refused_and_the_rebuild_completes(

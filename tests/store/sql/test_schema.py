@@ -506,6 +506,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
             connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
             connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN summary"))  # 9's
             connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))  # 10's
+            connection.execute(text("DROP TABLE headgate_rebuild_claims"))  # 10's
             connection.execute(  # revision 7's writers moved every checkpoint with the head
                 text(
                     "UPDATE headgate_projection_checkpoints SET position = "

@@ -201,15 +201,19 @@ class PostgresConnector(Connector):
             cursor = dbapi_connection.cursor()
             cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
             cursor.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
-            # psycopg prepares a statement after a few runs, and PostgreSQL may
-            # then reuse a generic plan chosen while a table was still empty: a
-            # sequential scan that never goes away as the table grows. Plan
-            # each execution.
-            cursor.execute("SET plan_cache_mode = force_custom_plan")
             if single_connection:
+                # The writer's plans probe indexes whatever the statistics say, so
+                # a prepared statement's generic plan is as good as a custom one
+                # and is kept: planning is a third of a hot statement's time.
                 for name in _PLANNER_SWITCHES:
                     cursor.execute(f"SET {name} = off")
                 record.info[_PROBES_FOR_THE_SESSION] = True
+            else:
+                # psycopg prepares a statement after a few runs, and PostgreSQL
+                # may then reuse a generic plan chosen while a table was still
+                # empty: a sequential scan that never goes away as the table
+                # grows. Plan each execution.
+                cursor.execute("SET plan_cache_mode = force_custom_plan")
             cursor.close()
             dbapi_connection.commit()
             # Arrays (the hot path's `= ANY(...)` and unnest parameters) go in

@@ -1,0 +1,76 @@
+"""Statements of the hot path, compiled once per dialect and run by the driver.
+
+Building an SQLAlchemy statement, computing its cache key and processing its
+parameters cost more, for the few statements a worker's turn or a tick runs,
+than the database's own work on them. A `Prepared` statement is built once,
+compiled once per dialect, and run on the driver's cursor with plain values;
+bound values it was built with are its defaults. That is only correct for
+values the drivers take as they are (ints, strings, booleans, None, and the
+lists and JSON texts the dialects' batches of keys travel in): true of every
+statement made one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
+
+from headgate._store.sql.bulk import as_sqlalchemy_errors
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    defaults: dict[str, Any]
+    required: frozenset[str]
+    """The parameters built without a value: each `run` must give them."""
+    order: tuple[str, ...] | None
+    """Parameter names in placeholder order, for positional paramstyles."""
+
+
+class Prepared:
+    """One statement (its shape fixed; the values named at `run` bound anew)."""
+
+    def __init__(self, statement: Executable) -> None:
+        self._statement = statement
+        self._compiled: dict[str, _Compiled] = {}
+        self._lock = threading.Lock()
+
+    def run(self, connection: Connection, **values: Any) -> Sequence[tuple[Any, ...]]:
+        """Execute it in the connection's transaction; its rows, if it returns any."""
+        compiled = self._compiled_for(connection)
+        missing = compiled.required - values.keys()
+        if missing:
+            raise TypeError(f"values required for {', '.join(sorted(missing))}")
+        bound = {**compiled.defaults, **values}
+        parameters: Any = (
+            bound if compiled.order is None else tuple(bound[name] for name in compiled.order)
+        )
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        with as_sqlalchemy_errors(connection, compiled.sql):
+            cursor = driver.cursor()
+            try:
+                cursor.execute(compiled.sql, parameters)
+                return cursor.fetchall() if cursor.description is not None else []
+            finally:
+                cursor.close()
+
+    def _compiled_for(self, connection: Connection) -> _Compiled:
+        name = connection.dialect.name
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            with self._lock:
+                made = self._statement.compile(dialect=connection.dialect)  # type: ignore[attr-defined]
+                order = tuple(made.positiontup) if made.positional else None
+                required = frozenset(n for n, bind in made.binds.items() if bind.required)
+                defaults = made.construct_params(dict.fromkeys(required))
+                compiled = self._compiled[name] = _Compiled(
+                    str(made), dict(defaults), required, order
+                )
+        return compiled
