@@ -122,9 +122,9 @@ class WorkerConfig:
     poll_interval_ms: int = 1_000
     """How often an idle worker looks for due jobs without being woken."""
     listen: bool = True
-    """Be woken by other processes' enqueues (PostgreSQL LISTEN/NOTIFY). False polls
-    only: for connection poolers that cannot carry LISTEN (PgBouncer in
-    transaction mode)."""
+    """Be woken by other processes' enqueues (PostgreSQL LISTEN/NOTIFY; on SQLite a
+    thread watching the file's data version every 5 ms). False polls only: for
+    connection poolers that cannot carry LISTEN (PgBouncer in transaction mode)."""
     shutdown_timeout_s: float = 30.0
     """On stop, how long running handlers may finish before their jobs are given
     back to run elsewhere."""

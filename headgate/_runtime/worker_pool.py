@@ -7,10 +7,11 @@ of each queue, oldest run_at first, in one write transaction. Handlers run
 on a pool of threads (sync) or one event loop (async), and hand their
 outcome back to the dispatcher, which they wake.
 
-* Wake-ups: an enqueue in this process pokes the pool at once; on PostgreSQL
-  other processes' enqueues arrive by NOTIFY; otherwise it polls every
-  `poll_interval_ms`, and sleeps until a scheduled job's run_at when that is
-  sooner.
+* Wake-ups: an enqueue in this process pokes the pool at once; other
+  processes' enqueues arrive by NOTIFY on PostgreSQL, and on SQLite as a
+  change of the file's data version (watched every few milliseconds);
+  otherwise (`listen=False`) it polls every `poll_interval_ms`. It sleeps
+  until a scheduled job's run_at when that is sooner.
 * Handlers run as `attempts.Attempt`s, as in `drain()`: the runner holds
   each to its deadline (timed out, retried per policy; `job.cancelled` set,
   an async handler cancelled) and decides what is recorded. A sync handler's
@@ -454,8 +455,8 @@ class WorkerPool:
         with self._lock:
             return bool(self._runs)
 
-    def _on_enqueued(self, queue: str) -> None:
-        if queue in self.capacity:
+    def _on_enqueued(self, queue: str | None) -> None:
+        if queue is None or queue in self.capacity:
             self._wake.set()
 
     def _warn_of_kinds_nobody_serves(self) -> None:

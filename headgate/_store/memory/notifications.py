@@ -25,7 +25,7 @@ class Notifications:
         self._lock = threading.Lock()
         self._listeners: list[MemoryListener] = []
 
-    def listen(self, on_enqueued: Callable[[str], None]) -> MemoryListener:
+    def listen(self, on_enqueued: Callable[[str | None], None]) -> MemoryListener:
         listener = MemoryListener(on_enqueued, self._forget)
         with self._lock:
             self._listeners.append(listener)
@@ -53,7 +53,7 @@ class Notifications:
 class MemoryListener(Listener):
     def __init__(
         self,
-        on_enqueued: Callable[[str], None],
+        on_enqueued: Callable[[str | None], None],
         on_close: Callable[[MemoryListener], None],
     ) -> None:
         self._on_enqueued = on_enqueued

@@ -75,7 +75,7 @@ class MemoryStore(Store):
             raise StoreClosed("reading the schema version: the store is closed")
         return SCHEMA_REVISION
 
-    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+    def listen(self, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """Every commit's `notify_enqueued` queues, heard on a thread of the
         listener's own (this handle's writes included, as PostgreSQL's NOTIFY
         reaches its own sessions)."""

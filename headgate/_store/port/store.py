@@ -66,11 +66,13 @@ class Store(ABC):
         since it was opened), StoreClosed after `close`."""
 
     @abstractmethod
-    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+    def listen(self, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """Call `on_enqueued(queue)` (on a thread of the store's) whenever another
-        process commits a job to a queue; None where the backend cannot notify
-        (workers then poll). Notifications may be lost while reconnecting:
-        they only shorten a wait, and polling covers the rest."""
+        process commits a job to a queue, or `on_enqueued(None)` where the store
+        can only tell that something was committed (SQLite: look at every
+        queue); None where the backend cannot tell (workers then poll).
+        Notifications may be lost while reconnecting: they only shorten a wait,
+        and polling covers the rest."""
 
     @abstractmethod
     def compact(

@@ -90,7 +90,7 @@ class SqlStore(Store):
         require_revision(revision, shown_url(self.database.url))
         return revision
 
-    def listen(self, on_enqueued: Callable[[str], None]) -> Listener | None:
+    def listen(self, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         return self.backend.connector.listen(self.database.url, on_enqueued)
 
     def compact(

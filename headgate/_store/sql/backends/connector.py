@@ -55,6 +55,7 @@ class Connector(ABC):
         enqueued on these queues (nothing where the backend cannot)."""
 
     @abstractmethod
-    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+    def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """A listener calling `on_enqueued(queue)` for notifications from other
-        processes; None where the backend has none."""
+        processes (`on_enqueued(None)`: something changed, look at every queue);
+        None where the backend has none."""

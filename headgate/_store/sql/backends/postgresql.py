@@ -239,7 +239,7 @@ class PostgresConnector(Connector):
                 {"channel": ENQUEUED_CHANNEL, "separator": _PAYLOAD_SEPARATOR, "queue": queue},
             )
 
-    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
+    def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         return _PostgresListener(url.set(drivername="postgresql"), on_enqueued)
 
 
@@ -494,7 +494,7 @@ class _PostgresListener(Listener):
     WAIT_S: Final = 0.25
     """How long a wait for notifications lasts before it checks for close()."""
 
-    def __init__(self, url: URL, on_enqueued: Callable[[str], None]) -> None:
+    def __init__(self, url: URL, on_enqueued: Callable[[str | None], None]) -> None:
         self._conninfo = url.render_as_string(hide_password=False)
         self._on_enqueued = on_enqueued
         self._stopped = threading.Event()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -128,10 +130,57 @@ class SqliteConnector(Connector):
         return engine
 
     def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
-        pass  # no notifications: workers in other processes poll
+        pass  # nothing to send: other processes watch the file (see listen)
 
-    def listen(self, url: URL, on_enqueued: Callable[[str], None]) -> Listener | None:
-        return None
+    def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
+        """SQLite has no notifications: a thread watches the file's data version
+        (`PRAGMA data_version`, which moves whenever another connection commits)
+        and calls `on_enqueued(None)`, "look now", when it moves."""
+        return _SqliteWatcher(str(url.database), on_enqueued)
+
+
+class _SqliteWatcher(Listener):
+    """Reads the database's data version every `EVERY_S` on a connection of its own.
+
+    The version is in the WAL's shared memory, so a read is cheap and touches no
+    page; it moves for every commit of another connection (this process's
+    writer included: such a wake finds nothing new, and is bounded by the
+    writer's own commits). A worker of another process is then woken within
+    about `EVERY_S` of an enqueue, not at its next poll.
+    """
+
+    EVERY_S: Final = 0.005
+    RETRY_S: Final = 1.0
+
+    def __init__(self, path: str, on_change: Callable[[str | None], None]) -> None:
+        self._path = path
+        self._on_change = on_change
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="headgate-watch", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                connection = sqlite3.connect(self._path, timeout=1.0, isolation_level=None)
+                try:
+                    self._watch(connection)
+                finally:
+                    connection.close()
+            except sqlite3.Error:  # the file unreadable for now: polling covers the gap
+                self._stopped.wait(self.RETRY_S)
+
+    def _watch(self, connection: sqlite3.Connection) -> None:
+        seen = connection.execute("PRAGMA data_version").fetchone()[0]
+        while not self._stopped.wait(self.EVERY_S):
+            version = connection.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen:
+                seen = version
+                self._on_change(None)
 
 
 class SqliteDialect(Dialect):
