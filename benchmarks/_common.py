@@ -8,8 +8,9 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/headgate_bench"
@@ -51,6 +52,23 @@ def fresh_database(backend: str) -> Iterator[str]:
         with engine.begin() as connection:
             connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         engine.dispose()
+
+
+def raw_engine(url: str) -> Engine:
+    """An engine for a raw baseline, as durable as Headgate's store: on SQLite every
+    connection in WAL mode with synchronous=FULL (Headgate's settings), so a
+    commit costs both the same."""
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _durable(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.close()
+
+    return engine
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

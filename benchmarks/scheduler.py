@@ -61,7 +61,7 @@ from sqlalchemy import (
     update,
 )
 
-from benchmarks._common import fresh_database, print_table
+from benchmarks._common import fresh_database, print_table, raw_engine
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.events import ScheduleDefined
 from headgate._domain.options import ScheduleDefinition
@@ -106,7 +106,6 @@ def define_many(hg: Headgate, count: int, spec: str, next_run_ms: int, prefix: s
 
 def raw_loop(url: str, count: int) -> float:
     """The baseline: the same three writes per schedule, 500 schedules per transaction."""
-    from sqlalchemy import create_engine
 
     metadata = MetaData()
     jobs = Table(
@@ -136,11 +135,7 @@ def raw_loop(url: str, count: int) -> float:
         Column("next_run_ms", BigInteger),
         Column("version", Integer),
     )
-    engine = create_engine(url)
-    if engine.dialect.name == "sqlite":
-        with engine.connect() as connection:
-            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
-            connection.exec_driver_sql("PRAGMA synchronous=FULL")
+    engine = raw_engine(url)
     metadata.create_all(engine)
     with engine.begin() as connection:
         connection.execute(
@@ -223,7 +218,7 @@ def our_rows_loop(backend: str, count: int) -> float:
     loop like the baseline's, 500 ticks per transaction, on a store Headgate
     made (its schema and indexes): the job's event and row, the attempt's event
     and history row, the schedule's compare-and-set update, and the log head."""
-    from sqlalchemy import create_engine, select
+    from sqlalchemy import select
 
     from headgate._domain.streams import job_stream
     from headgate._store.sql.schema import LIVE, events, log_head
@@ -233,7 +228,7 @@ def our_rows_loop(backend: str, count: int) -> float:
         hg = Headgate(url, clock=FakeClock(START_MS - 1))
         define_many(hg, count, "@every:60000", START_MS)
         hg.close()
-        engine = create_engine(url)
+        engine = raw_engine(url)
         cas = (
             update(schedules)
             .where(

@@ -36,6 +36,7 @@ from headgate._domain.events import (
     JobFinished,
     JobRetried,
     ManualRunRequested,
+    RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
     ScheduleUndeclared,
@@ -70,7 +71,7 @@ from headgate._errors import (
 )
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin, RunNowResult
-from headgate._projections import SCHEDULES, JobRow, ScheduleRow
+from headgate._projections import JOBS, SCHEDULES, JobRow, ScheduleRow
 from headgate._projections.schedules import declared_of, definition_of
 from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
 
@@ -477,13 +478,16 @@ class Commands:
         )
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
+        stream = job_stream(job.job_id)
         with self._log.write() as transaction:
-            if origin is not None:
+            if origin is None:
+                transaction.new_streams([stream])  # new_job_id's: nobody has it yet
+            else:
                 _require_unclaimed_tick(transaction, origin, job.unique_key or "")
             self._admit(transaction, job, payload_text)
-            _append_one(transaction, [StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
+            (recorded,) = _append_one(transaction, [StreamAppend(stream, NO_STREAM, (job,))])
             transaction.notify_enqueued([job.queue])
-            row = transaction.job(job.job_id)
+        row = JOBS.apply(None, recorded)  # the row its projection made of it, not read back
         assert row is not None
         return row
 
@@ -701,7 +705,8 @@ def _origin(value: object) -> PeriodicOrigin | None:
     return PeriodicOrigin(schedule_id, tick_ms)
 
 
-def _append_one(transaction: WriteTransaction, unit: list[StreamAppend]) -> None:
+def _append_one(transaction: WriteTransaction, unit: list[StreamAppend]) -> list[RecordedEvent]:
     (result,) = transaction.append_units([unit])
     if isinstance(result, Exception):
         raise result
+    return result

@@ -89,6 +89,9 @@ class FaultyTransaction(WriteTransaction):
     def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
         return self._inner.stream_versions(stream_ids)
 
+    def new_streams(self, stream_ids: Iterable[str]) -> None:
+        self._inner.new_streams(stream_ids)
+
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
         return self._inner.first_events(stream_ids)
 

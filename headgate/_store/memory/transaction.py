@@ -56,6 +56,9 @@ class MemoryWriteTransaction(WriteTransaction):
     def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
         return {stream_id: self.log.version(stream_id) for stream_id in dict.fromkeys(stream_ids)}
 
+    def new_streams(self, stream_ids: Iterable[str]) -> None:
+        pass  # versions are read from memory anyway
+
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
         found: dict[str, DomainEvent] = {}
         for stream_id in dict.fromkeys(stream_ids):

@@ -71,6 +71,13 @@ class LogTransaction(ABC):
         """Current version of each stream; 0 for a stream that does not exist."""
 
     @abstractmethod
+    def new_streams(self, stream_ids: Iterable[str]) -> None:
+        """These streams do not exist: their ids were made unique just now (a new
+        job's). Their version is then 0, and their first event none, without
+        reading the log. Should one exist after all, appending its version 1
+        fails the whole write (`ConcurrencyConflict`): the log's own rule."""
+
+    @abstractmethod
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
         """The first event of each of these streams that exists.
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import BigInteger, Select, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
@@ -42,6 +42,12 @@ from headgate._store.sql.event_rows import decode_row, event_row, events_between
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head
 
+_MOVE_HEAD: Final = (
+    update(log_head)
+    .where(log_head.c.id == 1)
+    .values(position=bindparam("position", type_=BigInteger))
+)
+
 
 class SqlWriteTransaction(WriteTransaction):
     def __init__(
@@ -62,6 +68,8 @@ class SqlWriteTransaction(WriteTransaction):
         self._head_at_start = head
         self._versions: dict[str, int] = {}
         """Stream versions already learned in this transaction (stable: we hold the lock)."""
+        self._enqueued_on: set[str] = set()
+        """Queues to notify when this commits (sent with the head's move)."""
         self._no_blame = False
         """No fingerprint carries crash blame: read with the last claim, forgotten
         at the next append (it may add blame)."""
@@ -102,8 +110,12 @@ class SqlWriteTransaction(WriteTransaction):
         latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
         return select(wanted.c.value, latest.scalar_subquery())
 
+    def new_streams(self, stream_ids: Iterable[str]) -> None:
+        self._versions.update((stream_id, 0) for stream_id in stream_ids)
+
     def first_events(self, stream_ids: Iterable[str]) -> dict[str, DomainEvent]:
-        wanted = list(dict.fromkeys(stream_ids))
+        # A stream known to be at version 0 has no first event to read.
+        wanted = [s for s in dict.fromkeys(stream_ids) if self._versions.get(s) != 0]
         found: dict[str, DomainEvent] = {}
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
@@ -148,11 +160,11 @@ class SqlWriteTransaction(WriteTransaction):
 
     def finish(self) -> None:
         """Before the commit: move the log head once for everything this
-        transaction appended (the live projections are folded already)."""
-        if self._head != self._head_at_start:
-            self.connection.execute(
-                update(log_head).where(log_head.c.id == 1).values(position=self._head)
-            )
+        transaction appended (the live projections are folded already), and
+        have the queues enqueued on notified, in one statement."""
+        position = self._head if self._head != self._head_at_start else None
+        if position is not None or self._enqueued_on:
+            self._connector.finish_write(self.connection, _MOVE_HEAD, position, self._enqueued_on)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
         row = queries.schedule(self.connection, schedule_id)
@@ -236,7 +248,7 @@ class SqlWriteTransaction(WriteTransaction):
         worker_rows.forget(self.connection, workers)
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
-        self._connector.notify_enqueued(self.connection, queues)
+        self._enqueued_on.update(queues)
 
     def gate_facts(
         self, candidates: Sequence[Candidate], count_queues: Collection[str]

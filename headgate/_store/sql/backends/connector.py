@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, Connection
+from sqlalchemy.sql.dml import Update
 
 from headgate._store.port import Listener
 
@@ -50,9 +51,18 @@ class Connector(ABC):
         before opening it as a store."""
 
     @abstractmethod
-    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
-        """Tell listening processes, when this transaction commits, that jobs were
-        enqueued on these queues (nothing where the backend cannot)."""
+    def finish_write(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
+        """The last statement of a write transaction before its commit: the log
+        head moved to `position` (`move_head`, a constant statement binding
+        `position`; None: nothing was appended), and listening processes told,
+        when this commits, that jobs were enqueued on these queues (nothing is
+        sent where the backend cannot notify)."""
 
     @abstractmethod
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:

@@ -22,10 +22,10 @@ from sqlalchemy import (
     Table,
     Text,
     any_,
+    bindparam,
     create_engine,
     event,
     func,
-    insert,
     literal,
     select,
     text,
@@ -38,7 +38,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql import Executable
+from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.selectable import TableValuedAlias
 from sqlalchemy.types import TypeEngine
 
@@ -48,6 +49,7 @@ from headgate._store.sql import bulk
 from headgate._store.sql.backends.connector import Connector
 from headgate._store.sql.backends.dialect import Dialect, code_point_order
 from headgate._store.sql.backends.maintenance import Maintenance
+from headgate._store.sql.prepared import Prepared
 
 NAME: Final = "postgresql"
 ENQUEUED_CHANNEL: Final = "headgate_enqueued"
@@ -148,6 +150,10 @@ class PostgresConnector(Connector):
 
     one_writer_connection = True
 
+    def __init__(self) -> None:
+        self._finishes: dict[tuple[int, str], Prepared] = {}
+        self._finishes_lock = threading.Lock()
+
     def checked_url(self, url: URL) -> URL:
         """`postgresql://` and `postgres://` (a platform's usual DATABASE_URL) name no
         driver: they mean psycopg 3, the one Headgate ships with."""
@@ -226,18 +232,52 @@ class PostgresConnector(Connector):
 
         return engine
 
-    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
+    def finish_write(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
         """NOTIFY is transactional: listeners hear it when (and only if) this commits.
+        The head's move and every queue's NOTIFY go in one statement (the move
+        as a data-modifying WITH, which runs whether or not it is read).
 
         A channel spans the whole database, so the payload names the schema
         the store lives in: stores side by side in one database (one schema
         each) do not wake each other's workers.
         """
-        for queue in sorted(set(queues)):
-            connection.execute(
-                text("SELECT pg_notify(:channel, current_schema() || :separator || :queue)"),
-                {"channel": ENQUEUED_CHANNEL, "separator": _PAYLOAD_SEPARATOR, "queue": queue},
-            )
+        queues = sorted(set(enqueued_on))
+        if not queues:
+            if position is not None:
+                self._finish(move_head, "move").run(connection, position=position)
+            return
+        if position is None:
+            self._finish(move_head, "notify").run(connection, queues=queues)
+        else:
+            self._finish(move_head, "both").run(connection, position=position, queues=queues)
+
+    def _finish(self, move_head: Update, which: str) -> Prepared:
+        """The head's move, the NOTIFY of a list of queues, or both in one statement,
+        each built once."""
+        key = (id(move_head), which)
+        statement = self._finishes.get(key)
+        if statement is not None:
+            return statement
+        queue = (
+            func.unnest(bindparam("queues", type_=ARRAY(Text())))
+            .table_valued("queue")
+            .render_derived(name="q")
+        )
+        payload = func.current_schema().concat(_PAYLOAD_SEPARATOR).concat(queue.c.queue)
+        notify = select(func.pg_notify(ENQUEUED_CHANNEL, payload)).select_from(queue)
+        built: Executable = {
+            "move": move_head,
+            "notify": notify,
+            "both": notify.add_cte(move_head.cte("moved")),
+        }[which]
+        with self._finishes_lock:
+            return self._finishes.setdefault(key, Prepared(built))
 
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         return _PostgresListener(url.set(drivername="postgresql"), on_enqueued)
@@ -252,6 +292,7 @@ class PostgresDialect(Dialect):
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
         self._insert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._update_sql: dict[tuple[str, str, tuple[str, ...]], Prepared] = {}
 
     def array_of(self, element: TypeEngine[Any]) -> ARRAY[Any]:
         """The array type for a column's values: text[] for any string (a cast to
@@ -316,13 +357,14 @@ class PostgresDialect(Dialect):
     def bulk_insert(
         self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
     ) -> None:
-        """One row: an INSERT. A batch: INSERT ... SELECT FROM unnest(arrays), one
-        round trip whatever its size, up to `COPY_FROM_ROWS`; past that COPY ...
-        FROM STDIN, the fastest way in, whose start and end are a round trip each."""
+        """One row: an INSERT (compiled once). A batch: INSERT ... SELECT FROM
+        unnest(arrays), one round trip whatever its size, up to `COPY_FROM_ROWS`;
+        past that COPY ... FROM STDIN, the fastest way in, whose start and end
+        are a round trip each."""
         if not rows:
             return
         if len(rows) == 1:
-            connection.execute(insert(table).values(rows[0]))
+            bulk.executemany_insert(connection, table, rows)
             return
         names = tuple(rows[0])
         if len(rows) < COPY_FROM_ROWS:
@@ -373,12 +415,10 @@ class PostgresDialect(Dialect):
     ) -> None:
         if len(rows) == 1:
             # One row by its key's equality: an index probe, planned as one
-            # (a command's single write saves the switches' two round trips).
+            # whatever the planner's switches (built once per set of columns).
             (row,) = rows
-            values = {name: value for name, value in row.items() if name != key_column}
-            connection.execute(
-                update(table).where(table.c[key_column] == row[key_column]).values(values)
-            )
+            statement = self._update_one(table, key_column, tuple(row))
+            statement.run(connection, **{f"v_{name}": value for name, value in row.items()})
             return
         # Left to itself, the planner hashed the whole table to join it with
         # the batch: 73 ms for 1,000 rows among 100,000 schedules, against
@@ -386,6 +426,17 @@ class PostgresDialect(Dialect):
         with self.probing_indexes(connection):
             for names, group in bulk.group_by_columns(rows).items():
                 self._update_from_arrays(connection, table, key_column, names, group)
+
+    def _update_one(self, table: Table, key_column: str, names: tuple[str, ...]) -> Prepared:
+        key = (table.name, key_column, names)
+        statement = self._update_sql.get(key)
+        if statement is None:
+            values: dict[str, Any] = {
+                name: bindparam(f"v_{name}") for name in names if name != key_column
+            }
+            built = update(table).where(table.c[key_column] == bindparam(f"v_{key_column}"))
+            statement = self._update_sql.setdefault(key, Prepared(built.values(values)))
+        return statement
 
     def _update_from_arrays(
         self,

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool, StaticPool
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.selectable import TableValuedAlias
 
 from headgate._errors import StoreUnopenable, ValidationError
@@ -41,6 +41,7 @@ from headgate._store.sql import bulk
 from headgate._store.sql.backends.connector import Connector
 from headgate._store.sql.backends.dialect import Dialect
 from headgate._store.sql.backends.maintenance import Maintenance
+from headgate._store.sql.prepared import Prepared
 
 NAME: Final = "sqlite"
 
@@ -129,8 +130,22 @@ class SqliteConnector(Connector):
 
         return engine
 
-    def notify_enqueued(self, connection: Connection, queues: Collection[str]) -> None:
-        pass  # nothing to send: other processes watch the file (see listen)
+    def __init__(self) -> None:
+        self._moves: dict[int, Prepared] = {}
+
+    def finish_write(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
+        # Nothing to send: other processes watch the file (see listen).
+        if position is not None:
+            prepared = self._moves.get(id(move_head))
+            if prepared is None:
+                prepared = self._moves.setdefault(id(move_head), Prepared(move_head))
+            prepared.run(connection, position=position)
 
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """SQLite has no notifications: a thread watches the file's data version
