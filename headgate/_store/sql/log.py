@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
-from sqlalchemy import BigInteger, Select, bindparam, func, select, update
+from sqlalchemy import BigInteger, bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
@@ -35,10 +35,11 @@ from headgate._store.port import (
     WriteTransaction,
 )
 from headgate._store.sql import queries, worker_rows
-from headgate._store.sql.backends import SqlBackend
+from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, event_row, events_between
+from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head
 
@@ -47,6 +48,20 @@ _MOVE_HEAD: Final = (
     .where(log_head.c.id == 1)
     .values(position=bindparam("position", type_=BigInteger))
 )
+
+
+_LATEST_VERSIONS: dict[int, Prepared] = {}
+
+
+def _latest_versions(dialect: Dialect) -> Prepared:
+    """(stream id, its latest version or None), per id of the batch `streams`."""
+    statement = _LATEST_VERSIONS.get(id(dialect))
+    if statement is None:
+        wanted = dialect.each_of_bound("streams", events.c.stream_id)
+        latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
+        built = select(wanted.c.value, latest.scalar_subquery())
+        statement = _LATEST_VERSIONS.setdefault(id(dialect), Prepared(built))
+    return statement
 
 
 class SqlWriteTransaction(WriteTransaction):
@@ -92,23 +107,18 @@ class SqlWriteTransaction(WriteTransaction):
             else:
                 versions[stream_id] = 0
                 wanted.append(stream_id)
+        latest = _latest_versions(self._dialect)
         for start in range(0, len(wanted), CHUNK):
-            chunk = wanted[start : start + CHUNK]
+            chunk = self._dialect.batch_value(wanted[start : start + CHUNK])
             versions.update(
                 {
                     stream: int(version)
-                    for stream, version in self.connection.execute(self._latest_versions(chunk))
+                    for stream, version in latest.run(self.connection, streams=chunk)
                     if version is not None
                 }
             )
         known.update((stream_id, versions[stream_id]) for stream_id in wanted)
         return versions
-
-    def _latest_versions(self, stream_ids: list[str]) -> Select[Any]:
-        """(stream id, its latest version or None), per id."""
-        wanted = self._dialect.each_of(stream_ids, events.c.stream_id)
-        latest = select(func.max(events.c.version)).where(events.c.stream_id == wanted.c.value)
-        return select(wanted.c.value, latest.scalar_subquery())
 
     def new_streams(self, stream_ids: Iterable[str]) -> None:
         self._versions.update((stream_id, 0) for stream_id in stream_ids)
@@ -288,8 +298,10 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
-        self._head_query = self._dialect.locked(
-            select(log_head.c.position, log_head.c.rebuilding).where(log_head.c.id == 1)
+        self._head_query = Prepared(
+            self._dialect.locked(
+                select(log_head.c.position, log_head.c.rebuilding).where(log_head.c.id == 1)
+            )
         )
         """The log head, locked, and whether a rebuild is under way: one statement
         (the lock returns the row as the last writer left it, a rebuild's too)."""
@@ -303,7 +315,7 @@ class SqlEventLog(EventLog):
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
         with self._database.serialised_write("writing to the store") as connection:
-            head, rebuilding = connection.execute(self._head_query).one()
+            ((head, rebuilding),) = self._head_query.run(connection)
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._database.synchronise_clock(connection)
             if rebuilding and not while_rebuilding:

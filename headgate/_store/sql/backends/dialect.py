@@ -36,6 +36,15 @@ class Dialect(ABC):
         per value is planned as an index probe whatever the statistics say."""
 
     @abstractmethod
+    def each_of_bound(self, name: str, like: ColumnElement[Any]) -> TableValuedAlias:
+        """`each_of` for a statement built once: the values bound at each run, as
+        the parameter `name` holding `batch_value(values)`."""
+
+    @abstractmethod
+    def batch_value(self, values: Sequence[Any]) -> Any:
+        """What a parameter of `each_of_bound` is given for these values."""
+
+    @abstractmethod
     def probing_indexes(self, connection: Connection) -> AbstractContextManager[None]:
         """Statements inside find their rows by index probes (see PostgreSQL's)."""
 

@@ -293,6 +293,7 @@ class PostgresDialect(Dialect):
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
         self._insert_sql: dict[tuple[str, tuple[str, ...]], str] = {}
         self._update_sql: dict[tuple[str, str, tuple[str, ...]], Prepared] = {}
+        self._update_from_sql: dict[tuple[str, str, tuple[str, ...]], str] = {}
 
     def array_of(self, element: TypeEngine[Any]) -> ARRAY[Any]:
         """The array type for a column's values: text[] for any string (a cast to
@@ -319,6 +320,16 @@ class PostgresDialect(Dialect):
             .table_valued("value")
             .render_derived(name="wanted")
         )
+
+    def each_of_bound(self, name: str, like: ColumnElement[Any]) -> TableValuedAlias:
+        return (
+            func.unnest(bindparam(name, type_=self.array_of(like.type)))
+            .table_valued("value")
+            .render_derived(name="wanted")
+        )
+
+    def batch_value(self, values: Sequence[Any]) -> Any:
+        return list(values)
 
     @contextlib.contextmanager
     def probing_indexes(self, connection: Connection) -> Iterator[None]:
@@ -446,19 +457,23 @@ class PostgresDialect(Dialect):
         names: tuple[str, ...],
         rows: Sequence[dict[str, Any]],
     ) -> None:
-        """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per row."""
-        quote = connection.dialect.identifier_preparer.quote
-        casts = [self._array_cast(connection, table, name) for name in names]
-        source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
-        columns = ", ".join(quote(name) for name in names)
-        assignments = ", ".join(
-            f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
-        )
-        sql = (
-            f"UPDATE {quote(table.name)} AS t SET {assignments} "
-            f"FROM unnest({source}) AS v({columns}) "
-            f"WHERE t.{quote(key_column)} = v.{quote(key_column)}"
-        )
+        """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per
+        row (its text made once per table and set of columns)."""
+        sql_key = (table.name, key_column, names)
+        sql = self._update_from_sql.get(sql_key)
+        if sql is None:
+            quote = connection.dialect.identifier_preparer.quote
+            casts = [self._array_cast(connection, table, name) for name in names]
+            source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
+            columns = ", ".join(quote(name) for name in names)
+            assignments = ", ".join(
+                f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
+            )
+            sql = self._update_from_sql[sql_key] = (
+                f"UPDATE {quote(table.name)} AS t SET {assignments} "
+                f"FROM unnest({source}) AS v({columns}) "
+                f"WHERE t.{quote(key_column)} = v.{quote(key_column)}"
+            )
         arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
         driver = connection.connection.driver_connection
         assert driver is not None

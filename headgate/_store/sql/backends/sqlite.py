@@ -22,7 +22,9 @@ from sqlalchemy import (
     ColumnElement,
     Engine,
     Select,
+    String,
     Table,
+    bindparam,
     create_engine,
     event,
     func,
@@ -215,6 +217,13 @@ class SqliteDialect(Dialect):
         return (
             func.json_each(literal(json.dumps(list(values)))).table_valued("value").alias("wanted")
         )
+
+    def each_of_bound(self, name: str, like: ColumnElement[Any]) -> TableValuedAlias:
+        values = bindparam(name, type_=String())
+        return func.json_each(values).table_valued("value").alias("wanted")
+
+    def batch_value(self, values: Sequence[Any]) -> Any:
+        return json.dumps(list(values))
 
     @contextlib.contextmanager
     def probing_indexes(self, connection: Connection) -> Iterator[None]:
