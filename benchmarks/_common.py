@@ -6,7 +6,7 @@ import contextlib
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,41 @@ def raw_engine(url: str) -> Engine:
             cursor.close()
 
     return engine
+
+
+def _process_write_bytes() -> int:
+    with open("/proc/self/io") as counters:
+        fields = dict(line.split(": ") for line in counters.read().splitlines())
+    return int(fields["write_bytes"])
+
+
+@contextlib.contextmanager
+def bytes_written(url: str) -> Iterator[Callable[[], int]]:
+    """What the store writes while the block runs: on PostgreSQL the WAL it makes
+    (the server's LSN moved; nothing else should write meanwhile), on SQLite the
+    bytes this process wrote to storage (the WAL and the checkpoints into the
+    database file; Linux's /proc/self/io)."""
+    if make_url(url).get_backend_name() == "sqlite":
+        start = _process_write_bytes()
+        yield lambda: _process_write_bytes() - start
+        return
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            start_lsn = connection.execute(text("SELECT pg_current_wal_lsn()")).scalar_one()
+
+        def wal_since() -> int:
+            with engine.connect() as connection:
+                return int(
+                    connection.execute(
+                        text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :start)"),
+                        {"start": start_lsn},
+                    ).scalar_one()
+                )
+
+        yield wal_since
+    finally:
+        engine.dispose()
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

@@ -62,7 +62,7 @@ from sqlalchemy import (
     update,
 )
 
-from benchmarks._common import fresh_database, print_table, raw_engine
+from benchmarks._common import bytes_written, fresh_database, print_table, raw_engine
 from benchmarks.scheduler import Lateness, define_many, quiet_json_logs
 from headgate import Headgate, JobContext, SystemClock, WorkerConfig
 from headgate._domain.events import JobEnqueued
@@ -106,22 +106,25 @@ def _completed(engine: Engine, table: str) -> int:
         )
 
 
-def ours_pool(backend: str, count: int, capacity: int) -> float:
+def ours_pool(backend: str, count: int, capacity: int) -> tuple[float, float]:
+    """Jobs per second, and bytes written per job (`bytes_written`)."""
     with fresh_database(backend) as url:
         hg = Headgate(url)
         hg.handler(KIND)(_noop)
         _enqueue_backlog(hg, count)
-        began = time.perf_counter()
-        hg.start(WorkerConfig(queues={"default": capacity}), scheduler=False)
-        pool = hg._pool
-        assert pool is not None
-        while pool.stats.succeeded < count:
-            time.sleep(0.005)
-        elapsed = time.perf_counter() - began
-        hg.stop()
+        with bytes_written(url) as written:
+            began = time.perf_counter()
+            hg.start(WorkerConfig(queues={"default": capacity}), scheduler=False)
+            pool = hg._pool
+            assert pool is not None
+            while pool.stats.succeeded < count:
+                time.sleep(0.005)
+            elapsed = time.perf_counter() - began
+            hg.stop()
+            per_job = written() / count
         assert _completed(hg._store.engine, "headgate_jobs") == count
         hg.close()
-    return count / elapsed
+    return count / elapsed, per_job
 
 
 def ours_drain(backend: str, count: int) -> float:
@@ -154,7 +157,8 @@ def _raw_table(metadata: MetaData) -> Table:
     )
 
 
-def raw_loop(backend: str, count: int, batch: int) -> float:
+def raw_loop(backend: str, count: int, batch: int) -> tuple[float, float]:
+    """Jobs per second, and bytes written per job (`bytes_written`)."""
     with fresh_database(backend) as url:
         engine = raw_engine(url)
         metadata = MetaData()
@@ -199,6 +203,8 @@ def raw_loop(backend: str, count: int, batch: int) -> float:
             )
         )
         done = 0
+        written = bytes_written(url)
+        since = written.__enter__()
         began = time.perf_counter()
         while True:
             now = int(time.time() * 1000)
@@ -217,9 +223,11 @@ def raw_loop(backend: str, count: int, batch: int) -> float:
                 connection.execute(complete, ends)
             done += len(ends)
         elapsed = time.perf_counter() - began
+        per_job = since() / count
+        written.__exit__(None, None, None)
         assert done == count and _completed(engine, "raw_jobs") == count
         engine.dispose()
-    return count / elapsed
+    return count / elapsed, per_job
 
 
 def _event(
@@ -342,9 +350,9 @@ def floor_loop(backend: str, count: int, batch: int) -> float:
 
 
 def throughput(backend: str, count: int, capacity: int) -> list[object]:
-    raw = raw_loop(backend, count, capacity)
+    raw, raw_bytes = raw_loop(backend, count, capacity)
     floor = floor_loop(backend, count, capacity)
-    pool = ours_pool(backend, count, capacity)
+    pool, pool_bytes = ours_pool(backend, count, capacity)
     drained = ours_drain(backend, count)
     return [
         backend,
@@ -357,6 +365,8 @@ def throughput(backend: str, count: int, capacity: int) -> list[object]:
         f"{pool / raw:.2f}",
         f"{drained / floor:.2f}",
         f"{floor / raw:.2f}",
+        f"{pool_bytes / 1024:.1f}",
+        f"{raw_bytes / 1024:.1f}",
     ]
 
 
@@ -568,7 +578,10 @@ def main() -> None:
         ]
         print_table(
             f"Claim + run + complete, {count:,} no-op jobs (jobs/s; C = pool capacity and the"
-            " raw loop's and floor's batch; drain claims 100 at a time)",
+            " raw loop's and floor's batch; drain claims 100 at a time; KB written per job:"
+            " PostgreSQL's WAL, SQLite's writes to storage). Targets: pool/raw >= 0.6 at"
+            " C=10 and >= 0.7 at C=100 on PostgreSQL, >= 0.35 at C=10 on SQLite;"
+            " <= 2 KB of WAL per job on PostgreSQL, <= 10 KB written per job on SQLite",
             [
                 "backend",
                 "C",
@@ -580,6 +593,8 @@ def main() -> None:
                 "pool/raw",
                 "drain/floor",
                 "floor/raw",
+                "KB/job",
+                "raw KB/job",
             ],
             rows,
         )

@@ -19,7 +19,6 @@ from headgate._domain.events import (
 )
 from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.port import NO_STREAM
-from headgate._store.sql.backends import SQLITE
 from headgate._store.sql.schema import events
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
@@ -212,17 +211,15 @@ def test_sqlite_is_durable_wal(tmp_path: Path) -> None:
             assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
             assert connection.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
             assert connection.execute(text("PRAGMA busy_timeout")).scalar() == 30_000
-            assert (
-                connection.execute(text("PRAGMA page_size")).scalar() == SQLITE.connector.PAGE_SIZE
-            )
+            assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
     finally:
         store.close()
 
 
 def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    old = sqlite3.connect(path)  # as an earlier build created it
-    old.execute("PRAGMA page_size=4096")
+    old = sqlite3.connect(path)  # as 0.2.0 created it
+    old.execute("PRAGMA page_size=16384")
     old.execute("PRAGMA journal_mode=WAL")
     old.execute("CREATE TABLE keep_me (x INTEGER)")
     old.close()
@@ -230,7 +227,7 @@ def test_an_existing_sqlite_store_keeps_its_page_size(tmp_path: Path) -> None:
     try:
         store.log.append("schedule-a", NO_STREAM, [defined("a")])
         with store.engine.connect() as connection:
-            assert connection.execute(text("PRAGMA page_size")).scalar() == 4096
+            assert connection.execute(text("PRAGMA page_size")).scalar() == 16384
         assert [e.event for e in store.log.read_stream("schedule-a")] == [defined("a")]
     finally:
         store.close()
