@@ -42,10 +42,11 @@ class Database:
         self.dialect: Dialect = self.backend.dialect
         connector = self.backend.connector
         self.engine: Engine = connector.create_engine(url, busy_timeout_s)
-        # SQLite keeps a page cache per connection and drops it whenever another
-        # connection has written. Every write of this process goes through one
-        # connection (writes are serialised below anyway), so its cache stays
-        # warm; reads use the pool. PostgreSQL caches in the server.
+        # Every write of this process goes through one connection (writes are
+        # serialised below anyway); reads use the pool. On SQLite its page cache,
+        # which a connection drops whenever another one has written, stays warm;
+        # on PostgreSQL its statements stay prepared and its session probes
+        # indexes (see the connectors).
         self.write_engine: Engine = (
             connector.create_engine(url, busy_timeout_s, single_connection=True)
             if connector.one_writer_connection
