@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, Select, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/headgate_bench"
@@ -104,6 +104,15 @@ def bytes_written(url: str) -> Iterator[Callable[[], int]]:
         yield wal_since
     finally:
         engine.dispose()
+
+
+def locked_log_head(engine: Engine) -> Select[Any]:
+    """The log head's position, read as a writer of the store reads it: locked on
+    PostgreSQL (SQLite's write transaction holds the whole file)."""
+    from headgate._store.sql.schema import log_head
+
+    query = select(log_head.c.position).where(log_head.c.id == 1)
+    return query.with_for_update() if engine.dialect.name == "postgresql" else query
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

@@ -29,10 +29,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Engine, MetaData, String, Table, Text, insert, select
+from sqlalchemy import BigInteger, Column, Engine, MetaData, String, Table, Text, insert
 from sqlalchemy import update as sql_update
 
-from benchmarks._common import fresh_database, print_table, raw_engine
+from benchmarks._common import fresh_database, locked_log_head, print_table, raw_engine
 from benchmarks.scheduler import quiet_json_logs
 from headgate import Headgate
 from headgate._domain.streams import job_stream
@@ -149,9 +149,7 @@ def floor(backend: str, count: int) -> list[float]:
     with fresh_database(backend) as url:
         Headgate(url).close()  # the schema, its indexes and the log head
         engine = raw_engine(url)
-        head_query = select(log_head.c.position).where(log_head.c.id == 1)
-        if engine.dialect.name == "postgresql":
-            head_query = head_query.with_for_update()
+        head_query = locked_log_head(engine)
         payload = json.dumps(PAYLOAD, sort_keys=True, separators=(",", ":"))
 
         def enqueue() -> None:

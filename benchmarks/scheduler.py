@@ -61,7 +61,7 @@ from sqlalchemy import (
     update,
 )
 
-from benchmarks._common import fresh_database, print_table, raw_engine
+from benchmarks._common import fresh_database, locked_log_head, print_table, raw_engine
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.events import ScheduleDefined
 from headgate._domain.options import ScheduleDefinition
@@ -218,7 +218,6 @@ def our_rows_loop(backend: str, count: int) -> float:
     loop like the baseline's, 500 ticks per transaction, on a store Headgate
     made (its schema and indexes): the job's event and row, the attempt's event
     and history row, the schedule's compare-and-set update, and the log head."""
-    from sqlalchemy import select
 
     from headgate._domain.streams import job_stream
     from headgate._store.sql.schema import LIVE, events, log_head
@@ -243,9 +242,7 @@ def our_rows_loop(backend: str, count: int) -> float:
                 updated_at_ms=START_MS,
             )
         )
-        head_query = select(log_head.c.position).where(log_head.c.id == 1)
-        if engine.dialect.name == "postgresql":
-            head_query = head_query.with_for_update()
+        head_query = locked_log_head(engine)
         began = time.perf_counter()
         for start in range(0, count, RAW_BATCH):
             with engine.begin() as connection:

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import insert, text, update
 
-from benchmarks._common import fresh_database, print_table, raw_engine
+from benchmarks._common import fresh_database, locked_log_head, print_table, raw_engine
 from headgate import Headgate
 from headgate._domain.spec import parse_spec
 from headgate._domain.streams import schedule_stream
@@ -77,9 +77,7 @@ def bulk_raw(backend: str, count: int) -> float:
     with fresh_database(backend) as url:
         Headgate(url).close()  # the schema, its indexes and the log head
         engine = raw_engine(url)
-        head_query = select(log_head.c.position).where(log_head.c.id == 1)
-        if engine.dialect.name == "postgresql":
-            head_query = head_query.with_for_update()
+        head_query = locked_log_head(engine)
         batch = items(count)
         # Each spec's next tick, found once: 60 specs for all the rows.
         ticks = {spec: parse_spec(spec).next_tick_ms(NOW_MS) for spec in {i["spec"] for i in batch}}

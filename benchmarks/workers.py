@@ -62,7 +62,13 @@ from sqlalchemy import (
     update,
 )
 
-from benchmarks._common import bytes_written, fresh_database, print_table, raw_engine
+from benchmarks._common import (
+    bytes_written,
+    fresh_database,
+    locked_log_head,
+    print_table,
+    raw_engine,
+)
 from benchmarks.scheduler import Lateness, define_many, quiet_json_logs
 from headgate import Headgate, JobContext, SystemClock, WorkerConfig
 from headgate._domain.events import JobEnqueued
@@ -258,9 +264,7 @@ def floor_loop(backend: str, count: int, batch: int) -> float:
         _enqueue_backlog(hg, count)
         hg.close()
         engine = raw_engine(url)
-        head_query = select(log_head.c.position).where(log_head.c.id == 1)
-        if engine.dialect.name == "postgresql":
-            head_query = head_query.with_for_update()
+        head_query = locked_log_head(engine)
         due = (
             select(jobs.c.job_id)
             .where(
