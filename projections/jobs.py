@@ -8,6 +8,7 @@ completions, the hot path of running jobs, cost one bulk update per batch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -106,6 +107,25 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
 
 
 _OFF_WORKER: Final = {"worker_id": None, "deadline_ms": None}
+CLAIM_COLUMNS: Final = ("worker_id", "deadline_ms", "updated_at_ms")
+"""What a worker's claim sets on a job's row besides its state (running). A claim
+is not an event (`JobQueue.claim`), so no fold of the log makes it."""
+
+
+def as_claimed(folded: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A job row folded from the log, with the claim of its live row when the live
+    job runs at the folded row's version: the row a rebuild keeps (see
+    `_store/sql/claims.py`), which verify and the tests compare with."""
+    row = dict(folded)
+    if (
+        live is not None
+        and live["state"] == JobState.RUNNING.value
+        and row["state"] == JobState.PENDING.value
+        and row["version"] == live["version"]
+    ):
+        row["state"] = JobState.RUNNING.value
+        row.update({column: live[column] for column in CLAIM_COLUMNS})
+    return row
 
 
 def changes(recorded: RecordedEvent) -> dict[str, Any] | None:

@@ -197,7 +197,10 @@ class JobEnqueued(DomainEvent):
 @dataclass(frozen=True)
 class JobClaimed(DomainEvent):
     """A worker took the job to run an attempt (number `attempt`, 1 for the first)
-    and must finish it by `deadline_ms`."""
+    and must finish it by `deadline_ms`.
+
+    Only in logs written by 0.2.0 and earlier: a claim is now the job row's own
+    state (`JobQueue.claim`), not an event. These are still read and folded."""
 
     job_id: str
     worker_id: str

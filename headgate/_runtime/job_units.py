@@ -19,6 +19,7 @@ from headgate._domain.events import (
     FingerprintBlameCleared,
     JobAttemptFailed,
     JobReleased,
+    JobState,
     JobSucceeded,
 )
 from headgate._domain.job_rules import ErrorRecord, next_run_after_failure
@@ -78,6 +79,16 @@ def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Cla
         claimed_version=row.version,
         blamed_fingerprint=blamed,
     )
+
+
+def lost(claimed: Claim, row: JobRow, worker_id: str) -> bool:
+    """Whether the job `row` shows has left this worker's claim: an event moved it
+    on (a rescue, a release, a cancel), or another worker runs it. A row behind
+    the claim, or pending at its version, is a projection being rebuilt (the
+    rebuild puts the claim back), not a lost job."""
+    if row.version != claimed.claimed_version:
+        return row.version > claimed.claimed_version
+    return row.state == JobState.RUNNING.value and row.worker_id != worker_id
 
 
 def capacity_left(capacity: Mapping[str, int], busy: Mapping[str, int]) -> dict[str, int]:

@@ -399,7 +399,7 @@ class WorkerPool:
                 row = self._store.reads.job(attempt.claim.job_id)
             except StoreError:
                 return
-            if row is None or row.version != attempt.claim.claimed_version:
+            if row is not None and job_units.lost(attempt.claim, row, self.identity.holder):
                 attempt.stop()
 
     # heartbeat and stop ----------------------------------------------------

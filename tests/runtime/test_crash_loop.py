@@ -121,34 +121,36 @@ def test_a_crash_loop_is_quarantined_after_three_deaths_whatever_the_ttl(
     took = time.monotonic() - began
     entry = hg.quarantine_entry(fingerprint)
     assert entry is not None, f"not quarantined after {deaths} deaths"
-    before, in_all = _claims(hg)
+    before, in_all = _deaths(hg)
     print(f"\ncrash loop: quarantined after {before} deaths ({deaths} seen), {took:.1f} s")
     assert before <= 4, f"{before} workers died of it before it was quarantined"
     assert "crash limit" in entry.note
     # The backlog is held with its fingerprint: nothing is left to kill the next worker.
     assert {job.state for job in hg.list_jobs(kind="poison").jobs} == {"quarantined"}
-    assert in_all == before, "no poison job was claimed after the quarantine"
+    assert before == deaths, "every death is recorded as the crash of its attempt"
+    assert in_all == before, "no poison job killed a worker after the quarantine"
     hg.close()
 
 
-def _claims(hg: Headgate) -> tuple[int, int]:
-    """Claims of a poison job (each killed its worker): before the quarantine, and
-    in all."""
+def _deaths(hg: Headgate) -> tuple[int, int]:
+    """Workers a poison job killed, as the rescues recorded them (each crashed
+    attempt is a JobAbandoned, or the JobQuarantined that held it): up to the
+    quarantine's write, and in all."""
     kinds = {job.id: job.kind for job in hg.list_jobs(limit=200).jobs}
-    claimed = [
+    log = hg._store.log.read_all(0, 10_000)
+    quarantined_at = next(
+        (r.recorded_at_ms for r in log if r.type == "FingerprintQuarantined"), None
+    )
+    assert quarantined_at is not None, "no quarantine in the log"
+    crashes = [
         recorded
-        for recorded in hg._store.log.read_all(0, 10_000)
-        if recorded.type in ("JobClaimed", "FingerprintQuarantined")
+        for recorded in log
+        if recorded.type in ("JobAbandoned", "JobQuarantined")
+        and recorded.event.attempt is not None  # type: ignore[attr-defined]
+        and kinds[recorded.event.job_id] == "poison"  # type: ignore[attr-defined]
     ]
-    before = None
-    in_all = 0
-    for recorded in claimed:
-        if recorded.type == "FingerprintQuarantined" and before is None:
-            before = in_all
-        elif recorded.type == "JobClaimed":
-            in_all += kinds[recorded.event.job_id] == "poison"  # type: ignore[attr-defined]
-    assert before is not None, "no quarantine in the log"
-    return before, in_all
+    before = sum(1 for recorded in crashes if recorded.recorded_at_ms <= quarantined_at)
+    return before, len(crashes)
 
 
 def test_a_restarted_workers_orphans_run_again_within_a_second(

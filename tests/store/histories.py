@@ -42,8 +42,20 @@ OPERATION = st.one_of(
         st.sampled_from(["succeed", "fail", "crash", "crash-limit", "release"]),
     ),
     st.tuples(st.just("retry"), st.integers(0, 20)),
+    st.tuples(st.just("claim"), st.integers(1, 3)),
+    st.tuples(
+        st.just("end"),
+        st.integers(0, 20),
+        st.sampled_from(["succeed", "fail", "crash", "crash-limit", "release"]),
+    ),
     st.tuples(st.just("compact")),
 )
+"""What a store is asked to keep. `attempt` is a claim and its end as builds up to
+0.2.0 logged them (a JobClaimed event); `claim` is a worker's claim as it is
+made now (the rows' state, `JobQueue.claim`), and `end` the end of a job so
+claimed, at the version it was claimed at."""
+
+_TIMEOUTS = {"k": 60_000, "report.build": 60_000}
 
 
 def _attempt_end(job_id: str, attempt: int, claimed_at: int, how: str) -> DomainEvent:
@@ -108,6 +120,16 @@ def play(store: Store, prefix: str, operations: list[tuple[Any, ...]]) -> None:
                 claim = JobClaimed(job_id, "w", attempt, claimed_at + 1_000)
                 end = _attempt_end(job_id, attempt, claimed_at, op[2])
                 store.log.append(f"job-{job_id}", ANY_VERSION, [claim, end])
+        elif kind == "claim":
+            with store.log.write() as transaction:
+                capacity = {"q": op[1], "default": op[1]}
+                transaction.claim(capacity, _TIMEOUTS, "w", transaction.now_ms)
+        elif kind == "end" and jobs:
+            job_id = jobs[op[1] % len(jobs)]
+            row = store.reads.job(job_id)
+            if row is not None and row.state == JobState.RUNNING and row.worker_id == "w":
+                end = _attempt_end(job_id, row.attempts + 1, row.updated_at_ms, op[2])
+                store.log.append(f"job-{job_id}", row.version, [end])
         elif kind == "retry" and jobs:
             job_id = jobs[op[1] % len(jobs)]
             if store.reads.job(job_id) is not None:

@@ -5,22 +5,18 @@ deadline), not an event, so folding the log makes a claimed job pending at
 the version it was claimed at. A rebuild of the jobs projection keeps the
 claims it finds (`keep`) and puts each back on its rebuilt row (`restore`)
 before writes resume, so no job runs twice because of a rebuild; verify
-compares a fold with the live rows the same way (`as_claimed`).
+compares a fold with the live rows the same way (`jobs.as_claimed`).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any, Final
 
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import JobState
+from headgate._projections.jobs import CLAIM_COLUMNS
 from headgate._store.sql.schema import LIVE, RUNNING_WHERE, rebuild_claims
 
-CLAIM_COLUMNS: Final = ("worker_id", "deadline_ms", "updated_at_ms")
-"""What a claim sets on a job row besides its state (running)."""
 _jobs = LIVE.jobs
 
 
@@ -50,18 +46,3 @@ def restore(connection: Connection) -> int:
     ).rowcount
     connection.execute(delete(kept))
     return int(restored)
-
-
-def as_claimed(folded: Mapping[str, Any], live: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A folded job row as the rebuild would leave it beside this live row: with the
-    live row's claim when the live job runs at the folded row's version."""
-    row = dict(folded)
-    if (
-        live is not None
-        and live["state"] == JobState.RUNNING.value
-        and row["state"] == JobState.PENDING.value
-        and row["version"] == live["version"]
-    ):
-        row["state"] = JobState.RUNNING.value
-        row.update({column: live[column] for column in CLAIM_COLUMNS})
-    return row

@@ -298,13 +298,11 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
-        self._head_query = Prepared(
-            self._dialect.locked(
-                select(log_head.c.position, log_head.c.rebuilding).where(log_head.c.id == 1)
-            )
-        )
+        head = select(log_head.c.position, log_head.c.rebuilding, *self._dialect.write_settings())
+        self._head_query = Prepared(self._dialect.locked(head.where(log_head.c.id == 1)))
         """The log head, locked, and whether a rebuild is under way: one statement
-        (the lock returns the row as the last writer left it, a rebuild's too)."""
+        (the lock returns the row as the last writer left it, a rebuild's too),
+        which also makes the transaction's settings (`Dialect.write_settings`)."""
 
     @contextlib.contextmanager
     def write(
@@ -315,7 +313,8 @@ class SqlEventLog(EventLog):
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
         with self._database.serialised_write("writing to the store") as connection:
-            ((head, rebuilding),) = self._head_query.run(connection)
+            ((head, rebuilding, *_),) = self._head_query.run(connection)
+            self._dialect.write_settings_made(connection)
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._database.synchronise_clock(connection)
             if rebuilding and not while_rebuilding:

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from headgate._domain.streams import JOB_PREFIX, job_stream
 from headgate._errors import StoreUnopenable, ValidationError
 from headgate._projections import ALL_PROJECTIONS, JOBS, AnyProjection
+from headgate._projections.jobs import as_claimed
 from headgate._store.sql import claims
 from headgate._store.sql.backends import backend_named, dialect_of
 from headgate._store.sql.engine import (
@@ -103,6 +104,8 @@ def rebuild(
             states = _checkpoints(connection)
             behind = [p for p in chosen if states[p.name][1] and states[p.name][0] < head]
             if not behind:
+                # Live again, all at once: writes resume with the kept claims back
+                # on their jobs, never in between.
                 if any(projection.table == JOBS.table for projection in chosen):
                     claims.restore(connection)
                 for projection in chosen:
@@ -120,7 +123,7 @@ def rebuild(
                     connection, projection, table, own
                 )
                 position = max(reached, checkpoint)
-                _set_checkpoint(connection, projection.name, position, rebuilding=position < head)
+                _set_checkpoint(connection, projection.name, position, rebuilding=True)
         report.head = head
         if on_progress is not None:
             on_progress("rebuild", reached, head)
@@ -317,8 +320,7 @@ def _compare(
     rebuilt_rows = _rows_by_key(connection, rebuilt_table, key)
     if projection.table == JOBS.table:  # claims are the rows' state, kept by a rebuild
         rebuilt_rows = {
-            job_id: claims.as_claimed(row, live_rows.get(job_id))
-            for job_id, row in rebuilt_rows.items()
+            job_id: as_claimed(row, live_rows.get(job_id)) for job_id, row in rebuilt_rows.items()
         }
     for row_key in sorted(live_rows.keys() | rebuilt_rows.keys(), key=str):
         before, after = live_rows.get(row_key), rebuilt_rows.get(row_key)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from headgate._projections import ALL_PROJECTIONS
+from headgate._projections import ALL_PROJECTIONS, JOBS
+from headgate._projections.jobs import as_claimed
 from headgate._store.memory import MemoryStore
 from headgate._store.sql.schema import LIVE
 from headgate._store.sql.store import SqlStore
@@ -42,7 +43,8 @@ def _memory_rows(store: MemoryStore) -> Rows:
 
 
 def _folded(store: MemoryStore) -> Rows:
-    """The rows a rebuild would make: every projection's fold of the whole log."""
+    """The rows a rebuild would make: every projection's fold of the whole log,
+    with the claims of the jobs running (no fold makes a claim)."""
     tables: dict[str, dict[Any, Any]] = {p.table: {} for p in ALL_PROJECTIONS}
     for recorded in store.log.read_all(0, 1_000_000):
         for projection in ALL_PROJECTIONS:
@@ -50,8 +52,17 @@ def _folded(store: MemoryStore) -> Rows:
             if key is not None:
                 row = projection.apply(tables[projection.table].get(key), recorded)
                 tables[projection.table][key] = row
+    live_jobs = store.state.tables[JOBS.table]
+    tables[JOBS.table] = {
+        key: as_claimed(asdict(row), asdict(live) if (live := live_jobs.get(key)) else None)
+        for key, row in tables[JOBS.table].items()
+        if row is not None
+    }
     return {
-        name: sorted((asdict(row) for row in rows.values() if row is not None), key=repr)
+        name: sorted(
+            (row if isinstance(row, dict) else asdict(row) for row in rows.values() if row),
+            key=repr,
+        )
         for name, rows in tables.items()
     }
 

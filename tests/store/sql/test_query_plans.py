@@ -375,6 +375,20 @@ def test_probing_indexes_gives_the_switches_back_as_the_host_had_them(store: Sql
     assert after == ("on", "off", "off")
 
 
+def test_a_writes_planner_settings_end_with_its_transaction(store: SqlStore) -> None:
+    """They are the transaction's own: the writer's session, which a pooler in
+    transaction mode may hand to anyone next, keeps the server's settings."""
+    if store.backend.name != "postgresql":
+        pytest.skip("the planner switches are PostgreSQL's")
+    settings = "SELECT current_setting('enable_seqscan'), current_setting('plan_cache_mode')"
+    with store.log.write() as transaction:
+        inside = transaction.connection.exec_driver_sql(settings).one()
+    with store.database.write_engine.connect() as connection:
+        after = connection.exec_driver_sql(settings).one()
+    assert tuple(inside) == ("off", "auto")
+    assert tuple(after) == ("on", "force_custom_plan")
+
+
 def test_a_rebuild_loads_rows_by_index_probes_on_postgresql(store: SqlStore) -> None:
     """A rebuild folds the log in batches into emptied tables whose statistics
     describe them as they were; each batch loads the rows it touches (500 keys at

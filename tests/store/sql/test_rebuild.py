@@ -151,6 +151,29 @@ def test_a_rebuild_keeps_the_claims_of_running_jobs_through_an_interruption(
         assert connection.execute(select(func.count()).select_from(rebuild_claims)).scalar() == 0
 
 
+def test_no_write_comes_between_the_last_batch_and_the_claims_put_back(
+    store: SqlStore,
+) -> None:
+    """Writes resume with the kept claims back on their rows, in one transaction:
+    a worker claiming as soon as the last batch is folded is refused, so it can
+    never take a job that still runs elsewhere."""
+    _busy_store(store)
+    with store.log.write() as transaction:
+        (claimed,) = transaction.claim({"default": 1}, {"report.build": 60_000}, "w1", 10**13)
+    refused: list[bool] = []
+
+    def claim_at_the_head(_: str, reached: int, head: int) -> None:
+        if reached == head:
+            with pytest.raises(ProjectionsRebuilding), store.log.write() as transaction:
+                transaction.claim({"default": 200}, {"report.build": 60_000}, "w2", 10**13)
+            refused.append(True)
+
+    rebuild(store, batch_size=40, on_progress=claim_at_the_head)
+    assert refused == [True]
+    job = store.reads.job(claimed.job_id)
+    assert job is not None and (job.state, job.worker_id) == ("running", "w1")
+
+
 def test_a_write_waiting_while_a_rebuild_starts_is_refused_and_the_rebuild_completes(
     store: SqlStore, store_url: str
 ) -> None:

@@ -30,7 +30,12 @@ from headgate._domain.events import (
     JobRetried,
 )
 from headgate._domain.streams import job_stream
-from headgate._errors import ConstraintViolation, DuplicateTickJobs, SchemaTooNew
+from headgate._errors import (
+    ConstraintViolation,
+    DuplicateTickJobs,
+    ProjectionsRebuilding,
+    SchemaTooNew,
+)
 from headgate._store.port import NO_STREAM
 from headgate._store.sql.engine import create_store_engine, translated_errors
 from headgate._store.sql.maintenance import rebuild, verify
@@ -531,6 +536,50 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         engine.dispose()
     store = SqlStore(store_url, clock)
     try:
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
+    store_url: str,
+) -> None:
+    """Until revision 10 a projection whose checkpoint was behind the log head kept
+    every write out, as a rebuild under way does; the head's flag says so now,
+    until a rebuild brings it up."""
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        create_schedule(store, "nightly")
+        fire_tick(store, "nightly", 60_000)
+        with store.engine.begin() as connection:  # as revision 9 left a lagging one
+            connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))
+            connection.execute(text("DROP TABLE headgate_rebuild_claims"))
+            connection.execute(
+                text(
+                    "UPDATE headgate_projection_checkpoints SET position = "
+                    "(SELECT position FROM headgate_log_head)"
+                )
+            )
+            connection.execute(
+                update(projection_checkpoints)
+                .where(projection_checkpoints.c.name == "schedules")
+                .values(position=1)
+            )
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0009'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [10]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        with pytest.raises(ProjectionsRebuilding, match="schedules at 1 of"):
+            fire_tick(store, "nightly", 120_000)
+        assert rebuild(store).resumed == ["schedules"]
+        fire_tick(store, "nightly", 120_000)
         assert verify(store).ok
     finally:
         store.close()

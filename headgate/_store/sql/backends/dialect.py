@@ -49,6 +49,16 @@ class Dialect(ABC):
         """Statements inside find their rows by index probes (see PostgreSQL's)."""
 
     @abstractmethod
+    def write_settings(self) -> tuple[ColumnElement[Any], ...]:
+        """Columns that, read with the log head by a write's first statement, make
+        this transaction's settings for the hot path (no round trip of their
+        own); `write_settings_made` is told once they are read."""
+
+    @abstractmethod
+    def write_settings_made(self, connection: Connection) -> None:
+        """The write's first statement read `write_settings` on this connection."""
+
+    @abstractmethod
     def scanning_tables(self, connection: Connection) -> AbstractContextManager[None]:
         """Statements inside may scan and hash whole tables (verify, replay): the
         planner's own choices, where a connection probes by default."""

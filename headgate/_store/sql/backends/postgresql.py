@@ -84,11 +84,16 @@ this transaction, in one round trip."""
 _SWITCHES_BACK: Final = "SELECT " + ", ".join(
     f"set_config('{name}', %({name})s, true)" for name in _PLANNER_SWITCHES
 )
+_GENERIC_PLANS: Final = ("plan_cache_mode", "auto")
 _SWITCHES_ON: Final = "SELECT " + ", ".join(
-    f"set_config('{name}', 'on', true)" for name in _PLANNER_SWITCHES
+    f"set_config('{name}', '{value}', true)"
+    for name, value in (
+        *((n, "on") for n in _PLANNER_SWITCHES),
+        ("plan_cache_mode", "force_custom_plan"),
+    )
 )
-_PROBES_FOR_THE_SESSION: Final = "headgate_probes_for_the_session"
-"""Set in a connection's info when its session has the planner switches off."""
+_PROBES_FOR_THE_TRANSACTION: Final = "headgate_probes_for_the_transaction"
+"""Set in a connection's info while its transaction has the planner switches off."""
 IDLE_BEFORE_PING_S: Final = 1.0
 """A pooled connection unused this long is pinged before it is handed out."""
 
@@ -99,8 +104,9 @@ def _ping_when_idle(engine: Engine) -> None:
     A connection the server dropped (a restart, a failover) is then replaced
     before its first statement whenever the store sat idle; a busy one pays no
     round trip per transaction. One dropped within the second fails its first
-    statement (StoreUnavailable, retried by every caller), and the pool
-    replaces it.
+    statement with StoreUnavailable, which the runtime's loops retry and a
+    command (an enqueue, an API write) reports (a 503 on the API); the pool
+    then replaces the connection.
     """
 
     @event.listens_for(engine, "checkin")
@@ -187,9 +193,9 @@ class PostgresConnector(Connector):
         self, url: URL, busy_timeout_s: float, *, single_connection: bool = False
     ) -> Engine:
         """A pool for reads, or (`single_connection`) the one connection a process's
-        serialised writes go through: its statements stay prepared, and its
-        planner probes indexes for the whole session (`probing_indexes` then
-        costs nothing)."""
+        serialised writes go through, so its statements stay prepared. Every
+        setting a write changes is its transaction's own (`write_settings`):
+        a pooler in transaction mode hands the server connection on clean."""
         engine = create_engine(
             url,
             pool_size=1 if single_connection else 10,
@@ -198,6 +204,12 @@ class PostgresConnector(Connector):
             connect_args=POSTGRES_CONNECT_ARGS,
         )
         _ping_when_idle(engine)
+        if single_connection:
+
+            @event.listens_for(engine, "commit")
+            @event.listens_for(engine, "rollback")
+            def _settings_end(connection: Connection) -> None:
+                connection.info.pop(_PROBES_FOR_THE_TRANSACTION, None)
 
         @event.listens_for(engine, "connect")
         def _session_limits(dbapi_connection: Any, record: Any) -> None:
@@ -207,19 +219,11 @@ class PostgresConnector(Connector):
             cursor = dbapi_connection.cursor()
             cursor.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
             cursor.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
-            if single_connection:
-                # The writer's plans probe indexes whatever the statistics say, so
-                # a prepared statement's generic plan is as good as a custom one
-                # and is kept: planning is a third of a hot statement's time.
-                for name in _PLANNER_SWITCHES:
-                    cursor.execute(f"SET {name} = off")
-                record.info[_PROBES_FOR_THE_SESSION] = True
-            else:
-                # psycopg prepares a statement after a few runs, and PostgreSQL
-                # may then reuse a generic plan chosen while a table was still
-                # empty: a sequential scan that never goes away as the table
-                # grows. Plan each execution.
-                cursor.execute("SET plan_cache_mode = force_custom_plan")
+            # psycopg prepares a statement after a few runs, and PostgreSQL may
+            # then reuse a generic plan chosen while a table was still empty: a
+            # sequential scan that never goes away as the table grows. Plan each
+            # execution (a log write lifts this for itself: `write_settings`).
+            cursor.execute("SET plan_cache_mode = force_custom_plan")
             cursor.close()
             dbapi_connection.commit()
             # Arrays (the hot path's `= ANY(...)` and unnest parameters) go in
@@ -337,16 +341,17 @@ class PostgresDialect(Dialect):
         the jobs, the schedules). While the table's statistics lag its growth
         (until autovacuum next analyses it), the planner believes it small and
         reads all of it: a scan, or a hash join with the whole table, on every
-        batch. Only for these statements: a write transaction may also compare
-        or copy whole tables (verify, replay), which need those plans. The
-        switches get back the values they had, whoever set them.
+        batch. Only for these statements, outside a log write (whose settings
+        probe for all of it, but for what verify and replay compare or copy
+        whole: `scanning_tables`). The switches get back the values they had,
+        whoever set them.
 
         Not restored if a statement inside fails: PostgreSQL then refuses
         every statement until the transaction rolls back, which ends the
-        settings too. On the writer's connection they are off for the whole
-        session, so nothing is sent.
+        settings too. In a log write they are off already (`write_settings`),
+        so nothing is sent.
         """
-        if connection.info.get(_PROBES_FOR_THE_SESSION):
+        if connection.info.get(_PROBES_FOR_THE_TRANSACTION):
             yield
             return
         before = connection.exec_driver_sql(_SWITCHES_OFF).one()
@@ -354,15 +359,29 @@ class PostgresDialect(Dialect):
         values = {name: before[index * 2] for index, name in enumerate(_PLANNER_SWITCHES)}
         connection.exec_driver_sql(_SWITCHES_BACK, values).close()
 
+    def write_settings(self) -> tuple[ColumnElement[Any], ...]:
+        """Set, for the rest of a log write's transaction, as its first statement
+        reads the log head: the planner probes indexes (`probing_indexes` then
+        sends nothing), and a prepared statement's generic plan, made that way,
+        is kept (planning was a third of a hot statement's time)."""
+        return tuple(
+            func.set_config(name, value, True)
+            for name, value in (*((n, "off") for n in _PLANNER_SWITCHES), _GENERIC_PLANS)
+        )
+
+    def write_settings_made(self, connection: Connection) -> None:
+        connection.info[_PROBES_FOR_THE_TRANSACTION] = True
+
     @contextlib.contextmanager
     def scanning_tables(self, connection: Connection) -> Iterator[None]:
         """The planner's own choices, scans and hash joins included, for the
-        statements inside (on the writer's connection, whose session probes),
-        until the transaction ends."""
-        if not connection.info.get(_PROBES_FOR_THE_SESSION):
+        statements inside (in a log write, whose settings probe), until the
+        transaction ends; each planned anew."""
+        if not connection.info.get(_PROBES_FOR_THE_TRANSACTION):
             yield
             return
         connection.exec_driver_sql(_SWITCHES_ON).close()
+        connection.info.pop(_PROBES_FOR_THE_TRANSACTION)
         yield
 
     def bulk_insert(

@@ -38,6 +38,7 @@ from sqlalchemy.sql.dml import Insert, Update
 from sqlalchemy.sql.selectable import TableValuedAlias
 
 from headgate._errors import StoreUnopenable, ValidationError
+from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._store.port import Listener
 from headgate._store.sql import bulk
 from headgate._store.sql.backends.connector import Connector
@@ -160,31 +161,46 @@ class SqliteConnector(Connector):
 class _SqliteWatcher(Listener):
     """Reads the database's data version every `EVERY_S` on a connection of its own.
 
-    The version is in the WAL's shared memory, so a read is cheap and touches no
-    page; it moves for every commit of another connection (this process's
-    writer included: such a wake finds nothing new, and is bounded by the
-    writer's own commits). A worker of another process is then woken within
-    about `EVERY_S` of an enqueue, not at its next poll.
+    The version is kept in the WAL's shared memory, so a read is a short read
+    transaction that loads no table; it moves for every commit of another
+    connection (this process's writer included: such a wake finds nothing
+    new, and is bounded by the writer's own commits). A worker of another
+    process is then woken within about `EVERY_S` of an enqueue, not at its
+    next poll. A fork waits for a read in flight (SQLite's lock bookkeeping
+    is per process); the child has no watcher thread and watches nothing.
     """
 
     EVERY_S: Final = 0.005
     RETRY_S: Final = 1.0
 
     def __init__(self, path: str, on_change: Callable[[str | None], None]) -> None:
-        self._path = path
+        self._uri = f"file:{pathname2url(path)}?mode=rw"  # never creates a missing file
         self._on_change = on_change
         self._stopped = threading.Event()
+        self._reading = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="headgate-watch", daemon=True)
+        quiesce_for_forks(self)
+        renew_in_forked_children(self)
         self._thread.start()
 
     def close(self) -> None:
         self._stopped.set()
         self._thread.join(timeout=5)
 
+    def before_fork(self) -> None:
+        self._reading.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self._reading.release()
+
+    def after_fork_in_child(self) -> None:
+        self._stopped.set()
+        self._reading = threading.Lock()
+
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
-                connection = sqlite3.connect(self._path, timeout=1.0, isolation_level=None)
+                connection = sqlite3.connect(self._uri, uri=True, timeout=1.0, isolation_level=None)
                 try:
                     self._watch(connection)
                 finally:
@@ -192,10 +208,14 @@ class _SqliteWatcher(Listener):
             except sqlite3.Error:  # the file unreadable for now: polling covers the gap
                 self._stopped.wait(self.RETRY_S)
 
+    def _version(self, connection: sqlite3.Connection) -> int:
+        with self._reading:
+            return int(connection.execute("PRAGMA data_version").fetchone()[0])
+
     def _watch(self, connection: sqlite3.Connection) -> None:
-        seen = connection.execute("PRAGMA data_version").fetchone()[0]
+        seen = self._version(connection)
         while not self._stopped.wait(self.EVERY_S):
-            version = connection.execute("PRAGMA data_version").fetchone()[0]
+            version = self._version(connection)
             if version != seen:
                 seen = version
                 self._on_change(None)
@@ -233,6 +253,12 @@ class SqliteDialect(Dialect):
     @contextlib.contextmanager
     def scanning_tables(self, connection: Connection) -> Iterator[None]:
         yield  # nothing is switched off
+
+    def write_settings(self) -> tuple[ColumnElement[Any], ...]:
+        return ()  # SQLite plans by index whenever one serves
+
+    def write_settings_made(self, connection: Connection) -> None:
+        pass
 
     def bulk_insert(
         self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]

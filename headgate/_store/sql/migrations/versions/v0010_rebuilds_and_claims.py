@@ -6,7 +6,8 @@ their own: claims are the job rows' state now, not events.
 A checkpoint's position now means something only while its projection is
 rebuilding (how far the rebuild has folded); a live projection follows the
 head in the same transaction as every append, so its row is left alone. The
-flag is set from the checkpoints: a rebuild under way keeps writes refused.
+flag is set from the checkpoints: a rebuild under way, or a projection behind
+the head, keeps writes refused until `headgate projections rebuild`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ def upgrade() -> None:
     op.add_column(
         "headgate_log_head",
         sa.Column("rebuilding", sa.Boolean, nullable=False, server_default=sa.false()),
+    )
+    # Until now a projection behind the head (a store carried over from before
+    # the checkpoints, say) refused writes as one rebuilding does: say so.
+    op.execute(
+        sa.text(
+            "UPDATE headgate_projection_checkpoints SET rebuilding = true"
+            " WHERE position <> (SELECT position FROM headgate_log_head WHERE id = 1)"
+        )
     )
     op.execute(
         sa.text(
