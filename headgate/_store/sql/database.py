@@ -20,7 +20,8 @@ from headgate._clock import Clock, StoreClock
 from headgate._errors import StoreClosed
 from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._store.sql.backends import Dialect, SqlBackend, backend_named
-from headgate._store.sql.engine import shown_url, translated_errors, write_transaction
+from headgate._store.sql.engine import shown_url, translated_errors
+from headgate._store.sql.write_transactions import Closing, GroupTransaction, WriteSession
 
 CLOSE_WAIT_S: Final = 5.0
 """How long close() waits for a write in flight before leaving the write to close up."""
@@ -53,6 +54,11 @@ class Database:
             else self.engine
         )
         self._write_lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queued = 0
+        """Writers waiting for the write lock."""
+        self._open: GroupTransaction | None = None
+        """A transaction left open for them (group commit)."""
         self._writing_thread: int | None = None
         self._held_for_fork = False
         self._closed = False
@@ -70,18 +76,86 @@ class Database:
     def serialised_write(self, where: str) -> Iterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE on SQLite), queued behind this
         process's other writers: the event log's, the leases' and the worker
-        rows' alike."""
-        with self._write_lock:
-            if self._closed:
-                raise StoreClosed(f"{where}: the store is closed (Headgate.close() was called)")
+        rows' alike. It may carry other writers' work too (`write_session`)."""
+        with self.write_session(where) as session:
+            yield session.connection
+
+    @contextlib.contextmanager
+    def write_session(
+        self,
+        where: str,
+        opening: str | None = None,
+        closing: Closing | None = None,
+        *,
+        alone: bool = False,
+    ) -> Iterator[WriteSession]:
+        """`serialised_write`, where the block may share its transaction with the
+        writers queued before and after it (group commit: `write_transactions`),
+        its own work inside a savepoint when it is not the first. It returns
+        once the transaction has committed, and raises if the commit failed.
+
+        `opening`, a constant statement, is run once per transaction (with the
+        BEGIN where the backend's transactions are explicit) and its rows given
+        in `WriteSession.opened`; `closing` closes the transaction. `alone`:
+        the block gets a transaction of its own, committed when it ends (a
+        rebuild's writes change what every writer's opening reads)."""
+        with self._queue_lock:
+            self._queued += 1
+        with translated_errors(where), self._write_lock:
+            with self._queue_lock:
+                self._queued -= 1
+            waiting_for: GroupTransaction | None = None
             self._writing_thread = threading.get_ident()
             try:
-                with write_transaction(self.write_engine, where) as connection:
-                    yield connection
+                transaction = self._transaction_for(where, opening, alone)
+                try:
+                    with transaction.writing(opening, closing) as session:
+                        yield session
+                except BaseException:
+                    if not transaction.done.is_set():  # rolled back to its savepoint alone
+                        with contextlib.suppress(Exception):  # its writers hear of a failure
+                            self._hand_on(transaction, alone)
+                    raise
+                waiting_for = self._hand_on(transaction, alone)
             finally:
                 self._writing_thread = None
                 if self._closed:  # close() gave up waiting for this write
                     self.write_engine.dispose()
+        if waiting_for is not None:
+            with translated_errors(where):
+                waiting_for.outcome()
+
+    def _transaction_for(self, where: str, opening: str | None, alone: bool) -> GroupTransaction:
+        """The transaction left open for this writer, or a new one."""
+        if self._closed:
+            self._commit_open()
+            raise StoreClosed(f"{where}: the store is closed (Headgate.close() was called)")
+        if alone:
+            self._commit_open()
+        transaction, self._open = self._open, None
+        if transaction is None:
+            explicit = self.backend.connector.explicit_transactions
+            transaction = GroupTransaction.begin(self.write_engine, explicit, opening)
+        return transaction
+
+    def _hand_on(self, transaction: GroupTransaction, alone: bool) -> GroupTransaction | None:
+        """Leave the transaction open for the writers queued behind (returned: the
+        writer waits for its commit), or commit it now (None: committed)."""
+        with self._queue_lock:
+            queued = self._queued
+        if queued and not alone and transaction.hold_open():
+            self._open = transaction
+            return transaction
+        transaction.commit()
+        return None
+
+    def _commit_open(self) -> None:
+        """Commit the transaction left open for queued writers (its writers see a
+        failure; the caller, not one of them, goes on)."""
+        transaction, self._open = self._open, None
+        if transaction is not None:
+            with contextlib.suppress(Exception):
+                transaction.commit()
 
     @contextlib.contextmanager
     def reading(self, where: str) -> Iterator[Connection]:
@@ -108,6 +182,7 @@ class Database:
         self.engine.dispose()
         if self._write_lock.acquire(timeout=CLOSE_WAIT_S):
             try:
+                self._commit_open()
                 self.write_engine.dispose()
             finally:
                 self._write_lock.release()
@@ -129,4 +204,7 @@ class Database:
         self.engine.dispose(close=False)
         self.write_engine.dispose(close=False)
         self._write_lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._queued = 0
+        self._open = None  # the parent's, on the parent's connection
         self._writing_thread = None

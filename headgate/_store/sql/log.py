@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import BigInteger, bindparam, func, select, update
 from sqlalchemy.engine import Connection
@@ -43,6 +43,10 @@ from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head
 
+_HEAD: Final = "log_head"
+"""In a transaction's carried state: the log head as its last writer left it."""
+_QUEUES: Final = "enqueued_on"
+"""In a transaction's carried state: the queues its writers enqueued on."""
 _MOVE_HEAD: Final = (
     update(log_head)
     .where(log_head.c.id == 1)
@@ -168,13 +172,14 @@ class SqlWriteTransaction(WriteTransaction):
             self._projector.fold_live(self.connection, recorded)
         return results
 
-    def finish(self) -> None:
-        """Before the commit: move the log head once for everything this
-        transaction appended (the live projections are folded already), and
-        have the queues enqueued on notified, in one statement."""
-        position = self._head if self._head != self._head_at_start else None
-        if position is not None or self._enqueued_on:
-            self._connector.finish_write(self.connection, _MOVE_HEAD, position, self._enqueued_on)
+    def hand_on(self, carried: dict[str, Any]) -> None:
+        """Its block is done: where the log head now is (if it appended), and the
+        queues it enqueued on, left for the transaction's later writers and its
+        closing (`SqlEventLog._close_transaction`)."""
+        if self._head != self._head_at_start:
+            carried[_HEAD] = self._head
+        if self._enqueued_on:
+            carried.setdefault(_QUEUES, set()).update(self._enqueued_on)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
         row = queries.schedule(self.connection, schedule_id)
@@ -299,10 +304,14 @@ class SqlEventLog(EventLog):
         self._clock = database.clock
         self.projector = projector
         head = select(log_head.c.position, log_head.c.rebuilding, *self._dialect.write_settings())
-        self._head_query = Prepared(self._dialect.locked(head.where(log_head.c.id == 1)))
-        """The log head, locked, and whether a rebuild is under way: one statement
-        (the lock returns the row as the last writer left it, a rebuild's too),
-        which also makes the transaction's settings (`Dialect.write_settings`)."""
+        locked = self._dialect.locked(head.where(log_head.c.id == 1))
+        self._head_query = str(
+            locked.compile(dialect=database.engine.dialect, compile_kwargs={"literal_binds": True})
+        )
+        """The log head, locked, and whether a rebuild is under way: one constant
+        statement (the lock returns the row as the last writer left it, a
+        rebuild's too), which also makes the transaction's settings
+        (`Dialect.write_settings`), sent with the BEGIN where it can be."""
 
     @contextlib.contextmanager
     def write(
@@ -312,8 +321,17 @@ class SqlEventLog(EventLog):
         record_at_ms: int | None = None,
         while_rebuilding: bool = False,
     ) -> Iterator[SqlWriteTransaction]:
-        with self._database.serialised_write("writing to the store") as connection:
-            ((head, rebuilding, *_),) = self._head_query.run(connection)
+        with self._database.write_session(
+            "writing to the store",
+            self._head_query,
+            self._close_transaction,
+            # A held commit must be made at its instant, not with later writers; a
+            # rebuild's writes change what the head statement reads.
+            alone=record_at_ms is not None or while_rebuilding,
+        ) as session:
+            connection = session.connection
+            ((head, rebuilding, *_),) = session.opened
+            head = session.carried.get(_HEAD, head)  # moved by earlier writers in it
             self._dialect.write_settings_made(connection)
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._database.synchronise_clock(connection)
@@ -327,7 +345,19 @@ class SqlEventLog(EventLog):
                 self._check_fence(connection, fence, now)
             transaction = SqlWriteTransaction(connection, self._backend, self.projector, now, head)
             yield transaction
-            transaction.finish()
+            transaction.hand_on(session.carried)
+
+    def _close_transaction(self, connection: Connection, carried: dict[str, Any]) -> str | None:
+        """The log head moved once for every writer the transaction carried, and the
+        queues they enqueued on notified, in one statement (`Connector.finish_write`):
+        returned to be sent with the COMMIT, or run now. The transaction's settings
+        end with it."""
+        self._dialect.write_settings_ended(connection)
+        position: int | None = carried.get(_HEAD)
+        queues: set[str] = carried.get(_QUEUES, set())
+        if position is None and not queues:
+            return None
+        return self._backend.connector.finish_write(connection, _MOVE_HEAD, position, queues)
 
     def _refuse_while_rebuilding(self, connection: Connection, head: int) -> None:
         names = ", ".join(

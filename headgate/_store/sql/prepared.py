@@ -43,14 +43,7 @@ class Prepared:
 
     def run(self, connection: Connection, **values: Any) -> Sequence[tuple[Any, ...]]:
         """Execute it in the connection's transaction; its rows, if it returns any."""
-        compiled = self._compiled_for(connection)
-        missing = compiled.required - values.keys()
-        if missing:
-            raise TypeError(f"values required for {', '.join(sorted(missing))}")
-        bound = {**compiled.defaults, **values}
-        parameters: Any = (
-            bound if compiled.order is None else tuple(bound[name] for name in compiled.order)
-        )
+        compiled, parameters = self.bound(connection, **values)
         driver = connection.connection.driver_connection
         assert driver is not None
         with as_sqlalchemy_errors(connection, compiled.sql):
@@ -60,6 +53,19 @@ class Prepared:
                 return cursor.fetchall() if cursor.description is not None else []
             finally:
                 cursor.close()
+
+    def bound(self, connection: Connection, **values: Any) -> tuple[_Compiled, Any]:
+        """Its SQL for this connection's dialect, and the driver's parameters for
+        these values (a dict, or a tuple in placeholder order)."""
+        compiled = self._compiled_for(connection)
+        missing = compiled.required - values.keys()
+        if missing:
+            raise TypeError(f"values required for {', '.join(sorted(missing))}")
+        bound = {**compiled.defaults, **values}
+        parameters: Any = (
+            bound if compiled.order is None else tuple(bound[name] for name in compiled.order)
+        )
+        return compiled, parameters
 
     def _compiled_for(self, connection: Connection) -> _Compiled:
         name = connection.dialect.name

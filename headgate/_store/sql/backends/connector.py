@@ -16,6 +16,10 @@ from headgate._store.port import Listener
 class Connector(ABC):
     """URL checks, engine settings, and LISTEN/NOTIFY where there is one."""
 
+    explicit_transactions: bool
+    """The writer's connection is in autocommit and the store sends BEGIN and
+    COMMIT itself, each with the statement beside it in one round trip
+    (PostgreSQL); else the driver's transactions (SQLite's BEGIN IMMEDIATE)."""
     one_writer_connection: bool
     """Every write of a process shares one connection (SQLite: its page cache,
     dropped whenever another connection writes, stays warm; PostgreSQL: its
@@ -57,12 +61,14 @@ class Connector(ABC):
         move_head: Update,
         position: int | None,
         enqueued_on: Collection[str],
-    ) -> None:
+    ) -> str | None:
         """The last statement of a write transaction before its commit: the log
         head moved to `position` (`move_head`, a constant statement binding
         `position`; None: nothing was appended), and listening processes told,
         when this commits, that jobs were enqueued on these queues (nothing is
-        sent where the backend cannot notify)."""
+        sent where the backend cannot notify). Returned, to be sent with the
+        COMMIT, where the backend's transactions are explicit; else run now
+        (None returned)."""
 
     @abstractmethod
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:

@@ -59,6 +59,10 @@ class Dialect(ABC):
         """The write's first statement read `write_settings` on this connection."""
 
     @abstractmethod
+    def write_settings_ended(self, connection: Connection) -> None:
+        """The write's transaction is over: its settings with it."""
+
+    @abstractmethod
     def scanning_tables(self, connection: Connection) -> AbstractContextManager[None]:
         """Statements inside may scan and hash whole tables (verify, replay): the
         planner's own choices, where a connection probes by default."""

@@ -155,6 +155,7 @@ class PostgresConnector(Connector):
     of its own."""
 
     one_writer_connection = True
+    explicit_transactions = True
 
     def __init__(self) -> None:
         self._finishes: dict[tuple[int, str], Prepared] = {}
@@ -200,16 +201,13 @@ class PostgresConnector(Connector):
             url,
             pool_size=1 if single_connection else 10,
             max_overflow=0 if single_connection else 10,
+            # The writer's BEGIN and COMMIT are sent by the store itself, each with
+            # the statement beside it (Database.write_session).
+            **({"isolation_level": "AUTOCOMMIT"} if single_connection else {}),
             pool_timeout=busy_timeout_s,
             connect_args=POSTGRES_CONNECT_ARGS,
         )
         _ping_when_idle(engine)
-        if single_connection:
-
-            @event.listens_for(engine, "commit")
-            @event.listens_for(engine, "rollback")
-            def _settings_end(connection: Connection) -> None:
-                connection.info.pop(_PROBES_FOR_THE_TRANSACTION, None)
 
         @event.listens_for(engine, "connect")
         def _session_limits(dbapi_connection: Any, record: Any) -> None:
@@ -242,10 +240,11 @@ class PostgresConnector(Connector):
         move_head: Update,
         position: int | None,
         enqueued_on: Collection[str],
-    ) -> None:
+    ) -> str | None:
         """NOTIFY is transactional: listeners hear it when (and only if) this commits.
-        The head's move and every queue's NOTIFY go in one statement (the move
-        as a data-modifying WITH, which runs whether or not it is read).
+        The head's move and every queue's NOTIFY are one statement (the move as
+        a data-modifying WITH, which runs whether or not it is read), its values
+        inlined by the driver, for the write to send with its COMMIT.
 
         A channel spans the whole database, so the payload names the schema
         the store lives in: stores side by side in one database (one schema
@@ -253,13 +252,23 @@ class PostgresConnector(Connector):
         """
         queues = sorted(set(enqueued_on))
         if not queues:
-            if position is not None:
-                self._finish(move_head, "move").run(connection, position=position)
-            return
+            if position is None:
+                return None
+            return self._inlined(connection, self._finish(move_head, "move"), position=position)
         if position is None:
-            self._finish(move_head, "notify").run(connection, queues=queues)
-        else:
-            self._finish(move_head, "both").run(connection, position=position, queues=queues)
+            return self._inlined(connection, self._finish(move_head, "notify"), queues=queues)
+        statement = self._finish(move_head, "both")
+        return self._inlined(connection, statement, position=position, queues=queues)
+
+    def _inlined(self, connection: Connection, statement: Prepared, **values: Any) -> str:
+        """The statement with its values quoted in by the driver (client-side binding),
+        so it can travel in one simple query with the COMMIT."""
+        import psycopg  # noqa: PLC0415 (PostgreSQL only)
+
+        compiled, parameters = statement.bound(connection, **values)
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        return psycopg.ClientCursor(driver).mogrify(compiled.sql, parameters)
 
     def _finish(self, move_head: Update, which: str) -> Prepared:
         """The head's move, the NOTIFY of a list of queues, or both in one statement,
@@ -371,6 +380,9 @@ class PostgresDialect(Dialect):
 
     def write_settings_made(self, connection: Connection) -> None:
         connection.info[_PROBES_FOR_THE_TRANSACTION] = True
+
+    def write_settings_ended(self, connection: Connection) -> None:
+        connection.info.pop(_PROBES_FOR_THE_TRANSACTION, None)
 
     @contextlib.contextmanager
     def scanning_tables(self, connection: Connection) -> Iterator[None]:

@@ -53,6 +53,7 @@ class SqliteConnector(Connector):
     """One file; engines that set WAL, durability and BEGIN IMMEDIATE for writes."""
 
     one_writer_connection = True
+    explicit_transactions = False
     PAGE_SIZE: Final = 4_096
 
     def checked_url(self, url: URL) -> URL:
@@ -143,13 +144,14 @@ class SqliteConnector(Connector):
         move_head: Update,
         position: int | None,
         enqueued_on: Collection[str],
-    ) -> None:
+    ) -> str | None:
         # Nothing to send: other processes watch the file (see listen).
         if position is not None:
             prepared = self._moves.get(id(move_head))
             if prepared is None:
                 prepared = self._moves.setdefault(id(move_head), Prepared(move_head))
             prepared.run(connection, position=position)
+        return None
 
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """SQLite has no notifications: a thread watches the file's data version
@@ -258,6 +260,9 @@ class SqliteDialect(Dialect):
         return ()  # SQLite plans by index whenever one serves
 
     def write_settings_made(self, connection: Connection) -> None:
+        pass
+
+    def write_settings_ended(self, connection: Connection) -> None:
         pass
 
     def bulk_insert(
