@@ -6,6 +6,7 @@ opens, can read the log too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, select
@@ -36,6 +37,19 @@ def events_between(after: int, until: int | None = None, limit: int | None = Non
         query = query.where(events.c.position <= until)
     query = query.order_by(events.c.position)
     return query if limit is None else query.limit(limit)
+
+
+def decode_values(values: Sequence[Any]) -> RecordedEvent:
+    """The recorded event of an events-table row read as a plain tuple, its
+    columns in the table's order (a statement run on the driver)."""
+    position, stream_id, version, type_name, schema_version, body, recorded_at_ms = values
+    return RecordedEvent(
+        position=position,
+        stream_id=stream_id,
+        version=version,
+        recorded_at_ms=recorded_at_ms,
+        event=decode(type_name, schema_version, body),
+    )
 
 
 def decode_row(row: object) -> RecordedEvent:

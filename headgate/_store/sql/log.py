@@ -12,7 +12,7 @@ round trips. Projections are applied inline, in the same transaction.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import BigInteger, bindparam, func, select, update
@@ -38,7 +38,7 @@ from headgate._store.sql import queries, worker_rows
 from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
-from headgate._store.sql.event_rows import decode_row, event_row, events_between
+from headgate._store.sql.event_rows import decode_row, decode_values, event_row, events_between
 from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head
@@ -55,6 +55,16 @@ _MOVE_HEAD: Final = (
 
 
 _LATEST_VERSIONS: dict[int, Prepared] = {}
+_FIRST_EVENTS: dict[int, Prepared] = {}
+
+
+def _first_events(dialect: Dialect) -> Prepared:
+    """The first event of each stream of the batch `streams` that has one."""
+    statement = _FIRST_EVENTS.get(id(dialect))
+    if statement is None:
+        built = dialect.first_of_each(events, dialect.each_of_bound("streams", events.c.stream_id))
+        statement = _FIRST_EVENTS.setdefault(id(dialect), Prepared(built))
+    return statement
 
 
 def _latest_versions(dialect: Dialect) -> Prepared:
@@ -92,6 +102,9 @@ class SqlWriteTransaction(WriteTransaction):
         self._no_blame = False
         """No fingerprint carries crash blame: read with the last claim, forgotten
         at the next append (it may add blame)."""
+        self._read_schedules: dict[Hashable, ScheduleRow] = {}
+        """Schedule rows read since the last append: what the next append's fold
+        starts from, not read again (only a fold changes a schedule's row)."""
 
     @property
     def now_ms(self) -> int:
@@ -131,10 +144,12 @@ class SqlWriteTransaction(WriteTransaction):
         # A stream known to be at version 0 has no first event to read.
         wanted = [s for s in dict.fromkeys(stream_ids) if self._versions.get(s) != 0]
         found: dict[str, DomainEvent] = {}
+        statement = _first_events(self._dialect)
         for start in range(0, len(wanted), CHUNK):
-            chunk = wanted[start : start + CHUNK]
-            for row in self.connection.execute(self._dialect.first_of_each(events, chunk)):
-                found[row.stream_id] = decode_row(row).event
+            chunk = self._dialect.batch_value(wanted[start : start + CHUNK])
+            for values in statement.run(self.connection, streams=chunk):
+                recorded = decode_values(values)
+                found[recorded.stream_id] = recorded.event
         # A stream without a first event does not exist: its version is known.
         self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
         return found
@@ -169,7 +184,9 @@ class SqlWriteTransaction(WriteTransaction):
         self._no_blame = False
         if rows:
             self._dialect.bulk_insert(self.connection, events, rows)
-            self._projector.fold_live(self.connection, recorded)
+            known = {"schedules": self._read_schedules} if self._read_schedules else None
+            self._projector.fold_live(self.connection, recorded, known)
+        self._read_schedules = {}  # the fold may have changed them
         return results
 
     def hand_on(self, carried: dict[str, Any]) -> None:
@@ -185,11 +202,13 @@ class SqlWriteTransaction(WriteTransaction):
         row = queries.schedule(self.connection, schedule_id)
         if row is not None:
             self._learn_schedule_versions([row])
+            self._read_schedules[schedule_id] = row
         return row
 
     def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
         rows = queries.schedules(self.connection, schedule_ids)
         self._learn_schedule_versions(rows.values())
+        self._read_schedules.update(rows)
         if self._projector.has_table("schedules"):
             # Schedule rows are never removed (a delete marks them), so a schedule
             # without one has no stream yet: its first definition needs no read.

@@ -13,14 +13,17 @@ statement made one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
 
 from headgate._store.sql.bulk import as_sqlalchemy_errors
+
+if TYPE_CHECKING:
+    from headgate._store.sql.backends import Dialect
 
 
 @dataclass(frozen=True)
@@ -80,3 +83,21 @@ class Prepared:
                     str(made), dict(defaults), required, order
                 )
         return compiled
+
+
+class PreparedPerDialect:
+    """A statement whose shape depends on the store's dialect (a batch of keys
+    bound as one array or one JSON text: `Dialect.each_of_bound`), built on
+    first use on each dialect, then prepared."""
+
+    def __init__(self, build: Callable[[Dialect], Executable]) -> None:
+        self._build = build
+        self._made: dict[int, Prepared] = {}
+        self._lock = threading.Lock()
+
+    def on(self, dialect: Dialect) -> Prepared:
+        made = self._made.get(id(dialect))
+        if made is None:
+            with self._lock:
+                made = self._made.setdefault(id(dialect), Prepared(self._build(dialect)))
+        return made

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Final, TypeVar
 
@@ -39,15 +39,23 @@ class Projector:
     def table_for(self, projection: AnyProjection) -> Table:
         return self.tables.by_name(projection.table)
 
-    def fold_live(self, connection: Connection, recorded: Sequence[RecordedEvent]) -> None:
-        """Apply a just-appended batch to every projection's live table.
+    def fold_live(
+        self,
+        connection: Connection,
+        recorded: Sequence[RecordedEvent],
+        known: Mapping[str, Mapping[Hashable, Any]] | None = None,
+    ) -> None:
+        """Apply a just-appended batch to every projection's live table. `known`:
+        rows the caller read in this transaction and nothing has changed since,
+        by table and key (not read again).
 
         EventLog.write refuses to open a live write while a rebuild is in
         progress, so every projection is at the transaction's starting head,
         and with this fold at its end.
         """
         for projection in self.projections:
-            fold_into_table(connection, projection, self.table_for(projection), recorded)
+            rows = None if known is None else known.get(projection.table)
+            fold_into_table(connection, projection, self.table_for(projection), recorded, rows)
 
     def rebuilding(self, connection: Connection) -> dict[str, int]:
         """Projections being rebuilt, and how far each has folded (name -> position)."""
@@ -64,8 +72,10 @@ def fold_into_table(
     projection: AnyProjection,
     table: Table,
     recorded: Iterable[RecordedEvent],
+    known: Mapping[Hashable, Any] | None = None,
 ) -> int:
-    """Fold events into `table` with `projection`; returns how many events it used."""
+    """Fold events into `table` with `projection`; returns how many events it used.
+    `known`: current rows by key, read in this transaction (the rest are loaded)."""
     relevant: list[tuple[Hashable, RecordedEvent]] = []
     for event in recorded:
         key = projection.key(event)
@@ -81,7 +91,13 @@ def fold_into_table(
     existing: dict[Hashable, Any] = {}
     if folded and not projection.append_only:
         keys = list(dict.fromkeys(key for key, _ in folded))
-        existing = load_rows(connection, table, projection.key_column, projection.row_type, keys)
+        if known:
+            existing = {key: known[key] for key in keys if key in known}
+            keys = [key for key in keys if key not in existing]
+        if keys:
+            existing.update(
+                load_rows(connection, table, projection.key_column, projection.row_type, keys)
+            )
     current: dict[Hashable, Any] = dict(existing)
     for key, event in folded:
         current[key] = projection.apply(current.get(key), event)

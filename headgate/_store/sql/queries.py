@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, Final
 
@@ -58,7 +58,7 @@ from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.port import JobFilter, Page, Reads
 from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
 from headgate._store.sql.engine import translated_errors
-from headgate._store.sql.prepared import Prepared
+from headgate._store.sql.prepared import Prepared, PreparedPerDialect
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import (
     CLAIMABLE_WHERE,
@@ -101,15 +101,31 @@ schedules are: workers read a job row for every claim."""
 _ANY_BLAME: Final = exists().select_from(_blame).label("any_blame")
 
 
+_SCHEDULE_BY_ID: Final = Prepared(
+    select(*_SCHEDULE_ROW_COLUMNS).where(
+        _schedules.c.schedule_id == bindparam("schedule_id", type_=String)
+    )
+)
+_SCHEDULE_FLAGS: Final = tuple(
+    index
+    for index, field in enumerate(fields(ScheduleRow))
+    if field.name in {"paused", "deleted", "finished"}
+)
+"""Where a schedule row read on the driver holds a boolean (SQLite gives 0 or 1)."""
+
+
+def _schedule_row(values: Sequence[Any]) -> ScheduleRow:
+    row = list(values)
+    for index in _SCHEDULE_FLAGS:
+        row[index] = bool(row[index])
+    return ScheduleRow(*row)
+
+
 def schedule(connection: Connection, schedule_id: str) -> ScheduleRow | None:
     if not could_be_stored(schedule_id):
         return None
-    row = (
-        connection.execute(select(_schedules).where(_schedules.c.schedule_id == schedule_id))
-        .mappings()
-        .first()
-    )
-    return None if row is None else ScheduleRow(**row)
+    rows = _SCHEDULE_BY_ID.run(connection, schedule_id=schedule_id)
+    return _schedule_row(rows[0]) if rows else None
 
 
 def schedules(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, ScheduleRow]:
@@ -118,9 +134,8 @@ def schedules(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, 
     wanted = [key for key in dict.fromkeys(schedule_ids) if could_be_stored(key)]
     found: dict[str, ScheduleRow] = {}
     if len(wanted) == 1:  # a key's equality is an index probe: no planner switches needed
-        query = select(*_SCHEDULE_ROW_COLUMNS).where(_schedules.c.schedule_id == wanted[0])
-        found.update((row.schedule_id, ScheduleRow(*row)) for row in connection.execute(query))
-        return found
+        row = schedule(connection, wanted[0])
+        return {} if row is None else {row.schedule_id: row}
     dialect = dialect_of(connection)
     with dialect.probing_indexes(connection):
         for start in range(0, len(wanted), CHUNK):
@@ -613,12 +628,21 @@ def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, i
     return counts
 
 
-def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
-    wanted = list(dict.fromkeys(fingerprints))
-    query = select(_quarantine.c.fingerprint).where(
-        dialect_of(connection).is_one_of(_quarantine.c.fingerprint, wanted)
+def _quarantined_statement(dialect: Dialect) -> Select[Any]:
+    wanted = dialect.each_of_bound("fingerprints", _quarantine.c.fingerprint)
+    return select(_quarantine.c.fingerprint).where(
+        _quarantine.c.fingerprint.in_(select(wanted.c.value))
     )
-    return {str(value) for value in connection.execute(query).scalars()}
+
+
+_QUARANTINED: Final = PreparedPerDialect(_quarantined_statement)
+
+
+def quarantined(connection: Connection, fingerprints: Iterable[str]) -> set[str]:
+    dialect = dialect_of(connection)
+    wanted = dialect.batch_value(list(dict.fromkeys(fingerprints)))
+    statement = _QUARANTINED.on(dialect)
+    return {str(value) for (value,) in statement.run(connection, fingerprints=wanted)}
 
 
 def enqueue_history_page(

@@ -31,6 +31,7 @@ from headgate._domain.events import JobFinished, JobState, JobSucceeded, ManualR
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
+from headgate._store.sql import log as sql_log
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact, finished_jobs_query
 from headgate._store.sql.maintenance import rebuild
@@ -152,6 +153,20 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: SqlStore)
         read_model.live_jobs_by_unique_key(transaction.connection, (f"key-{n}" for n in wanted))
         event.remove(transaction.connection, "before_cursor_execute", capture)
         lookups = [s for s in statements if any(w in s[0] for w in ("unnest", "json_each"))]
+        # Statements built once run on the driver, unseen by the listener: as they run.
+        dialect = store.database.dialect
+        for prepared, name, streams in (
+            (sql_log._first_events(dialect), "streams", [job_stream(f"next-{n}") for n in wanted]),
+            (
+                sql_log._latest_versions(dialect),
+                "streams",
+                [schedule_stream(f"s{n}") for n in wanted],
+            ),
+        ):
+            compiled, parameters = prepared.bound(
+                transaction.connection, **{name: dialect.batch_value(streams)}
+            )
+            lookups.append((compiled.sql, parameters))
         assert len(lookups) >= 3
         for statement, parameters in lookups:
             plan = _plan(transaction.connection, statement, parameters)

@@ -84,8 +84,9 @@ class Dialect(ABC):
         """`query`, locking the rows it reads until the transaction ends."""
 
     @abstractmethod
-    def first_of_each(self, table: Table, stream_ids: Sequence[str]) -> Select[Any]:
-        """Rows of `table` (the events) at version 1 of each of these streams."""
+    def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:
+        """Rows of `table` (the events) at version 1 of each stream in `wanted`
+        (`each_of`, or `each_of_bound` for a statement built once)."""
 
     @abstractmethod
     def insert_if_absent(self, table: Table, key: str) -> Insert:

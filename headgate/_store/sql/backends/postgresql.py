@@ -514,8 +514,7 @@ class PostgresDialect(Dialect):
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
         return query.with_for_update(read=shared)
 
-    def first_of_each(self, table: Table, stream_ids: Sequence[str]) -> Select[Any]:
-        wanted = self.each_of(stream_ids, table.c.stream_id)
+    def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:
         # LIMIT 1 (there is at most one row anyway) keeps the planner from
         # flattening the LATERAL into a join, which it then ran as a hash join
         # over every stream's first event while its statistics lagged the log.

@@ -278,9 +278,9 @@ class SqliteDialect(Dialect):
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
         return query  # the write transaction (BEGIN IMMEDIATE) already excludes writers
 
-    def first_of_each(self, table: Table, stream_ids: Sequence[str]) -> Select[Any]:
+    def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:
         return select(table).where(
-            self.is_one_of(table.c.stream_id, stream_ids), table.c.version == 1
+            table.c.stream_id.in_(select(wanted.c.value)), table.c.version == 1
         )
 
     def insert_if_absent(self, table: Table, key: str) -> Insert:
