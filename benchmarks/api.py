@@ -9,7 +9,9 @@ with a new Idempotency-Key each time); the reads are GET /api/v1/periodic/{id}
 and GET /api/v1/jobs?limit=20. Every response is checked: an error is any
 status but the one the call documents.
 
-Beside it, in the same run: the same writes and reads made by 32 threads
+Beside it, in the same run: the HTTP stack's own floor, the same clients
+calling GET /healthz (which touches no store) in place of both calls; and the
+same writes and reads made by 32 threads
 through the Python API of one process (`hg.put_schedule`, `hg.run_now`,
 `hg.get_schedule`, `hg.list_jobs`) with its scheduler firing the same 200
 schedules: the store's own bound, with no HTTP, JSON or server around it.
@@ -78,10 +80,12 @@ def _schedule_body(client: int, turn: int) -> bytes:
 class _Client:
     """One keep-alive connection, alternating a write and a read."""
 
-    def __init__(self, port: int, client: int) -> None:
+    def __init__(self, port: int, client: int, floor: bool) -> None:
         self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         self.client = client
         self.turn = 0
+        self.floor = floor
+        """Every call is GET /healthz: the server's cost without the store."""
 
     def call(
         self, method: str, path: str, body: bytes | None, expected: tuple[int, ...]
@@ -109,6 +113,8 @@ class _Client:
             if self.turn % 2
             else ("POST", f"/api/v1/periodic/{schedule_id}/run", None, (202,))
         )
+        if self.floor:
+            write = ("GET", "/healthz", None, (200,))
         began = time.perf_counter()
         error = self.call(*write)
         samples.writes.append((time.perf_counter() - began) * 1000)
@@ -119,6 +125,8 @@ class _Client:
             if self.turn % 4 < 2
             else ("GET", "/api/v1/jobs?limit=20", None)
         )
+        if self.floor:
+            read = ("GET", "/healthz", None)
         began = time.perf_counter()
         error = self.call(*read, (200,))
         samples.reads.append((time.perf_counter() - began) * 1000)
@@ -126,14 +134,14 @@ class _Client:
             samples.errors.append(error)
 
 
-def _client_process(
-    port: int, first_client: int, start_at: float, stop_at: float, out: Any
+def _client_process(  # noqa: PLR0917 (a process's arguments)
+    port: int, first_client: int, start_at: float, stop_at: float, floor: bool, out: Any
 ) -> None:
     """THREADS_PER_PROCESS clients; what each measured between start_at and stop_at."""
     results: list[Samples] = []
 
     def run(client: int) -> None:
-        connection = _Client(port, client)
+        connection = _Client(port, client, floor)
         warm = Samples()
         while time.time() < start_at:
             connection.one_round(warm)
@@ -177,7 +185,7 @@ def _wait_until_up(port: int, server: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("headgate serve did not answer within 60 s")
 
 
-def through_http(url: str, seconds: float) -> Samples:
+def through_http(url: str, seconds: float, *, floor: bool = False) -> Samples:
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "headgate", "serve", "--db", url, "--port", str(port)],
@@ -193,7 +201,7 @@ def through_http(url: str, seconds: float) -> Samples:
         clients = [
             context.Process(
                 target=_client_process,
-                args=(port, index * THREADS_PER_PROCESS, start_at, stop_at, out),
+                args=(port, index * THREADS_PER_PROCESS, start_at, stop_at, floor, out),
             )
             for index in range(PROCESSES)
         ]
@@ -283,6 +291,7 @@ def rows_for(backend: str, seconds: float) -> list[list[object]]:
         define_many(hg, TICKING_SCHEDULES, "@every:1000", first_tick)
         hg.close()
         api = through_http(url, seconds)
+        http_floor = through_http(url, seconds, floor=True)
     with fresh_database(backend) as url:
         hg = Headgate(url)
         first_tick = (int(time.time() * 1000) // 1000 + 2) * 1000
@@ -295,6 +304,7 @@ def rows_for(backend: str, seconds: float) -> list[list[object]]:
     return [
         _row(backend, "headgate serve", api, seconds, bound),
         _row(backend, "Python API", python, seconds, 0),
+        _row(backend, "HTTP alone (/healthz)", http_floor, seconds, 0),
     ]
 
 

@@ -95,7 +95,10 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
 
 
 def _listen(family: int, address: Any, *, several: bool) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as asyncio's own bind does: only then does asyncio turn
+    # Nagle's algorithm off on each accepted connection, and without that every
+    # keep-alive response waited some 40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6 and several:  # as asyncio: IPv4 has a socket of its own

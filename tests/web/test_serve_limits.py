@@ -362,3 +362,30 @@ def test_past_the_connection_limit_requests_get_503_until_slow_ones_are_closed()
         clients.watch(until_s=1.0 + SLACK_S)
         assert max(clients.close_times(clients.headers)) <= 1.0 + SLACK_S
         assert _request(guarded.address).startswith(b"HTTP/1.1 200")
+
+
+def test_answers_on_a_keep_alive_connection_are_not_held_back_by_nagle() -> None:
+    """A response written in two parts (headers, body) to a client that delays its
+    ACKs waited ~40 ms with Nagle's algorithm on: asyncio turns it off on every
+    connection accepted from these sockets (uvicorn's, each request's)."""
+    (sock,) = listening_sockets("127.0.0.1", 0)
+    seen: list[int] = []
+
+    async def accept_one() -> None:
+        accepted = asyncio.Event()
+
+        def connected(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = writer.get_extra_info("socket")
+            seen.append(peer.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+            accepted.set()
+
+        server = await asyncio.start_server(connected, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        await asyncio.wait_for(accepted.wait(), 10)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(accept_one())
+    assert seen and seen[0] != 0
