@@ -92,7 +92,7 @@ from headgate._model import (
 )
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
-from headgate._runtime.actors import RunPending, SchedulerActor, Wake
+from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
 from headgate._runtime.hooks import EnqueueHook
@@ -173,6 +173,7 @@ class Headgate:
         self._declared: dict[str, ScheduleDefinition] = {}
         """Schedules declared in code (`periodic`): upserted at start."""
         self._scheduler: pykka.ActorRef[SchedulerActor] | None = None
+        self._wake_signal = WakeSignal()
         self._processor: TickProcessor | None = None
         self._pool: WorkerPool | None = None
         self._lifecycle = threading.Lock()
@@ -267,6 +268,7 @@ class Headgate:
             recorder=self._metrics,
             hook_timeout_ms=self.config.hook_timeout_ms,
         )
+        self._wake_signal = WakeSignal()  # none waits in the new actor's inbox
         self._scheduler = SchedulerActor.start(
             self._store, self.clock, self.config, processor, claimant
         )
@@ -775,7 +777,7 @@ class Headgate:
     def _poke(self) -> None:
         scheduler = self._scheduler
         if scheduler is not None:
-            scheduler.tell(Wake())
+            self._wake_signal.send(scheduler)
 
     def _poke_workers(self, *, due_now: bool = False) -> None:
         pool = self._pool

@@ -50,6 +50,26 @@ log = get_logger("headgate.scheduler")
 class Wake:
     """Time to look again: a deadline passed, or something changed."""
 
+    pending: threading.Event | None = None
+    """Set by the sender while this wake waits in the inbox, cleared as it is
+    taken: a sender that finds it set sends none (`WakeSignal`)."""
+
+
+class WakeSignal:
+    """Wakes the scheduler for a change (a schedule put, a run requested),
+    never more than one wake waiting in its inbox: a burst of puts costs the
+    scheduler one look at the store, not one per put. The look happens after
+    the last of them, since a wake is marked taken before the look begins."""
+
+    def __init__(self) -> None:
+        self._pending = threading.Event()
+
+    def send(self, scheduler: pykka.ActorRef[Any]) -> None:
+        if self._pending.is_set():
+            return
+        self._pending.set()
+        scheduler.tell(Wake(self._pending))
+
 
 class GroupCommit:
     """Collects one sweep's prepared shares; the last shard to arrive writes them all."""
@@ -257,6 +277,8 @@ class SchedulerActor(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> None:
         if isinstance(message, Wake):
+            if message.pending is not None:
+                message.pending.clear()
             self._cycle()
         elif isinstance(message, BatchDone):
             self._in_flight -= 1

@@ -120,6 +120,7 @@ class Database:
             finally:
                 self._writing_thread = None
                 if self._closed:  # close() gave up waiting for this write
+                    self._commit_open()
                     self.write_engine.dispose()
         if waiting_for is not None:
             with translated_errors(where):
@@ -140,10 +141,11 @@ class Database:
 
     def _hand_on(self, transaction: GroupTransaction, alone: bool) -> GroupTransaction | None:
         """Leave the transaction open for the writers queued behind (returned: the
-        writer waits for its commit), or commit it now (None: committed)."""
+        writer waits for its commit), or commit it now (None: committed). A
+        closing store holds none open: close() disposes of its connection."""
         with self._queue_lock:
             queued = self._queued
-        if queued and not alone and transaction.hold_open():
+        if queued and not alone and not self._closed and transaction.hold_open():
             self._open = transaction
             return transaction
         transaction.commit()
