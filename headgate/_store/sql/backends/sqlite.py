@@ -49,6 +49,10 @@ from headgate._store.sql.prepared import Prepared
 NAME: Final = "sqlite"
 
 
+READ_CONNECTIONS: Final = 32
+"""Reading connections a process keeps open (as many again may open for a burst)."""
+
+
 class SqliteConnector(Connector):
     """One file; engines that set WAL, durability and BEGIN IMMEDIATE for writes."""
 
@@ -105,7 +109,18 @@ class SqliteConnector(Connector):
         engine = create_engine(
             url,
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-            **({"poolclass": StaticPool} if single_connection else {}),
+            **(
+                {"poolclass": StaticPool}
+                if single_connection
+                else {
+                    # Connections past the pool's size are closed on return: a
+                    # host with more reading threads than that opened a new one
+                    # (its PRAGMAs, a cold page cache) for nearly every read.
+                    "pool_size": READ_CONNECTIONS,
+                    "max_overflow": READ_CONNECTIONS,
+                    "pool_timeout": busy_timeout_s,
+                }
+            ),
         )
         page_size = self.PAGE_SIZE
 
