@@ -775,9 +775,13 @@ class Headgate:
         return self._store.compact()
 
     def _poke(self) -> None:
+        # The signal before the actor: a restart in between replaces both, and an
+        # old signal sent to the new actor is harmless (the reverse left the new
+        # signal marked pending for a dead actor).
+        signal = self._wake_signal
         scheduler = self._scheduler
         if scheduler is not None:
-            self._wake_signal.send(scheduler)
+            signal.send(scheduler)
 
     def _poke_workers(self, *, due_now: bool = False) -> None:
         pool = self._pool

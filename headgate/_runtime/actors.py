@@ -68,7 +68,11 @@ class WakeSignal:
         if self._pending.is_set():
             return
         self._pending.set()
-        scheduler.tell(Wake(self._pending))
+        try:
+            scheduler.tell(Wake(self._pending))
+        except pykka.ActorDeadError:
+            self._pending.clear()  # nobody will take it
+            raise
 
 
 class GroupCommit:

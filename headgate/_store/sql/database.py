@@ -74,10 +74,12 @@ class Database:
 
     @contextlib.contextmanager
     def serialised_write(self, where: str) -> Iterator[Connection]:
-        """A write transaction (BEGIN IMMEDIATE on SQLite), queued behind this
-        process's other writers: the event log's, the leases' and the worker
-        rows' alike. It may carry other writers' work too (`write_session`)."""
-        with self.write_session(where) as session:
+        """A write transaction (BEGIN IMMEDIATE on SQLite) of its own, queued behind
+        this process's other writers: the event log's, the leases' and the
+        worker rows' alike. Never shared with the log's writers: a lease's row
+        locked before the log head would invert the order every log writer
+        locks in (the head first), and two processes could deadlock."""
+        with self.write_session(where, alone=True) as session:
             yield session.connection
 
     @contextlib.contextmanager
@@ -99,11 +101,7 @@ class Database:
         in `WriteSession.opened`; `closing` closes the transaction. `alone`:
         the block gets a transaction of its own, committed when it ends (a
         rebuild's writes change what every writer's opening reads)."""
-        with self._queue_lock:
-            self._queued += 1
-        with translated_errors(where), self._write_lock:
-            with self._queue_lock:
-                self._queued -= 1
+        with translated_errors(where), self._queued_for_the_lock():
             waiting_for: GroupTransaction | None = None
             self._writing_thread = threading.get_ident()
             try:
@@ -126,6 +124,21 @@ class Database:
             with translated_errors(where):
                 waiting_for.outcome()
 
+    @contextlib.contextmanager
+    def _queued_for_the_lock(self) -> Iterator[None]:
+        """The write lock, held for the block; counted in `_queued` while waited for."""
+        with self._queue_lock:
+            self._queued += 1
+        try:
+            self._write_lock.acquire()
+        finally:
+            with self._queue_lock:
+                self._queued -= 1
+        try:
+            yield
+        finally:
+            self._write_lock.release()
+
     def _transaction_for(self, where: str, opening: str | None, alone: bool) -> GroupTransaction:
         """The transaction left open for this writer, or a new one."""
         if self._closed:
@@ -136,7 +149,9 @@ class Database:
         transaction, self._open = self._open, None
         if transaction is None:
             explicit = self.backend.connector.explicit_transactions
-            transaction = GroupTransaction.begin(self.write_engine, explicit, opening)
+            transaction = GroupTransaction.begin(
+                self.write_engine, explicit, opening, self.dialect.write_settings_ended
+            )
         return transaction
 
     def _hand_on(self, transaction: GroupTransaction, alone: bool) -> GroupTransaction | None:

@@ -369,9 +369,7 @@ class SqlEventLog(EventLog):
     def _close_transaction(self, connection: Connection, carried: dict[str, Any]) -> str | None:
         """The log head moved once for every writer the transaction carried, and the
         queues they enqueued on notified, in one statement (`Connector.finish_write`):
-        returned to be sent with the COMMIT, or run now. The transaction's settings
-        end with it."""
-        self._dialect.write_settings_ended(connection)
+        returned to be sent with the COMMIT, or run now."""
         position: int | None = carried.get(_HEAD)
         queues: set[str] = carried.get(_QUEUES, set())
         if position is None and not queues:

@@ -74,6 +74,11 @@ class GroupTransaction:
     """BEGIN and COMMIT are sent by us, each with the statement beside it in one
     simple query (PostgreSQL's writer, in autocommit); else the driver's."""
     root: RootTransaction | None
+    driver: Any
+    """The driver's connection, held from the start: SQLAlchemy refuses to hand it
+    out once a statement of its own found the connection dropped."""
+    ended: Callable[[Connection], None] | None = None
+    """Told when the transaction is over, committed or not (its settings end)."""
     held_open_at: float | None = None
     writers: int = 0
     opened: dict[str, Sequence[Sequence[Any]]] = field(default_factory=dict)
@@ -83,15 +88,23 @@ class GroupTransaction:
     error: BaseException | None = None
 
     @classmethod
-    def begin(cls, engine: Engine, explicit: bool, opening: str | None) -> GroupTransaction:
+    def begin(
+        cls,
+        engine: Engine,
+        explicit: bool,
+        opening: str | None,
+        ended: Callable[[Connection], None] | None = None,
+    ) -> GroupTransaction:
         connection = engine.execution_options(**WRITE).connect()
+        driver: Any = None
         try:
+            driver = connection.connection.driver_connection
             if not explicit:
-                transaction = cls(connection, explicit, connection.begin())
+                transaction = cls(connection, explicit, connection.begin(), driver, ended)
                 if opening is not None:
                     transaction.opened[opening] = connection.exec_driver_sql(opening).all()
                 return transaction
-            transaction = cls(connection, explicit, None)
+            transaction = cls(connection, explicit, None, driver, ended)
             begin = "BEGIN" if opening is None else f"BEGIN; {opening}"
             cursor = transaction._send(begin)
             if opening is not None:
@@ -99,7 +112,7 @@ class GroupTransaction:
                 transaction.opened[opening] = cursor.fetchall()
             return transaction
         except BaseException:
-            _discard(connection)
+            _discard(connection, driver)
             raise
 
     @contextlib.contextmanager
@@ -178,22 +191,33 @@ class GroupTransaction:
         except BaseException as error:
             self.fail(error)
             raise
-        self.connection.close()
-        self.done.set()
+        try:
+            self._end()
+            with contextlib.suppress(Exception):
+                self.connection.close()
+        finally:
+            self.done.set()
 
     def fail(self, error: BaseException) -> None:
-        """Roll it back and tell every waiting writer it failed."""
+        """Roll it back and tell every waiting writer it failed (whatever else fails
+        meanwhile: a writer must never wait for a commit nobody will make)."""
         self.error = error
-        if self.explicit:
-            driver: Any = self.connection.connection.driver_connection
-            if not driver.broken:
-                with contextlib.suppress(Exception):
-                    driver.execute("ROLLBACK")
-        elif self.root is not None:
+        try:
             with contextlib.suppress(Exception):
-                self.root.rollback()
-        _discard(self.connection)
-        self.done.set()
+                if self.explicit:
+                    if not self.driver.broken and not self.driver.closed:
+                        self.driver.execute("ROLLBACK")
+                elif self.root is not None:
+                    self.root.rollback()
+            self._end()
+        finally:
+            _discard(self.connection, self.driver)
+            self.done.set()
+
+    def _end(self) -> None:
+        if self.ended is not None:
+            with contextlib.suppress(Exception):
+                self.ended(self.connection)
 
     def outcome(self) -> None:
         """Wait for the commit; raise what failed it (a copy: each writer raises its own)."""
@@ -208,15 +232,15 @@ class GroupTransaction:
             self.connection.exec_driver_sql(statement)
 
     def _send(self, statement: str) -> Any:
-        driver: Any = self.connection.connection.driver_connection
         with as_sqlalchemy_errors(self.connection, statement):
-            return driver.execute(statement)
+            return self.driver.execute(statement)
 
 
-def _discard(connection: Connection) -> None:
+def _discard(connection: Connection, driver: Any) -> None:
     """Give the connection back; a broken one is dropped, for a new one next time."""
-    driver: Any = connection.connection.driver_connection
-    if getattr(driver, "broken", False):
-        connection.invalidate()
+    with contextlib.suppress(Exception):
+        broken = getattr(driver, "broken", False) or getattr(driver, "closed", False)
+        if broken or connection.invalidated:
+            connection.invalidate()
     with contextlib.suppress(Exception):
         connection.close()

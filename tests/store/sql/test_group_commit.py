@@ -139,9 +139,13 @@ def test_a_writer_that_fails_in_a_shared_transaction_is_undone_alone(
     assert _positions(store)["after"] == 3
 
 
+@pytest.mark.parametrize("found_by", ["the savepoint's release", "a statement through SQLAlchemy"])
 def test_a_failed_commit_fails_every_writer_it_carried(
-    store: SqlStore, store_url: str, postgres_server_url: str
+    store: SqlStore, store_url: str, postgres_server_url: str, found_by: str
 ) -> None:
+    """The connection dies while the second writer's block runs: found when its
+    savepoint is released, or by a statement of its own (SQLAlchemy then marks
+    the connection invalid and refuses to hand out its driver)."""
     if not store_url.startswith("postgresql"):
         pytest.skip("a connection killed from outside: PostgreSQL's pg_terminate_backend")
     admin = create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
@@ -156,12 +160,14 @@ def test_a_failed_commit_fails_every_writer_it_carried(
         _append(store, "first", then=note_pid_and_wait)
 
     def second() -> None:
-        def connection_lost(_: object) -> None:
+        def connection_lost(transaction: Any) -> None:
             with admin.connect() as connection:
                 connection.execute(
                     text("SELECT pg_terminate_backend(:pid)"), {"pid": writer_pid[0]}
                 )
             time.sleep(0.1)
+            if found_by == "a statement through SQLAlchemy":
+                transaction.connection.execute(text("SELECT 1"))
 
         _append(store, "second", then=connection_lost)
 
