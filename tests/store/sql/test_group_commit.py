@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, text
 from headgate._domain.streams import schedule_stream
 from headgate._errors import StoreError
 from headgate._store.port import NO_STREAM, StreamAppend
+from headgate._store.sql import write_transactions
 from headgate._store.sql.store import SqlStore
 from headgate._store.sql.write_transactions import GroupTransaction
 from headgate.testing import FakeClock
@@ -66,7 +67,10 @@ def _in_threads(*calls: Callable[[], None]) -> list[BaseException | None]:
 
 @pytest.fixture
 def commits(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per write transaction committed in this process."""
+    """One entry per write transaction committed in this process. A transaction
+    is held open for queued writers as long as they keep coming (not the 10 ms
+    a loaded machine can overrun between two writers)."""
+    monkeypatch.setattr(write_transactions, "MAX_HELD_OPEN_S", 30.0)
     counted: list[int] = []
     commit = GroupTransaction.commit
 
@@ -94,7 +98,7 @@ def test_concurrent_writers_each_return_once_their_work_is_committed(
 
     def writer(index: int) -> Callable[[], None]:
         def write() -> None:
-            _append(store, f"s-{index}", then=lambda _: time.sleep(0.3 if index == 0 else 0))
+            _append(store, f"s-{index}", then=lambda _: time.sleep(0.5 if index == 0 else 0))
             seen_by_another_process[f"s-{index}"] = f"s-{index}" in _positions(second_handle)
 
         return write
@@ -117,7 +121,7 @@ def test_a_writer_that_fails_in_a_shared_transaction_is_undone_alone(
     transaction; the middle one fails after appending."""
 
     def first() -> None:
-        _append(store, "first", then=lambda _: time.sleep(0.3))
+        _append(store, "first", then=lambda _: time.sleep(0.5))
 
     def failing() -> None:
         def refuse(_: object) -> None:
