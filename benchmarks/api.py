@@ -26,6 +26,7 @@ Run: python -m benchmarks.api [--backend sqlite|postgresql] [--quick]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.client
 import json
@@ -36,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,19 +285,22 @@ def _row(backend: str, how: str, samples: Samples, seconds: float, bound: float)
     ]
 
 
-def rows_for(backend: str, seconds: float) -> list[list[object]]:
+@contextlib.contextmanager
+def _ticking_store(backend: str) -> Iterator[str]:
+    """A fresh store's URL, holding TICKING_SCHEDULES schedules at @every:1000."""
     with fresh_database(backend) as url:
         hg = Headgate(url)
         first_tick = (int(time.time() * 1000) // 1000 + 2) * 1000
         define_many(hg, TICKING_SCHEDULES, "@every:1000", first_tick)
         hg.close()
+        yield url
+
+
+def rows_for(backend: str, seconds: float) -> list[list[object]]:
+    with _ticking_store(backend) as url:
         api = through_http(url, seconds)
         http_floor = through_http(url, seconds, floor=True)
-    with fresh_database(backend) as url:
-        hg = Headgate(url)
-        first_tick = (int(time.time() * 1000) // 1000 + 2) * 1000
-        define_many(hg, TICKING_SCHEDULES, "@every:1000", first_tick)
-        hg.close()
+    with _ticking_store(backend) as url:
         python = in_process(url, seconds)
     bound = len(python.writes) / seconds
     for error in (api.errors + python.errors)[:3]:

@@ -55,14 +55,12 @@ class WriteSession:
     `connection`: the transaction's; `opened`: the rows of the writer's opening
     statement, as the transaction's first reader of it saw them; `carried`: state
     the transaction's writers hand on to each other and to its closing (a later
-    writer sees what an earlier one left, unless the earlier one failed);
-    `first`: no writer came before this one in the transaction.
+    writer sees what an earlier one left, unless the earlier one failed).
     """
 
     connection: Connection
     opened: Sequence[Sequence[Any]]
     carried: dict[str, Any]
-    first: bool
 
 
 @dataclass
@@ -131,7 +129,7 @@ class GroupTransaction:
             self.closings.setdefault(id(closing), closing)
         carried_before = dict(self.carried)
         try:
-            yield WriteSession(self.connection, rows, self.carried, not joined)
+            yield WriteSession(self.connection, rows, self.carried)
         except BaseException as error:
             if not joined:  # nobody else's work is in it
                 self.fail(error)
