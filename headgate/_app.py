@@ -39,12 +39,18 @@ from headgate._commands import (
     definitions_of,
     require_allowed,
 )
-from headgate._domain.admission import kind_problem, require_name, require_payload
+from headgate._domain.admission import (
+    MAX_QUEUE_LENGTH,
+    kind_problem,
+    require_name,
+    require_payload,
+)
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
-from headgate._domain.names import require
+from headgate._domain.names import identifier_problem, require
 from headgate._domain.options import (
+    DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     EnqueueArgs,
     JobOptionArgs,
@@ -83,6 +89,7 @@ from headgate._model import (
     PutSchedulesResult,
     QuarantineEntry,
     QuarantinePage,
+    QueueStatus,
     Readiness,
     RunNowResult,
     Schedule,
@@ -90,6 +97,7 @@ from headgate._model import (
     UpcomingRun,
     WorkerStatus,
 )
+from headgate._projections import PausedQueueRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
@@ -553,7 +561,11 @@ class Headgate:
         require_allowed(definition, self._settings)
         job = definition.job
         register = self.handler(
-            job_kind, queue=job.queue, max_attempts=job.max_attempts, timeout_ms=job.timeout_ms
+            job_kind,
+            queue=job.queue,
+            max_attempts=job.max_attempts,
+            timeout_ms=job.timeout_ms,
+            priority=job.priority,
         )
 
         def declare(function: H) -> H:
@@ -594,9 +606,15 @@ class Headgate:
         periodic_origin: object = None,
     ) -> Job:
         """enqueue with its options as a JobOptions made beforehand."""
-        if options.queue is None:
+        if options.queue is None or options.priority is None:
+            # Claims read both from the row, so they are chosen now: the handler's
+            # if registered here, else Headgate's defaults.
             spec = self._handlers.get(kind) if isinstance(kind, str) else None
-            options = options.changed({"queue": spec.queue if spec else DEFAULT_QUEUE})
+            chosen = {
+                "queue": spec.queue if spec else DEFAULT_QUEUE,
+                "priority": spec.priority if spec else DEFAULT_PRIORITY,
+            }
+            options = options.under(JobOptions.restored(**chosen))
         row = self._commands.enqueue(kind, payload, options, periodic_origin)
         self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         return Job.from_row(row)
@@ -734,6 +752,45 @@ class Headgate:
         """Why and since when a fingerprint is quarantined, or None if it is admissible."""
         row = self._reads.quarantine_entry(fingerprint_value)
         return None if row is None else QuarantineEntry.from_row(row)
+
+    def pause_queue(self, queue: str, note: str = "") -> QueueStatus:
+        """Stop every process claiming jobs from `queue` until `resume_queue`: its
+        running jobs finish, enqueues are still taken, and its jobs wait. Pausing
+        a paused queue keeps it paused (with this note)."""
+        self._commands.pause_queue(queue, note)
+        return self.queue_status(queue)
+
+    def resume_queue(self, queue: str) -> QueueStatus:
+        """Let workers claim from `queue` again (every process serving it is woken)."""
+        self._commands.resume_queue(queue)
+        self._poke_workers(due_now=True)
+        return self.queue_status(queue)
+
+    def queues(self) -> list[QueueStatus]:
+        """Every queue that has jobs, is paused, or has a handler here, by name."""
+        paused = self._reads.paused_queues()
+        counts = self._reads.job_counts()
+        names = {queue for queue, _ in counts} | set(paused) | set(self._handlers.by_queue())
+        return [self._queue_status(name, paused, counts) for name in sorted(names)]
+
+    def queue_status(self, queue: str) -> QueueStatus:
+        """One queue's status (a queue nobody used yet: not paused, no jobs)."""
+        require("queue", identifier_problem(queue, MAX_QUEUE_LENGTH))
+        return self._queue_status(queue, self._reads.paused_queues(), self._reads.job_counts())
+
+    @staticmethod
+    def _queue_status(
+        name: str, paused: Mapping[str, PausedQueueRow], counts: Mapping[tuple[str, str], int]
+    ) -> QueueStatus:
+        row = paused.get(name)
+        return QueueStatus(
+            name,
+            row is not None,
+            counts.get((name, JobState.PENDING.value), 0),
+            counts.get((name, JobState.RUNNING.value), 0),
+            None if row is None else row.paused_at_ms,
+            "" if row is None else row.note,
+        )
 
     def lease_status(self) -> LeaseStatus | None:
         """Who holds the scheduler duty now, or None when nobody does."""

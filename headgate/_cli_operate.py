@@ -1,5 +1,5 @@
-"""The operator commands of the command line: `headgate schedules`, `jobs` and
-`quarantine`, what the control API's operator endpoints do, against a store URL.
+"""The operator commands of the command line: `headgate schedules`, `jobs`,
+`quarantine` and `queues`, what the control API's operator endpoints do, against a store URL.
 
 Each opens the store at --db (never creating one: a mistyped URL is an error;
 what only reads migrates nothing), acts and closes it; none starts the runtime.
@@ -41,6 +41,7 @@ from headgate._model import (
     LimitInForce,
     LimitSource,
     QuarantineEntry,
+    QueueStatus,
     RunningAttempt,
     Schedule,
 )
@@ -83,7 +84,7 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
 
 
 def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
-    """Add `schedules`, `jobs` and `quarantine` to the `headgate` parser's
+    """Add `schedules`, `jobs`, `quarantine` and `queues` to the `headgate` parser's
     subcommands, with `_cli`'s own --db option and integer type."""
 
     def command(group: Any, name: str, help_text: str, handler: Handler) -> Any:
@@ -163,6 +164,17 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     add = command(group, "add", "quarantine a fingerprint by hand", _quarantine_add)
     add.add_argument("fingerprint", metavar="FINGERPRINT")
     add.add_argument("--note", default="", help="why (shown by quarantine list)")
+
+    queues = commands.add_parser("queues", help="list, pause and resume queues")
+    group = queues.add_subparsers(title="commands", parser_class=type(queues), required=True)
+    command(group, "list", "queues: paused or not, their jobs waiting and running", _queues_list)
+    pause = command(
+        group, "pause", "stop every process claiming a queue's jobs (running ones finish)", _pause
+    )
+    pause.add_argument("queue", metavar="QUEUE")
+    pause.add_argument("--note", default="", help="why (shown by queues list)")
+    resume = command(group, "resume", "let workers claim a paused queue's jobs again", _unpause)
+    resume.add_argument("queue", metavar="QUEUE")
 
 
 def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn) -> None:
@@ -342,6 +354,7 @@ def _print_schedule(schedule: Schedule) -> None:
             ("retry at", _iso(schedule.retry_at_ms)),
             ("max attempts", _or_default(schedule.max_attempts)),
             ("timeout", _or_default(schedule.timeout_ms, " ms")),
+            ("priority", "0 (default)" if schedule.priority is None else str(schedule.priority)),
             ("starts", _iso(schedule.start_at_ms)),
             ("ends", _iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else "")),
             ("jitter", f"{schedule.jitter_ms} ms"),
@@ -458,6 +471,7 @@ def _print_job_result(
             ("id", job.id),
             ("kind", job.kind),
             ("queue", job.queue),
+            ("priority", str(job.priority)),
             ("state", job.state),
             ("run at", _iso(job.run_at_ms)),
             ("created", _iso(job.created_at_ms)),
@@ -547,6 +561,56 @@ def _quarantine_add(args: argparse.Namespace) -> int:
 
 def _print_quarantined(entry: QuarantineEntry) -> None:
     print(f"quarantined {entry.fingerprint} since {_iso(entry.quarantined_at_ms)}")
+
+
+# queues ----------------------------------------------------------------------
+
+
+def _queues_list(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=True) as hg:
+        queues = hg.queues()
+    if args.json:
+        from headgate.web._schemas import QueueList, QueueOut  # noqa: PLC0415 (see top)
+
+        _print_json(QueueList(queues=[QueueOut.of(queue) for queue in queues]))
+        return 0
+    _print_table(
+        ("QUEUE", "PAUSED", "PENDING", "RUNNING", "WHY"),
+        (
+            (
+                q.name,
+                f"since {_iso(q.paused_at_ms)}" if q.paused else "no",
+                str(q.pending),
+                str(q.running),
+                q.note or "-",
+            )
+            for q in queues
+        ),
+        empty="no queues",
+    )
+    return 0
+
+
+def _pause(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=False) as hg:
+        status = hg.pause_queue(args.queue, args.note)
+    return _print_queue(args, status, "paused: no worker claims its jobs until it is resumed")
+
+
+def _unpause(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=False) as hg:
+        status = hg.resume_queue(args.queue)
+    return _print_queue(args, status, "resumed: workers claim its jobs again")
+
+
+def _print_queue(args: argparse.Namespace, status: QueueStatus, done: str) -> int:
+    if args.json:
+        from headgate.web._schemas import QueueOut  # noqa: PLC0415 (see top)
+
+        _print_json(QueueOut.of(status))
+    else:
+        print(_printable(f"queue {status.name} {done} ({status.pending} pending)"))
+    return 0
 
 
 # output ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Final
 from headgate._domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_NOTE_LENGTH,
+    MAX_QUEUE_LENGTH,
     AdmissionLimits,
     could_be_stored,
     kind_problem,
@@ -36,6 +37,8 @@ from headgate._domain.events import (
     JobFinished,
     JobRetried,
     ManualRunRequested,
+    QueuePaused,
+    QueueResumed,
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
@@ -57,6 +60,7 @@ from headgate._domain.streams import (
     job_stream,
     manual_run_stream,
     quarantine_stream,
+    queue_stream,
     schedule_stream,
 )
 from headgate._domain.tick_timing import TickTiming
@@ -558,6 +562,27 @@ class Commands:
                 transaction,
                 [StreamAppend(stream, version, (FingerprintReleased(fingerprint_value),))],
             )
+
+    def pause_queue(self, queue: object, note: str = "") -> None:
+        """Stop claims from `queue` until it is resumed (running jobs finish). A
+        queue need not exist to be paused: jobs enqueued to it wait."""
+        name = require_name("queue", queue, MAX_QUEUE_LENGTH)
+        checked_note = require_note(note, MAX_NOTE_LENGTH)
+        stream = queue_stream(name)
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(
+                transaction, [StreamAppend(stream, version, (QueuePaused(name, checked_note),))]
+            )
+
+    def resume_queue(self, queue: object) -> None:
+        """Let workers claim from `queue` again, and wake those that serve it."""
+        name = require_name("queue", queue, MAX_QUEUE_LENGTH)
+        stream = queue_stream(name)
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(transaction, [StreamAppend(stream, version, (QueueResumed(name),))])
+            transaction.notify_enqueued([name])
 
     def _validated_payload(self, job: JobEnqueued) -> str:
         """The gate's validation, for every job: its kind (as the gate takes it: a

@@ -191,6 +191,7 @@ class HeadgateMetrics(Recorder):
             oldest = self._reads.oldest_pending()
             quarantined = self._reads.quarantined_count()
             undeclared = self._reads.undeclared_count()
+            paused = self._reads.paused_queues()
             lease = self._leases.status(SCHEDULER_LEASE)
         except StoreError as error:
             with self._lock:
@@ -211,8 +212,9 @@ class HeadgateMetrics(Recorder):
         families.lease_term.add_metric([], lease.term if lease is not None else 0)
         families.lease_active.add_metric([], int(live))
         families.lease_held.add_metric([], int(held))
-        queues = sorted({queue for queue, _ in counts} | set(oldest))
+        queues = sorted({queue for queue, _ in counts} | set(oldest) | set(paused))
         for queue in queues:
+            families.queue_paused.add_metric([queue], int(queue in paused))
             for state in _JOB_STATES:
                 families.jobs.add_metric([queue, state], counts.get((queue, state), 0))
             run_at = oldest.get(queue)
@@ -257,6 +259,11 @@ class _StoreFamilies:
             "run_at (0: none is due).",
             labels=("queue",),
         )
+        self.queue_paused = GaugeMetricFamily(
+            "headgate_queue_paused",
+            "1 if the queue is paused (no process claims its jobs), else 0.",
+            labels=("queue",),
+        )
         self.quarantined = GaugeMetricFamily(
             "headgate_quarantined_fingerprints",
             "Job fingerprints (kind and payload) quarantined now, until released.",
@@ -276,6 +283,7 @@ class _StoreFamilies:
             self.lease_held,
             self.jobs,
             self.oldest_pending,
+            self.queue_paused,
             self.quarantined,
             self.undeclared,
         )

@@ -66,6 +66,8 @@ class Schedule:
     (the declaration disappeared from the code); None while declared."""
     summary: str = ""
     """What it is for, shown to operators."""
+    priority: int | None = None
+    """What its jobs carry (None: the default, 0)."""
 
     @property
     def definition(self) -> ScheduleDefinition:
@@ -100,6 +102,7 @@ class Schedule:
             overrides=() if declared is None else tuple(overrides(definition_of(row), declared)),
             undeclared_at_ms=row.undeclared_at_ms,
             summary=row.summary,
+            priority=row.priority,
         )
 
 
@@ -199,6 +202,8 @@ class Job:
     quarantine jobs like it (`Headgate.quarantine`) or find why it is refused."""
     running_attempt: RunningAttempt | None = None
     """The attempt under way, while the job is running."""
+    priority: int = 0
+    """Higher is claimed first within its queue."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -229,6 +234,7 @@ class Job:
             run_now_schedule_id=row.run_now_schedule_id,
             fingerprint=fingerprint_of_text(row.kind, row.payload),
             running_attempt=RunningAttempt.of(row),
+            priority=row.priority,
         )
 
 
@@ -407,6 +413,19 @@ class QuarantineEntry:
 class QuarantinePage:
     entries: list[QuarantineEntry]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """A queue: whether it is paused, and its jobs waiting and running."""
+
+    name: str
+    paused: bool
+    pending: int = 0
+    running: int = 0
+    paused_at_ms: int | None = None
+    note: str = ""
+    """The operator's note when it was paused."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from headgate._projections.crash_blame import CRASH_BLAME, CrashBlameRow
 from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
 from headgate._projections.job_attempts import JOB_ATTEMPTS, JobAttemptRow
 from headgate._projections.jobs import JOBS, JobRow
+from headgate._projections.paused_queues import PAUSED_QUEUES, PausedQueueRow
 from headgate._projections.quarantine import QUARANTINE, QuarantineRow
 from headgate._projections.schedules import SCHEDULES, ScheduleRow
 
@@ -15,6 +16,7 @@ ALL_PROJECTIONS: tuple[AnyProjection, ...] = (
     QUARANTINE,
     JOB_ATTEMPTS,
     CRASH_BLAME,
+    PAUSED_QUEUES,
 )
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "ENQUEUE_HISTORY",
     "JOBS",
     "JOB_ATTEMPTS",
+    "PAUSED_QUEUES",
     "QUARANTINE",
     "SCHEDULES",
     "AnyProjection",
@@ -30,6 +33,7 @@ __all__ = [
     "EnqueueHistoryRow",
     "JobAttemptRow",
     "JobRow",
+    "PausedQueueRow",
     "Projection",
     "QuarantineRow",
     "ScheduleRow",

@@ -27,6 +27,7 @@ from headgate._domain.events import (
     JobSucceeded,
     RecordedEvent,
 )
+from headgate._domain.options import DEFAULT_PRIORITY
 from headgate._json import canonical_json_of_plain
 from headgate._projections.base import Projection
 
@@ -65,6 +66,8 @@ class JobRow:
     """The last failed attempt's error (the message may be withheld: see JobAttemptFailed)."""
     run_now_schedule_id: str | None
     """The schedule whose Enqueue now made it."""
+    priority: int = DEFAULT_PRIORITY
+    """Higher is claimed first within its queue (chosen at enqueue: see JobOptions)."""
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -103,6 +106,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "error_type": None,
         "error_message": None,
         "run_now_schedule_id": event.run_now_schedule_id,
+        "priority": DEFAULT_PRIORITY if options.priority is None else options.priority,
     }
 
 

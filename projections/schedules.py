@@ -59,10 +59,12 @@ class ScheduleRow:
     declared_by: str | None = None
     """The declarations group of the code that declares it."""
     undeclared_at_ms: int | None = None
-    summary: str = ""
-    """What it is for, shown to operators."""
     """When a runtime of that group started without declaring it (None: declared,
     or never was)."""
+    summary: str = ""
+    """What it is for, shown to operators."""
+    priority: int | None = None
+    """Its jobs' priority (None: the default, 0)."""
 
 
 _KEYED: Final = (
@@ -204,6 +206,7 @@ def definition_columns(definition: ScheduleDefinition) -> dict[str, Any]:
         "paused": definition.paused,
         "max_attempts": job.max_attempts,
         "timeout_ms": job.timeout_ms,
+        "priority": job.priority,
         "start_at_ms": definition.start_at_ms,
         "end_at_ms": definition.end_at_ms,
         "jitter_ms": definition.jitter_ms,
@@ -230,7 +233,10 @@ def definition_of(row: ScheduleRow) -> ScheduleDefinition:
 def job_options_of(row: ScheduleRow) -> JobOptions:
     """The options of the schedule's jobs, as stored."""
     return JobOptions.restored(
-        queue=row.queue, max_attempts=row.max_attempts, timeout_ms=row.timeout_ms
+        queue=row.queue,
+        max_attempts=row.max_attempts,
+        timeout_ms=row.timeout_ms,
+        priority=row.priority,
     )
 
 

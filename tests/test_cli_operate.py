@@ -1,4 +1,4 @@
-"""The operator commands (`headgate schedules|jobs|quarantine`) as an operator
+"""The operator commands (`headgate schedules|jobs|quarantine|queues`) as an operator
 runs them: each one's effect in the store, its table and its --json, and its
 exit status (0 done, 1 not found or refused, 2 bad input)."""
 
@@ -550,3 +550,40 @@ def test_schedules_show_of_a_deleted_schedule_shows_it_and_its_history(
     shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
     assert shown["deleted"] is True
     assert len(shown["enqueue_events"]) == 2
+
+
+# queues ----------------------------------------------------------------------
+
+
+def test_queues_pause_list_and_resume(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    hg.enqueue("report.build", queue="reports")
+    db = ("--db", store_url)
+    status, out, _ = _run(capsys, "queues", "pause", "reports", "--note", "db upgrade", *db)
+    assert status == 0
+    assert out == (
+        "queue reports paused: no worker claims its jobs until it is resumed (1 pending)\n"
+    )
+    status, out, _ = _run(capsys, "queues", "list", *db)
+    assert status == 0
+    header, row = out.splitlines()
+    assert header.split() == ["QUEUE", "PAUSED", "PENDING", "RUNNING", "WHY"]
+    assert row.split()[0] == "reports" and row.split()[1] == "since"
+    assert row.split()[-3:] == ["0", "db", "upgrade"]
+    listed = _json(capsys, "queues", "list", *db)["queues"]
+    assert [(q["name"], q["paused"], q["pending"], q["note"]) for q in listed] == [
+        ("reports", True, 1, "db upgrade")
+    ]
+    assert [q.name for q in hg.queues() if q.paused] == ["reports"]
+    resumed = _json(capsys, "queues", "resume", "reports", *db)
+    assert (resumed["name"], resumed["paused"], resumed["note"]) == ("reports", False, "")
+    assert not any(q.paused for q in hg.queues())
+
+
+def test_a_bad_queue_name_is_exit_2_naming_it(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    hg.enqueue("report.build")
+    head = _event_count(store_url)
+    status, _, err = _run(capsys, "queues", "pause", "no spaces", "--db", store_url)
+    assert status == 2 and err.startswith("error: queue: may contain only"), err
+    assert _event_count(store_url) == head

@@ -58,12 +58,14 @@ SCHEDULE_SAMPLE: dict[str, Any] = {
     "queue": "reports",
     "max_attempts": 5,
     "timeout_ms": 60_000,
+    "priority": 5,
 }
 """A value other than its default for every field of a schedule's definition."""
 JOB_SAMPLE: dict[str, Any] = {
     "queue": "reports",
     "max_attempts": 3,
     "timeout_ms": 2_000,
+    "priority": -3,
     "run_at_ms": START_MS + 60_000,
     "unique_key": "order-7",
 }
@@ -261,3 +263,4 @@ def test_console_job_page_shows_every_option(client: TestClient, hg: Headgate) -
     assert "order-7" in page
     assert "3" in page
     assert "2 s" in page or "2000" in page
+    assert '<dd id="priority">-3</dd>' in page

@@ -68,3 +68,10 @@ def test_the_readme_links_to_pages_that_exist() -> None:
     links = re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", README.read_text())
     assert len(links) >= 15
     assert [link for link in links if not (README.parent / link).is_file()] == []
+
+
+def test_the_flow_control_example_pauses_a_queue_and_runs_by_priority(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if "pause_queue" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["0 [('invoices', True, 2)]", "[2, 1]"]

@@ -41,6 +41,8 @@ __all__ = [
     "MissedRunPolicy",
     "NextRunAdvanced",
     "Outcome",
+    "QueuePaused",
+    "QueueResumed",
     "RecordedEvent",
     "ScheduleDefined",
     "ScheduleDeleted",
@@ -350,6 +352,20 @@ class FingerprintBlameCleared(DomainEvent):
 
     fingerprint: str
     job_id: str
+
+
+@dataclass(frozen=True)
+class QueuePaused(DomainEvent):
+    """An operator paused a queue: nobody claims its jobs until it is resumed
+    (running ones finish; enqueues are still taken)."""
+
+    queue: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class QueueResumed(DomainEvent):
+    queue: str
 
 
 JOB_EVENTS: Final = (

@@ -40,6 +40,7 @@ from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "DEFAULT_QUEUE",
     "JOB_OPTION_FIELDS",
     "PER_JOB_FIELDS",
@@ -62,6 +63,9 @@ MAX_TIMEOUT_MS: Final = 7 * 24 * 3600 * 1000
 """A week."""
 MAX_BACKFILL_LIMIT: Final = 1000
 MAX_SUMMARY_LENGTH: Final = 500
+DEFAULT_PRIORITY: Final = 0
+MAX_PRIORITY: Final = 100
+"""Priorities run from -MAX_PRIORITY to MAX_PRIORITY; higher is claimed first."""
 
 Check = Callable[[str, Any], Any]
 """A field's rule: (field name, value) -> the value as stored, or ValidationError."""
@@ -119,6 +123,10 @@ def _attempts(name: str, value: object) -> int:
 
 def _timeout_ms(name: str, value: object) -> int:
     return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
+
+
+def _priority(name: str, value: object) -> int:
+    return _integer(name, value, -MAX_PRIORITY, MAX_PRIORITY, " (higher runs first)")
 
 
 def _instant(name: str, value: object) -> int:
@@ -260,6 +268,14 @@ class JobOptions:
             "How long one attempt may run (none: its handler's, else 30 min)",
             _optional(_timeout_ms),
             unit="ms",
+        ),
+    )
+    priority: int | None = field(
+        default=None,
+        metadata=_option(
+            "Higher is claimed first within its queue; equal priorities oldest run_at "
+            "first (none: its handler's, else 0)",
+            _optional(_priority),
         ),
     )
     run_at_ms: int | None = field(
@@ -512,6 +528,7 @@ class JobOptionArgs(TypedDict, total=False):
     timeout_ms: int | None
     timeout_s: float | None
     """`timeout_ms` in seconds (Python's habit, kept from earlier releases)."""
+    priority: int | None
 
 
 class EnqueueArgs(JobOptionArgs, total=False):

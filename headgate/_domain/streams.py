@@ -9,6 +9,7 @@ SCHEDULE_PREFIX: Final = "schedule-"
 JOB_PREFIX: Final = "job-"
 MANUAL_PREFIX: Final = "manual-"
 QUARANTINE_PREFIX: Final = "quarantine-"
+QUEUE_PREFIX: Final = "queue-"
 
 
 def schedule_stream(schedule_id: str) -> str:
@@ -27,6 +28,10 @@ def manual_run_stream(schedule_id: str, idempotency_key: str) -> str:
 
 def quarantine_stream(fingerprint: str) -> str:
     return f"{QUARANTINE_PREFIX}{fingerprint}"
+
+
+def queue_stream(queue: str) -> str:
+    return f"{QUEUE_PREFIX}{queue}"
 
 
 def prefix_upper_bound(prefix: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from headgate._domain.admission import require_kind
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
-from headgate._domain.options import DEFAULT_QUEUE, PER_JOB_FIELDS, JobOptions
+from headgate._domain.options import DEFAULT_PRIORITY, DEFAULT_QUEUE, PER_JOB_FIELDS, JobOptions
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
@@ -52,7 +52,10 @@ Handler = Callable[[JobContext], Any]
 
 
 HANDLER_DEFAULTS: Final = JobOptions(
-    queue=DEFAULT_QUEUE, max_attempts=DEFAULT_MAX_ATTEMPTS, timeout_ms=DEFAULT_TIMEOUT_MS
+    queue=DEFAULT_QUEUE,
+    max_attempts=DEFAULT_MAX_ATTEMPTS,
+    timeout_ms=DEFAULT_TIMEOUT_MS,
+    priority=DEFAULT_PRIORITY,
 )
 """Headgate's defaults for what a handler leaves unset."""
 
@@ -81,6 +84,12 @@ class HandlerSpec:
         timeout = self.options.timeout_ms
         assert timeout is not None
         return timeout
+
+    @property
+    def priority(self) -> int:
+        priority = self.options.priority
+        assert priority is not None
+        return priority
 
     @property
     def is_async(self) -> bool:

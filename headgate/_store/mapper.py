@@ -34,6 +34,8 @@ from headgate._domain.events import (
     JobSucceeded,
     ManualRunRequested,
     NextRunAdvanced,
+    QueuePaused,
+    QueueResumed,
     ScheduleDefined,
     ScheduleDeleted,
     ScheduleUndeclared,
@@ -73,6 +75,8 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
         JobCancelled,
         JobRetried,
         FingerprintCrashBlamed,
+        QueuePaused,
+        QueueResumed,
     )
 }
 """Stored type name -> event class. A stored name never changes: renaming an

@@ -23,6 +23,9 @@ from headgate.web._schemas import (
     QuarantineIn,
     QuarantineList,
     QuarantineOut,
+    QueueList,
+    QueueOut,
+    QueuePauseIn,
     RunOut,
     ScheduleChangesIn,
     ScheduleIn,
@@ -334,6 +337,29 @@ def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> Quaran
 def release(request: Request, fingerprint: str) -> Response:
     _hg(request).release(fingerprint)
     return Response(status_code=204)
+
+
+@router.get("/queues", response_model=QueueList, summary="Queues: paused or not, jobs waiting")
+def list_queues(request: Request) -> QueueList:
+    return QueueList(queues=[QueueOut.of(status) for status in _hg(request).queues()])
+
+
+@router.post(
+    "/queues/{queue}/pause",
+    response_model=QueueOut,
+    summary="Pause a queue: no process claims its jobs until it is resumed (running ones finish)",
+)
+def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) -> QueueOut:
+    return QueueOut.of(_hg(request).pause_queue(queue, "" if body is None else body.note))
+
+
+@router.post(
+    "/queues/{queue}/resume",
+    response_model=QueueOut,
+    summary="Resume a paused queue (resuming one that is not paused changes nothing)",
+)
+def resume_queue(request: Request, queue: str) -> QueueOut:
+    return QueueOut.of(_hg(request).resume_queue(queue))
 
 
 @router.get(

@@ -271,6 +271,7 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
         job=job,
         limits=hg.job_limits(job),
         quarantined=hg.quarantine_entry(job.fingerprint),
+        queue=hg.queue_status(job.queue),
         quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),
         result_json=_json(job.result),
@@ -289,6 +290,11 @@ def workers_page(request: Request) -> HTMLResponse:
         lease=hg.lease_status(),
         now_ms=hg.clock.now_ms(),
     )
+
+
+@router.get("/queues")
+def queues_page(request: Request) -> HTMLResponse:
+    return _page(request, "queues.html", queues=_hg(request).queues())
 
 
 @router.get("/quarantine")

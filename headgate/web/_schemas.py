@@ -16,6 +16,7 @@ from headgate._model import (
     JobAttempt,
     LeaseStatus,
     QuarantineEntry,
+    QueueStatus,
     RunningAttempt,
     Schedule,
     WorkerStatus,
@@ -228,6 +229,7 @@ class JobOut(BaseModel):
     crash_count: int = Field(description="Times a worker died running it")
     run_at_ms: int = Field(description="When it runs (next)")
     timeout_ms: int | None
+    priority: int = Field(description="Higher is claimed first within its queue")
     worker_id: str | None = Field(description="The worker running it, while it runs")
     result: JsonValue = Field(description="What its handler returned, once completed")
     error_type: str | None = Field(
@@ -267,6 +269,7 @@ class JobOut(BaseModel):
             crash_count=job.crash_count,
             run_at_ms=job.run_at_ms,
             timeout_ms=job.timeout_ms,
+            priority=job.priority,
             worker_id=job.worker_id,
             result=job.result,
             error_type=job.error_type,
@@ -340,6 +343,27 @@ class QuarantineOut(BaseModel):
 class QuarantineList(BaseModel):
     entries: list[QuarantineOut]
     next_cursor: str | None
+
+
+class QueuePauseIn(Strict):
+    note: StrictStr = Field("", description="Why (shown with the queue while it is paused)")
+
+
+class QueueOut(BaseModel):
+    name: str
+    paused: bool = Field(description="Nobody claims its jobs while it is paused")
+    pending: int = Field(description="Its jobs waiting (due or scheduled)")
+    running: int
+    paused_at_ms: int | None
+    note: str = Field(description="The note given when it was paused")
+
+    @classmethod
+    def of(cls, status: QueueStatus) -> QueueOut:
+        return cls.model_validate(status.__dict__)
+
+
+class QueueList(BaseModel):
+    queues: list[QueueOut]
 
 
 class SpecPreview(BaseModel):

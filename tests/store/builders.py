@@ -80,6 +80,7 @@ def enqueued(  # noqa: PLR0917 (an event written out, as it was stored)
     max_attempts: int | None = None,
     timeout_ms: int | None = None,
     run_now_schedule_id: str | None = None,
+    priority: int | None = None,
 ) -> JobEnqueued:
     """A JobEnqueued from its fields written out (options stored unchecked, as an
     earlier build may have)."""
@@ -89,6 +90,7 @@ def enqueued(  # noqa: PLR0917 (an event written out, as it was stored)
         run_at_ms=run_at_ms,
         max_attempts=max_attempts,
         timeout_ms=timeout_ms,
+        priority=priority,
     )
     return JobEnqueued(
         job_id,
@@ -157,10 +159,11 @@ def enqueue(
     queue: str = "q",
     run_at_ms: int | None = None,
     payload: object = None,
+    priority: int | None = None,
 ) -> None:
     """A job, as an enqueue appends it (its payload names it unless given)."""
     body = {"n": job_id} if payload is None else payload
-    job = enqueued(job_id, kind, queue, body, run_at_ms=run_at_ms)
+    job = enqueued(job_id, kind, queue, body, run_at_ms=run_at_ms, priority=priority)
     store.log.append(job_stream(job_id), NO_STREAM, [job])
 
 

@@ -221,3 +221,65 @@ def test_a_schedules_manual_runs_are_listed_apart_from_its_ticks_and_link_back(
     after = client.get("/api/v1/periodic/pulse/manual-runs").json()["jobs"]
     assert [j["id"] for j in after] == ids[::-1]
     assert client.get("/api/v1/periodic/other/manual-runs").json()["jobs"] == []
+
+
+def test_a_paused_queue_runs_nothing_until_resumed_and_says_so_everywhere(
+    client: TestClient, hg: Headgate
+) -> None:
+    ran: list[str] = []
+
+    @hg.handler("report.build", queue="reports")
+    def build(job: JobContext) -> None:
+        ran.append(job.queue)
+
+    @hg.handler("mail.send")
+    def send(job: JobContext) -> None:
+        ran.append(job.queue)
+
+    paused = client.post("/api/v1/queues/reports/pause", json={"note": "warehouse migration"})
+    assert paused.status_code == 200, paused.text
+    assert paused.json() == {
+        "name": "reports",
+        "paused": True,
+        "pending": 0,
+        "running": 0,
+        "paused_at_ms": START_MS,
+        "note": "warehouse migration",
+    }
+    hg.enqueue("report.build")
+    hg.enqueue("mail.send")
+    assert hg.drain().succeeded == 1
+    assert ran == ["default"]
+    listed = {q["name"]: q for q in client.get("/api/v1/queues").json()["queues"]}
+    assert (listed["reports"]["paused"], listed["reports"]["pending"]) == (True, 1)
+    assert (listed["default"]["paused"], listed["default"]["pending"]) == (False, 0)
+    metrics = client.get("/metrics").text
+    assert 'headgate_queue_paused{queue="reports"} 1.0' in metrics
+    assert 'headgate_queue_paused{queue="default"} 0.0' in metrics
+
+    again = client.post("/api/v1/queues/reports/pause")
+    assert again.status_code == 200 and again.json()["paused"] is True
+    resumed = client.post("/api/v1/queues/reports/resume")
+    assert resumed.status_code == 200 and resumed.json()["paused"] is False
+    assert hg.drain().succeeded == 1
+    assert ran == ["default", "reports"]
+    assert client.post("/api/v1/queues/reports/resume").json()["paused"] is False
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/queues/bad%20name/pause", {}, "queue"),
+        ("/api/v1/queues/reports/pause", {"note": 5}, "note"),
+        ("/api/v1/queues/reports/pause", {"note": "x" * 256}, "note"),
+        ("/api/v1/queues/reports/pause", {"notes": "typo"}, "notes"),
+        ("/api/v1/queues/bad%20name/resume", None, "queue"),
+    ],
+)
+def test_a_bad_pause_or_resume_is_a_422_naming_the_field_and_stores_nothing(
+    client: TestClient, hg: Headgate, path: str, body: object, field: str
+) -> None:
+    response = client.post(path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].startswith(field), response.json()
+    assert all(not queue.paused for queue in hg.queues())

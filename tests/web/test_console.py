@@ -4,6 +4,7 @@ schedule's payload, pauses, gaps in its history, and a deleted schedule's page."
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from html import unescape
@@ -370,3 +371,32 @@ def test_times_show_their_milliseconds_when_they_have_some() -> None:
     assert format_ms(1_500) == "1970-01-01 00:00:01.500 UTC"
     assert format_ms(60_000) == "1970-01-01 00:01:00 UTC"
     assert format_ms(50_400_007, "America/New_York") == "1970-01-01 09:00:00.007 EST"
+
+
+def test_the_queues_page_pauses_and_resumes_through_the_api(
+    client: TestClient, hg: Headgate
+) -> None:
+    job = hg.enqueue("report.build", queue="reports")
+    assert "its queue is paused" not in _html(client, f"/jobs/{job.id}")
+    html = _html(client, "/queues")
+    assert 'href="/queues"' in html  # in the navigation
+    [row] = _rows(html, "queues")
+    assert 'data-queue="reports"' in row and "running" in _text(row)
+    button = re.search(r'<button class="action danger pause"[^>]*>', row, re.S)
+    assert button is not None
+    assert 'data-path="/queues/reports/pause"' in button.group(0)
+    assert json.loads(unescape(re.findall(r"data-body='([^']*)'", button.group(0))[0])) == {
+        "note": "paused from the console"
+    }
+
+    # What the button sends: the API pauses it, and the page says so.
+    paused = client.post("/api/v1/queues/reports/pause", json={"note": "paused from the console"})
+    assert paused.status_code == 200
+    [row] = _rows(_html(client, "/queues"), "queues")
+    assert "paused" in _text(row) and "paused from the console" in _text(row)
+    job_page = _text(_html(client, f"/jobs/{job.id}"))
+    assert "its queue is paused: it waits until the queue is resumed" in job_page
+    assert 'data-path="/queues/reports/resume"' in row
+    assert client.post("/api/v1/queues/reports/resume").status_code == 200
+    [row] = _rows(_html(client, "/queues"), "queues")
+    assert 'data-path="/queues/reports/pause"' in row

@@ -32,6 +32,7 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/api/v1/periodic:bulk"): {"schedules": [{"id": "bulk-1", **SCHEDULE}]},
     ("POST", "/api/v1/jobs"): {"kind": "email.send", "payload": {}},
     ("PUT", "/api/v1/quarantine/{fingerprint}"): {"note": "by hand"},
+    ("POST", "/api/v1/queues/{queue}/pause"): {"note": "by hand"},
     ("POST", "/login"): {"token": TOKEN},
 }
 """The JSON body a write route takes, if any; the rest take none."""
@@ -83,6 +84,7 @@ class Fixture:
             "schedule_id": "nightly",
             "job_id": self.pending_job,
             "fingerprint": self.fingerprint,
+            "queue": "default",
         }
         writes = []
         for method, template in write_routes(app):
@@ -98,6 +100,7 @@ class Fixture:
             self.hg.get_schedule("nightly"),
             self.hg.get_job(self.pending_job).state,
             self.hg.quarantine_entry(self.fingerprint),
+            self.hg.queue_status("default"),
         )
 
 

@@ -30,6 +30,7 @@ from headgate._projections import (
     EnqueueHistoryRow,
     JobAttemptRow,
     JobRow,
+    PausedQueueRow,
     QuarantineRow,
     ScheduleRow,
 )
@@ -60,6 +61,7 @@ class ReadModels:
     quarantine: Rows[QuarantineRow]
     job_attempts: Rows[JobAttemptRow]
     crash_blame: Rows[CrashBlameRow]
+    paused_queues: Rows[PausedQueueRow]
 
     @classmethod
     def of(cls, tables: Mapping[str, Rows[Any]]) -> ReadModels:
@@ -70,6 +72,7 @@ class ReadModels:
             quarantine=tables["quarantine"],
             job_attempts=tables["job_attempts"],
             crash_blame=tables["crash_blame"],
+            paused_queues=tables["paused_queues"],
         )
 
 
@@ -192,6 +195,10 @@ def _pending(models: ReadModels, queue: str) -> list[JobRow]:
     return _rows(models.jobs, models.jobs.keys_where(PENDING_IN, queue))
 
 
+def _claim_order(row: JobRow) -> tuple[int, int, str]:
+    return -row.priority, row.run_at_ms, row.job_id
+
+
 def claimable(
     models: ReadModels, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
 ) -> list[JobRow]:
@@ -200,10 +207,10 @@ def claimable(
     wanted = set(kinds)
     found: list[JobRow] = []
     for queue, count in capacity.items():
-        if count <= 0:
+        if count <= 0 or models.paused_queues.get(queue) is not None:
             continue
         due = [r for r in _pending(models, queue) if r.run_at_ms <= now_ms and r.kind in wanted]
-        found.extend(sorted(due, key=_by_run_at)[:count])
+        found.extend(sorted(due, key=_claim_order)[:count])
     return found
 
 
@@ -259,8 +266,14 @@ def earliest_claimable(
     models: ReadModels, queues: Collection[str], kinds: Collection[str]
 ) -> int | None:
     wanted = set(kinds)
-    pending = (row for queue in queues for row in _pending(models, queue))
+    unpaused = [queue for queue in queues if models.paused_queues.get(queue) is None]
+    pending = (row for queue in unpaused for row in _pending(models, queue))
     return min((row.run_at_ms for row in pending if row.kind in wanted), default=None)
+
+
+def paused_queues(models: ReadModels) -> dict[str, PausedQueueRow]:
+    rows = sorted((row for _, row in models.paused_queues.items()), key=lambda row: row.queue)
+    return {row.queue: row for row in rows}
 
 
 def pending_kinds(models: ReadModels) -> dict[str, int]:

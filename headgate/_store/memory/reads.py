@@ -10,6 +10,7 @@ from headgate._projections import (
     EnqueueHistoryRow,
     JobAttemptRow,
     JobRow,
+    PausedQueueRow,
     QuarantineRow,
     ScheduleRow,
 )
@@ -67,6 +68,9 @@ class MemoryReads(Reads):
 
     def pending_kinds(self) -> dict[str, int]:
         return self._read(queries.pending_kinds)
+
+    def paused_queues(self) -> dict[str, PausedQueueRow]:
+        return self._read(queries.paused_queues)
 
     def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
         return self._read(lambda models: queries.quarantine_page(models, limit, cursor))

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from headgate._projections import JobAttemptRow, JobRow
+from headgate._projections import JobAttemptRow, JobRow, PausedQueueRow
 from headgate._store.port.paging import Page
 
 
@@ -57,10 +57,12 @@ class JobQueue(ABC):
         now_ms: int,
     ) -> list[JobRow]:
         """Claim the pending jobs of these kinds (the keys of `timeouts_ms`) whose
-        run_at_ms has come, per queue at most `capacity[queue]`, oldest run_at
-        first (then by id): each becomes running on `worker_id`, timing out at
-        `now_ms` plus its own timeout or else its kind's. Returns the rows as
-        claimed, in that order.
+        run_at_ms has come, per queue at most `capacity[queue]`, the highest
+        priority first, then the oldest run_at, then by id: each becomes running
+        on `worker_id`, timing out at `now_ms` plus its own timeout or else its
+        kind's. Returns the rows as claimed, in that order. A paused queue (a row
+        of the paused_queues projection) gives none: the claim reads the pause in
+        its own transaction, so a pause committed before it holds.
 
         A claim is operational state of the job's row, as a heartbeat is, not an
         event: the row's version (its stream's) stays, and the attempt's end is
@@ -112,6 +114,11 @@ class JobReads(ABC):
     @abstractmethod
     def pending_kinds(self) -> dict[str, int]:
         """Pending jobs by kind (to warn of kinds no handler serves)."""
+
+    @abstractmethod
+    def paused_queues(self) -> dict[str, PausedQueueRow]:
+        """The paused queues, by name in name order: a claim takes no job from them,
+        and earliest_claimable leaves them out."""
 
 
 class Listener(ABC):

@@ -51,6 +51,7 @@ from headgate._projections import (
     EnqueueHistoryRow,
     JobAttemptRow,
     JobRow,
+    PausedQueueRow,
     QuarantineRow,
     ScheduleRow,
 )
@@ -93,7 +94,7 @@ _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
 _NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
-_attempts, _blame = LIVE.job_attempts, LIVE.crash_blame
+_attempts, _blame, _paused = LIVE.job_attempts, LIVE.crash_blame, LIVE.paused_queues
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
 """Jobs are read in JobRow's field order and built from plain tuples, as
@@ -328,15 +329,17 @@ def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepar
     if statement is not None:
         return statement
     now = bindparam("now", type_=BigInteger)
+    queue = bindparam("queue", type_=String)
     due = (
         select(_jobs.c.job_id)
         .where(
             _CLAIMABLE,
-            _jobs.c.queue == bindparam("queue", type_=String),
+            _jobs.c.queue == queue,
             _jobs.c.run_at_ms <= now,
             dialect.is_one_of(_jobs.c.kind, [kind for kind, _ in key[1]]),
+            ~exists().where(_paused.c.queue == queue),
         )
-        .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+        .order_by(_jobs.c.priority.desc(), _jobs.c.run_at_ms, _jobs.c.job_id)
         .limit(bindparam("limit", type_=Integer))
     )
     kind_timeout = case(dict(key[1]), value=_jobs.c.kind)
@@ -355,8 +358,8 @@ def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepar
         return _CLAIMS.setdefault(key, Prepared(update_claimed))
 
 
-def _claim_order(row: JobRow) -> tuple[int, str]:
-    return row.run_at_ms, row.job_id
+def _claim_order(row: JobRow) -> tuple[int, int, str]:
+    return -row.priority, row.run_at_ms, row.job_id
 
 
 def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
@@ -483,7 +486,12 @@ def earliest_claimable(
     for queue in queues:
         query = (
             select(_jobs.c.run_at_ms)
-            .where(_CLAIMABLE, _jobs.c.queue == queue, dialect.is_one_of(_jobs.c.kind, list(kinds)))
+            .where(
+                _CLAIMABLE,
+                _jobs.c.queue == queue,
+                dialect.is_one_of(_jobs.c.kind, list(kinds)),
+                ~exists().where(_paused.c.queue == queue),
+            )
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
         )
@@ -491,6 +499,13 @@ def earliest_claimable(
         if found is not None and (earliest is None or found < earliest):
             earliest = int(found)
     return earliest
+
+
+def paused_queues(connection: Connection) -> dict[str, PausedQueueRow]:
+    query = select(_paused.c.queue, _paused.c.note, _paused.c.paused_at_ms).order_by(
+        _paused.c.queue
+    )
+    return {row.queue: PausedQueueRow(*row) for row in connection.execute(query)}
 
 
 def quarantine_page(
@@ -734,6 +749,10 @@ class SqlReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
             return earliest_claimable(connection, queues, kinds)
+
+    def paused_queues(self) -> dict[str, PausedQueueRow]:
+        with translated_errors("reading paused queues"), self._engine.connect() as connection:
+            return paused_queues(connection)
 
     def due_count(self, now_ms: int) -> int:
         with translated_errors("counting due schedules"), self._engine.connect() as connection:

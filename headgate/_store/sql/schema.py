@@ -54,7 +54,7 @@ FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
 LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
 """The partial unique index on unfinished jobs' unique keys: lookups say it in these words."""
 CLAIMABLE_WHERE: Final = "state = 'pending'"
-"""The claim index: pending jobs by (queue, run_at_ms, job_id)."""
+"""The claim index: pending jobs by (queue, priority descending, run_at_ms, job_id)."""
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
@@ -172,6 +172,7 @@ class ProjectionTables:
     quarantine: Table
     job_attempts: Table
     crash_blame: Table
+    paused_queues: Table
 
     def by_name(self, table_name: str) -> Table:
         table: Table = getattr(self, table_name)
@@ -185,6 +186,7 @@ class ProjectionTables:
             self.quarantine,
             self.job_attempts,
             self.crash_blame,
+            self.paused_queues,
         )
 
 
@@ -218,6 +220,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("declared_by", String(128)),
         Column("undeclared_at_ms", BigInteger),
         Column("summary", String(500), nullable=False, server_default=text("''")),
+        Column("priority", Integer),
     )
     Index(
         f"ix_{prefix}schedules_due_order",
@@ -271,6 +274,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("error_type", String(255)),
         Column("error_message", Text),
         Column("run_now_schedule_id", String(255)),
+        Column("priority", Integer, nullable=False, server_default=text("0")),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",
@@ -294,6 +298,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
     Index(
         f"ix_{prefix}jobs_claimable",
         jobs.c.queue,
+        jobs.c.priority.desc(),
         jobs.c.run_at_ms,
         jobs.c.job_id,
         sqlite_where=text(CLAIMABLE_WHERE),
@@ -382,7 +387,16 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("last_job_id", String(255), nullable=False),
         Column("updated_at_ms", BigInteger, nullable=False),
     )
-    return ProjectionTables(schedules, jobs, enqueue_history, quarantine, job_attempts, crash_blame)
+    paused_queues = Table(
+        f"{prefix}paused_queues",
+        metadata,
+        Column("queue", String(128), primary_key=True),
+        Column("note", String(255), nullable=False),
+        Column("paused_at_ms", BigInteger, nullable=False),
+    )
+    return ProjectionTables(
+        schedules, jobs, enqueue_history, quarantine, job_attempts, crash_blame, paused_queues
+    )
 
 
 LIVE = projection_tables(LOG, TABLE_PREFIX)

@@ -17,7 +17,10 @@ from headgate._domain.events import (
     JobRetried,
     JobState,
     JobSucceeded,
+    QueuePaused,
+    QueueResumed,
 )
+from headgate._domain.streams import queue_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation, ValidationError
 from headgate._json import canonical_json
 from headgate._store.port import NO_STREAM, JobFilter, Store, StreamAppend
@@ -86,6 +89,48 @@ def test_claims_take_the_oldest_due_jobs_per_queue_within_capacity(
         ]
     other = store.reads.job("other-kind")
     assert other is not None and other.state == "pending"
+
+
+def test_claims_take_higher_priorities_first_then_the_oldest_due(
+    store: Store, clock: FakeClock
+) -> None:
+    now = clock.now_ms()
+    enqueue(store, "old-low", run_at_ms=now - 100, priority=-5)
+    enqueue(store, "old-default", run_at_ms=now - 90)
+    enqueue(store, "new-high", run_at_ms=now - 1, priority=7)
+    enqueue(store, "old-high", run_at_ms=now - 50, priority=7)
+    enqueue(store, "future-highest", run_at_ms=now + 1_000, priority=100)
+    enqueue(store, "mid", run_at_ms=now - 10, priority=3)
+    with store.log.write() as transaction:
+        first = transaction.claim({"q": 3}, {"k": 1}, "w", now)
+        rest = transaction.claim({"q": 10}, {"k": 1}, "w", now)
+    assert [row.job_id for row in first] == ["old-high", "new-high", "mid"]
+    assert [row.job_id for row in rest] == ["old-default", "old-low"]
+    assert [row.priority for row in first + rest] == [7, 7, 3, 0, -5]
+    waiting = store.reads.job("future-highest")
+    assert waiting is not None and (waiting.state, waiting.priority) == ("pending", 100)
+
+
+def test_a_paused_queue_gives_no_claim_until_it_is_resumed(store: Store, clock: FakeClock) -> None:
+    now = clock.now_ms()
+    enqueue(store, "waits", queue="q", run_at_ms=now - 10)
+    enqueue(store, "later", queue="q", run_at_ms=now + 5_000)
+    enqueue(store, "runs", queue="r", run_at_ms=now - 10)
+    store.log.append(queue_stream("q"), NO_STREAM, [QueuePaused("q", "deploy")])
+    paused = store.reads.paused_queues()
+    assert list(paused) == ["q"]
+    assert (paused["q"].note, paused["q"].paused_at_ms) == ("deploy", now)
+    assert store.reads.earliest_claimable(["q"], ["k"]) is None
+    assert store.reads.earliest_claimable(["q", "r"], ["k"]) == now - 10
+    with store.log.write() as transaction:
+        rows = transaction.claim({"q": 10, "r": 10}, {"k": 1}, "w", now)
+    assert [row.job_id for row in rows] == ["runs"]
+    store.log.append(queue_stream("q"), 1, [QueueResumed("q")])
+    assert store.reads.paused_queues() == {}
+    assert store.reads.earliest_claimable(["q"], ["k"]) == now - 10
+    with store.log.write() as transaction:
+        rows = transaction.claim({"q": 10}, {"k": 1}, "w", now)
+    assert [row.job_id for row in rows] == ["waits"]
 
 
 def test_a_claim_is_the_rows_state_and_leaves_its_version(store: Store, clock: FakeClock) -> None:

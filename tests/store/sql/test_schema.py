@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import (
     Column,
+    Connection,
     Engine,
     Index,
     Integer,
@@ -121,7 +122,7 @@ def test_the_comparison_fails_on_a_change_with_no_migration(
     for table in LOG.sorted_tables:
         table.to_metadata(edited)
     jobs = edited.tables[LIVE.jobs.name]
-    jobs.append_column(Column("priority", Integer, nullable=False, server_default="0"))
+    jobs.append_column(Column("weight", Integer, nullable=False, server_default="0"))
     for index in list(jobs.indexes):
         if index.name == f"ix_{LIVE.jobs.name}_finished":
             jobs.indexes.discard(index)
@@ -138,9 +139,7 @@ def test_the_comparison_fails_on_a_change_with_no_migration(
     finally:
         engine.dispose()
     found = differences(migrated, _described_by(edited, fresh_url()))
-    assert any(
-        line.startswith(f"{LIVE.jobs.name}.columns") and "priority" in line for line in found
-    )
+    assert any(line.startswith(f"{LIVE.jobs.name}.columns") and "weight" in line for line in found)
     assert any(line.startswith(f"{LIVE.jobs.name}.indexes") and "'x'" in line for line in found)
     assert any(line.startswith(f"{LIVE.schedules.name}.columns") for line in found)
 
@@ -512,6 +511,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
             connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN summary"))  # 9's
             connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))  # 10's
             connection.execute(text("DROP TABLE headgate_rebuild_claims"))  # 10's
+            _as_revision_10_left_it(connection)
             connection.execute(  # revision 7's writers moved every checkpoint with the head
                 text(
                     "UPDATE headgate_projection_checkpoints SET position = "
@@ -523,7 +523,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10]
+        assert migrate(engine) == [8, 9, 10, 11, 12]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -541,6 +541,58 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_10_left_it(connection: Connection) -> None:
+    """Undo revisions 12 (paused queues) and 11 (priorities, in the claim index)."""
+    connection.execute(text("DROP TABLE headgate_paused_queues"))
+    connection.execute(
+        text("DELETE FROM headgate_projection_checkpoints WHERE name = 'paused_queues'")
+    )
+    connection.execute(text("DROP INDEX ix_headgate_jobs_claimable"))
+    connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN priority"))
+    connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN priority"))
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_claimable ON headgate_jobs "
+            "(queue, run_at_ms, job_id) WHERE state = 'pending'"
+        )
+    )
+
+
+def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
+    store_url: str,
+) -> None:
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        store.log.append(job_stream("old"), NO_STREAM, [enqueued("old", "k", "q", None)])
+        create_schedule(store, "nightly")
+        with store.engine.begin() as connection:
+            _as_revision_10_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0010'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [11, 12]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        store.log.append(
+            job_stream("urgent"), NO_STREAM, [enqueued("urgent", "k", "q", None, priority=9)]
+        )
+        old = store.reads.job("old")
+        assert old is not None and old.priority == 0
+        schedule = store.reads.schedule("nightly")
+        assert schedule is not None and schedule.priority is None
+        with store.log.write() as transaction:
+            claimed = transaction.claim({"q": 2}, {"k": 1}, "w", 2_000)
+        assert [row.job_id for row in claimed] == ["urgent", "old"]
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
 def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
     store_url: str,
 ) -> None:
@@ -553,6 +605,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         with store.engine.begin() as connection:  # as revision 9 left a lagging one
+            _as_revision_10_left_it(connection)
             connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))
             connection.execute(text("DROP TABLE headgate_rebuild_claims"))
             connection.execute(
@@ -571,7 +624,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10]
+        assert migrate(engine) == [10, 11, 12]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
