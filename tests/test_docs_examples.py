@@ -159,7 +159,9 @@ def test_the_http_reference_names_every_route() -> None:
     missing = []
     for path in paths:
         route = re.sub(r"\{\w+\}", "{id}", path.removeprefix("/api/v1")).replace("{id}:", ":")
-        shown = route.replace("/quarantine/{id}", "/quarantine/{fp}")
+        shown = route.replace("/quarantine/{id}", "/quarantine/{fp}").replace(
+            "/queues/{id}", "/queues/{name}"
+        )
         if shown not in text and f"`/{shown.rsplit('/', 1)[1]}`" not in text:
             missing.append(path)
     assert missing == []

@@ -147,7 +147,7 @@ def _exercise_every_route(client: Client) -> None:
     fingerprint = fingerprint_of_text("k", '{"n":2}')
     call("PUT", f"/api/v1/quarantine/{fingerprint}", {"note": "by hand"})
     doc = json.loads(call("GET", "/openapi.json")[1])
-    values = {"schedule_id": "s1", "job_id": job_id, "fingerprint": fingerprint}
+    values = {"schedule_id": "s1", "job_id": job_id, "fingerprint": fingerprint, "queue": "default"}
     for path, operations in doc["paths"].items():
         for method in operations:
             for chosen in (values, dict.fromkeys(values, "nope")):
@@ -166,6 +166,7 @@ def _exercise_every_route(client: Client) -> None:
         "/jobs/nope",
         "/workers",
         "/quarantine",
+        "/queues",
         "/login",
         "/nowhere",
     ):
