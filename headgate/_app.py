@@ -606,13 +606,14 @@ class Headgate:
         periodic_origin: object = None,
     ) -> Job:
         """enqueue with its options as a JobOptions made beforehand."""
-        if options.queue is None or options.priority is None:
-            # Claims read both from the row, so they are chosen now: the handler's
+        if options.queue is None or options.priority is None or options.start_within_ms is None:
+            # Claims read these from the row, so they are chosen now: the handler's
             # if registered here, else Headgate's defaults.
             spec = self._handlers.get(kind) if isinstance(kind, str) else None
             chosen = {
                 "queue": spec.queue if spec else DEFAULT_QUEUE,
                 "priority": spec.priority if spec else DEFAULT_PRIORITY,
+                "start_within_ms": spec.options.start_within_ms if spec else None,
             }
             options = options.under(JobOptions.restored(**chosen))
         row = self._commands.enqueue(kind, payload, options, periodic_origin)

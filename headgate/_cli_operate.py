@@ -23,7 +23,7 @@ from typing import Any
 
 from headgate._app import open_existing
 from headgate._cli_options import add_option_flags, given, refuse_none_given
-from headgate._domain.describe import describe_in_words, missed_run_label
+from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.events import JobState
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
@@ -348,6 +348,7 @@ def _print_schedule(schedule: Schedule) -> None:
             ("kind", schedule.kind),
             ("queue", schedule.queue),
             ("on missed", missed_run_label(schedule.on_missed, schedule.backfill_limit)),
+            ("overlap", overlap_label(schedule.overlap)),
             ("paused", "yes" if schedule.paused else "no"),
             ("next run", _iso(schedule.next_run_ms)),
             ("last enqueued", _iso(schedule.last_enqueued_ms)),
@@ -355,6 +356,7 @@ def _print_schedule(schedule: Schedule) -> None:
             ("max attempts", _or_default(schedule.max_attempts)),
             ("timeout", _or_default(schedule.timeout_ms, " ms")),
             ("priority", "0 (default)" if schedule.priority is None else str(schedule.priority)),
+            ("start within", _or_never(schedule.start_within_ms)),
             ("starts", _iso(schedule.start_at_ms)),
             ("ends", _iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else "")),
             ("jitter", f"{schedule.jitter_ms} ms"),
@@ -474,6 +476,7 @@ def _print_job_result(
             ("priority", str(job.priority)),
             ("state", job.state),
             ("run at", _iso(job.run_at_ms)),
+            ("start by", _iso(job.start_by_ms)),
             ("created", _iso(job.created_at_ms)),
             ("updated", _iso(job.updated_at_ms)),
             ("from schedule", _made_by(job)),
@@ -663,6 +666,10 @@ def _running(attempt: RunningAttempt | None) -> str:
         f"attempt {attempt.attempt} on {attempt.worker_id or '-'} "
         f"since {_iso(attempt.started_at_ms)}{deadline}"
     )
+
+
+def _or_never(value_ms: int | None) -> str:
+    return "no deadline" if value_ms is None else f"{value_ms} ms after its tick"
 
 
 def _or_default(value: int | None, unit: str = "") -> str:

@@ -101,6 +101,13 @@ class _Figures:
             ("queue", "kind"),
             registry=None,
         )
+        self.expired = Counter(
+            "headgate_jobs_expired",
+            "Jobs this process's workers recorded expired: not started by their start "
+            "deadline (start_within_ms), so never run.",
+            ("queue", "kind"),
+            registry=None,
+        )
         self.quarantines = Counter(
             "headgate_job_quarantines",
             "Jobs this process's rescuer quarantined (they crashed their workers too often).",
@@ -117,6 +124,7 @@ class _Figures:
             self.attempts,
             self.rescues,
             self.quarantines,
+            self.expired,
         )
 
 
@@ -163,6 +171,9 @@ class HeadgateMetrics(Recorder):
         figures.attempts.labels(queue, kind, outcome).inc()
         if duration_ms is not None:
             figures.run.labels(queue, kind).observe(duration_ms / 1000)
+
+    def job_expired(self, queue: str, kind: str) -> None:
+        self._figures.expired.labels(queue, kind).inc()
 
     def job_rescued(self, queue: str, kind: str, *, quarantined: bool) -> None:
         figures = self._figures

@@ -68,6 +68,11 @@ class Schedule:
     """What it is for, shown to operators."""
     priority: int | None = None
     """What its jobs carry (None: the default, 0)."""
+    overlap: str = "allow"
+    """What a tick does while an earlier tick job is pending or running
+    (`OverlapPolicy`: allow, skip, buffer_one, cancel_previous)."""
+    start_within_ms: int | None = None
+    """Its tick jobs expire unless started this long after their tick (None: never)."""
 
     @property
     def definition(self) -> ScheduleDefinition:
@@ -103,6 +108,8 @@ class Schedule:
             undeclared_at_ms=row.undeclared_at_ms,
             summary=row.summary,
             priority=row.priority,
+            overlap=row.overlap,
+            start_within_ms=row.start_within_ms,
         )
 
 
@@ -204,6 +211,11 @@ class Job:
     """The attempt under way, while the job is running."""
     priority: int = 0
     """Higher is claimed first within its queue."""
+    start_within_ms: int | None = None
+    """Not started this long after it was due, it expires (None: no deadline)."""
+    start_by_ms: int | None = None
+    """It expires unless started by then (from `start_within_ms`; None: no deadline,
+    or it has started)."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -235,6 +247,8 @@ class Job:
             fingerprint=fingerprint_of_text(row.kind, row.payload),
             running_attempt=RunningAttempt.of(row),
             priority=row.priority,
+            start_within_ms=row.start_within_ms,
+            start_by_ms=row.start_by_ms,
         )
 
 

@@ -19,6 +19,7 @@ from headgate._domain.events import (
     JobCancelled,
     JobClaimed,
     JobEnqueued,
+    JobExpired,
     JobFinished,
     JobQuarantined,
     JobReleased,
@@ -68,6 +69,14 @@ class JobRow:
     """The schedule whose Enqueue now made it."""
     priority: int = DEFAULT_PRIORITY
     """Higher is claimed first within its queue (chosen at enqueue: see JobOptions)."""
+    serial: bool = False
+    """A tick job claimed only once no earlier tick job of its schedule is pending
+    or running (its schedule's overlap policy: see JobEnqueued)."""
+    start_within_ms: int | None = None
+    """Its own start_within_ms option, as enqueued (None: no deadline)."""
+    start_by_ms: int | None = None
+    """Its start deadline (from `start_within_ms`): claimed later, it expires
+    instead of running. Cleared once it has started (None: none)."""
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -107,10 +116,28 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "error_message": None,
         "run_now_schedule_id": event.run_now_schedule_id,
         "priority": DEFAULT_PRIORITY if options.priority is None else options.priority,
+        "serial": event.serial,
+        "start_within_ms": options.start_within_ms,
+        "start_by_ms": start_by_ms(event, recorded.recorded_at_ms),
     }
 
 
+def start_by_ms(event: JobEnqueued, recorded_at_ms: int) -> int | None:
+    """When the job must have started: `start_within_ms` after it was due (a tick
+    job: its tick; else its run_at_ms, or its enqueue)."""
+    within = event.options.start_within_ms
+    if within is None:
+        return None
+    due = event.periodic_tick_ms
+    if due is None:
+        due = recorded_at_ms if event.options.run_at_ms is None else event.options.run_at_ms
+    return due + within
+
+
 _OFF_WORKER: Final = {"worker_id": None, "deadline_ms": None}
+_STARTED: Final = {"start_by_ms": None}
+"""Set by every event that ends a started attempt: a start deadline holds only
+until the job first starts."""
 CLAIM_COLUMNS: Final = ("worker_id", "deadline_ms", "updated_at_ms")
 """What a worker's claim sets on a job's row besides its state (running). A claim
 is not an event (`JobQueue.claim`), so no fold of the log makes it."""
@@ -156,6 +183,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "error_type": event.error_type,
             "error_message": event.error_message,
             **_OFF_WORKER,
+            **_STARTED,
         }
         if event.retry_at_ms is None:
             delta["state"] = JobState.FAILED.value
@@ -163,12 +191,13 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             delta["state"] = JobState.PENDING.value
             delta["run_at_ms"] = event.retry_at_ms
     elif isinstance(event, JobReleased):
-        delta = {"state": JobState.PENDING.value, **_OFF_WORKER}
+        delta = {"state": JobState.PENDING.value, **_OFF_WORKER, **_STARTED}
     elif isinstance(event, JobAbandoned):
         delta = {
             "state": JobState.PENDING.value,
             "crash_count": event.crash_count,
             **_OFF_WORKER,
+            **_STARTED,
         }
     elif isinstance(event, JobQuarantined):
         delta = {
@@ -178,6 +207,8 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
         }
     elif isinstance(event, JobCancelled):
         delta = {"state": JobState.CANCELLED.value, **_OFF_WORKER}
+    elif isinstance(event, JobExpired):
+        delta = {"state": JobState.EXPIRED.value, **_OFF_WORKER}
     elif isinstance(event, JobRetried):
         delta = {
             "state": JobState.PENDING.value,
@@ -188,6 +219,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "error_type": None,
             "error_message": None,
             **_OFF_WORKER,
+            **_STARTED,
         }
     elif isinstance(event, JobFinished):
         delta = {"state": event.state.value, **_OFF_WORKER}

@@ -65,6 +65,10 @@ class ScheduleRow:
     """What it is for, shown to operators."""
     priority: int | None = None
     """Its jobs' priority (None: the default, 0)."""
+    overlap: str = "allow"
+    """What a tick does while an earlier tick job is pending or running (OverlapPolicy)."""
+    start_within_ms: int | None = None
+    """Its tick jobs expire unless started this long after their tick (None: never)."""
 
 
 _KEYED: Final = (
@@ -182,6 +186,7 @@ def _defined_columns(event: ScheduleDefined, recorded: RecordedEvent) -> dict[st
 def _flat_json(definition: ScheduleDefinition) -> str:
     fields = definition.fields()
     fields["on_missed"] = definition.on_missed.value
+    fields["overlap"] = definition.overlap.value
     return canonical_json_of_plain(fields)
 
 
@@ -203,10 +208,12 @@ def definition_columns(definition: ScheduleDefinition) -> dict[str, Any]:
         "payload": canonical_json_of_plain(definition.payload),
         "on_missed": definition.on_missed.value,
         "backfill_limit": definition.backfill_limit,
+        "overlap": definition.overlap.value,
         "paused": definition.paused,
         "max_attempts": job.max_attempts,
         "timeout_ms": job.timeout_ms,
         "priority": job.priority,
+        "start_within_ms": job.start_within_ms,
         "start_at_ms": definition.start_at_ms,
         "end_at_ms": definition.end_at_ms,
         "jitter_ms": definition.jitter_ms,
@@ -222,6 +229,7 @@ def definition_of(row: ScheduleRow) -> ScheduleDefinition:
         payload=json.loads(row.payload),
         on_missed=row.on_missed,
         backfill_limit=row.backfill_limit,
+        overlap=row.overlap,
         paused=row.paused,
         start_at_ms=row.start_at_ms,
         end_at_ms=row.end_at_ms,
@@ -237,6 +245,7 @@ def job_options_of(row: ScheduleRow) -> JobOptions:
         max_attempts=row.max_attempts,
         timeout_ms=row.timeout_ms,
         priority=row.priority,
+        start_within_ms=row.start_within_ms,
     )
 
 

@@ -59,6 +59,8 @@ SCHEDULE_SAMPLE: dict[str, Any] = {
     "max_attempts": 5,
     "timeout_ms": 60_000,
     "priority": 5,
+    "overlap": "buffer_one",
+    "start_within_ms": 90_000,
 }
 """A value other than its default for every field of a schedule's definition."""
 JOB_SAMPLE: dict[str, Any] = {
@@ -66,6 +68,7 @@ JOB_SAMPLE: dict[str, Any] = {
     "max_attempts": 3,
     "timeout_ms": 2_000,
     "priority": -3,
+    "start_within_ms": 45_000,
     "run_at_ms": START_MS + 60_000,
     "unique_key": "order-7",
 }
@@ -264,3 +267,13 @@ def test_console_job_page_shows_every_option(client: TestClient, hg: Headgate) -
     assert "3" in page
     assert "2 s" in page or "2000" in page
     assert '<dd id="priority">-3</dd>' in page
+    assert '<dd id="start-by">2026-01-01 00:01:45' in page
+
+
+def test_console_schedule_page_shows_its_overlap_policy_and_start_deadline(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    page = client.get("/schedules/nightly").text
+    assert '<dd id="overlap">Buffer one behind the running one</dd>' in page
+    assert "expiring unless started within 1 min 30 s of their tick" in page

@@ -75,3 +75,13 @@ def test_the_flow_control_example_pauses_a_queue_and_runs_by_priority(tmp_path: 
     result = _run(example.code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["0 [('invoices', True, 2)]", "[2, 1]"]
+
+
+def test_the_overlap_example_skips_ticks_and_expires_the_late_job(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if 'overlap="skip"' in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "[('enqueued', 'accepted'), ('skipped', 'overlap'), ('skipped', 'overlap')]",
+        "['expired']",
+    ]

@@ -10,13 +10,14 @@ so every rule is tested directly (tests/test_decisions.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
 from headgate._domain.admission import AdmissionLimits, kind_problem, payload_problem
-from headgate._domain.events import JobEnqueued, MissedRunPolicy, Outcome
+from headgate._domain.events import JobEnqueued, JobState, MissedRunPolicy, Outcome
+from headgate._domain.overlap import OverlapPolicy
 from headgate._domain.spec import ScheduleSpec
 
 BACKOFF_BASE_MS: Final = 1_000
@@ -36,6 +37,20 @@ class Reason(StrEnum):
     STORE_ERROR = "store_error"
     INVALID_SPEC = "invalid_spec"
     HOOK_ERROR = "hook_error"
+    OVERLAP = "overlap"
+    """Skipped: an earlier tick job of the schedule is pending or running, and its
+    overlap policy (skip, buffer_one) holds the new tick back."""
+
+
+@dataclass(frozen=True)
+class LiveTickJob:
+    """A tick job of a schedule that is pending or running."""
+
+    job_id: str
+    tick_ms: int
+    state: str
+    version: int
+    """Its stream's version: where a cancellation is appended."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,8 @@ class Decision:
     """The job the attempt resolved to (the holder's id for a unique-key duplicate)."""
     append_job: bool = False
     """True only when this attempt creates the job."""
+    cancels: tuple[LiveTickJob, ...] = ()
+    """Earlier tick jobs of the schedule this attempt cancels (cancel_previous)."""
 
     @property
     def advances(self) -> bool:
@@ -80,6 +97,8 @@ class Candidate:
     """What quarantine matches: the job's kind and canonical payload (ids.fingerprint_of_text)."""
     payload_bytes: int
     """Size of the payload's canonical JSON text, in UTF-8."""
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    """Its schedule's overlap policy (a tick's job); allow for every other job."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +113,20 @@ class GateFacts:
     pending: dict[str, int]
     """queue -> pending jobs, counting the ones this batch has admitted so far
     (only queues with a limit are counted)."""
+    live_ticks: dict[str, list[LiveTickJob]] = field(default_factory=dict)
+    """schedule id -> its pending and running tick jobs, kept up to date as the
+    batch admits and cancels (only schedules whose overlap is not allow)."""
+
+
+def overlap_schedules(candidates: Sequence[Candidate]) -> set[str]:
+    """The schedules whose live tick jobs the gate must know: those of ticks whose
+    overlap policy is not allow."""
+    return {
+        candidate.job.periodic_schedule_id
+        for candidate in candidates
+        if candidate.overlap is not OverlapPolicy.ALLOW
+        and candidate.job.periodic_schedule_id is not None
+    }
 
 
 def is_admissible(candidate: Candidate, limits: AdmissionLimits) -> bool:
@@ -116,7 +149,9 @@ def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> D
        resolving to the holder's id);
     4. a quarantined fingerprint is skipped (`skipped`/`quarantined`);
     5. a queue at its pending limit refuses (`failed`/`backpressure`);
-    6. otherwise the job is admitted and appended; facts.pending counts it, so
+    6. a tick its schedule's overlap policy holds back is skipped
+       (`skipped`/`overlap`: see `overlap_decision`);
+    7. otherwise the job is admitted and appended; facts.pending counts it, so
        later candidates of the same batch see it.
     """
     job = candidate.job
@@ -137,5 +172,25 @@ def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> D
     pending = facts.pending.get(job.queue, 0)
     if limit is not None and pending >= limit:
         return Decision(Outcome.FAILED, Reason.BACKPRESSURE, job.job_id)
+    cancels: tuple[LiveTickJob, ...] = ()
+    if candidate.overlap is not OverlapPolicy.ALLOW:
+        live = facts.live_ticks.setdefault(job.periodic_schedule_id or "", [])
+        if holds_back(candidate.overlap, live):
+            return Decision(Outcome.SKIPPED, Reason.OVERLAP, job.job_id)
+        if candidate.overlap is OverlapPolicy.CANCEL_PREVIOUS:
+            cancels = tuple(live)
+            live.clear()
+        live.append(LiveTickJob(job.job_id, job.periodic_tick_ms or 0, JobState.PENDING, 1))
     facts.pending[job.queue] = pending + 1
-    return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id, append_job=True)
+    return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id, append_job=True, cancels=cancels)
+
+
+def holds_back(policy: OverlapPolicy, live: list[LiveTickJob]) -> bool:
+    """Whether a new tick is skipped for the schedule's live tick jobs: under skip,
+    while any is pending or running; under buffer_one, while one already waits
+    (one running is what it waits behind). allow and cancel_previous never."""
+    if policy is OverlapPolicy.SKIP:
+        return bool(live)
+    if policy is OverlapPolicy.BUFFER_ONE:
+        return any(job.state == JobState.PENDING for job in live)
+    return False

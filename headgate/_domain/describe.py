@@ -14,6 +14,7 @@ from typing import Final
 
 from headgate._domain.cron_fields import ParsedField
 from headgate._domain.missed_runs import label
+from headgate._domain.overlap import label as overlap_policy_label
 from headgate._domain.spec import CronSpec, EverySpec, ScheduleSpec
 
 _UNITS = ((86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1_000, "second"))
@@ -38,6 +39,11 @@ def describe(spec: ScheduleSpec) -> str:
     """As `describe_in_words`, but always something: for a cron it cannot put in
     words, the zone its fields are read in."""
     return describe_in_words(spec) or f"{spec.zone_name} time"
+
+
+def overlap_label(overlap: str) -> str:
+    """The console's label for an overlap policy."""
+    return overlap_policy_label(overlap)
 
 
 def missed_run_label(on_missed: str, backfill_limit: int) -> str:

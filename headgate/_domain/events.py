@@ -31,6 +31,7 @@ __all__ = [
     "JobCancelled",
     "JobClaimed",
     "JobEnqueued",
+    "JobExpired",
     "JobFinished",
     "JobQuarantined",
     "JobReleased",
@@ -178,6 +179,7 @@ class JobEnqueued(DomainEvent):
     periodic_schedule_id: str | None = None
     periodic_tick_ms: int | None = None
     run_now_schedule_id: str | None = None
+    serial: bool = False
 
     def __post_init__(self) -> None:
         if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):
@@ -295,6 +297,15 @@ class JobCancelled(DomainEvent):
 
 
 @dataclass(frozen=True)
+class JobExpired(DomainEvent):
+    """The job was not started by its start deadline (`start_by_ms`, from its
+    `start_within_ms`): it is recorded expired instead of running late."""
+
+    job_id: str
+    start_by_ms: int
+
+
+@dataclass(frozen=True)
 class JobRetried(DomainEvent):
     """An operator sent a failed, cancelled or quarantined job back to run again,
     with its attempt and crash counts reset (its attempt history stays)."""
@@ -379,6 +390,7 @@ JOB_EVENTS: Final = (
     JobCancelled,
     JobRetried,
     JobFinished,
+    JobExpired,
 )
 """The events of a job's own stream: its lifecycle, from JobEnqueued on."""
 

@@ -23,6 +23,9 @@ class JobState(StrEnum):
     CANCELLED = "cancelled"
     QUARANTINED = "quarantined"
     """Crashed its worker too often: held, with its fingerprint, until an operator acts."""
+    EXPIRED = "expired"
+    """Not started by its start deadline (`start_within_ms`): it never ran, and runs
+    only if an operator retries it."""
 
 
 UNFINISHED_STATES: Final = frozenset({JobState.PENDING, JobState.RUNNING})
@@ -42,7 +45,9 @@ class JobAction(StrEnum):
 
 ACTION_NEEDS: Final[Mapping[JobAction, frozenset[JobState]]] = {
     JobAction.CANCEL: UNFINISHED_STATES,
-    JobAction.RETRY: frozenset({JobState.FAILED, JobState.CANCELLED, JobState.QUARANTINED}),
+    JobAction.RETRY: frozenset(
+        {JobState.FAILED, JobState.CANCELLED, JobState.QUARANTINED, JobState.EXPIRED}
+    ),
     JobAction.FINISH: frozenset({JobState.PENDING}),
 }
 """The states each action may start from."""

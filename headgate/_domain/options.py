@@ -34,6 +34,7 @@ from headgate._domain.admission import (
 )
 from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.names import identifier_problem, label_problem, require
+from headgate._domain.overlap import OverlapPolicy
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import MAX_JITTER_MS, TickTiming
 from headgate._errors import ValidationError
@@ -183,6 +184,19 @@ def _policy(name: str, value: object) -> MissedRunPolicy:
     return MissedRunPolicy(value)
 
 
+def _overlap(name: str, value: object) -> OverlapPolicy:
+    if isinstance(value, OverlapPolicy):
+        return value
+    choices = [policy.value for policy in OverlapPolicy]
+    if not isinstance(value, str) or value not in choices:
+        raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+    return OverlapPolicy(value)
+
+
+def _start_within_ms(name: str, value: object) -> int:
+    return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
+
+
 def _backfill_limit(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(name, f"must be an integer, got {value!r}")
@@ -276,6 +290,15 @@ class JobOptions:
             "Higher is claimed first within its queue; equal priorities oldest run_at "
             "first (none: its handler's, else 0)",
             _optional(_priority),
+        ),
+    )
+    start_within_ms: int | None = field(
+        default=None,
+        metadata=_option(
+            "Expires instead of running if not started this long after it was due "
+            "(a tick job: after its tick; none: its handler's, else never)",
+            _optional(_start_within_ms),
+            unit="ms",
         ),
     )
     run_at_ms: int | None = field(
@@ -379,6 +402,14 @@ class ScheduleDefinition:
         default=1,
         metadata=_option("How many missed ticks backfill enqueues (1 to 1000)", _backfill_limit),
     )
+    overlap: OverlapPolicy = field(
+        default=OverlapPolicy.ALLOW,
+        metadata=_option(
+            "What a tick does while the schedule's previous tick job is pending or running: "
+            "allow, skip, buffer_one or cancel_previous",
+            _overlap,
+        ),
+    )
     paused: bool = field(
         default=False, metadata=_option("A paused schedule fires no tick, keeping its phase", _bool)
     )
@@ -423,6 +454,9 @@ class ScheduleDefinition:
         policy = values.get("on_missed")
         if policy is not None and not isinstance(policy, MissedRunPolicy):
             values = {**values, "on_missed": MissedRunPolicy(policy)}
+        overlap = values.get("overlap")
+        if overlap is not None and not isinstance(overlap, OverlapPolicy):
+            values = {**values, "overlap": OverlapPolicy(overlap)}
         return _restored(cls, values)
 
     @classmethod
@@ -529,6 +563,7 @@ class JobOptionArgs(TypedDict, total=False):
     timeout_s: float | None
     """`timeout_ms` in seconds (Python's habit, kept from earlier releases)."""
     priority: int | None
+    start_within_ms: int | None
 
 
 class EnqueueArgs(JobOptionArgs, total=False):
@@ -546,6 +581,7 @@ class ScheduleArgs(JobOptionArgs, total=False):
     payload: JsonValue
     on_missed: str
     backfill_limit: int
+    overlap: str
     paused: bool
     start_at_ms: int | None
     end_at_ms: int | None

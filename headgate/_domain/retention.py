@@ -62,7 +62,9 @@ UNTRIMMED_EVENTS: Final[tuple[type[DomainEvent], ...]] = (*JOB_EVENTS, ManualRun
 """Events of streams that are never trimmed, only removed whole (jobs, manual-run
 keys): a stream holding them is not examined for trimming."""
 
-REMOVABLE_JOB_STATES: Final = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+REMOVABLE_JOB_STATES: Final = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED}
+)
 """A job in one of these states is done for good, so its stream and rows may go once
 past retention. A quarantined job is not: an operator may still retry it."""
 

@@ -18,6 +18,7 @@ from headgate._domain.events import (
     DomainEvent,
     FingerprintBlameCleared,
     JobAttemptFailed,
+    JobExpired,
     JobReleased,
     JobState,
     JobSucceeded,
@@ -53,6 +54,14 @@ class Claim:
     blamed_fingerprint: str | None = None
     """The job's fingerprint when, at the claim, it carried blame for crashes:
     a completion clears it."""
+
+
+def expired(row: JobRow) -> StreamAppend:
+    """A claimed job past its start deadline, recorded expired instead of run."""
+    assert row.start_by_ms is not None
+    return StreamAppend(
+        job_stream(row.job_id), row.version, (JobExpired(row.job_id, row.start_by_ms),)
+    )
 
 
 def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Claim:

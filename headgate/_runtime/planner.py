@@ -29,6 +29,7 @@ from headgate._domain.decisions import (
 )
 from headgate._domain.events import (
     EnqueueAttempted,
+    JobCancelled,
     JobEnqueued,
     MissedRunPolicy,
     NextRunAdvanced,
@@ -36,6 +37,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.ids import fingerprint_of_text, tick_job_id, tick_unique_key
 from headgate._domain.options import JobOptions
+from headgate._domain.overlap import OverlapPolicy, is_serial
 from headgate._domain.spec import InvalidSpec, ScheduleSpec, parse_spec
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._domain.tick_timing import TickTiming
@@ -55,6 +57,9 @@ class PlannedTick:
     context: TickContext
     failure: Reason | None = None
     """Set when the tick already failed before the gate (a hook, or validation)."""
+    superseded: bool = False
+    """A later tick of the same plan replaces it (cancel_previous): it is recorded
+    skipped (overlap) without asking the gate."""
     next_run_ms: int | None = None
     """The schedule's next tick once this one is done (None if it failed planning)."""
     instant_ms: int | None = None
@@ -174,6 +179,7 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
     # reach the stored job.
     payload = json.loads(row.payload)
     shared = _Shared.of(row)
+    last = len(ticks) - 1
     for index, (tick_ms, next_run_ms) in enumerate(zip(ticks, following, strict=True)):
         attempt = row.failures + 1 if index == 0 else 1
         planned = _tick(
@@ -185,6 +191,7 @@ def _plan(row: ScheduleRow, now_ms: int, budget: int, limits: AdmissionLimits) -
             next_run_ms=next_run_ms,
             instant_ms=timing.instant_ms(tick_ms, next_run_ms),
             next_due_at_ms=timing.due_at_ms(next_run_ms),
+            superseded=index < last and shared.overlap is OverlapPolicy.CANCEL_PREVIOUS,
         )
         # The gate's validation, checked before hooks run: limits may have
         # changed since the schedule was stored, and a tick the gate will
@@ -211,6 +218,7 @@ class _Shared:
     payload_bytes: int
     options: JobOptions
     """The options of its ticks' jobs (each tick adds its own key)."""
+    overlap: OverlapPolicy
 
     @classmethod
     def of(cls, row: ScheduleRow) -> _Shared:
@@ -218,6 +226,7 @@ class _Shared:
             fingerprint_of_text(row.kind, row.payload),
             len(row.payload.encode()),
             job_options_of(row),
+            OverlapPolicy(row.overlap),
         )
 
 
@@ -232,6 +241,7 @@ def _tick(
     next_run_ms: int | None = None,
     instant_ms: int | None = None,
     next_due_at_ms: int | None = None,
+    superseded: bool = False,
 ) -> PlannedTick:
     job_id = tick_job_id(row.schedule_id, tick_ms)
     shared = shared or _Shared.of(row)
@@ -242,10 +252,13 @@ def _tick(
         shared.options.keyed(tick_unique_key(row.schedule_id, tick_ms)),
         row.schedule_id,
         tick_ms,
+        serial=is_serial(shared.overlap),
     )
-    candidate = Candidate(job, shared.fingerprint, shared.payload_bytes)
+    candidate = Candidate(job, shared.fingerprint, shared.payload_bytes, shared.overlap)
     context = TickContext(tick_ms, job_id, attempt, row)
-    return PlannedTick(candidate, context, failure, next_run_ms, instant_ms, next_due_at_ms)
+    return PlannedTick(
+        candidate, context, failure, superseded, next_run_ms, instant_ms, next_due_at_ms
+    )
 
 
 def _with_failure(planned: PlannedTick, reason: Reason) -> PlannedTick:
@@ -258,8 +271,14 @@ def with_hook_failure(planned: PlannedTick) -> PlannedTick:
 
 
 def candidates_of(plans: Sequence[SchedulePlan]) -> list[Candidate]:
-    """The jobs the gate must be asked about: every tick that has not failed yet."""
-    return [tick.candidate for plan in plans for tick in plan.ticks if tick.failure is None]
+    """The jobs the gate must be asked about: every tick that has not failed yet
+    (nor been superseded)."""
+    return [
+        tick.candidate
+        for plan in plans
+        for tick in plan.ticks
+        if tick.failure is None and not tick.superseded
+    ]
 
 
 def queues_to_count(plans: Sequence[SchedulePlan], limits: AdmissionLimits) -> set[str]:
@@ -298,6 +317,8 @@ def units_for(
     for tick in plan.ticks:
         if tick.failure is not None:
             decision = Decision(Outcome.FAILED, tick.failure, tick.job.job_id)
+        elif tick.superseded:
+            decision = Decision(Outcome.SKIPPED, Reason.OVERLAP, tick.job.job_id)
         else:
             decision = decide(tick.candidate, facts, limits)
         if decision.advances:
@@ -311,6 +332,10 @@ def units_for(
         appends = [StreamAppend(stream, version, (attempt,))]
         if decision.append_job:
             appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))
+        appends[:0] = [
+            StreamAppend(job_stream(live.job_id), live.version, (JobCancelled(live.job_id),))
+            for live in decision.cancels
+        ]
         units.append((appends, TickRecord(tick.context, decision, tick.due_at_ms)))
         if not decision.advances:
             break

@@ -35,6 +35,9 @@ class Recorder:
         it was not (the job was no longer this worker's). `duration_ms` is
         how long its handler ran (None when it was given back)."""
 
+    def job_expired(self, queue: str, kind: str) -> None:
+        """A claimed job was past its start deadline: recorded expired, not run."""
+
     def job_rescued(self, queue: str, kind: str, *, quarantined: bool) -> None:
         """The rescuer took a job back from a dead worker: claimable again, or
         `quarantined` with its fingerprint."""

@@ -47,6 +47,7 @@ from headgate._domain.ids import fingerprint_of_text
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._logs import get_logger
 from headgate._model import DrainSummary
+from headgate._projections import JobRow
 from headgate._runtime import job_units
 from headgate._runtime.attempts import Attempt, AttemptRules, AttemptRunner, Outcome, end_append
 from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
@@ -311,7 +312,7 @@ class WorkerPool:
     def _claim(
         self, transaction: WriteTransaction, free: Mapping[str, int]
     ) -> list[tuple[Claim, HandlerSpec]]:
-        return claim_due(transaction, free, self._handlers, self.identity.holder)
+        return claim_due(transaction, free, self._handlers, self.identity.holder, self._recorder)
 
     def _settle(
         self, attempt: Attempt, append: StreamAppend, result: object, *, ended_at_ms: int
@@ -530,7 +531,11 @@ def drain(
                 next_beat = time.monotonic() + settings.heartbeat_every_ms / 1000
             with store.log.write() as transaction:
                 taken = claim_due(
-                    transaction, dict.fromkeys(queues, DRAIN_BATCH), handlers, identity.holder
+                    transaction,
+                    dict.fromkeys(queues, DRAIN_BATCH),
+                    handlers,
+                    identity.holder,
+                    recorder,
                 )
             if not taken:
                 break
@@ -572,10 +577,19 @@ def claim_due(
     capacity: Mapping[str, int],
     handlers: HandlerRegistry,
     worker_id: str,
+    recorder: Recorder = NO_METRICS,
 ) -> list[tuple[Claim, HandlerSpec]]:
     """Claim the due jobs of the registered kinds that fit `capacity`, in this
-    transaction, each with the handler that runs it."""
-    rows = transaction.claim(capacity, handlers.timeouts_ms(), worker_id, transaction.now_ms)
+    transaction, each with the handler that runs it. A claimed job past its start
+    deadline is recorded expired in the same transaction instead, and not run."""
+    now = transaction.now_ms
+    rows = transaction.claim(capacity, handlers.timeouts_ms(), worker_id, now)
+    late = [row for row in rows if row.start_by_ms is not None and row.start_by_ms < now]
+    if late:
+        transaction.append_units([[job_units.expired(row)] for row in late])
+        for row in late:
+            _expired(row, now, recorder)
+        rows = [row for row in rows if row.start_by_ms is None or row.start_by_ms >= now]
     if not rows:
         return []
     fingerprints = {row.job_id: fingerprint_of_text(row.kind, row.payload) for row in rows}
@@ -594,6 +608,26 @@ def claim_due(
             )
         )
     return taken
+
+
+def _expired(row: JobRow, now_ms: int, recorder: Recorder) -> None:
+    assert row.start_by_ms is not None
+    recorder.job_expired(row.queue, row.kind)
+    log.warning(
+        "job expired: not started by its start deadline",
+        job_id=row.job_id,
+        kind=row.kind,
+        queue=row.queue,
+        late_ms=now_ms - row.start_by_ms,
+        **(
+            {}
+            if row.periodic_schedule_id is None
+            else {
+                "schedule_id": row.periodic_schedule_id,
+                "tick_ms": row.periodic_tick_ms,
+            }
+        ),
+    )
 
 
 def _run_each(

@@ -27,6 +27,7 @@ from headgate._domain.events import (
     JobCancelled,
     JobClaimed,
     JobEnqueued,
+    JobExpired,
     JobFinished,
     JobQuarantined,
     JobReleased,
@@ -74,6 +75,7 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
         JobQuarantined,
         JobCancelled,
         JobRetried,
+        JobExpired,
         FingerprintCrashBlamed,
         QueuePaused,
         QueueResumed,
@@ -113,6 +115,11 @@ def _job_options_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonVa
     options = {name: body.get(name) for name in option_names}
     rest = {name: value for name, value in body.items() if name not in option_names}
     return {**rest, "options": options}
+
+
+def _job_serial_v4_to_v5(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v5 no schedule held its tick jobs to one at a time."""
+    return {**body, "serial": False}
 
 
 def _schedule_definition_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -168,6 +175,7 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
     (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
     (type_name(JobEnqueued), 3): _job_options_nested_v3_to_v4,
+    (type_name(JobEnqueued), 4): _job_serial_v4_to_v5,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from headgate._app import Headgate
-from headgate._domain.describe import describe_in_words, missed_run_label
+from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
@@ -74,6 +74,7 @@ def _row(schedule: Schedule) -> dict[str, Any]:
         "next_utc": format_ms(schedule.next_run_ms),
         "next_local": format_ms(schedule.next_run_ms, zone) if zone != "UTC" else None,
         "policy": missed_run_label(schedule.on_missed, schedule.backfill_limit),
+        "overlap": overlap_label(schedule.overlap),
         "payload_json": _json(schedule.payload),
     }
 

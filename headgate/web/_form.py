@@ -12,10 +12,11 @@ import enum
 import json
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Union
 
-from headgate._domain.missed_runs import LABELS, MissedRunPolicy
+from headgate._domain import missed_runs, overlap
 from headgate._domain.options import (
     SCHEDULE_DEFAULTS,
     SCHEDULE_FIELDS,
@@ -25,6 +26,11 @@ from headgate._domain.options import (
 )
 from headgate._model import Schedule
 
+_CHOICE_LABELS: Final[dict[type[enum.Enum], Mapping[Any, str]]] = {
+    missed_runs.MissedRunPolicy: missed_runs.LABELS,
+    overlap.OverlapPolicy: overlap.LABELS,
+}
+"""Each choice's label, by the option's enum."""
 _HINTS: Final = {**typing.get_type_hints(JobOptions), **typing.get_type_hints(ScheduleDefinition)}
 
 
@@ -71,7 +77,8 @@ def form_fields(schedule: Schedule | None) -> list[FormField]:
         if kind is bool:
             shown.append(FormField(name, label, info.doc, "checkbox", "bool", bool(value)))
         elif isinstance(kind, type) and issubclass(kind, enum.Enum):
-            choices = tuple((m.value, LABELS.get(MissedRunPolicy(m.value), m.value)) for m in kind)
+            labels = _CHOICE_LABELS.get(kind, {})
+            choices = tuple((m.value, labels.get(m, m.value)) for m in kind)
             shown.append(FormField(name, label, info.doc, "select", "text", value, choices))
         elif kind is int:
             data_type = "int-or-null" if nullable else "int"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_model
 
+from headgate._domain.decisions import Reason
 from headgate._domain.describe import describe, missed_run_label
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import SCHEDULE_FIELDS
@@ -149,7 +150,12 @@ class EventOut(BaseModel):
     tick_ms: int
     job_id: str
     outcome: Literal["enqueued", "deduplicated", "failed", "skipped"]
-    reason: str
+    reason: str = Field(
+        description="Why, as a stable code: "
+        + ", ".join(reason.value for reason in Reason)
+        + " (overlap: skipped because an earlier tick job of the schedule was pending or "
+        "running, under overlap skip or buffer_one)"
+    )
     recorded_at_ms: int
 
     @classmethod
@@ -230,6 +236,14 @@ class JobOut(BaseModel):
     run_at_ms: int = Field(description="When it runs (next)")
     timeout_ms: int | None
     priority: int = Field(description="Higher is claimed first within its queue")
+    start_within_ms: int | None = Field(
+        description="Not started this long after it was due (a tick job: its tick), it "
+        "expires instead of running; null: no deadline"
+    )
+    start_by_ms: int | None = Field(
+        description="Its start deadline (from start_within_ms): not started by then, it is "
+        "recorded expired instead of running; null: none, or it has started"
+    )
     worker_id: str | None = Field(description="The worker running it, while it runs")
     result: JsonValue = Field(description="What its handler returned, once completed")
     error_type: str | None = Field(
@@ -270,6 +284,8 @@ class JobOut(BaseModel):
             run_at_ms=job.run_at_ms,
             timeout_ms=job.timeout_ms,
             priority=job.priority,
+            start_within_ms=job.start_within_ms,
+            start_by_ms=job.start_by_ms,
             worker_id=job.worker_id,
             result=job.result,
             error_type=job.error_type,

@@ -247,7 +247,7 @@ def test_a_failed_job_is_retried_by_an_operator_and_runs_again(hg: Headgate) -> 
     _eventually(lambda: _state(hg, job.id) == "failed")
     with pytest.raises(
         JobStateConflict,
-        match=r"it is pending \(retry needs a cancelled, failed or quarantined job\)",
+        match=r"it is pending \(retry needs a cancelled, expired, failed or quarantined job\)",
     ):
         hg.retry_job(hg.enqueue("report", run_at_ms=hg.clock.now_ms() + 10**9).id)
     fixed.set()

@@ -24,6 +24,7 @@ from headgate._domain.cursors import (
     encode_cursor,
     encode_timed_cursor,
 )
+from headgate._domain.decisions import LiveTickJob
 from headgate._domain.events import JobState
 from headgate._projections import (
     CrashBlameRow,
@@ -37,6 +38,7 @@ from headgate._projections import (
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
 from headgate._store.memory.schema import (
     DUE,
+    LIVE_TICKS_OF,
     LIVE_UNIQUE_KEY,
     OF_JOB,
     OF_SCHEDULE,
@@ -209,8 +211,32 @@ def claimable(
     for queue, count in capacity.items():
         if count <= 0 or models.paused_queues.get(queue) is not None:
             continue
-        due = [r for r in _pending(models, queue) if r.run_at_ms <= now_ms and r.kind in wanted]
+        due = [
+            r
+            for r in _pending(models, queue)
+            if r.run_at_ms <= now_ms and r.kind in wanted and not _waits_its_turn(models, r)
+        ]
         found.extend(sorted(due, key=_claim_order)[:count])
+    return found
+
+
+def _waits_its_turn(models: ReadModels, row: JobRow) -> bool:
+    """A serial tick job waits while an earlier tick job of its schedule is live."""
+    if not row.serial or row.periodic_tick_ms is None:
+        return False
+    schedule_id, tick = row.periodic_schedule_id or "", row.periodic_tick_ms
+    return any(job.tick_ms < tick for job in live_ticks(models, [schedule_id])[schedule_id])
+
+
+def live_ticks(models: ReadModels, schedule_ids: Iterable[str]) -> dict[str, list[LiveTickJob]]:
+    """schedule id -> its pending and running tick jobs, oldest tick first."""
+    found: dict[str, list[LiveTickJob]] = {}
+    for schedule_id in dict.fromkeys(schedule_ids):
+        rows = _rows(models.jobs, models.jobs.keys_where(LIVE_TICKS_OF, schedule_id))
+        found[schedule_id] = [
+            LiveTickJob(row.job_id, row.periodic_tick_ms or 0, row.state, row.version)
+            for row in sorted(rows, key=lambda row: row.periodic_tick_ms or 0)
+        ]
     return found
 
 
@@ -268,7 +294,14 @@ def earliest_claimable(
     wanted = set(kinds)
     unpaused = [queue for queue in queues if models.paused_queues.get(queue) is None]
     pending = (row for queue in unpaused for row in _pending(models, queue))
-    return min((row.run_at_ms for row in pending if row.kind in wanted), default=None)
+    return min(
+        (
+            row.run_at_ms
+            for row in pending
+            if row.kind in wanted and not _waits_its_turn(models, row)
+        ),
+        default=None,
+    )
 
 
 def paused_queues(models: ReadModels) -> dict[str, PausedQueueRow]:

@@ -25,6 +25,7 @@ TICK_ORIGIN: Final = "tick_origin"
 LIVE_UNIQUE_KEY: Final = "live_unique_key"
 OF_SCHEDULE: Final = "of_schedule"
 OF_JOB: Final = "of_job"
+LIVE_TICKS_OF: Final = "live_ticks_of"
 
 
 def _due(row: ScheduleRow) -> bool | None:
@@ -55,6 +56,11 @@ def _live_unique_key(row: JobRow) -> str | None:
     return row.unique_key if row.state in UNFINISHED_STATES else None
 
 
+def _live_ticks_of(row: JobRow) -> str | None:
+    """A pending or running tick job's schedule (what overlap policies ask about)."""
+    return row.periodic_schedule_id if row.state in UNFINISHED_STATES else None
+
+
 def _of_schedule(row: EnqueueHistoryRow) -> str:
     return row.schedule_id
 
@@ -71,6 +77,7 @@ INDEXES: Final[Mapping[str, Mapping[str, IndexKey[Any]]]] = {
         RUNNING_ON: _running_on,
         TICK_ORIGIN: _tick_origin,
         LIVE_UNIQUE_KEY: _live_unique_key,
+        LIVE_TICKS_OF: _live_ticks_of,
     },
     "enqueue_history": {OF_SCHEDULE: _of_schedule},
     "job_attempts": {OF_JOB: _of_job},

@@ -13,7 +13,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from headgate._domain.decisions import Candidate, GateFacts
+from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules
 from headgate._domain.events import DomainEvent, JobEnqueued, JobState, RecordedEvent
 from headgate._domain.streams import job_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation
@@ -209,6 +209,7 @@ class MemoryWriteTransaction(WriteTransaction):
             unique_key_holders=queries.live_unique_key_holders(self.models, keys),
             quarantined=queries.quarantined(self.models, {c.fingerprint for c in candidates}),
             pending=queries.unfinished_counts(self.models, count_queues),
+            live_ticks=queries.live_ticks(self.models, overlap_schedules(candidates)),
         )
 
     def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
 from headgate._domain.admission import could_be_stored
-from headgate._domain.decisions import Candidate, GateFacts
+from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
@@ -302,6 +302,7 @@ class SqlWriteTransaction(WriteTransaction):
                 queries.quarantined(connection, {c.fingerprint for c in candidates})
             ),
             pending=queries.pending_counts(connection, count_queues) if count_queues else {},
+            live_ticks=queries.live_ticks(connection, overlap_schedules(candidates)),
         )
 
 

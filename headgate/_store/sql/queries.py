@@ -46,6 +46,7 @@ from headgate._domain.cursors import (
     encode_cursor,
     encode_timed_cursor,
 )
+from headgate._domain.decisions import LiveTickJob
 from headgate._domain.events import UNFINISHED_STATES, JobState
 from headgate._projections import (
     EnqueueHistoryRow,
@@ -67,10 +68,12 @@ from headgate._store.sql.schema import (
     DUE_INDEX_WHERE,
     LISTED_WHERE,
     LIVE,
+    LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
     RUNNING_WHERE,
     UNDECLARED_WHERE,
+    live_ticks_where,
 )
 
 UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
@@ -93,6 +96,8 @@ SURROGATES_END: Final = 0xDFFF
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
+_LIVE_TICKS: Final = text(LIVE_TICKS_WHERE)
+_EARLIER: Final = "earlier"
 _NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
 _attempts, _blame, _paused = LIVE.job_attempts, LIVE.crash_blame, LIVE.paused_queues
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
@@ -338,6 +343,7 @@ def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepar
             _jobs.c.run_at_ms <= now,
             dialect.is_one_of(_jobs.c.kind, [kind for kind, _ in key[1]]),
             ~exists().where(_paused.c.queue == queue),
+            _takes_its_turn(),
         )
         .order_by(_jobs.c.priority.desc(), _jobs.c.run_at_ms, _jobs.c.job_id)
         .limit(bindparam("limit", type_=Integer))
@@ -356,6 +362,21 @@ def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepar
     )
     with _CLAIMS_LOCK:
         return _CLAIMS.setdefault(key, Prepared(update_claimed))
+
+
+def _takes_its_turn() -> ColumnElement[bool]:
+    """A job that is not serial, or a serial one no earlier tick job of whose
+    schedule is pending or running (`overlap.is_serial`). Claims are made holding
+    the log head, so no other claim can start one meanwhile."""
+    earlier = _jobs.alias(_EARLIER)
+    return or_(
+        _jobs.c.serial.is_(False),
+        ~exists().where(
+            text(live_ticks_where(_EARLIER)),
+            earlier.c.periodic_schedule_id == _jobs.c.periodic_schedule_id,
+            earlier.c.periodic_tick_ms < _jobs.c.periodic_tick_ms,
+        ),
+    )
 
 
 def _claim_order(row: JobRow) -> tuple[int, int, str]:
@@ -491,6 +512,7 @@ def earliest_claimable(
                 _jobs.c.queue == queue,
                 dialect.is_one_of(_jobs.c.kind, list(kinds)),
                 ~exists().where(_paused.c.queue == queue),
+                _takes_its_turn(),
             )
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
@@ -626,6 +648,34 @@ def _live_holders(connection: Connection, keys: list[str]) -> Select[Any]:
     wanted = dialect_of(connection).each_of(keys, _jobs.c.unique_key)
     holder = select(_jobs.c.job_id).where(_LIVE_UNIQUE_KEY, _jobs.c.unique_key == wanted.c.value)
     return select(wanted.c.value, holder.scalar_subquery())
+
+
+def live_ticks(connection: Connection, schedule_ids: Iterable[str]) -> dict[str, list[LiveTickJob]]:
+    """schedule id -> its pending and running tick jobs, oldest tick first (on the
+    live-ticks index, which holds only those)."""
+    wanted = [key for key in dict.fromkeys(schedule_ids) if could_be_stored(key)]
+    found: dict[str, list[LiveTickJob]] = {key: [] for key in wanted}
+    dialect = dialect_of(connection)
+    for start in range(0, len(wanted), CHUNK):
+        query = (
+            select(
+                _jobs.c.periodic_schedule_id,
+                _jobs.c.job_id,
+                _jobs.c.periodic_tick_ms,
+                _jobs.c.state,
+                _jobs.c.version,
+            )
+            .where(
+                _LIVE_TICKS,
+                dialect.is_one_of(_jobs.c.periodic_schedule_id, wanted[start : start + CHUNK]),
+            )
+            .order_by(_jobs.c.periodic_schedule_id, _jobs.c.periodic_tick_ms)
+        )
+        for schedule_id, job_id, tick_ms, state, version in connection.execute(query):
+            found[str(schedule_id)].append(
+                LiveTickJob(str(job_id), int(tick_ms), str(state), int(version))
+            )
+    return found
 
 
 def pending_counts(connection: Connection, queues: Iterable[str]) -> dict[str, int]:

@@ -49,7 +49,7 @@ LISTED_WHERE: Final = "NOT deleted"
 """The schedules list's partial index: live schedules by id, code point by code
 point. A query says it in these words (SQLite matches a partial index's
 predicate by its terms)."""
-FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled')"
+FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled', 'expired')"
 """The partial index compaction finds expired jobs by: queries must say it in these words."""
 LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
 """The partial unique index on unfinished jobs' unique keys: lookups say it in these words."""
@@ -61,6 +61,17 @@ NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
 """The jobs list by state, newest first: every state but completed, which most jobs
 are and which walking the creation index finds at once. A query says it in
 these words (SQLite uses a partial index only for a condition that names it)."""
+
+
+def live_ticks_where(table: str | None = None) -> str:
+    """Tick jobs pending or running, by (schedule, tick): what overlap policies ask
+    of a schedule, at admission and at a serial job's claim (`table`: the name
+    or alias the query gives the jobs table, if it must say)."""
+    at = "" if table is None else f"{table}."
+    return f"{at}state IN ('pending', 'running') AND {at}periodic_schedule_id IS NOT NULL"
+
+
+LIVE_TICKS_WHERE: Final = live_ticks_where()
 PERIODIC_WHERE: Final = "periodic_schedule_id IS NOT NULL"
 """A schedule's tick jobs, newest first (the jobs list filtered by schedule)."""
 RUN_NOW_WHERE: Final = "run_now_schedule_id IS NOT NULL"
@@ -221,6 +232,8 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("undeclared_at_ms", BigInteger),
         Column("summary", String(500), nullable=False, server_default=text("''")),
         Column("priority", Integer),
+        Column("overlap", String(16), nullable=False, server_default=text("'allow'")),
+        Column("start_within_ms", BigInteger),
     )
     Index(
         f"ix_{prefix}schedules_due_order",
@@ -275,6 +288,9 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("error_message", Text),
         Column("run_now_schedule_id", String(255)),
         Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("serial", Boolean, nullable=False, server_default=false()),
+        Column("start_within_ms", BigInteger),
+        Column("start_by_ms", BigInteger),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",
@@ -294,6 +310,13 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         unique=True,
     )
     """One job per (schedule, tick): rows without an origin hold NULLs, which never collide."""
+    Index(
+        f"ix_{prefix}jobs_live_ticks",
+        jobs.c.periodic_schedule_id,
+        jobs.c.periodic_tick_ms,
+        sqlite_where=text(LIVE_TICKS_WHERE),
+        postgresql_where=text(LIVE_TICKS_WHERE),
+    )
     Index(f"ix_{prefix}jobs_queue_state", jobs.c.queue, jobs.c.state)
     Index(
         f"ix_{prefix}jobs_claimable",

@@ -37,7 +37,7 @@ from headgate._errors import (
     ProjectionsRebuilding,
     SchemaTooNew,
 )
-from headgate._store.port import NO_STREAM
+from headgate._store.port import NO_STREAM, JobFilter
 from headgate._store.sql.engine import create_store_engine, translated_errors
 from headgate._store.sql.maintenance import rebuild, verify
 from headgate._store.sql.migrations import (
@@ -523,7 +523,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -541,8 +541,29 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_12_left_it(connection: Connection) -> None:
+    """Undo revision 13 (overlap policies and start deadlines)."""
+    connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
+    for table, column in (
+        ("headgate_schedules", "overlap"),
+        ("headgate_schedules", "start_within_ms"),
+        ("headgate_jobs", "serial"),
+        ("headgate_jobs", "start_within_ms"),
+        ("headgate_jobs", "start_by_ms"),
+    ):
+        connection.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    connection.execute(text("DROP INDEX ix_headgate_jobs_finished"))
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_finished ON headgate_jobs (updated_at_ms) "
+            "WHERE state IN ('completed', 'failed', 'cancelled')"
+        )
+    )
+
+
 def _as_revision_10_left_it(connection: Connection) -> None:
-    """Undo revisions 12 (paused queues) and 11 (priorities, in the claim index)."""
+    """Undo revisions 13, 12 (paused queues) and 11 (priorities, in the claim index)."""
+    _as_revision_12_left_it(connection)
     connection.execute(text("DROP TABLE headgate_paused_queues"))
     connection.execute(
         text("DELETE FROM headgate_projection_checkpoints WHERE name = 'paused_queues'")
@@ -573,7 +594,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12]
+        assert migrate(engine) == [11, 12, 13]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -588,6 +609,36 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         with store.log.write() as transaction:
             claimed = transaction.claim({"q": 2}, {"k": 1}, "w", 2_000)
         assert [row.job_id for row in claimed] == ["urgent", "old"]
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_deadline(
+    store_url: str,
+) -> None:
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        create_schedule(store, "nightly")
+        fire_tick(store, "nightly", 60_000)
+        with store.engine.begin() as connection:
+            _as_revision_12_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0012'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [13]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        schedule = store.reads.schedule("nightly")
+        assert schedule is not None and schedule.overlap == "allow"
+        assert schedule.start_within_ms is None
+        [job] = store.reads.jobs_page(JobFilter(), 10, None).items
+        assert not job.serial and job.start_by_ms is None and job.start_within_ms is None
         assert verify(store).ok
     finally:
         store.close()
@@ -624,7 +675,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12]
+        assert migrate(engine) == [10, 11, 12, 13]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
