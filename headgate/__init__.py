@@ -66,6 +66,7 @@ from headgate._model import (
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from headgate._runtime.snooze import Snooze, SnoozeLimitExceeded
 from headgate._version import installed_version
 
 __version__ = installed_version()
@@ -117,6 +118,8 @@ __all__ = [
     "SchedulesPage",
     "SchemaBehind",
     "SchemaTooNew",
+    "Snooze",
+    "SnoozeLimitExceeded",
     "StoreClock",
     "StoreClosed",
     "StoreError",

@@ -485,6 +485,7 @@ def _print_job_result(
             ("attempts", str(job.attempts)),
             ("max attempts", _in_force(limits.max_attempts, str(limits.max_attempts.value))),
             ("crashes", str(job.crash_count)),
+            ("snoozes", str(job.snoozes)),
             ("timeout", _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms")),
             ("worker", job.worker_id or "-"),
             ("running", _running(job.running_attempt)),

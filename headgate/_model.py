@@ -213,6 +213,8 @@ class Job:
     """Higher is claimed first within its queue."""
     start_within_ms: int | None = None
     """Not started this long after it was due, it expires (None: no deadline)."""
+    snoozes: int = 0
+    """Times its handler snoozed it (`Snooze`), which attempts do not count."""
     start_by_ms: int | None = None
     """It expires unless started by then (from `start_within_ms`; None: no deadline,
     or it has started)."""
@@ -249,6 +251,7 @@ class Job:
             priority=row.priority,
             start_within_ms=row.start_within_ms,
             start_by_ms=row.start_by_ms,
+            snoozes=row.snoozes,
         )
 
 
@@ -328,6 +331,8 @@ class DrainSummary:
     """Out of attempts."""
     retrying: int
     """Failed an attempt and will run again later."""
+    snoozed: int = 0
+    """Snoozed by its handler (`Snooze`): runs again later, its attempt not counted."""
 
 
 @dataclass(frozen=True)

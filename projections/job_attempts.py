@@ -2,7 +2,8 @@
 operator's retry.
 
 An attempt ends when its handler returns (succeeded), raises or runs past its
-deadline (failed, timed_out), when its worker stops and gives it back
+deadline (failed, timed_out), asks to run again later (snoozed, its number
+then taken again by the next attempt), when its worker stops and gives it back
 (released) or dies (crashed), or when the crash that ends it quarantines the
 job (quarantined). A retry (retried) starts the attempt numbers again from 1,
 so its row is what tells the second run's attempt 1 from the first's. Rows
@@ -21,6 +22,7 @@ from headgate._domain.events import (
     JobQuarantined,
     JobReleased,
     JobRetried,
+    JobSnoozed,
     JobSucceeded,
     RecordedEvent,
 )
@@ -38,7 +40,7 @@ class JobAttemptRow:
     crash did not record it, before JobAbandoned v2); 0 for a release, which
     does not say, and for a retry."""
     outcome: str
-    """succeeded, failed, timed_out, released, crashed, quarantined or retried."""
+    """succeeded, failed, timed_out, snoozed, released, crashed, quarantined or retried."""
     worker_id: str | None
     started_at_ms: int | None
     """When the handler started; for a crash, when its attempt was claimed."""
@@ -55,6 +57,7 @@ _ENDS: Final = (
     JobAbandoned,
     JobQuarantined,
     JobRetried,
+    JobSnoozed,
 )
 
 
@@ -88,6 +91,14 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
             started_at_ms=event.started_at_ms,
             error_type=event.error_type,
             error_message=event.error_message,
+        )
+    elif isinstance(event, JobSnoozed):
+        row.update(
+            job_id=event.job_id,
+            attempt=event.attempt,
+            outcome="snoozed",
+            worker_id=event.worker_id,
+            started_at_ms=event.started_at_ms,
         )
     elif isinstance(event, JobReleased):
         row.update(job_id=event.job_id, attempt=0, outcome="released", worker_id=event.worker_id)

@@ -24,6 +24,7 @@ from headgate._domain.events import (
     JobQuarantined,
     JobReleased,
     JobRetried,
+    JobSnoozed,
     JobState,
     JobSucceeded,
     RecordedEvent,
@@ -77,6 +78,8 @@ class JobRow:
     start_by_ms: int | None = None
     """Its start deadline (from `start_within_ms`): claimed later, it expires
     instead of running. Cleared once it has started (None: none)."""
+    snoozes: int = 0
+    """Times its handler snoozed it (`Snooze`), which attempts do not count."""
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -119,6 +122,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "serial": event.serial,
         "start_within_ms": options.start_within_ms,
         "start_by_ms": start_by_ms(event, recorded.recorded_at_ms),
+        "snoozes": 0,
     }
 
 
@@ -190,6 +194,14 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
         else:
             delta["state"] = JobState.PENDING.value
             delta["run_at_ms"] = event.retry_at_ms
+    elif isinstance(event, JobSnoozed):
+        delta = {
+            "state": JobState.PENDING.value,
+            "run_at_ms": event.run_at_ms,
+            "snoozes": event.snoozes,
+            **_OFF_WORKER,
+            **_STARTED,
+        }
     elif isinstance(event, JobReleased):
         delta = {"state": JobState.PENDING.value, **_OFF_WORKER, **_STARTED}
     elif isinstance(event, JobAbandoned):
@@ -214,6 +226,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "state": JobState.PENDING.value,
             "attempts": 0,
             "crash_count": 0,
+            "snoozes": 0,
             "run_at_ms": recorded.recorded_at_ms,
             "result": None,
             "error_type": None,

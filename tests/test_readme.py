@@ -85,3 +85,10 @@ def test_the_overlap_example_skips_ticks_and_expires_the_late_job(tmp_path: Path
         "[('enqueued', 'accepted'), ('skipped', 'overlap'), ('skipped', 'overlap')]",
         "['expired']",
     ]
+
+
+def test_the_snooze_example_runs_the_job_again_with_its_one_attempt(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if "Snooze(" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["pending 1", "1 ['succeeded', 'snoozed']"]

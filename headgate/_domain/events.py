@@ -36,6 +36,7 @@ __all__ = [
     "JobQuarantined",
     "JobReleased",
     "JobRetried",
+    "JobSnoozed",
     "JobState",
     "JobSucceeded",
     "ManualRunRequested",
@@ -242,6 +243,19 @@ class JobAttemptFailed(DomainEvent):
 
 
 @dataclass(frozen=True)
+class JobSnoozed(DomainEvent):
+    """The attempt's handler asked to run again later (`Snooze`): the job is due at
+    `run_at_ms`, its attempt not counted; `snoozes` is how often it has snoozed."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    started_at_ms: int
+    run_at_ms: int
+    snoozes: int
+
+
+@dataclass(frozen=True)
 class JobReleased(DomainEvent):
     """A worker stopping gracefully gave the job back unfinished: it runs again at
     once, elsewhere, and no attempt or crash is counted."""
@@ -391,6 +405,7 @@ JOB_EVENTS: Final = (
     JobRetried,
     JobFinished,
     JobExpired,
+    JobSnoozed,
 )
 """The events of a job's own stream: its lifecycle, from JobEnqueued on."""
 

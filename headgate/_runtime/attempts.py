@@ -49,6 +49,7 @@ from headgate._runtime.deadlines import Deadlines
 from headgate._runtime.handlers import HandlerSpec, JobContext
 from headgate._runtime.job_units import Claim
 from headgate._runtime.recorder import NO_METRICS, Recorder
+from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES, Snooze, SnoozeLimitExceeded
 from headgate._store.port import StreamAppend
 
 log = get_logger("headgate.workers")
@@ -61,10 +62,11 @@ class AttemptRules:
     store_error_messages: bool = True
     """False keeps exception texts out of the store (the type is kept)."""
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     @classmethod
     def of(cls, config: WorkerConfig) -> AttemptRules:
-        return cls(config.store_error_messages, config.max_result_bytes)
+        return cls(config.store_error_messages, config.max_result_bytes, config.max_snoozes)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class Outcome:
     result: JsonValue = None
     error: ErrorRecord | None = None
     timed_out: bool = False
+    snooze_ms: int | None = None
+    """Set when its handler snoozed the job (`Snooze`): due again this long after
+    its end is recorded."""
 
 
 EndListener = Callable[["Attempt", Outcome | None], None]
@@ -97,6 +102,7 @@ def job_context(claim: Claim) -> JobContext:
         crash_count=claim.crash_count,
         periodic_origin=claim.periodic_origin,
         deadline_ms=claim.deadline_ms,
+        snoozes=claim.snoozes,
     )
 
 
@@ -248,6 +254,13 @@ class Attempt:
         if now_ms >= self.claim.deadline_ms:
             return self._timed_out(now_ms)
         keep = self._rules.store_error_messages
+        if isinstance(error, Snooze):
+            if self.claim.snoozes < self._rules.max_snoozes:
+                return Outcome(now_ms, snooze_ms=error.delay_ms)
+            error = SnoozeLimitExceeded(
+                f"snoozed {self.claim.snoozes} times already; the limit is "
+                f"{self._rules.max_snoozes} (WorkerConfig.max_snoozes)"
+            )
         if error is not None:
             return Outcome(now_ms, error=error_record(error, keep_messages=keep))
         try:
@@ -264,6 +277,10 @@ def end_append(
 ) -> StreamAppend:
     """The event that records the attempt's end; a failure's retry is counted from
     `recorded_at_ms`, when the end is written."""
+    if outcome.snooze_ms is not None:
+        return job_units.snoozed(
+            attempt.claim, worker_id, attempt.started_at_ms, recorded_at_ms + outcome.snooze_ms
+        )
     if outcome.error is None:
         return job_units.succeeded(attempt.claim, worker_id, attempt.started_at_ms, outcome.result)
     return job_units.failed(

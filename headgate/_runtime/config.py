@@ -8,6 +8,7 @@ from typing import Final
 
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.names import identifier_problem
+from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES
 
 SCHEDULER_LEASE: Final = "scheduler"
 UNDECLARED_ACTIONS: Final = ("report", "pause")
@@ -133,6 +134,8 @@ class WorkerConfig:
     store_error_messages: bool = True
     """False keeps exception texts out of the store (the type is kept)."""
     max_result_bytes: int = 64 * 1024
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
+    """Snoozes (`Snooze`) a job may take; the next one fails its attempt."""
 
     def __post_init__(self) -> None:
         if self.queues is not None:
@@ -153,6 +156,8 @@ class WorkerConfig:
                 f"shutdown_timeout_s must be 0-{MAX_SHUTDOWN_TIMEOUT_S:g} seconds, "
                 f"got {self.shutdown_timeout_s!r}"
             )
+        if isinstance(self.max_snoozes, bool) or not 0 <= self.max_snoozes <= 1_000_000:
+            raise ValueError(f"max_snoozes must be 0-1000000, got {self.max_snoozes!r}")
         if self.crash_limit < 2:
             raise ValueError("crash_limit must be at least 2: one crash never quarantines")
 

@@ -46,6 +46,9 @@ class JobContext:
     deadline_ms: int
     """When this attempt times out (store time, epoch ms)."""
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    snoozes: int = 0
+    """Times its handler snoozed the job before (`headgate.Snooze`); attempts do not
+    count them."""
 
 
 Handler = Callable[[JobContext], Any]

@@ -20,6 +20,7 @@ from headgate._domain.events import (
     JobAttemptFailed,
     JobExpired,
     JobReleased,
+    JobSnoozed,
     JobState,
     JobSucceeded,
 )
@@ -43,6 +44,7 @@ class Claim:
     attempt: int
     max_attempts: int
     crash_count: int
+    snoozes: int
     periodic_origin: PeriodicOrigin | None
     timeout_ms: int
     """The attempt's timeout, as configured (the job's, or its handler's)."""
@@ -81,6 +83,7 @@ def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Cla
         attempt=row.attempts + 1,
         max_attempts=row.max_attempts if row.max_attempts is not None else spec.max_attempts,
         crash_count=row.crash_count,
+        snoozes=row.snoozes,
         periodic_origin=origin,
         timeout_ms=timeout_ms,
         deadline_ms=row.deadline_ms,
@@ -109,6 +112,19 @@ def succeeded(
     claimed: Claim, worker_id: str, started_at_ms: int, result: JsonValue
 ) -> StreamAppend:
     event = JobSucceeded(claimed.job_id, claimed.attempt, worker_id, started_at_ms, result)
+    return _on_stream(claimed, event)
+
+
+def snoozed(claimed: Claim, worker_id: str, started_at_ms: int, run_at_ms: int) -> StreamAppend:
+    """The handler snoozed the job: due again at `run_at_ms`, the attempt not counted."""
+    event = JobSnoozed(
+        claimed.job_id,
+        claimed.attempt,
+        worker_id,
+        started_at_ms,
+        run_at_ms,
+        claimed.snoozes + 1,
+    )
     return _on_stream(claimed, event)
 
 
@@ -149,8 +165,10 @@ def failed(
 
 def attempt_outcome(end: StreamAppend) -> str:
     """How an attempt ended, in the attempt history's words (`job_attempts`):
-    succeeded, failed, timed_out or released."""
+    succeeded, failed, timed_out, snoozed or released."""
     event = end.events[0]
+    if isinstance(event, JobSnoozed):
+        return "snoozed"
     if isinstance(event, JobAttemptFailed):
         return "timed_out" if event.timed_out else "failed"
     if isinstance(event, JobReleased):

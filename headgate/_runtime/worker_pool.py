@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from headgate._clock import Clock
-from headgate._domain.events import JobAttemptFailed, JobReleased
+from headgate._domain.events import JobAttemptFailed, JobReleased, JobSnoozed
 from headgate._domain.ids import fingerprint_of_text
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._logs import get_logger
@@ -77,6 +77,7 @@ class PoolStats:
     succeeded: int = 0
     failed: int = 0
     retried: int = 0
+    snoozed: int = 0
     timed_out: int = 0
     released: int = 0
     refused: int = 0
@@ -348,6 +349,9 @@ class WorkerPool:
             else:
                 self.stats.retried += 1
                 outcome = "retrying"
+        elif isinstance(event, JobSnoozed):
+            self.stats.snoozed += 1
+            outcome = "snoozed"
         else:
             self.stats.succeeded += 1
             outcome = "succeeded"
@@ -563,13 +567,17 @@ def drain(
                 totals["ran"] += 1
                 if isinstance(event, JobAttemptFailed):
                     totals["retrying" if event.retry_at_ms is not None else "failed"] += 1
+                elif isinstance(event, JobSnoozed):
+                    totals["snoozed"] += 1
                 else:
                     totals["succeeded"] += 1
     finally:
         attempts.stop()
         with contextlib.suppress(StoreError):
             store.workers.stop(identity.holder)
-    return DrainSummary(totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"])
+    return DrainSummary(
+        totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"], totals["snoozed"]
+    )
 
 
 def claim_due(

@@ -233,6 +233,9 @@ class JobOut(BaseModel):
     attempts: int = Field(description="Attempts that ran to an end")
     max_attempts: int | None = Field(description="None: its handler's")
     crash_count: int = Field(description="Times a worker died running it")
+    snoozes: int = Field(
+        description="Times its handler snoozed it (raise Snooze): attempts do not count them"
+    )
     run_at_ms: int = Field(description="When it runs (next)")
     timeout_ms: int | None
     priority: int = Field(description="Higher is claimed first within its queue")
@@ -281,6 +284,7 @@ class JobOut(BaseModel):
             attempts=job.attempts,
             max_attempts=job.max_attempts,
             crash_count=job.crash_count,
+            snoozes=job.snoozes,
             run_at_ms=job.run_at_ms,
             timeout_ms=job.timeout_ms,
             priority=job.priority,

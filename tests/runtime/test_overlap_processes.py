@@ -5,6 +5,7 @@ store."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -97,7 +98,7 @@ def test_skip_never_lets_two_runs_of_one_schedule_overlap(store_url: str, tmp_pa
     ends = {int(n[1]): float(n[2]) for n in notes if n[0] == "end"}
     runs = sorted((starts[tick], ends.get(tick, float("inf"))) for tick in starts)
     assert len(runs) >= 4, notes
-    for (_, ended), (started, _) in zip(runs, runs[1:], strict=False):
+    for (_, ended), (started, _) in itertools.pairwise(runs):
         assert started >= ended, f"two runs overlapped: {runs}"
     with Headgate(store_url) as hg:
         reasons = {e.reason for e in hg.enqueue_events("slow", limit=100).events}

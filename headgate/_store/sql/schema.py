@@ -291,6 +291,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("serial", Boolean, nullable=False, server_default=false()),
         Column("start_within_ms", BigInteger),
         Column("start_by_ms", BigInteger),
+        Column("snoozes", Integer, nullable=False, server_default=text("0")),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",

@@ -12,6 +12,7 @@ from sqlalchemy import insert, select, text
 from headgate._domain.events import (
     EnqueueAttempted,
     JobAbandoned,
+    JobEnqueued,
     JobQuarantined,
     MissedRunPolicy,
     NextRunAdvanced,
@@ -289,3 +290,26 @@ def test_definitions_and_job_options_from_before_the_value_objects_read_nested(
     assert job_v3 == enqueued(
         "j", "k", "q", None, "u", run_at_ms=70000, max_attempts=3, run_now_schedule_id="a"
     )
+
+
+def test_a_job_enqueued_before_overlap_policies_reads_as_not_serial(store: SqlStore) -> None:
+    """JobEnqueued v4 had no `serial`: no schedule held its tick jobs to one at a
+    time, so its job is not serial, and the projection claims it as before."""
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="job-j",
+                version=1,
+                type="JobEnqueued",
+                schema_version=4,
+                body='{"job_id":"j","kind":"k","options":{"max_attempts":null,"queue":"q",'
+                '"run_at_ms":null,"timeout_ms":null,"unique_key":null},"payload":null,'
+                '"periodic_schedule_id":"s","periodic_tick_ms":60000,'
+                '"run_now_schedule_id":null}',
+                recorded_at_ms=1,
+            )
+        )
+    (job_v4,) = [e.event for e in store.log.read_stream("job-j")]
+    assert isinstance(job_v4, JobEnqueued) and job_v4.serial is False
+    assert job_v4.periodic_tick_ms == 60_000 and job_v4.options.start_within_ms is None

@@ -523,7 +523,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -541,8 +541,14 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_13_left_it(connection: Connection) -> None:
+    """Undo revision 14 (snoozes)."""
+    connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN snoozes"))
+
+
 def _as_revision_12_left_it(connection: Connection) -> None:
-    """Undo revision 13 (overlap policies and start deadlines)."""
+    """Undo revisions 14 and 13 (overlap policies and start deadlines)."""
+    _as_revision_13_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
     for table, column in (
         ("headgate_schedules", "overlap"),
@@ -594,7 +600,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13]
+        assert migrate(engine) == [11, 12, 13, 14]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -629,7 +635,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13]
+        assert migrate(engine) == [13, 14]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -639,6 +645,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         assert schedule.start_within_ms is None
         [job] = store.reads.jobs_page(JobFilter(), 10, None).items
         assert not job.serial and job.start_by_ms is None and job.start_within_ms is None
+        assert job.snoozes == 0
         assert verify(store).ok
     finally:
         store.close()
@@ -675,7 +682,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13]
+        assert migrate(engine) == [10, 11, 12, 13, 14]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
