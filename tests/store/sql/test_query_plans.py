@@ -194,6 +194,43 @@ def test_a_ticks_job_is_found_by_the_one_job_per_tick_index(store: SqlStore) -> 
         assert "ux_headgate_jobs_periodic_origin" in plan, plan
 
 
+def test_overlap_policies_find_a_schedules_live_tick_jobs_on_their_index(
+    store: SqlStore,
+) -> None:
+    """What the gate asks of a schedule whose overlap policy is not allow (its
+    pending and running tick jobs), whatever the statistics; and what a serial
+    job's claim asks of the same index on SQLite, whose plan names it."""
+    _store_outgrowing_its_statistics(store)
+    statements: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        statements.append((statement, parameters))
+
+    with store.log.write() as transaction:
+        connection = transaction.connection
+        event.listen(connection, "before_cursor_execute", capture)
+        with store.database.dialect.probing_indexes(connection):
+            live = read_model.live_ticks(connection, ["s7", "s8"])
+        event.remove(connection, "before_cursor_execute", capture)
+        assert [job.job_id for job in live["s7"]] == ["j7"]
+        (statement, parameters) = next(s for s in statements if "periodic_tick_ms" in s[0])
+        with store.database.dialect.probing_indexes(connection):
+            plan = _plan(connection, statement, parameters)
+        assert "ix_headgate_jobs_live_ticks" in plan, plan
+    if store.backend.name == "sqlite":
+        claim = read_model._claim_statement(store.database.dialect, {"k": 60_000})
+        with store.engine.connect() as connection:
+            compiled = claim._compiled_for(connection)
+            values = {"queue": "q", "limit": 10, "now": 0, "worker": "w"}
+            bound = {**compiled.defaults, **values}
+            assert compiled.order is not None
+            rows = connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {compiled.sql}", tuple(bound[n] for n in compiled.order)
+            ).all()
+        text = " ".join(str(row[3]) for row in rows)
+        assert "ix_headgate_jobs_live_ticks" in text, text
+
+
 def _plan(connection: Connection, statement: str, parameters: Any) -> str:
     if connection.dialect.name == "postgresql":
         return "\n".join(connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars())
