@@ -8,8 +8,10 @@ whose names start with an underscore are internal and may change in any release.
 from headgate._app import Headgate
 from headgate._clock import Clock, StoreClock, SystemClock
 from headgate._domain.admission import AdmissionLimits
+from headgate._domain.limits import EACH_PARTITION
 from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.options import JobOptions, ScheduleDefinition
+from headgate._domain.retry import Retry
 from headgate._domain.spec import (
     CronSpec,
     EverySpec,
@@ -40,6 +42,7 @@ from headgate._errors import (
     ValidationError,
 )
 from headgate._model import (
+    ConcurrencyLimitStatus,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -55,6 +58,8 @@ from headgate._model import (
     PutSchedulesResult,
     QuarantineEntry,
     QuarantinePage,
+    QueueStatus,
+    RateLimitStatus,
     Readiness,
     RunningAttempt,
     RunNowResult,
@@ -73,11 +78,13 @@ __version__ = installed_version()
 """This Headgate's version, as the installed distribution `headgate-jobs` states it."""
 
 __all__ = [
+    "EACH_PARTITION",
     "AdmissionLimits",
     "AdmissionRejected",
     "AttemptResult",
     "Clock",
     "ConcurrencyConflict",
+    "ConcurrencyLimitStatus",
     "CronSpec",
     "DrainSummary",
     "DuplicateJob",
@@ -108,7 +115,10 @@ __all__ = [
     "PutSchedulesResult",
     "QuarantineEntry",
     "QuarantinePage",
+    "QueueStatus",
+    "RateLimitStatus",
     "Readiness",
+    "Retry",
     "RunNowResult",
     "RunningAttempt",
     "RuntimeConfig",

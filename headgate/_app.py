@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import socket
 import sys
@@ -48,8 +49,10 @@ from headgate._domain.admission import (
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.limits import concurrency_limit, rate_class_problem, rate_limit
 from headgate._domain.names import identifier_problem, require
 from headgate._domain.options import (
+    CHOSEN_AT_ENQUEUE,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     EnqueueArgs,
@@ -60,6 +63,7 @@ from headgate._domain.options import (
     definition_from,
     job_options,
 )
+from headgate._domain.retry import Retry
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -77,6 +81,7 @@ from headgate._logs import get_logger
 from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
     RUNNING_SHOWN,
+    ConcurrencyLimitStatus,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -90,12 +95,15 @@ from headgate._model import (
     QuarantineEntry,
     QuarantinePage,
     QueueStatus,
+    RateLimitStatus,
     Readiness,
     RunNowResult,
     Schedule,
     SchedulesPage,
     UpcomingRun,
     WorkerStatus,
+    limit_statuses,
+    rate_statuses,
 )
 from headgate._projections import PausedQueueRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
@@ -521,18 +529,26 @@ class Headgate:
 
     # handlers and jobs ---------------------------------------------------
 
-    def handler(self, kind: str, **defaults: Unpack[JobOptionArgs]) -> Callable[[H], H]:
+    def handler(
+        self, kind: str, *, retry: Retry | None = None, **defaults: Unpack[JobOptionArgs]
+    ) -> Callable[[H], H]:
         """Register the decorated function (sync or async, taking a JobContext) to run
         jobs of `kind`. Its return value (plain JSON) is the job's result; what it
         raises fails the attempt, retried with backoff up to `max_attempts`
         (default 25); an attempt running past `timeout_ms` (or `timeout_s`;
-        default 30 min) fails too. `queue` (default "default") is where its
-        jobs wait unless they say otherwise. These are its jobs' defaults: a
-        job's or a schedule's own options win. Register before start()."""
-        options = JobOptions(**job_options(defaults))
+        default 30 min) fails too. `retry` (a `headgate.Retry`) says which
+        exceptions are retried and after how long. `queue` (default "default")
+        is where its jobs wait unless they say otherwise. These are its jobs'
+        defaults: a job's or a schedule's own options win. Register before start()."""
+        return self._register(kind, JobOptions(**job_options(defaults)), retry)
+
+    def _register(
+        self, kind: str, options: JobOptions, retry: Retry | None = None
+    ) -> Callable[[H], H]:
+        handler_spec(kind, lambda _: None, options, retry)  # bad options fail here, at once
 
         def register(function: H) -> H:
-            self._handlers.add(handler_spec(kind, function, options))
+            self._handlers.add(handler_spec(kind, function, options, retry))
             return function
 
         return register
@@ -543,13 +559,15 @@ class Headgate:
         *,
         spec: str,
         kind: str | None = None,
+        retry: Retry | None = None,
         **options: Unpack[ScheduleArgs],
     ) -> Callable[[H], H]:
         """A handler and its schedule, declared together in code: the decorated
         function handles jobs of `kind` (default: the schedule's id), with the
-        schedule's job options (`queue`, `max_attempts`, `timeout_ms`) as its
-        defaults, and start() upserts the schedule (an unchanged spec keeps its
-        phase, as put_schedule does; the other fields as for put_schedule).
+        schedule's job options (`queue`, `max_attempts`, `timeout_ms`, ...) as its
+        defaults and `retry` as its retry policy, and start() upserts the
+        schedule (an unchanged spec keeps its phase, as put_schedule does; the
+        other fields as for put_schedule).
 
         The code owns the definition; what an operator changes on it (a pause,
         a new spec) is an override that survives restarts until cleared
@@ -560,13 +578,7 @@ class Headgate:
         definition = definition_from(spec=spec, kind=job_kind, **options)
         require_allowed(definition, self._settings)
         job = definition.job
-        register = self.handler(
-            job_kind,
-            queue=job.queue,
-            max_attempts=job.max_attempts,
-            timeout_ms=job.timeout_ms,
-            priority=job.priority,
-        )
+        register = self._register(job_kind, job, retry)
 
         def declare(function: H) -> H:
             register(function)
@@ -606,26 +618,30 @@ class Headgate:
         periodic_origin: object = None,
     ) -> Job:
         """enqueue with its options as a JobOptions made beforehand."""
-        if options.queue is None or options.priority is None or options.start_within_ms is None:
+        if any(getattr(options, name) is None for name in CHOSEN_AT_ENQUEUE):
             # Claims read these from the row, so they are chosen now: the handler's
             # if registered here, else Headgate's defaults.
             spec = self._handlers.get(kind) if isinstance(kind, str) else None
-            chosen = {
-                "queue": spec.queue if spec else DEFAULT_QUEUE,
-                "priority": spec.priority if spec else DEFAULT_PRIORITY,
-                "start_within_ms": spec.options.start_within_ms if spec else None,
-            }
+            defaults = (
+                spec.options
+                if spec
+                else JobOptions.restored(queue=DEFAULT_QUEUE, priority=DEFAULT_PRIORITY)
+            )
+            chosen = {name: getattr(defaults, name) for name in CHOSEN_AT_ENQUEUE}
             options = options.under(JobOptions.restored(**chosen))
         row = self._commands.enqueue(kind, payload, options, periodic_origin)
         self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         return Job.from_row(row)
 
     def get_job(self, job_id: str) -> Job:
-        """A job, with its newest attempts (newest first)."""
+        """A job, with its newest attempts (newest first) and, if it is due and
+        pending, what holds it back (`waiting_for`)."""
         row = self._reads.job(job_id)
         if row is None:
             raise NotFound(f"no job {job_id!r}")
-        return Job.from_row(row, self._reads.job_attempts(job_id, SHOWN_PER_JOB))
+        job = Job.from_row(row, self._reads.job_attempts(job_id, SHOWN_PER_JOB))
+        waiting = self.waiting_for(job)
+        return dataclasses.replace(job, waiting_for=waiting) if waiting else job
 
     def job_limits(self, job: Job) -> JobLimits:
         """The attempt limit and timeout `job` runs under, and where each comes
@@ -792,6 +808,84 @@ class Headgate:
             None if row is None else row.paused_at_ms,
             "" if row is None else row.note,
         )
+
+    def set_limit(
+        self,
+        *,
+        queue: str | None = None,
+        kind: str | None = None,
+        partition_key: str | None = None,
+        limit: int,
+    ) -> ConcurrencyLimitStatus:
+        """Hold the jobs of a scope to `limit` running at once across every process
+        on the store (Oban's global_limit, River's global concurrency). Each of
+        `queue`, `kind` and `partition_key` is None for any; `partition_key="*"`
+        (headgate.EACH_PARTITION) gives every partition key its own limit ("at
+        most 2 per tenant"). Setting a scope's limit again replaces it; 0 stops
+        its jobs from starting. A job held back waits, pending, and spends no
+        attempt; a rescued job's slot is free once it is taken back."""
+        checked = concurrency_limit(queue, kind, partition_key, limit)
+        self._commands.set_limit(checked)
+        self._poke_workers(due_now=True)
+        return self._limit_status(checked.scope)
+
+    def clear_limit(
+        self, *, queue: str | None = None, kind: str | None = None, partition_key: str | None = None
+    ) -> bool:
+        """Remove the limit on exactly this scope; whether there was one."""
+        checked = concurrency_limit(queue, kind, partition_key, 0)
+        cleared = self._commands.clear_limit(checked.queue, checked.kind, checked.partition_key)
+        self._poke_workers(due_now=True)
+        return cleared
+
+    def limits(self) -> list[ConcurrencyLimitStatus]:
+        """Every concurrency limit, by scope, with its jobs running now."""
+        return limit_statuses(self._reads.limits_state(self.clock.now_ms()))
+
+    def _limit_status(self, scope: str) -> ConcurrencyLimitStatus:
+        state = self._reads.limits_state(self.clock.now_ms())
+        (found,) = [
+            status
+            for status, row in zip(limit_statuses(state), state.limits, strict=True)
+            if row.scope == scope
+        ]
+        return found
+
+    def set_rate_limit(self, rate_class: str, *, limit: int, per_ms: int) -> RateLimitStatus:
+        """At most `limit` jobs of `rate_class` start in any window of `per_ms`,
+        across every process (a sliding window: "30 a minute" is limit=30,
+        per_ms=60_000). A job whose class is used up waits, pending, spending no
+        attempt. Setting a class again replaces its limit."""
+        checked = rate_limit(rate_class, limit, per_ms)
+        self._commands.set_rate_limit(checked)
+        self._poke_workers(due_now=True)
+        (found,) = [rate for rate in self.rate_limits() if rate.rate_class == rate_class]
+        return found
+
+    def clear_rate_limit(self, rate_class: str) -> bool:
+        """Remove a rate class's limit (its jobs start freely); whether it had one."""
+        require("rate_class", rate_class_problem(rate_class))
+        cleared = self._commands.clear_rate_limit(rate_class)
+        self._poke_workers(due_now=True)
+        return cleared
+
+    def rate_limits(self) -> list[RateLimitStatus]:
+        """Every rate limit, by class, with its starts within the window ending now."""
+        return rate_statuses(self._reads.limits_state(self.clock.now_ms()))
+
+    def waiting_for(self, job: Job) -> tuple[str, ...]:
+        """Why a due pending job has not started, in words: its queue paused, a
+        full concurrency limit, a used-up rate class (empty: nothing holds it back
+        but free workers, or it is not pending and due)."""
+        now = self.clock.now_ms()
+        if job.state != JobState.PENDING.value or job.run_at_ms > now:
+            return ()
+        reasons: list[str] = []
+        if job.queue in self._reads.paused_queues():
+            reasons.append(f"queue {job.queue} is paused")
+        slots = self._reads.limits_state(now).slots()
+        reasons += slots.blocking(job.queue, job.kind, job.partition_key, job.rate_class)
+        return tuple(reasons)
 
     def lease_status(self) -> LeaseStatus | None:
         """Who holds the scheduler duty now, or None when nobody does."""

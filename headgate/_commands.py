@@ -29,6 +29,8 @@ from headgate._domain.admission import (
 )
 from headgate._domain.decisions import Candidate, Decision, Reason, decide
 from headgate._domain.events import (
+    ConcurrencyLimitCleared,
+    ConcurrencyLimitSet,
     DomainEvent,
     FingerprintQuarantined,
     FingerprintReleased,
@@ -39,6 +41,8 @@ from headgate._domain.events import (
     ManualRunRequested,
     QueuePaused,
     QueueResumed,
+    RateLimitCleared,
+    RateLimitSet,
     RecordedEvent,
     ScheduleDefined,
     ScheduleDeleted,
@@ -52,15 +56,18 @@ from headgate._domain.ids import (
     tick_unique_key,
 )
 from headgate._domain.lifecycle import FINISHED_AS, JobAction, allows, refusal
+from headgate._domain.limits import ConcurrencyLimit, RateLimit, scope_of
 from headgate._domain.names import fingerprint_problem, require
 from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.ownership import declared_definition
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import (
     job_stream,
+    limit_stream,
     manual_run_stream,
     quarantine_stream,
     queue_stream,
+    rate_stream,
     schedule_stream,
 )
 from headgate._domain.tick_timing import TickTiming
@@ -427,7 +434,7 @@ class Commands:
             )
             # A schedule stored before the limits were lowered must meet today's
             # limits, as its automatic ticks do.
-            self._admit(transaction, job, self._validated_payload(job))
+            job = self._admit(transaction, job, self._validated_payload(job))
             _append_one(
                 transaction,
                 [
@@ -488,7 +495,7 @@ class Commands:
                 transaction.new_streams([stream])  # new_job_id's: nobody has it yet
             else:
                 _require_unclaimed_tick(transaction, origin, job.unique_key or "")
-            self._admit(transaction, job, payload_text)
+            job = self._admit(transaction, job, payload_text)
             (recorded,) = _append_one(transaction, [StreamAppend(stream, NO_STREAM, (job,))])
             transaction.notify_enqueued([job.queue])
         row = JOBS.apply(None, recorded)  # the row its projection made of it, not read back
@@ -584,6 +591,51 @@ class Commands:
             _append_one(transaction, [StreamAppend(stream, version, (QueueResumed(name),))])
             transaction.notify_enqueued([name])
 
+    def set_limit(self, limit: ConcurrencyLimit) -> None:
+        """Hold the jobs of `limit`'s scope to `limit.limit` running, fleet-wide
+        (replacing that scope's limit), and wake the workers: a raised limit
+        lets waiting jobs start."""
+        stream = limit_stream(limit.scope)
+        event = ConcurrencyLimitSet(limit.queue, limit.kind, limit.partition_key, limit.limit)
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            transaction.notify_enqueued([limit.queue] if limit.queue else [])
+
+    def clear_limit(self, queue: str | None, kind: str | None, partition_key: str | None) -> bool:
+        """Remove the limit on this scope; whether there was one."""
+        stream = limit_stream(scope_of(queue, kind, partition_key))
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            if version == 0 or isinstance(self._log_last(stream), ConcurrencyLimitCleared):
+                return False
+            event = ConcurrencyLimitCleared(queue, kind, partition_key)
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            transaction.notify_enqueued([queue] if queue else [])
+        return True
+
+    def set_rate_limit(self, rate: RateLimit) -> None:
+        stream = rate_stream(rate.rate_class)
+        event = RateLimitSet(rate.rate_class, rate.limit, rate.per_ms)
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+
+    def clear_rate_limit(self, rate_class: str) -> bool:
+        stream = rate_stream(rate_class)
+        with self._log.write() as transaction:
+            version = transaction.stream_versions([stream])[stream]
+            if version == 0 or isinstance(self._log_last(stream), RateLimitCleared):
+                return False
+            _append_one(
+                transaction, [StreamAppend(stream, version, (RateLimitCleared(rate_class),))]
+            )
+        return True
+
+    def _log_last(self, stream: str) -> object:
+        events = self._log.read_stream(stream)
+        return events[-1].event if events else None
+
     def _validated_payload(self, job: JobEnqueued) -> str:
         """The gate's validation, for every job: its kind (as the gate takes it: a
         schedule stored with a kind today's naming rule refuses still runs now),
@@ -591,18 +643,22 @@ class Commands:
         require("kind", kind_problem(job.kind))
         return require_payload(job.payload, self._limits.max_payload_bytes)
 
-    def _admit(self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str) -> None:
+    def _admit(
+        self, transaction: WriteTransaction, job: JobEnqueued, payload_text: str
+    ) -> JobEnqueued:
         """The admission gate, for a job created outside the scheduler
         (`payload_text`: what `_validated_payload` returned for this job);
-        raises unless it admits the job as new."""
+        raises unless it admits the job as new. Returns the job to append."""
         candidate = Candidate(
             job, fingerprint_of_text(job.kind, payload_text), len(payload_text.encode())
         )
         limited = [job.queue] if self._limits.limit_for(job.queue) is not None else []
         facts = transaction.gate_facts([candidate], limited)
-        refusal = _refusal(decide(candidate, facts, self._limits), job, self._limits)
+        decision = decide(candidate, facts, self._limits)
+        refusal = _refusal(decision, job, self._limits)
         if refusal is not None:
             raise refusal
+        return decision.admitted(job)
 
 
 def _refusal(decision: Decision, job: JobEnqueued, limits: AdmissionLimits) -> Exception | None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
@@ -21,6 +21,7 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.schedules import declared_of, definition_of
+from headgate._store.port import LimitsState
 
 
 class PeriodicOrigin(NamedTuple):
@@ -73,6 +74,10 @@ class Schedule:
     (`OverlapPolicy`: allow, skip, buffer_one, cancel_previous)."""
     start_within_ms: int | None = None
     """Its tick jobs expire unless started this long after their tick (None: never)."""
+    partition_key: str | None = None
+    """What its jobs carry (None: none)."""
+    rate_class: str | None = None
+    """The rate limit its jobs start under (None: none)."""
 
     @property
     def definition(self) -> ScheduleDefinition:
@@ -110,6 +115,8 @@ class Schedule:
             priority=row.priority,
             overlap=row.overlap,
             start_within_ms=row.start_within_ms,
+            partition_key=row.partition_key,
+            rate_class=row.rate_class,
         )
 
 
@@ -218,6 +225,13 @@ class Job:
     start_by_ms: int | None = None
     """It expires unless started by then (from `start_within_ms`; None: no deadline,
     or it has started)."""
+    partition_key: str | None = None
+    """Its share of the queue (fair share, per-partition limits); None: none."""
+    rate_class: str | None = None
+    """The rate limit it starts under; None: none."""
+    waiting_for: tuple[str, ...] = ()
+    """Why a due pending job has not started, in words (a paused queue, a full
+    concurrency limit, a used-up rate class); filled by get_job, else empty."""
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -252,6 +266,8 @@ class Job:
             start_within_ms=row.start_within_ms,
             start_by_ms=row.start_by_ms,
             snoozes=row.snoozes,
+            partition_key=row.partition_key,
+            rate_class=row.rate_class,
         )
 
 
@@ -445,6 +461,80 @@ class QueueStatus:
     paused_at_ms: int | None = None
     note: str = ""
     """The operator's note when it was paused."""
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimitStatus:
+    """A fleet-wide limit on running jobs, and how many of its scope run now.
+
+    Each of `queue`, `kind` and `partition_key` is None for "any";
+    `partition_key` "*" gives every partition key its own limit, and then
+    `running_by_partition` says how many run per key (the busiest first)."""
+
+    queue: str | None
+    kind: str | None
+    partition_key: str | None
+    limit: int
+    running: int
+    """Jobs of its scope running now (under "*": across every key)."""
+    set_at_ms: int
+    running_by_partition: tuple[tuple[str, int], ...] = ()
+
+
+def limit_statuses(state: LimitsState) -> list[ConcurrencyLimitStatus]:
+    """Each concurrency limit with the jobs of its scope running now."""
+    statuses = []
+    for row in state.limits:
+        limit = row.limit()
+        by_key: dict[str, int] = {}
+        running = 0
+        for (queue, kind, partition_key), count in state.running.items():
+            if limit.covers(queue, kind, partition_key):
+                running += count
+                if limit.per_partition and partition_key is not None:
+                    by_key[partition_key] = by_key.get(partition_key, 0) + count
+        busiest = sorted(by_key.items(), key=lambda item: (-item[1], item[0]))
+        statuses.append(
+            ConcurrencyLimitStatus(
+                row.queue,
+                row.kind,
+                row.partition_key,
+                row.max_running,
+                running,
+                row.set_at_ms,
+                tuple(busiest[:MAX_PARTITIONS_SHOWN]),
+            )
+        )
+    return statuses
+
+
+def rate_statuses(state: LimitsState) -> list[RateLimitStatus]:
+    return [
+        RateLimitStatus(
+            row.rate_class,
+            row.max_starts,
+            row.per_ms,
+            state.started.get(row.rate_class, 0),
+            row.set_at_ms,
+        )
+        for row in state.rates
+    ]
+
+
+MAX_PARTITIONS_SHOWN: Final = 20
+"""A per-partition limit shows its busiest keys, at most this many."""
+
+
+@dataclass(frozen=True)
+class RateLimitStatus:
+    """A rate class: at most `limit` of its jobs start in any `per_ms` window."""
+
+    rate_class: str
+    limit: int
+    per_ms: int
+    started: int
+    """Its jobs started within the window that ends now."""
+    set_at_ms: int
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,12 @@ from headgate._projections.crash_blame import CRASH_BLAME, CrashBlameRow
 from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
 from headgate._projections.job_attempts import JOB_ATTEMPTS, JobAttemptRow
 from headgate._projections.jobs import JOBS, JobRow
+from headgate._projections.limits import (
+    CONCURRENCY_LIMITS,
+    RATE_LIMITS,
+    ConcurrencyLimitRow,
+    RateLimitRow,
+)
 from headgate._projections.paused_queues import PAUSED_QUEUES, PausedQueueRow
 from headgate._projections.quarantine import QUARANTINE, QuarantineRow
 from headgate._projections.schedules import SCHEDULES, ScheduleRow
@@ -17,18 +23,23 @@ ALL_PROJECTIONS: tuple[AnyProjection, ...] = (
     JOB_ATTEMPTS,
     CRASH_BLAME,
     PAUSED_QUEUES,
+    CONCURRENCY_LIMITS,
+    RATE_LIMITS,
 )
 
 __all__ = [
     "ALL_PROJECTIONS",
+    "CONCURRENCY_LIMITS",
     "CRASH_BLAME",
     "ENQUEUE_HISTORY",
     "JOBS",
     "JOB_ATTEMPTS",
     "PAUSED_QUEUES",
     "QUARANTINE",
+    "RATE_LIMITS",
     "SCHEDULES",
     "AnyProjection",
+    "ConcurrencyLimitRow",
     "CrashBlameRow",
     "EnqueueHistoryRow",
     "JobAttemptRow",
@@ -36,5 +47,6 @@ __all__ = [
     "PausedQueueRow",
     "Projection",
     "QuarantineRow",
+    "RateLimitRow",
     "ScheduleRow",
 ]

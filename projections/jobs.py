@@ -80,6 +80,12 @@ class JobRow:
     instead of running. Cleared once it has started (None: none)."""
     snoozes: int = 0
     """Times its handler snoozed it (`Snooze`), which attempts do not count."""
+    partition_key: str | None = None
+    """Its share of the queue (fair share, per-partition limits); None: none."""
+    rate_class: str | None = None
+    """The rate limit it starts under; None: none."""
+    fair_turn: int = 0
+    """Its turn among its queue's partitions, claimed after priority (`fair_share`)."""
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -123,6 +129,9 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "start_within_ms": options.start_within_ms,
         "start_by_ms": start_by_ms(event, recorded.recorded_at_ms),
         "snoozes": 0,
+        "partition_key": options.partition_key,
+        "rate_class": options.rate_class,
+        "fair_turn": event.fair_turn,
     }
 
 

@@ -69,6 +69,10 @@ class ScheduleRow:
     """What a tick does while an earlier tick job is pending or running (OverlapPolicy)."""
     start_within_ms: int | None = None
     """Its tick jobs expire unless started this long after their tick (None: never)."""
+    partition_key: str | None = None
+    """Its jobs' partition key (None: their handler's)."""
+    rate_class: str | None = None
+    """Its jobs' rate class (None: their handler's)."""
 
 
 _KEYED: Final = (
@@ -214,6 +218,8 @@ def definition_columns(definition: ScheduleDefinition) -> dict[str, Any]:
         "timeout_ms": job.timeout_ms,
         "priority": job.priority,
         "start_within_ms": job.start_within_ms,
+        "partition_key": job.partition_key,
+        "rate_class": job.rate_class,
         "start_at_ms": definition.start_at_ms,
         "end_at_ms": definition.end_at_ms,
         "jitter_ms": definition.jitter_ms,
@@ -246,6 +252,8 @@ def job_options_of(row: ScheduleRow) -> JobOptions:
         timeout_ms=row.timeout_ms,
         priority=row.priority,
         start_within_ms=row.start_within_ms,
+        partition_key=row.partition_key,
+        rate_class=row.rate_class,
     )
 
 

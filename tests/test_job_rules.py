@@ -12,7 +12,6 @@ from headgate._domain.events import (
 )
 from headgate._domain.job_rules import (
     MAX_ERROR_MESSAGE,
-    RETRY_CAP_MS,
     CrashedJob,
     InvalidResult,
     checked_result,
@@ -22,6 +21,9 @@ from headgate._domain.job_rules import (
     retry_delay_ms,
     timed_out_record,
 )
+
+RETRY_CAP_MS = 3_600_000
+"""The default retry policy's longest wait: an hour."""
 
 
 def test_retry_delays_double_with_jitter_below_the_full_delay() -> None:

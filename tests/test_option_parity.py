@@ -61,6 +61,8 @@ SCHEDULE_SAMPLE: dict[str, Any] = {
     "priority": 5,
     "overlap": "buffer_one",
     "start_within_ms": 90_000,
+    "partition_key": "tenant-7",
+    "rate_class": "mail-api",
 }
 """A value other than its default for every field of a schedule's definition."""
 JOB_SAMPLE: dict[str, Any] = {
@@ -69,6 +71,8 @@ JOB_SAMPLE: dict[str, Any] = {
     "timeout_ms": 2_000,
     "priority": -3,
     "start_within_ms": 45_000,
+    "partition_key": "tenant-7",
+    "rate_class": "mail-api",
     "run_at_ms": START_MS + 60_000,
     "unique_key": "order-7",
 }

@@ -10,6 +10,7 @@ so every rule is tested directly (tests/test_decisions.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,6 +18,7 @@ from typing import Final
 
 from headgate._domain.admission import AdmissionLimits, kind_problem, payload_problem
 from headgate._domain.events import JobEnqueued, JobState, MissedRunPolicy, Outcome
+from headgate._domain.fair_share import Turns
 from headgate._domain.overlap import OverlapPolicy
 from headgate._domain.spec import ScheduleSpec
 
@@ -63,6 +65,14 @@ class Decision:
     """True only when this attempt creates the job."""
     cancels: tuple[LiveTickJob, ...] = ()
     """Earlier tick jobs of the schedule this attempt cancels (cancel_previous)."""
+    fair_turn: int = 0
+    """The admitted job's turn among its queue's partitions (`fair_share`)."""
+
+    def admitted(self, job: JobEnqueued) -> JobEnqueued:
+        """The job as it is appended: with its fair turn."""
+        if job.fair_turn == self.fair_turn:
+            return job
+        return dataclasses.replace(job, fair_turn=self.fair_turn)
 
     @property
     def advances(self) -> bool:
@@ -116,6 +126,8 @@ class GateFacts:
     live_ticks: dict[str, list[LiveTickJob]] = field(default_factory=dict)
     """schedule id -> its pending and running tick jobs, kept up to date as the
     batch admits and cancels (only schedules whose overlap is not allow)."""
+    turns: Turns = field(default_factory=Turns)
+    """The fair-share turns of the batch's queues and partitions."""
 
 
 def overlap_schedules(candidates: Sequence[Candidate]) -> set[str]:
@@ -126,6 +138,15 @@ def overlap_schedules(candidates: Sequence[Candidate]) -> set[str]:
         for candidate in candidates
         if candidate.overlap is not OverlapPolicy.ALLOW
         and candidate.job.periodic_schedule_id is not None
+    }
+
+
+def partitions_of(candidates: Sequence[Candidate]) -> set[tuple[str, str]]:
+    """The (queue, partition key) pairs whose latest fair turn the gate must know."""
+    return {
+        (candidate.job.queue, key)
+        for candidate in candidates
+        if (key := candidate.job.options.partition_key) is not None
     }
 
 
@@ -151,7 +172,8 @@ def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> D
     5. a queue at its pending limit refuses (`failed`/`backpressure`);
     6. a tick its schedule's overlap policy holds back is skipped
        (`skipped`/`overlap`: see `overlap_decision`);
-    7. otherwise the job is admitted and appended; facts.pending counts it, so
+    7. otherwise the job is admitted and appended, at its fair-share turn
+       (`fair_share.Turns.take`); facts.pending and facts.turns count it, so
        later candidates of the same batch see it.
     """
     job = candidate.job
@@ -182,7 +204,15 @@ def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> D
             live.clear()
         live.append(LiveTickJob(job.job_id, job.periodic_tick_ms or 0, JobState.PENDING, 1))
     facts.pending[job.queue] = pending + 1
-    return Decision(Outcome.ENQUEUED, Reason.ACCEPTED, job.job_id, append_job=True, cancels=cancels)
+    turn = facts.turns.take(job.queue, job.options.partition_key)
+    return Decision(
+        Outcome.ENQUEUED,
+        Reason.ACCEPTED,
+        job.job_id,
+        append_job=True,
+        cancels=cancels,
+        fair_turn=turn,
+    )
 
 
 def holds_back(policy: OverlapPolicy, live: list[LiveTickJob]) -> bool:

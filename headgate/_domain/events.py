@@ -7,7 +7,7 @@ event's shape bumps its `schema_version` and adds an upcaster there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, Final
 
@@ -20,6 +20,8 @@ from headgate._json import JsonValue
 __all__ = [
     "JOB_EVENTS",
     "UNFINISHED_STATES",
+    "ConcurrencyLimitCleared",
+    "ConcurrencyLimitSet",
     "DomainEvent",
     "EnqueueAttempted",
     "FingerprintBlameCleared",
@@ -45,6 +47,8 @@ __all__ = [
     "Outcome",
     "QueuePaused",
     "QueueResumed",
+    "RateLimitCleared",
+    "RateLimitSet",
     "RecordedEvent",
     "ScheduleDefined",
     "ScheduleDeleted",
@@ -169,9 +173,13 @@ class JobEnqueued(DomainEvent):
     `run_now_schedule_id` names the schedule whose Enqueue now made it (a tick's
     job names its schedule in `periodic_schedule_id` instead). Versions 1-3
     spelled the options out (the mapper's upcasters nest them); an option added
-    later reads as its default in older events."""
+    later reads as its default in older events.
 
-    schema_version: ClassVar[int] = 4
+    `fair_turn` is its place among the partitions of its queue, given by the
+    admission gate (`fair_share.turn`): not part of what the job is, so two
+    enqueues of the same job compare equal whatever turn each was given."""
+
+    schema_version: ClassVar[int] = 5
 
     job_id: str
     kind: str
@@ -181,6 +189,7 @@ class JobEnqueued(DomainEvent):
     periodic_tick_ms: int | None = None
     run_now_schedule_id: str | None = None
     serial: bool = False
+    fair_turn: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):
@@ -391,6 +400,39 @@ class QueuePaused(DomainEvent):
 @dataclass(frozen=True)
 class QueueResumed(DomainEvent):
     queue: str
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimitSet(DomainEvent):
+    """An operator set a fleet-wide ceiling on running jobs of a scope (each of
+    queue, kind and partition_key None for any; partition_key "*" for each key
+    on its own): see `limits.ConcurrencyLimit`."""
+
+    queue: str | None
+    kind: str | None
+    partition_key: str | None
+    limit: int
+
+
+@dataclass(frozen=True)
+class ConcurrencyLimitCleared(DomainEvent):
+    queue: str | None
+    kind: str | None
+    partition_key: str | None
+
+
+@dataclass(frozen=True)
+class RateLimitSet(DomainEvent):
+    """At most `limit` jobs of `rate_class` start in any window of `per_ms`."""
+
+    rate_class: str
+    limit: int
+    per_ms: int
+
+
+@dataclass(frozen=True)
+class RateLimitCleared(DomainEvent):
+    rate_class: str
 
 
 JOB_EVENTS: Final = (

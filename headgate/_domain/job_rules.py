@@ -27,7 +27,6 @@ Crash counting, decided here and documented in docs/explanation/guarantees.md:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,13 +37,12 @@ from headgate._domain.events import (
     JobAbandoned,
     JobQuarantined,
 )
+from headgate._domain.retry import DEFAULT_RETRY, Retry
 from headgate._json import JsonValue, canonical_json
 
 DEFAULT_MAX_ATTEMPTS: Final = 25
 DEFAULT_TIMEOUT_MS: Final = 30 * 60_000
 DEFAULT_CRASH_LIMIT: Final = 3
-RETRY_BASE_MS: Final = 1_000
-RETRY_CAP_MS: Final = 3_600_000
 MAX_ERROR_MESSAGE: Final = 1_000
 """Characters of an exception's text kept on the job (the rest is cut)."""
 DEFAULT_MAX_RESULT_BYTES: Final = 64 * 1024
@@ -53,23 +51,22 @@ BLAME_UNIT: Final = 1_000
 
 
 def retry_delay_ms(job_id: str, attempt: int) -> int:
-    """Delay before retrying after failed attempt number `attempt`: doubling from
-    1 s, capped at an hour, with jitter in [50%, 100%) so jobs that failed
-    together do not retry together. The jitter is derived from the job and the
-    attempt, so whoever computes it (a retry of the write, a test) gets the
-    same delay."""
-    full = min(RETRY_BASE_MS << min(max(attempt - 1, 0), 32), RETRY_CAP_MS)
-    digest = hashlib.sha1(f"{job_id}\x00{attempt}".encode(), usedforsecurity=False).digest()
-    fraction = int.from_bytes(digest[:4], "big") / 2**32
-    return int(full * (0.5 + fraction / 2))
+    """Delay before retrying after failed attempt number `attempt`, under the
+    default policy (`retry.DEFAULT_RETRY`): doubling from 1 s, capped at an
+    hour, with jitter in [50%, 100%) so jobs that failed together do not retry
+    together. The jitter is derived from the job and the attempt, so whoever
+    computes it (a retry of the write, a test) gets the same delay."""
+    return DEFAULT_RETRY.wait_ms(job_id, attempt)
 
 
-def next_run_after_failure(job_id: str, attempt: int, max_attempts: int, now_ms: int) -> int | None:
-    """When the job runs again after failed attempt `attempt`; None when that was
-    its last (it has failed)."""
+def next_run_after_failure(
+    job_id: str, attempt: int, max_attempts: int, now_ms: int, retry: Retry = DEFAULT_RETRY
+) -> int | None:
+    """When the job runs again after failed attempt `attempt` under `retry`; None
+    when that was its last (it has failed)."""
     if attempt >= max_attempts:
         return None
-    return now_ms + retry_delay_ms(job_id, attempt)
+    return now_ms + retry.wait_ms(job_id, attempt)
 
 
 @dataclass(frozen=True)

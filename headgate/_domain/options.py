@@ -32,6 +32,7 @@ from headgate._domain.admission import (
     require_note,
     require_payload,
 )
+from headgate._domain.limits import partition_key_problem, rate_class_problem
 from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.names import identifier_problem, label_problem, require
 from headgate._domain.overlap import OverlapPolicy
@@ -41,6 +42,7 @@ from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
 
 __all__ = [
+    "CHOSEN_AT_ENQUEUE",
     "DEFAULT_PRIORITY",
     "DEFAULT_QUEUE",
     "JOB_OPTION_FIELDS",
@@ -128,6 +130,18 @@ def _timeout_ms(name: str, value: object) -> int:
 
 def _priority(name: str, value: object) -> int:
     return _integer(name, value, -MAX_PRIORITY, MAX_PRIORITY, " (higher runs first)")
+
+
+def _partition_key(name: str, value: object) -> str:
+    require(name, partition_key_problem(value))
+    assert isinstance(value, str)
+    return value
+
+
+def _rate_class(name: str, value: object) -> str:
+    require(name, rate_class_problem(value))
+    assert isinstance(value, str)
+    return value
 
 
 def _instant(name: str, value: object) -> int:
@@ -299,6 +313,22 @@ class JobOptions:
             "(a tick job: after its tick; none: its handler's, else never)",
             _optional(_start_within_ms),
             unit="ms",
+        ),
+    )
+    partition_key: str | None = field(
+        default=None,
+        metadata=_option(
+            "Its share of the queue (a tenant id): jobs of one key take turns with other "
+            "keys', and concurrency limits can count them per key (none: its handler's)",
+            _optional(_partition_key),
+        ),
+    )
+    rate_class: str | None = field(
+        default=None,
+        metadata=_option(
+            "The rate limit it starts under (set_rate_limit); while the class is used up it "
+            "waits, spending no attempt (none: its handler's, else no rate limit)",
+            _optional(_rate_class),
         ),
     )
     run_at_ms: int | None = field(
@@ -531,6 +561,10 @@ def _refuse_unknown(values: Mapping[str, object], known: tuple[str, ...]) -> Non
 
 JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
 """Every job option, as enqueue takes them."""
+CHOSEN_AT_ENQUEUE: Final = ("queue", "priority", "start_within_ms", "partition_key", "rate_class")
+"""The options a claim reads from a job's row: what a job leaves unset is taken
+from its handler when it is enqueued (the attempt limit and timeout are taken
+when it runs)."""
 PER_JOB_FIELDS: Final = tuple(
     name for name in JOB_OPTION_FIELDS if option_info(JobOptions, name).per_job
 )
@@ -564,6 +598,8 @@ class JobOptionArgs(TypedDict, total=False):
     """`timeout_ms` in seconds (Python's habit, kept from earlier releases)."""
     priority: int | None
     start_within_ms: int | None
+    partition_key: str | None
+    rate_class: str | None
 
 
 class EnqueueArgs(JobOptionArgs, total=False):

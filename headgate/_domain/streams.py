@@ -10,6 +10,8 @@ JOB_PREFIX: Final = "job-"
 MANUAL_PREFIX: Final = "manual-"
 QUARANTINE_PREFIX: Final = "quarantine-"
 QUEUE_PREFIX: Final = "queue-"
+LIMIT_PREFIX: Final = "limit-"
+RATE_PREFIX: Final = "rate-"
 
 
 def schedule_stream(schedule_id: str) -> str:
@@ -32,6 +34,15 @@ def quarantine_stream(fingerprint: str) -> str:
 
 def queue_stream(queue: str) -> str:
     return f"{QUEUE_PREFIX}{queue}"
+
+
+def limit_stream(scope: str) -> str:
+    """A concurrency limit's stream, by its scope (`limits.scope_of`)."""
+    return f"{LIMIT_PREFIX}{scope}"
+
+
+def rate_stream(rate_class: str) -> str:
+    return f"{RATE_PREFIX}{rate_class}"
 
 
 def prefix_upper_bound(prefix: str) -> str:

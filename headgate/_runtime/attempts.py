@@ -81,6 +81,9 @@ class Outcome:
     snooze_ms: int | None = None
     """Set when its handler snoozed the job (`Snooze`): due again this long after
     its end is recorded."""
+    gives_up: bool = False
+    """It failed with an error its handler's retry policy does not retry: the job
+    fails now, whatever attempts it has left."""
 
 
 EndListener = Callable[["Attempt", Outcome | None], None]
@@ -262,14 +265,23 @@ class Attempt:
                 f"{self._rules.max_snoozes} (WorkerConfig.max_snoozes)"
             )
         if error is not None:
-            return Outcome(now_ms, error=error_record(error, keep_messages=keep))
+            return Outcome(
+                now_ms,
+                error=error_record(error, keep_messages=keep),
+                gives_up=not self.spec.retry.retries(error),
+            )
         try:
             return Outcome(now_ms, result=checked_result(result, self._rules.max_result_bytes))
         except InvalidResult as invalid:
             return Outcome(now_ms, error=error_record(invalid, keep_messages=keep))
 
     def _timed_out(self, now_ms: int) -> Outcome:
-        return Outcome(now_ms, error=timed_out_record(self.claim.timeout_ms), timed_out=True)
+        return Outcome(
+            now_ms,
+            error=timed_out_record(self.claim.timeout_ms),
+            timed_out=True,
+            gives_up=not self.spec.retry.retries(TimeoutError()),
+        )
 
 
 def end_append(
@@ -290,6 +302,8 @@ def end_append(
         outcome.error,
         recorded_at_ms,
         timed_out=outcome.timed_out,
+        retry=attempt.spec.retry,
+        gives_up=outcome.gives_up,
     )
 
 

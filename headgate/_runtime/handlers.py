@@ -18,6 +18,7 @@ from typing import Any, Final
 from headgate._domain.admission import require_kind
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
 from headgate._domain.options import DEFAULT_PRIORITY, DEFAULT_QUEUE, PER_JOB_FIELDS, JobOptions
+from headgate._domain.retry import DEFAULT_RETRY, Retry
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
@@ -69,6 +70,8 @@ class HandlerSpec:
     function: Handler
     options: JobOptions
     """Its jobs' defaults, every one set (what a job leaves None, these decide)."""
+    retry: Retry = DEFAULT_RETRY
+    """Which failed attempts are retried, and after how long."""
 
     @property
     def queue(self) -> str:
@@ -99,15 +102,22 @@ class HandlerSpec:
         return inspect.iscoroutinefunction(self.function)
 
 
-def handler_spec(kind: object, function: Handler, options: JobOptions) -> HandlerSpec:
+def handler_spec(
+    kind: object, function: Handler, options: JobOptions, retry: Retry | None = None
+) -> HandlerSpec:
     """A validated handler registration: `options` are its jobs' defaults (a
-    per-job option such as run_at_ms is refused); bad ones raise ValidationError."""
+    per-job option such as run_at_ms is refused), `retry` its retry policy
+    (None: the default); bad ones raise ValidationError."""
+    if retry is not None and not isinstance(retry, Retry):
+        raise ValidationError("retry", f"must be headgate.Retry, got {type(retry).__name__}")
     if not callable(function):
         raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
     for per_job in PER_JOB_FIELDS:
         if getattr(options, per_job) is not None:
             raise ValidationError(per_job, "is set per job, not for every job of a handler")
-    return HandlerSpec(require_kind(kind), function, options.under(HANDLER_DEFAULTS))
+    return HandlerSpec(
+        require_kind(kind), function, options.under(HANDLER_DEFAULTS), retry or DEFAULT_RETRY
+    )
 
 
 class HandlerRegistry:

@@ -25,6 +25,7 @@ from headgate._domain.events import (
     JobSucceeded,
 )
 from headgate._domain.job_rules import ErrorRecord, next_run_after_failure
+from headgate._domain.retry import DEFAULT_RETRY, Retry
 from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
@@ -147,9 +148,18 @@ def failed(
     now_ms: int,
     *,
     timed_out: bool = False,
+    retry: Retry = DEFAULT_RETRY,
+    gives_up: bool = False,
 ) -> StreamAppend:
-    """The attempt failed: retried after a backoff, or the job has failed."""
-    retry_at = next_run_after_failure(claimed.job_id, claimed.attempt, claimed.max_attempts, now_ms)
+    """The attempt failed: retried after `retry`'s wait, or (its last attempt, or
+    `gives_up`: an error its handler's policy does not retry) the job has failed."""
+    retry_at = (
+        None
+        if gives_up
+        else next_run_after_failure(
+            claimed.job_id, claimed.attempt, claimed.max_attempts, now_ms, retry
+        )
+    )
     event = JobAttemptFailed(
         claimed.job_id,
         claimed.attempt,

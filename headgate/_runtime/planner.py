@@ -331,7 +331,8 @@ def units_for(
         )
         appends = [StreamAppend(stream, version, (attempt,))]
         if decision.append_job:
-            appends.insert(0, StreamAppend(job_stream(tick.job.job_id), NO_STREAM, (tick.job,)))
+            job = decision.admitted(tick.job)
+            appends.insert(0, StreamAppend(job_stream(job.job_id), NO_STREAM, (job,)))
         appends[:0] = [
             StreamAppend(job_stream(live.job_id), live.version, (JobCancelled(live.job_id),))
             for live in decision.cancels

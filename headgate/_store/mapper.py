@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Final, TypeAlias
 
 from headgate._domain.events import (
+    ConcurrencyLimitCleared,
+    ConcurrencyLimitSet,
     DomainEvent,
     EnqueueAttempted,
     FingerprintBlameCleared,
@@ -38,6 +40,8 @@ from headgate._domain.events import (
     NextRunAdvanced,
     QueuePaused,
     QueueResumed,
+    RateLimitCleared,
+    RateLimitSet,
     ScheduleDefined,
     ScheduleDeleted,
     ScheduleUndeclared,
@@ -81,6 +85,10 @@ EVENT_TYPES: Final[Mapping[str, type[DomainEvent]]] = {
         FingerprintCrashBlamed,
         QueuePaused,
         QueueResumed,
+        ConcurrencyLimitSet,
+        ConcurrencyLimitCleared,
+        RateLimitSet,
+        RateLimitCleared,
     )
 }
 """Stored type name -> event class. A stored name never changes: renaming an
@@ -119,9 +127,11 @@ def _job_options_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonVa
     return {**rest, "options": options}
 
 
-def _job_serial_v4_to_v5(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """Before v5 no schedule held its tick jobs to one at a time."""
-    return {**body, "serial": False}
+def _job_fair_turn_v4_to_v5(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v5 no job had a fair turn (every job took turn 0: the claim order
+    of jobs without a partition key). Version 4 bodies were written both before
+    and after `serial` was added, so a stored `serial` is kept."""
+    return {"serial": False, **body, "fair_turn": 0}
 
 
 def _schedule_definition_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
@@ -177,7 +187,7 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(ScheduleDefined), 1): _schedule_options_v1_to_v2,
     (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
     (type_name(JobEnqueued), 3): _job_options_nested_v3_to_v4,
-    (type_name(JobEnqueued), 4): _job_serial_v4_to_v5,
+    (type_name(JobEnqueued), 4): _job_fair_turn_v4_to_v5,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,

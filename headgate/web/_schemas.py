@@ -247,6 +247,15 @@ class JobOut(BaseModel):
         description="Its start deadline (from start_within_ms): not started by then, it is "
         "recorded expired instead of running; null: none, or it has started"
     )
+    partition_key: str | None = Field(
+        default=None, description="Its share of the queue (fair share, per-partition limits)"
+    )
+    rate_class: str | None = Field(default=None, description="The rate limit it starts under")
+    waiting_for: list[str] = Field(
+        default_factory=list,
+        description="Why a due pending job has not started (a paused queue, a full "
+        "concurrency limit, a used-up rate class); in a job's own read, empty in lists",
+    )
     worker_id: str | None = Field(description="The worker running it, while it runs")
     result: JsonValue = Field(description="What its handler returned, once completed")
     error_type: str | None = Field(
@@ -290,6 +299,9 @@ class JobOut(BaseModel):
             priority=job.priority,
             start_within_ms=job.start_within_ms,
             start_by_ms=job.start_by_ms,
+            partition_key=job.partition_key,
+            rate_class=job.rate_class,
+            waiting_for=list(job.waiting_for),
             worker_id=job.worker_id,
             result=job.result,
             error_type=job.error_type,

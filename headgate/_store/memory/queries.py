@@ -25,14 +25,18 @@ from headgate._domain.cursors import (
     encode_timed_cursor,
 )
 from headgate._domain.decisions import LiveTickJob
-from headgate._domain.events import JobState
+from headgate._domain.events import UNFINISHED_STATES, JobState
+from headgate._domain.fair_share import Turns
+from headgate._domain.limits import RunningKey, Slots
 from headgate._projections import (
+    ConcurrencyLimitRow,
     CrashBlameRow,
     EnqueueHistoryRow,
     JobAttemptRow,
     JobRow,
     PausedQueueRow,
     QuarantineRow,
+    RateLimitRow,
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
@@ -64,6 +68,8 @@ class ReadModels:
     job_attempts: Rows[JobAttemptRow]
     crash_blame: Rows[CrashBlameRow]
     paused_queues: Rows[PausedQueueRow]
+    concurrency_limits: Rows[ConcurrencyLimitRow]
+    rate_limits: Rows[RateLimitRow]
 
     @classmethod
     def of(cls, tables: Mapping[str, Rows[Any]]) -> ReadModels:
@@ -75,6 +81,8 @@ class ReadModels:
             job_attempts=tables["job_attempts"],
             crash_blame=tables["crash_blame"],
             paused_queues=tables["paused_queues"],
+            concurrency_limits=tables["concurrency_limits"],
+            rate_limits=tables["rate_limits"],
         )
 
 
@@ -197,13 +205,18 @@ def _pending(models: ReadModels, queue: str) -> list[JobRow]:
     return _rows(models.jobs, models.jobs.keys_where(PENDING_IN, queue))
 
 
-def _claim_order(row: JobRow) -> tuple[int, int, str]:
-    return -row.priority, row.run_at_ms, row.job_id
+def _claim_order(row: JobRow) -> tuple[int, int, int, str]:
+    return -row.priority, row.fair_turn, row.run_at_ms, row.job_id
 
 
 def claimable(
-    models: ReadModels, capacity: Mapping[str, int], kinds: Collection[str], now_ms: int
+    models: ReadModels,
+    capacity: Mapping[str, int],
+    kinds: Collection[str],
+    now_ms: int,
+    slots: Slots | None = None,
 ) -> list[JobRow]:
+    """What a claim takes, in claim order, within `slots` (which it counts)."""
     if not kinds:
         return []
     wanted = set(kinds)
@@ -216,8 +229,78 @@ def claimable(
             for r in _pending(models, queue)
             if r.run_at_ms <= now_ms and r.kind in wanted and not _waits_its_turn(models, r)
         ]
-        found.extend(sorted(due, key=_claim_order)[:count])
+        ordered = sorted(due, key=_claim_order)
+        if slots is None:
+            found.extend(ordered[:count])
+            continue
+        taken = 0
+        for row in ordered:
+            if taken == count:
+                break
+            if slots.take(row.queue, row.kind, row.partition_key, row.rate_class):
+                found.append(row)
+                taken += 1
     return found
+
+
+def limits(models: ReadModels) -> tuple[list[ConcurrencyLimitRow], list[RateLimitRow]]:
+    by_scope = sorted((row for _, row in models.concurrency_limits.items()), key=_scope)
+    by_class = sorted((row for _, row in models.rate_limits.items()), key=_rate_class)
+    return by_scope, by_class
+
+
+def _scope(row: ConcurrencyLimitRow) -> str:
+    return row.scope
+
+
+def _rate_class(row: RateLimitRow) -> str:
+    return row.rate_class
+
+
+def running_counts(models: ReadModels) -> dict[RunningKey, int]:
+    counts: dict[RunningKey, int] = {}
+    for _, row in models.jobs.items():
+        if row.state == JobState.RUNNING:
+            key = (row.queue, row.kind, row.partition_key)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def recent_starts(
+    rates: Iterable[RateLimitRow], starts: Mapping[str, list[int]], now_ms: int
+) -> dict[str, int]:
+    return {
+        rate.rate_class: sum(
+            1 for at in starts.get(rate.rate_class, []) if at > now_ms - rate.per_ms
+        )
+        for rate in rates
+    }
+
+
+def turns(
+    models: ReadModels,
+    queues: Collection[str],
+    partitions: Collection[tuple[str, str]],
+    now_ms: int,
+) -> Turns:
+    """The gate's fair-share facts (as the SQL store's `claiming.turns`)."""
+    current: dict[str, int] = {}
+    for queue in dict.fromkeys(queues):
+        turns_due = [
+            row.fair_turn
+            for row in _pending(models, queue)
+            if row.partition_key is not None and row.run_at_ms <= now_ms
+        ]
+        current[queue] = min(turns_due, default=0)
+    asked = set(partitions)
+    latest: dict[tuple[str, str], int] = {}
+    for _, row in models.jobs.items():
+        if row.state not in UNFINISHED_STATES or row.partition_key is None:
+            continue
+        key = (row.queue, row.partition_key)
+        if key in asked:
+            latest[key] = max(latest.get(key, row.fair_turn), row.fair_turn)
+    return Turns(current, latest)
 
 
 def _waits_its_turn(models: ReadModels, row: JobRow) -> bool:

@@ -17,7 +17,7 @@ from headgate._projections import (
 from headgate._store.memory import queries
 from headgate._store.memory.queries import ReadModels
 from headgate._store.memory.state import MemoryState
-from headgate._store.port import JobFilter, Page, Reads
+from headgate._store.port import JobFilter, LimitsState, Page, Reads
 
 T = TypeVar("T")
 
@@ -71,6 +71,13 @@ class MemoryReads(Reads):
 
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         return self._read(queries.paused_queues)
+
+    def limits_state(self, now_ms: int) -> LimitsState:
+        with self._state.reading():
+            models = self._state.models
+            limits, rates = queries.limits(models)
+            started = queries.recent_starts(rates, self._state.rate_starts, now_ms)
+            return LimitsState(limits, rates, queries.running_counts(models), started)
 
     def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
         return self._read(lambda models: queries.quarantine_page(models, limit, cursor))

@@ -33,6 +33,9 @@ class MemoryState:
         self.models = ReadModels.of(self.tables)
         self.leases: dict[str, Lease] = {}
         self.workers: dict[str, WorkerRow] = {}
+        self.rate_starts: dict[str, list[int]] = {}
+        """Per rate class, when its jobs within the window were claimed (operational
+        state, as the SQL store's rate_starts table)."""
         self.compacted_up_to = 0
         """The log position up to which streams have been examined for trimming."""
         self.notifications = Notifications()

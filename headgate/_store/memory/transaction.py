@@ -13,8 +13,9 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules
+from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules, partitions_of
 from headgate._domain.events import DomainEvent, JobEnqueued, JobState, RecordedEvent
+from headgate._domain.limits import Slots
 from headgate._domain.streams import job_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation
 from headgate._projections import ALL_PROJECTIONS, JOBS, JobRow, ScheduleRow
@@ -42,6 +43,7 @@ class MemoryWriteTransaction(WriteTransaction):
         """Queues to notify once this commits."""
         self.compacted_up_to: int | None = None
         """Set by a compaction run that completes: how far it examined the log."""
+        self._rate_starts = {name: list(starts) for name, starts in state.rate_starts.items()}
 
     @property
     def now_ms(self) -> int:
@@ -171,7 +173,8 @@ class MemoryWriteTransaction(WriteTransaction):
     ) -> list[JobRow]:
         jobs: TableChanges[JobRow] = self.tables[JOBS.table]
         claimed: list[JobRow] = []
-        for row in queries.claimable(self.models, capacity, timeouts_ms.keys(), now_ms):
+        slots = self._slots(now_ms)
+        for row in queries.claimable(self.models, capacity, timeouts_ms.keys(), now_ms, slots):
             timeout_ms = row.timeout_ms if row.timeout_ms is not None else timeouts_ms[row.kind]
             running = replace(
                 row,
@@ -182,7 +185,28 @@ class MemoryWriteTransaction(WriteTransaction):
             )
             jobs.put(row.job_id, running)
             claimed.append(running)
+            rate_class = row.rate_class
+            if slots is not None and rate_class is not None and rate_class in slots.rates:
+                self._rate_starts.setdefault(rate_class, []).append(now_ms)
         return claimed
+
+    def _slots(self, now_ms: int) -> Slots | None:
+        """The limits as they stand, or None when there are none; the rate classes'
+        starts its windows have passed are dropped (at commit)."""
+        limits, rates = queries.limits(self.models)
+        if not limits and not rates:
+            return None
+        windows = {rate.rate_class: rate.per_ms for rate in rates}
+        self._rate_starts = {
+            name: [at for at in starts if name in windows and at > now_ms - windows[name]]
+            for name, starts in self._rate_starts.items()
+        }
+        return Slots.counted(
+            [row.limit() for row in limits],
+            {row.rate_class: row.limit() for row in rates},
+            queries.running_counts(self.models) if limits else {},
+            queries.recent_starts(rates, self._rate_starts, now_ms),
+        )
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return queries.running_on(self.models, worker_ids)
@@ -210,6 +234,12 @@ class MemoryWriteTransaction(WriteTransaction):
             quarantined=queries.quarantined(self.models, {c.fingerprint for c in candidates}),
             pending=queries.unfinished_counts(self.models, count_queues),
             live_ticks=queries.live_ticks(self.models, overlap_schedules(candidates)),
+            turns=queries.turns(
+                self.models,
+                {c.job.queue for c in candidates},
+                partitions_of(candidates),
+                self._now_ms,
+            ),
         )
 
     def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
@@ -247,3 +277,4 @@ class MemoryWriteTransaction(WriteTransaction):
                     del self._state.workers[read.worker_id]
             if self.compacted_up_to is not None:
                 self._state.compacted_up_to = self.compacted_up_to
+            self._state.rate_starts = self._rate_starts

@@ -44,7 +44,7 @@ from headgate._store.port.event_log import (
     UnitResult,
 )
 from headgate._store.port.figures import StoreFigures
-from headgate._store.port.job_queue import JobFilter, JobQueue, JobReads, Listener
+from headgate._store.port.job_queue import JobFilter, JobQueue, JobReads, LimitsState, Listener
 from headgate._store.port.leases import Claimant, Fence, Lease, Leases
 from headgate._store.port.paging import Page
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
@@ -74,6 +74,7 @@ __all__ = [
     "JobReads",
     "Lease",
     "Leases",
+    "LimitsState",
     "Listener",
     "LogTransaction",
     "Page",

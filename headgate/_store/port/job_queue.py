@@ -7,7 +7,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from headgate._projections import JobAttemptRow, JobRow, PausedQueueRow
+from headgate._domain.limits import RunningKey, Slots
+from headgate._projections import (
+    ConcurrencyLimitRow,
+    JobAttemptRow,
+    JobRow,
+    PausedQueueRow,
+    RateLimitRow,
+)
 from headgate._store.port.paging import Page
 
 
@@ -58,11 +65,18 @@ class JobQueue(ABC):
     ) -> list[JobRow]:
         """Claim the pending jobs of these kinds (the keys of `timeouts_ms`) whose
         run_at_ms has come, per queue at most `capacity[queue]`, the highest
-        priority first, then the oldest run_at, then by id: each becomes running
-        on `worker_id`, timing out at `now_ms` plus its own timeout or else its
-        kind's. Returns the rows as claimed, in that order. A paused queue (a row
-        of the paused_queues projection) gives none: the claim reads the pause in
-        its own transaction, so a pause committed before it holds.
+        priority first, then the lowest fair turn (`fair_share`), then the
+        oldest run_at, then by id: each becomes running on `worker_id`, timing
+        out at `now_ms` plus its own timeout or else its kind's. Returns the
+        rows as claimed, in that order. A paused queue (a row of the
+        paused_queues projection) gives none: the claim reads the pause in its
+        own transaction, so a pause committed before it holds.
+
+        The claim keeps the concurrency and rate limits (`limits`): it takes a
+        job only if every limit covering it has room, counting the jobs running
+        now and, per rate class, the starts within its window; those it passes
+        over stay pending, in order. It records the starts of the rate-limited
+        jobs it takes, and forgets those its window has passed.
 
         A claim is operational state of the job's row, as a heartbeat is, not an
         event: the row's version (its stream's) stays, and the attempt's end is
@@ -119,6 +133,33 @@ class JobReads(ABC):
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         """The paused queues, by name in name order: a claim takes no job from them,
         and earliest_claimable leaves them out."""
+
+    @abstractmethod
+    def limits_state(self, now_ms: int) -> LimitsState:
+        """The concurrency limits (by scope) and rate limits (by class), the jobs
+        running by (queue, kind, partition key), and each rate class's starts
+        within its window ending at `now_ms`."""
+
+
+@dataclass(frozen=True)
+class LimitsState:
+    """The fleet-wide limits and where they stand: what the API, the console and
+    a job's "why is it waiting" read."""
+
+    limits: list[ConcurrencyLimitRow]
+    rates: list[RateLimitRow]
+    running: dict[RunningKey, int]
+    """Running jobs by (queue, kind, partition key)."""
+    started: dict[str, int]
+    """Per rate class, its starts within its window."""
+
+    def slots(self) -> Slots:
+        return Slots.counted(
+            [row.limit() for row in self.limits],
+            {row.rate_class: row.limit() for row in self.rates},
+            self.running,
+            self.started,
+        )
 
 
 class Listener(ABC):

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
 from headgate._domain.admission import could_be_stored
-from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules
+from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules, partitions_of
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
@@ -34,7 +34,7 @@ from headgate._store.port import (
     WorkerRow,
     WriteTransaction,
 )
-from headgate._store.sql import queries, worker_rows
+from headgate._store.sql import claiming, queries, worker_rows
 from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
@@ -246,7 +246,7 @@ class SqlWriteTransaction(WriteTransaction):
         now_ms: int,
     ) -> list[JobRow]:
         with self._dialect.probing_indexes(self.connection):
-            rows, blame_seen = queries.claim(
+            rows, blame_seen = claiming.claim(
                 self.connection, capacity, timeouts_ms, worker_id, now_ms
             )
         self._no_blame = not blame_seen
@@ -303,6 +303,12 @@ class SqlWriteTransaction(WriteTransaction):
             ),
             pending=queries.pending_counts(connection, count_queues) if count_queues else {},
             live_ticks=queries.live_ticks(connection, overlap_schedules(candidates)),
+            turns=claiming.turns(
+                connection,
+                {c.job.queue for c in candidates},
+                partitions_of(candidates),
+                self._now_ms,
+            ),
         )
 
 

@@ -8,29 +8,24 @@ transaction (seeing that transaction's own appends) or on its own
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import fields
 from typing import Any, Final
 
 from sqlalchemy import (
-    BigInteger,
     ColumnElement,
     Engine,
-    Integer,
     Select,
     String,
     TextClause,
     and_,
     bindparam,
-    case,
     exists,
     func,
     or_,
     select,
     text,
     union_all,
-    update,
 )
 from sqlalchemy.engine import Connection
 
@@ -57,8 +52,10 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.port import JobFilter, Page, Reads
+from headgate._store.port import JobFilter, LimitsState, Page, Reads
+from headgate._store.sql import claiming
 from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
+from headgate._store.sql.claiming import takes_its_turn
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.prepared import Prepared, PreparedPerDialect
 from headgate._store.sql.projector import CHUNK
@@ -73,7 +70,6 @@ from headgate._store.sql.schema import (
     NOT_COMPLETED_WHERE,
     RUNNING_WHERE,
     UNDECLARED_WHERE,
-    live_ticks_where,
 )
 
 UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
@@ -293,96 +289,6 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
     return found
 
 
-def claim(
-    connection: Connection,
-    capacity: Mapping[str, int],
-    timeouts_ms: Mapping[str, int],
-    worker_id: str,
-    now_ms: int,
-) -> tuple[list[JobRow], bool]:
-    """Claim due pending jobs of these kinds (see JobQueue.claim): per queue, one
-    UPDATE of the rows the claim index gives first, returning them as claimed.
-    With them, whether any fingerprint carries crash blame (read in the same
-    statement: nearly always none, and then the claim needs no blame lookup)."""
-    if not timeouts_ms:
-        return [], True
-    statement = _claim_statement(dialect_of(connection), timeouts_ms)
-    claimed: list[JobRow] = []
-    blame_seen = False
-    for queue, count in capacity.items():
-        if count <= 0:
-            continue
-        rows = []
-        for row in statement.run(
-            connection, queue=queue, limit=count, now=now_ms, worker=worker_id
-        ):
-            rows.append(JobRow(*row[:-1]))
-            blame_seen = blame_seen or bool(row[-1])
-        claimed.extend(sorted(rows, key=_claim_order))
-    return claimed, blame_seen or not claimed
-
-
-_CLAIMS: dict[tuple[int, tuple[tuple[str, int], ...]], Prepared] = {}
-_CLAIMS_LOCK = threading.Lock()
-
-
-def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
-    """The claim for these kinds and their timeouts: built once (a worker's handlers
-    rarely change), its queue, limit, time and worker bound at each run."""
-    key = (id(dialect), tuple(sorted(timeouts_ms.items())))
-    statement = _CLAIMS.get(key)
-    if statement is not None:
-        return statement
-    now = bindparam("now", type_=BigInteger)
-    queue = bindparam("queue", type_=String)
-    due = (
-        select(_jobs.c.job_id)
-        .where(
-            _CLAIMABLE,
-            _jobs.c.queue == queue,
-            _jobs.c.run_at_ms <= now,
-            dialect.is_one_of(_jobs.c.kind, [kind for kind, _ in key[1]]),
-            ~exists().where(_paused.c.queue == queue),
-            _takes_its_turn(),
-        )
-        .order_by(_jobs.c.priority.desc(), _jobs.c.run_at_ms, _jobs.c.job_id)
-        .limit(bindparam("limit", type_=Integer))
-    )
-    kind_timeout = case(dict(key[1]), value=_jobs.c.kind)
-    update_claimed = (
-        update(_jobs)
-        .where(_jobs.c.job_id.in_(due.scalar_subquery()))
-        .values(
-            state=JobState.RUNNING.value,
-            worker_id=bindparam("worker", type_=String),
-            deadline_ms=now + func.coalesce(_jobs.c.timeout_ms, kind_timeout),
-            updated_at_ms=now,
-        )
-        .returning(*_JOB_ROW_COLUMNS, _ANY_BLAME)
-    )
-    with _CLAIMS_LOCK:
-        return _CLAIMS.setdefault(key, Prepared(update_claimed))
-
-
-def _takes_its_turn() -> ColumnElement[bool]:
-    """A job that is not serial, or a serial one no earlier tick job of whose
-    schedule is pending or running (`overlap.is_serial`). Claims are made holding
-    the log head, so no other claim can start one meanwhile."""
-    earlier = _jobs.alias(_EARLIER)
-    return or_(
-        _jobs.c.serial.is_(False),
-        ~exists().where(
-            text(live_ticks_where(_EARLIER)),
-            earlier.c.periodic_schedule_id == _jobs.c.periodic_schedule_id,
-            earlier.c.periodic_tick_ms < _jobs.c.periodic_tick_ms,
-        ),
-    )
-
-
-def _claim_order(row: JobRow) -> tuple[int, int, str]:
-    return -row.priority, row.run_at_ms, row.job_id
-
-
 def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
     if not worker_ids:
         return []
@@ -512,7 +418,7 @@ def earliest_claimable(
                 _jobs.c.queue == queue,
                 dialect.is_one_of(_jobs.c.kind, list(kinds)),
                 ~exists().where(_paused.c.queue == queue),
-                _takes_its_turn(),
+                takes_its_turn(),
             )
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
@@ -803,6 +709,15 @@ class SqlReads(Reads):
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         with translated_errors("reading paused queues"), self._engine.connect() as connection:
             return paused_queues(connection)
+
+    def limits_state(self, now_ms: int) -> LimitsState:
+        with translated_errors("reading limits"), self._engine.connect() as connection:
+            return LimitsState(
+                claiming.concurrency_limits(connection),
+                claiming.rate_limits(connection),
+                claiming.running_counts(connection),
+                claiming.recent_starts(connection, now_ms),
+            )
 
     def due_count(self, now_ms: int) -> int:
         with translated_errors("counting due schedules"), self._engine.connect() as connection:

@@ -54,7 +54,12 @@ FINISHED_JOBS_WHERE: Final = "state IN ('completed', 'failed', 'cancelled', 'exp
 LIVE_UNIQUE_KEY_WHERE: Final = "state IN ('pending', 'running') AND unique_key IS NOT NULL"
 """The partial unique index on unfinished jobs' unique keys: lookups say it in these words."""
 CLAIMABLE_WHERE: Final = "state = 'pending'"
-"""The claim index: pending jobs by (queue, priority descending, run_at_ms, job_id)."""
+"""The claim index: pending jobs by (queue, priority descending, fair_turn,
+run_at_ms, job_id)."""
+LIVE_PARTITIONED_WHERE: Final = "state IN ('pending', 'running') AND partition_key IS NOT NULL"
+"""A partition's latest turn, read when the gate admits one of its jobs."""
+PENDING_PARTITIONED_WHERE: Final = "state = 'pending' AND partition_key IS NOT NULL"
+"""A queue's current fair-share turn: its lowest pending partitioned turn."""
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
@@ -159,6 +164,20 @@ worker there can rescue it as soon as it is dead. The table holds a row per
 running worker process and is read whole, so it has no index on them."""
 
 
+rate_starts = Table(
+    f"{TABLE_PREFIX}rate_starts",
+    LOG,
+    Column("rate_class", String(128), nullable=False),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("job_id", String(255), nullable=False),
+)
+"""When each job of a rate class was claimed, within the class's window:
+operational state, like a claim (the claim that starts a job writes its row,
+and drops the rows its window has passed). A claim counts these to keep a
+rate limit (`limits.RateLimit`)."""
+Index(f"ix_{TABLE_PREFIX}rate_starts", rate_starts.c.rate_class, rate_starts.c.started_at_ms)
+
+
 rebuild_claims = Table(
     f"{TABLE_PREFIX}rebuild_claims",
     LOG,
@@ -184,6 +203,8 @@ class ProjectionTables:
     job_attempts: Table
     crash_blame: Table
     paused_queues: Table
+    concurrency_limits: Table
+    rate_limits: Table
 
     def by_name(self, table_name: str) -> Table:
         table: Table = getattr(self, table_name)
@@ -198,6 +219,8 @@ class ProjectionTables:
             self.job_attempts,
             self.crash_blame,
             self.paused_queues,
+            self.concurrency_limits,
+            self.rate_limits,
         )
 
 
@@ -234,6 +257,8 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("priority", Integer),
         Column("overlap", String(16), nullable=False, server_default=text("'allow'")),
         Column("start_within_ms", BigInteger),
+        Column("partition_key", String(128)),
+        Column("rate_class", String(128)),
     )
     Index(
         f"ix_{prefix}schedules_due_order",
@@ -292,6 +317,9 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("start_within_ms", BigInteger),
         Column("start_by_ms", BigInteger),
         Column("snoozes", Integer, nullable=False, server_default=text("0")),
+        Column("partition_key", String(128)),
+        Column("rate_class", String(128)),
+        Column("fair_turn", BigInteger, nullable=False, server_default=text("0")),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",
@@ -323,10 +351,26 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         f"ix_{prefix}jobs_claimable",
         jobs.c.queue,
         jobs.c.priority.desc(),
+        jobs.c.fair_turn,
         jobs.c.run_at_ms,
         jobs.c.job_id,
         sqlite_where=text(CLAIMABLE_WHERE),
         postgresql_where=text(CLAIMABLE_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_partition_turns",
+        jobs.c.queue,
+        jobs.c.partition_key,
+        jobs.c.fair_turn,
+        sqlite_where=text(LIVE_PARTITIONED_WHERE),
+        postgresql_where=text(LIVE_PARTITIONED_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_queue_turns",
+        jobs.c.queue,
+        jobs.c.fair_turn,
+        sqlite_where=text(PENDING_PARTITIONED_WHERE),
+        postgresql_where=text(PENDING_PARTITIONED_WHERE),
     )
     Index(f"ix_{prefix}jobs_created", jobs.c.created_at_ms, jobs.c.job_id)
     Index(
@@ -418,8 +462,34 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("note", String(255), nullable=False),
         Column("paused_at_ms", BigInteger, nullable=False),
     )
+    concurrency_limits = Table(
+        f"{prefix}concurrency_limits",
+        metadata,
+        Column("scope", String(512), primary_key=True),
+        Column("queue", String(128)),
+        Column("kind", String(128)),
+        Column("partition_key", String(128)),
+        Column("max_running", Integer, nullable=False),
+        Column("set_at_ms", BigInteger, nullable=False),
+    )
+    rate_limits = Table(
+        f"{prefix}rate_limits",
+        metadata,
+        Column("rate_class", String(128), primary_key=True),
+        Column("max_starts", Integer, nullable=False),
+        Column("per_ms", BigInteger, nullable=False),
+        Column("set_at_ms", BigInteger, nullable=False),
+    )
     return ProjectionTables(
-        schedules, jobs, enqueue_history, quarantine, job_attempts, crash_blame, paused_queues
+        schedules,
+        jobs,
+        enqueue_history,
+        quarantine,
+        job_attempts,
+        crash_blame,
+        paused_queues,
+        concurrency_limits,
+        rate_limits,
     )
 
 

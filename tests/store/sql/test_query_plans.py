@@ -31,6 +31,7 @@ from headgate._domain.events import JobFinished, JobState, JobSucceeded, ManualR
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
+from headgate._store.sql import claiming
 from headgate._store.sql import log as sql_log
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact, finished_jobs_query
@@ -218,7 +219,7 @@ def test_overlap_policies_find_a_schedules_live_tick_jobs_on_their_index(
             plan = _plan(connection, statement, parameters)
         assert "ix_headgate_jobs_live_ticks" in plan, plan
     if store.backend.name == "sqlite":
-        claim = read_model._claim_statement(store.database.dialect, {"k": 60_000})
+        claim = claiming._claim_statement(store.database.dialect, {"k": 60_000})
         with store.engine.connect() as connection:
             compiled = claim._compiled_for(connection)
             values = {"queue": "q", "limit": 10, "now": 0, "worker": "w"}
@@ -265,7 +266,7 @@ def test_a_workers_claims_and_ends_probe_indexes(store: SqlStore, clock: FakeClo
     _store_outgrowing_its_statistics(store)
     timeouts = {"k": 60_000}
     if store.backend.name == "sqlite":
-        statement = read_model._claim_statement(store.database.dialect, timeouts)
+        statement = claiming._claim_statement(store.database.dialect, timeouts)
         with store.engine.connect() as connection:
             compiled = statement._compiled_for(connection)
             values = {"queue": "q", "limit": 10, "now": clock.now_ms(), "worker": "w"}

@@ -25,12 +25,14 @@ from sqlalchemy import (
 )
 
 from headgate._domain.events import (
+    ConcurrencyLimitSet,
     JobAbandoned,
     JobCancelled,
     JobClaimed,
     JobRetried,
 )
-from headgate._domain.streams import job_stream
+from headgate._domain.limits import scope_of
+from headgate._domain.streams import job_stream, limit_stream
 from headgate._errors import (
     ConstraintViolation,
     DuplicateTickJobs,
@@ -523,7 +525,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -541,8 +543,37 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_14_left_it(connection: Connection) -> None:
+    """Undo revision 15 (limits, rate classes, fair share)."""
+    for table in ("headgate_concurrency_limits", "headgate_rate_limits", "headgate_rate_starts"):
+        connection.execute(text(f"DROP TABLE {table}"))
+    connection.execute(
+        text(
+            "DELETE FROM headgate_projection_checkpoints "
+            "WHERE name IN ('concurrency_limits', 'rate_limits')"
+        )
+    )
+    for index in ("claimable", "partition_turns", "queue_turns"):
+        connection.execute(text(f"DROP INDEX ix_headgate_jobs_{index}"))
+    for table, column in (
+        ("headgate_jobs", "partition_key"),
+        ("headgate_jobs", "rate_class"),
+        ("headgate_jobs", "fair_turn"),
+        ("headgate_schedules", "partition_key"),
+        ("headgate_schedules", "rate_class"),
+    ):
+        connection.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_claimable ON headgate_jobs "
+            "(queue, priority DESC, run_at_ms, job_id) WHERE state = 'pending'"
+        )
+    )
+
+
 def _as_revision_13_left_it(connection: Connection) -> None:
-    """Undo revision 14 (snoozes)."""
+    """Undo revisions 15 and 14 (snoozes)."""
+    _as_revision_14_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN snoozes"))
 
 
@@ -600,7 +631,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14]
+        assert migrate(engine) == [11, 12, 13, 14, 15]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -635,7 +666,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14]
+        assert migrate(engine) == [13, 14, 15]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -646,6 +677,46 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         [job] = store.reads.jobs_page(JobFilter(), 10, None).items
         assert not job.serial and job.start_by_ms is None and job.start_within_ms is None
         assert job.snoozes == 0
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: str) -> None:
+    """Jobs stored before fair share take turn 0 and no partition or rate class,
+    so they are claimed in the order they had; the limit tables start empty and
+    caught up, and a limit set after the upgrade holds."""
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        for job_id in ("old-2", "old-1"):
+            store.log.append(job_stream(job_id), NO_STREAM, [enqueued(job_id, "k", "q", None)])
+        create_schedule(store, "nightly")
+        with store.engine.begin() as connection:
+            _as_revision_14_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0014'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [15]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        old = store.reads.job("old-1")
+        assert old is not None and old.fair_turn == 0 and old.partition_key is None
+        schedule = store.reads.schedule("nightly")
+        assert schedule is not None and schedule.partition_key is None
+        assert store.reads.limits_state(clock.now_ms()).limits == []
+        store.log.append(
+            limit_stream(scope_of("q", None, None)),
+            NO_STREAM,
+            [ConcurrencyLimitSet("q", None, None, 1)],
+        )
+        with store.log.write() as transaction:
+            claimed = transaction.claim({"q": 2}, {"k": 60_000}, "w", 2_000)
+        assert [row.job_id for row in claimed] == ["old-1"], "oldest run_at first, one slot"
         assert verify(store).ok
     finally:
         store.close()
@@ -682,7 +753,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

@@ -1,0 +1,170 @@
+"""Fleet-wide limits, rate classes, fair share and retry policies from Python,
+with a fake clock, on every store: what a host calls and what its jobs do."""
+
+from __future__ import annotations
+
+import pytest
+
+from headgate import EACH_PARTITION, Headgate, JobContext, Retry, ValidationError
+from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
+from tests.runtime.conftest import START_MS
+
+pytestmark = AND_MEMORY
+MINUTE = 60_000
+
+
+def test_a_small_partitions_job_starts_next_behind_a_large_backlog(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+
+    @hg.handler("report", partition_key="shared")
+    def report(job: JobContext) -> None:
+        assert isinstance(job.payload, str)
+        ran.append(job.payload)
+
+    for n in range(50):
+        hg.enqueue("report", f"big-{n}", partition_key="big")
+        clock.advance(1)
+    small = hg.enqueue("report", "small", partition_key="small")
+    plain = hg.enqueue("report", "default-partition")
+    assert (small.partition_key, plain.partition_key) == ("small", "shared")
+    assert hg.drain().succeeded == 52
+    assert ran.index("small") <= 2, ran[:5]
+    assert ran.index("default-partition") <= 3, ran[:5]
+    assert [name for name in ran if name.startswith("big-")] == [f"big-{n}" for n in range(50)]
+
+
+def test_without_partitions_the_claim_order_is_priority_then_run_at(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+    hg.handler("k")(lambda job: ran.append(str(job.payload)))
+    hg.enqueue("k", "later", run_at_ms=START_MS + 10)
+    hg.enqueue("k", "first")
+    hg.enqueue("k", "urgent", priority=5, run_at_ms=START_MS + 20)
+    clock.advance(30)
+    hg.drain()
+    assert ran == ["urgent", "first", "later"]
+
+
+def test_a_limit_holds_jobs_pending_and_says_so_until_it_is_raised(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.handler("build")(lambda job: None)
+    status = hg.set_limit(queue="default", kind="build", limit=0)
+    assert (status.queue, status.kind, status.partition_key, status.limit) == (
+        "default",
+        "build",
+        None,
+        0,
+    )
+    job = hg.enqueue("build")
+    assert hg.drain().ran == 0
+    held = hg.get_job(job.id)
+    assert held.state == "pending" and held.attempts == 0
+    assert held.waiting_for == ("concurrency limit 0 on queue=default kind=build partition=*any",)
+    assert [limit.limit for limit in hg.limits()] == [0]
+    hg.set_limit(queue="default", kind="build", limit=1)
+    assert hg.drain().succeeded == 1
+    assert hg.get_job(job.id).waiting_for == ()
+    assert hg.clear_limit(queue="default", kind="build") is True
+    assert hg.clear_limit(queue="default", kind="build") is False
+    assert hg.limits() == []
+
+
+def test_per_partition_limits_report_the_busiest_partitions(hg: Headgate) -> None:
+    hg.set_limit(partition_key=EACH_PARTITION, limit=2)
+    [status] = hg.limits()
+    assert (status.partition_key, status.running, status.running_by_partition) == ("*", 0, ())
+
+
+def test_a_rate_class_waits_without_spending_an_attempt(hg: Headgate, clock: FakeClock) -> None:
+    hg.handler("mail", rate_class="mail-api", max_attempts=1)(lambda job: None)
+    rate = hg.set_rate_limit("mail-api", limit=2, per_ms=MINUTE)
+    assert (rate.rate_class, rate.limit, rate.per_ms, rate.started) == ("mail-api", 2, MINUTE, 0)
+    jobs = []
+    for _ in range(3):
+        jobs.append(hg.enqueue("mail"))
+        clock.advance(1)
+    assert hg.drain().succeeded == 2
+    waiting = hg.get_job(jobs[2].id)
+    assert (waiting.state, waiting.attempts, waiting.rate_class) == ("pending", 0, "mail-api")
+    assert waiting.waiting_for == ("rate class mail-api: 2 per 60000 ms",)
+    assert [r.started for r in hg.rate_limits()] == [2]
+    clock.advance(MINUTE)
+    assert hg.drain().succeeded == 1
+    assert hg.clear_rate_limit("mail-api") is True
+    assert hg.rate_limits() == []
+
+
+def test_a_paused_queue_is_why_a_job_waits(hg: Headgate) -> None:
+    job = hg.enqueue("k", queue="reports")
+    hg.pause_queue("reports")
+    assert hg.get_job(job.id).waiting_for == ("queue reports is paused",)
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda hg: hg.set_limit(queue="q", limit=-1), "limit"),
+        (lambda hg: hg.set_limit(queue="q", limit=True), "limit"),
+        (lambda hg: hg.set_limit(queue="bad queue", limit=1), "queue"),
+        (lambda hg: hg.set_limit(partition_key="a b", limit=1), "partition_key"),
+        (lambda hg: hg.set_rate_limit("mail", limit=0, per_ms=1_000), "limit"),
+        (lambda hg: hg.set_rate_limit("mail", limit=1, per_ms=0), "per_ms"),
+        (lambda hg: hg.set_rate_limit("a b", limit=1, per_ms=1_000), "rate_class"),
+        (lambda hg: hg.enqueue("k", partition_key="*"), "partition_key"),
+        (lambda hg: hg.enqueue("k", rate_class=""), "rate_class"),
+    ],
+)
+def test_bad_limits_and_options_name_their_field(hg: Headgate, call: object, field: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        call(hg)  # type: ignore[operator]
+    assert raised.value.field == field
+    assert hg.limits() == [] and hg.rate_limits() == []
+
+
+def test_a_retry_policy_fails_at_once_on_what_it_does_not_retry(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    @hg.handler(
+        "charge",
+        max_attempts=5,
+        retry=Retry(on=(ConnectionError, TimeoutError), intervals_s=[5, 30], jitter=False),
+    )
+    def charge(job: JobContext) -> None:
+        if job.payload == "declined":
+            raise ValueError("card declined")
+        raise ConnectionError("gateway down")
+
+    declined = hg.enqueue("charge", "declined")
+    flaky = hg.enqueue("charge", "flaky")
+    hg.drain()
+    assert (hg.get_job(declined.id).state, hg.get_job(declined.id).attempts) == ("failed", 1)
+    retrying = hg.get_job(flaky.id)
+    assert retrying.state == "pending" and retrying.run_at_ms == START_MS + 5_000
+    clock.advance(5_000)
+    hg.drain()
+    assert hg.get_job(flaky.id).run_at_ms == START_MS + 5_000 + 30_000
+    clock.advance(30_000)
+    hg.drain()
+    assert hg.get_job(flaky.id).run_at_ms == START_MS + 35_000 + 30_000, "the last repeats"
+
+
+def test_fail_on_wins_over_on_and_backoff_is_capped(hg: Headgate, clock: FakeClock) -> None:
+    @hg.handler(
+        "sync",
+        retry=Retry(fail_on=PermissionError, backoff_s=10, max_backoff_s=15, jitter=False),
+    )
+    def sync(job: JobContext) -> None:
+        raise PermissionError("no") if job.payload == "denied" else OSError("later")
+
+    denied, later = hg.enqueue("sync", "denied"), hg.enqueue("sync", "later")
+    hg.drain()
+    assert hg.get_job(denied.id).state == "failed"
+    assert hg.get_job(later.id).run_at_ms == START_MS + 10_000
+    clock.advance(10_000)
+    hg.drain()
+    assert hg.get_job(later.id).run_at_ms == START_MS + 10_000 + 15_000
