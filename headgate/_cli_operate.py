@@ -1,5 +1,6 @@
 """The operator commands of the command line: `headgate schedules`, `jobs`,
-`quarantine` and `queues`, what the control API's operator endpoints do, against a store URL.
+`quarantine`, `queues` (and `limits`, `rate-limits`: `_cli_limits`), what the
+control API's operator endpoints do, against a store URL.
 
 Each opens the store at --db (never creating one: a mistyped URL is an error;
 what only reads migrates nothing), acts and closes it; none starts the runtime.
@@ -17,12 +18,17 @@ import argparse
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from headgate._app import open_existing
+from headgate._cli_limits import add_limit_commands
 from headgate._cli_options import add_option_flags, given, refuse_none_given
+from headgate._cli_output import iso as _iso
+from headgate._cli_output import print_fields as _print_fields
+from headgate._cli_output import print_json as _print_json
+from headgate._cli_output import print_table as _print_table
+from headgate._cli_output import printable as _printable
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.events import JobState
 from headgate._domain.options import (
@@ -165,6 +171,11 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     add.add_argument("fingerprint", metavar="FINGERPRINT")
     add.add_argument("--note", default="", help="why (shown by quarantine list)")
 
+    _add_queue_commands(commands, command)
+    add_limit_commands(commands, command)
+
+
+def _add_queue_commands(commands: Any, command: Callable[..., Any]) -> None:
     queues = commands.add_parser("queues", help="list, pause and resume queues")
     group = queues.add_subparsers(title="commands", parser_class=type(queues), required=True)
     command(group, "list", "queues: paused or not, their jobs waiting and running", _queues_list)
@@ -474,7 +485,10 @@ def _print_job_result(
             ("kind", job.kind),
             ("queue", job.queue),
             ("priority", str(job.priority)),
+            ("partition key", job.partition_key or "-"),
+            ("rate class", job.rate_class or "-"),
             ("state", job.state),
+            ("waiting for", "; ".join(job.waiting_for) or "-"),
             ("run at", _iso(job.run_at_ms)),
             ("start by", _iso(job.start_by_ms)),
             ("created", _iso(job.created_at_ms)),
@@ -633,24 +647,6 @@ def _json_argument(option: str, text: str | None) -> JsonValue:
         raise ValidationError(option, f"is not valid JSON: {error}") from None
 
 
-def _print_json(body: object) -> None:
-    """One JSON document; a pydantic model is dumped as the API would send it
-    (unset optional fields, such as a schedule's payload, left out)."""
-    dump = getattr(body, "model_dump", None)
-    if dump is not None:
-        body = dump(mode="json", exclude_unset=True)
-    print(json.dumps(body, indent=2, sort_keys=False))
-
-
-def _iso(ms: int | None) -> str:
-    """An instant as ISO 8601 UTC, to the millisecond when it has one."""
-    if ms is None:
-        return "-"
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
-    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
-
-
 def _in_force(limit: LimitInForce, shown: str) -> str:
     if limit.source == LimitSource.JOB:
         return shown
@@ -685,34 +681,6 @@ def _error(error_type: str | None, message: str | None) -> str:
 
 def _shown_json(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _printable(text: str) -> str:
-    """`text` with control and other unprintable characters escaped, so stored
-    text (an error message, a payload) cannot move the cursor or span lines."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
-
-
-def _print_fields(fields: Iterable[tuple[str, str]]) -> None:
-    for name, value in fields:
-        print(f"{name + ':':<15} {_printable(value)}")
-
-
-def _print_table(
-    headers: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str, indent: str = ""
-) -> None:
-    cells = [[_printable(cell) for cell in row] for row in rows]
-    if not cells:
-        print(empty)
-        return
-    widths = [max(len(row[i]) for row in [list(headers), *cells]) for i in range(len(headers))]
-    for row in [list(headers), *cells]:
-        print(
-            indent
-            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
 
 
 def _print_next(cursor: str | None) -> None:

@@ -33,8 +33,10 @@ from prometheus_client.registry import Collector
 
 from headgate._clock import Clock
 from headgate._domain.events import JobState
+from headgate._domain.limits import scope_of
 from headgate._errors import StoreError
 from headgate._logs import get_logger
+from headgate._model import MAX_PARTITIONS_SHOWN, limit_statuses, rate_statuses
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._runtime.recorder import Recorder
 from headgate._store.port import Leases, Reads
@@ -203,6 +205,7 @@ class HeadgateMetrics(Recorder):
             quarantined = self._reads.quarantined_count()
             undeclared = self._reads.undeclared_count()
             paused = self._reads.paused_queues()
+            limits = self._reads.limits_state(now)
             lease = self._leases.status(SCHEDULER_LEASE)
         except StoreError as error:
             with self._lock:
@@ -233,6 +236,15 @@ class HeadgateMetrics(Recorder):
             families.oldest_pending.add_metric([queue], age_ms / 1000)
         families.quarantined.add_metric([], quarantined)
         families.undeclared.add_metric([], undeclared)
+        for limit in limit_statuses(limits):
+            scope = scope_of(limit.queue, limit.kind, limit.partition_key)
+            families.limit.add_metric([scope], limit.limit)
+            families.limit_running.add_metric([scope], limit.running)
+            for key, running in limit.running_by_partition:
+                families.partition_running.add_metric([scope, key], running)
+        for rate in rate_statuses(limits):
+            families.rate_started.add_metric([rate.rate_class], rate.started)
+            families.rate_limit.add_metric([rate.rate_class], rate.limit)
         return families.all()
 
 
@@ -285,8 +297,40 @@ class _StoreFamilies:
             "at a runtime's start; paused too with on_undeclared='pause').",
         )
 
+        self.limit = GaugeMetricFamily(
+            "headgate_concurrency_limit",
+            "A fleet-wide concurrency limit, by scope (per key under partition=*).",
+            labels=("scope",),
+        )
+        self.limit_running = GaugeMetricFamily(
+            "headgate_concurrency_limit_running",
+            "Jobs of a concurrency limit's scope running now (under partition=*: every key's).",
+            labels=("scope",),
+        )
+        self.partition_running = GaugeMetricFamily(
+            "headgate_partition_running",
+            "Under a per-partition limit, jobs running per partition key (its busiest "
+            f"{MAX_PARTITIONS_SHOWN} keys).",
+            labels=("scope", "partition_key"),
+        )
+        self.rate_limit = GaugeMetricFamily(
+            "headgate_rate_limit",
+            "A rate class's limit: at most this many starts in its window.",
+            labels=("rate_class",),
+        )
+        self.rate_started = GaugeMetricFamily(
+            "headgate_rate_limit_started",
+            "A rate class's starts within its window ending now.",
+            labels=("rate_class",),
+        )
+
     def all(self) -> tuple[GaugeMetricFamily, ...]:
         return (
+            self.limit,
+            self.limit_running,
+            self.partition_running,
+            self.rate_limit,
+            self.rate_started,
             self.up,
             self.due,
             self.lease_term,

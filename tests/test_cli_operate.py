@@ -587,3 +587,59 @@ def test_a_bad_queue_name_is_exit_2_naming_it(
     status, _, err = _run(capsys, "queues", "pause", "no spaces", "--db", store_url)
     assert status == 2 and err.startswith("error: queue: may contain only"), err
     assert _event_count(store_url) == head
+
+
+def test_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    db = ("--db", store_url)
+    argv = ("limits", "set", "--queue", "reports", "--partition-key", "*", "2", *db)
+    status, out, _ = _run(capsys, *argv)
+    assert (status, out) == (
+        0,
+        "limit 2 on queue reports, kind any, partition each key (0 running)\n",
+    )
+    status, out, _ = _run(capsys, "limits", "list", *db)
+    header, row = out.splitlines()
+    assert header.split() == ["QUEUE", "KIND", "PARTITION", "RUNNING", "LIMIT", "BUSIEST", "SET"]
+    assert row.split()[:7] == ["reports", "any", "each", "key", "0", "2", "per"]
+    [listed] = _json(capsys, "limits", "list", *db)["limits"]
+    assert (listed["queue"], listed["partition_key"], listed["limit"]) == ("reports", "*", 2)
+    assert (
+        _run(capsys, "limits", "clear", "--queue", "reports", "--partition-key", "*", *db)[0] == 0
+    )
+    assert hg.limits() == []
+    assert _run(capsys, "limits", "clear", "--queue", "reports", *db) == (
+        1,
+        "",
+        "error: no limit on that scope\n",
+    )
+    status, _, err = _run(capsys, "limits", "set", "--queue", "reports", "-3", *db)
+    assert status == 2 and err.startswith("error: limit"), err
+
+
+def test_rate_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture) -> None:
+    db = ("--db", store_url)
+    argv = ("rate-limits", "set", "mail-api", "--limit", "30", "--per-ms", "60000", *db)
+    status, out, _ = _run(capsys, *argv)
+    assert (status, out) == (
+        0,
+        "rate class mail-api: at most 30 starts per 60000 ms (0 in the window now)\n",
+    )
+    [listed] = _json(capsys, "rate-limits", "list", *db)["rate_limits"]
+    assert (listed["rate_class"], listed["limit"], listed["per_ms"]) == ("mail-api", 30, 60_000)
+    assert _run(capsys, "rate-limits", "clear", "mail-api", *db)[0] == 0
+    assert hg.rate_limits() == []
+    status, _, err = _run(
+        capsys, "rate-limits", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db
+    )
+    assert status == 2 and err.startswith("error: limit"), err
+
+
+def test_jobs_show_says_what_a_held_job_waits_for(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    hg.set_limit(partition_key="tenant-7", limit=0)
+    job = hg.enqueue("report.build", partition_key="tenant-7", rate_class="pdf")
+    status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
+    assert status == 0
+    assert "partition key:  tenant-7" in out and "rate class:     pdf" in out
+    assert "waiting for:    concurrency limit 0 on queue=* kind=* partition=tenant-7" in out

@@ -87,6 +87,17 @@ def test_the_overlap_example_skips_ticks_and_expires_the_late_job(tmp_path: Path
     ]
 
 
+def test_the_limits_example_shares_fairly_and_keeps_the_rate(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if "set_rate_limit" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "30 1",
+        "('rate class mail-api: 30 per 60000 ms',)",
+        "[('mail-api', 30)]",
+    ]
+
+
 def test_the_snooze_example_runs_the_job_again_with_its_one_attempt(tmp_path: Path) -> None:
     example = next(e for e in examples_in(README) if "Snooze(" in e.code)
     result = _run(example.code, tmp_path)

@@ -147,7 +147,15 @@ def _exercise_every_route(client: Client) -> None:
     fingerprint = fingerprint_of_text("k", '{"n":2}')
     call("PUT", f"/api/v1/quarantine/{fingerprint}", {"note": "by hand"})
     doc = json.loads(call("GET", "/openapi.json")[1])
-    values = {"schedule_id": "s1", "job_id": job_id, "fingerprint": fingerprint, "queue": "default"}
+    call("PUT", "/api/v1/limits", {"queue": "default", "partition_key": "*", "limit": 2})
+    call("PUT", "/api/v1/rate-limits/mail-api", {"limit": 30, "per_ms": 60_000})
+    values = {
+        "schedule_id": "s1",
+        "job_id": job_id,
+        "fingerprint": fingerprint,
+        "queue": "default",
+        "rate_class": "mail-api",
+    }
     for path, operations in doc["paths"].items():
         for method in operations:
             for chosen in (values, dict.fromkeys(values, "nope")):
@@ -167,6 +175,7 @@ def _exercise_every_route(client: Client) -> None:
         "/workers",
         "/quarantine",
         "/queues",
+        "/limits",
         "/login",
         "/nowhere",
     ):

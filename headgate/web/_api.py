@@ -13,6 +13,7 @@ from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
 from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
+    ConcurrencyLimitOut,
     ErrorOut,
     EventList,
     EventOut,
@@ -20,12 +21,17 @@ from headgate.web._schemas import (
     JobList,
     JobOut,
     LeaseOut,
+    LimitIn,
+    LimitList,
     QuarantineIn,
     QuarantineList,
     QuarantineOut,
     QueueList,
     QueueOut,
     QueuePauseIn,
+    RateLimitIn,
+    RateLimitList,
+    RateLimitOut,
     RunOut,
     ScheduleChangesIn,
     ScheduleIn,
@@ -360,6 +366,71 @@ def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) 
 )
 def resume_queue(request: Request, queue: str) -> QueueOut:
     return QueueOut.of(_hg(request).resume_queue(queue))
+
+
+@router.get(
+    "/limits", response_model=LimitList, summary="Concurrency limits, with their running jobs"
+)
+def list_limits(request: Request) -> LimitList:
+    return LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in _hg(request).limits()])
+
+
+@router.put(
+    "/limits",
+    response_model=ConcurrencyLimitOut,
+    summary="Set the fleet-wide limit on running jobs of a scope (queue, kind, partition key)",
+)
+def set_limit(request: Request, body: LimitIn) -> ConcurrencyLimitOut:
+    status = _hg(request).set_limit(
+        queue=body.queue, kind=body.kind, partition_key=body.partition_key, limit=body.limit
+    )
+    return ConcurrencyLimitOut.of(status)
+
+
+@router.delete(
+    "/limits",
+    status_code=204,
+    summary="Remove the limit on exactly this scope (404 if it has none)",
+)
+def clear_limit(
+    request: Request,
+    queue: Annotated[str | None, Query()] = None,
+    kind: Annotated[str | None, Query()] = None,
+    partition_key: Annotated[str | None, Query()] = None,
+) -> Response:
+    if not _hg(request).clear_limit(queue=queue, kind=kind, partition_key=partition_key):
+        raise NotFound("no limit on that scope")
+    return Response(status_code=204)
+
+
+@router.get(
+    "/rate-limits",
+    response_model=RateLimitList,
+    summary="Rate classes, with their starts in the window ending now",
+)
+def list_rate_limits(request: Request) -> RateLimitList:
+    return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in _hg(request).rate_limits()])
+
+
+@router.put(
+    "/rate-limits/{rate_class}",
+    response_model=RateLimitOut,
+    summary="Set a rate class's limit: at most `limit` of its jobs start in any `per_ms`",
+)
+def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> RateLimitOut:
+    status = _hg(request).set_rate_limit(rate_class, limit=body.limit, per_ms=body.per_ms)
+    return RateLimitOut.of(status)
+
+
+@router.delete(
+    "/rate-limits/{rate_class}",
+    status_code=204,
+    summary="Remove a rate class's limit (404 if it has none)",
+)
+def clear_rate_limit(request: Request, rate_class: str) -> Response:
+    if not _hg(request).clear_rate_limit(rate_class):
+        raise NotFound(f"rate class {rate_class!r} has no limit")
+    return Response(status_code=204)
 
 
 @router.get(

@@ -18,7 +18,7 @@ from headgate._domain.describe import describe_in_words, missed_run_label, overl
 from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
-from headgate._model import EnqueueEvent, Schedule
+from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate.web import _templates
 from headgate.web._form import form_fields
 
@@ -296,6 +296,24 @@ def workers_page(request: Request) -> HTMLResponse:
 @router.get("/queues")
 def queues_page(request: Request) -> HTMLResponse:
     return _page(request, "queues.html", queues=_hg(request).queues())
+
+
+@router.get("/limits")
+def limits_page(request: Request) -> HTMLResponse:
+    hg = _hg(request)
+    return _page(
+        request,
+        "limits.html",
+        limits=hg.limits(),
+        rates=hg.rate_limits(),
+        limit_query=_limit_query,
+    )
+
+
+def _limit_query(limit: ConcurrencyLimitStatus) -> str:
+    """The DELETE /limits query naming exactly this limit's scope."""
+    scope = {"queue": limit.queue, "kind": limit.kind, "partition_key": limit.partition_key}
+    return urlencode({name: value for name, value in scope.items() if value is not None})
 
 
 @router.get("/quarantine")

@@ -87,7 +87,8 @@ def form_fields(schedule: Schedule | None) -> list[FormField]:
         elif kind is str:
             text = "" if value is None else str(value)
             required = name not in SCHEDULE_DEFAULTS
-            shown.append(FormField(name, label, info.doc, "text", "text", text, (), required))
+            data_type = "text-or-null" if nullable else "text"
+            shown.append(FormField(name, label, info.doc, "text", data_type, text, (), required))
         else:
             text = json.dumps(value, indent=2, ensure_ascii=False)
             shown.append(FormField(name, f"{label} (JSON)", info.doc, "json", "json", text))

@@ -283,3 +283,83 @@ def test_a_bad_pause_or_resume_is_a_422_naming_the_field_and_stores_nothing(
     assert response.status_code == 422, response.text
     assert response.json()["error"].startswith(field), response.json()
     assert all(not queue.paused for queue in hg.queues())
+
+
+def test_limits_are_set_listed_and_cleared_and_a_held_job_says_why(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.handler("report.build", queue="reports")(lambda job: None)
+    body = {"queue": "reports", "partition_key": "*", "limit": 0}
+    response = client.put("/api/v1/limits", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "queue": "reports",
+        "kind": None,
+        "partition_key": "*",
+        "limit": 0,
+        "running": 0,
+        "set_at_ms": START_MS,
+        "running_by_partition": [],
+    }
+    job = hg.enqueue("report.build", partition_key="tenant-7")
+    assert hg.drain().ran == 0
+    shown = client.get(f"/api/v1/jobs/{job.id}").json()
+    assert shown["partition_key"] == "tenant-7"
+    assert shown["waiting_for"] == [
+        "concurrency limit 0 on queue=reports kind=* partition=* (partition tenant-7)"
+    ]
+    assert [limit["limit"] for limit in client.get("/api/v1/limits").json()["limits"]] == [0]
+    metrics = client.get("/metrics").text
+    assert 'headgate_concurrency_limit{scope="queue=reports kind=* partition=*"} 0.0' in metrics
+    assert 'headgate_concurrency_limit_running{scope="queue=reports kind=* partition=*"} 0.0' in (
+        metrics
+    )
+    cleared = client.delete("/api/v1/limits", params={"queue": "reports", "partition_key": "*"})
+    assert cleared.status_code == 204
+    assert client.delete("/api/v1/limits", params={"queue": "reports"}).status_code == 404
+    assert hg.drain().succeeded == 1
+
+
+def test_rate_limits_are_set_listed_and_cleared(client: TestClient, hg: Headgate) -> None:
+    response = client.put("/api/v1/rate-limits/mail-api", json={"limit": 30, "per_ms": 60_000})
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "rate_class": "mail-api",
+        "limit": 30,
+        "per_ms": 60_000,
+        "started": 0,
+        "set_at_ms": START_MS,
+    }
+    listed = client.get("/api/v1/rate-limits").json()["rate_limits"]
+    assert [rate["rate_class"] for rate in listed] == ["mail-api"]
+    metrics = client.get("/metrics").text
+    assert 'headgate_rate_limit{rate_class="mail-api"} 30.0' in metrics
+    assert 'headgate_rate_limit_started{rate_class="mail-api"} 0.0' in metrics
+    assert client.delete("/api/v1/rate-limits/mail-api").status_code == 204
+    assert client.delete("/api/v1/rate-limits/mail-api").status_code == 404
+    assert hg.rate_limits() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("PUT", "/api/v1/limits", {"queue": "reports", "limit": -1}, "limit"),
+        ("PUT", "/api/v1/limits", {"queue": "reports", "limit": "2"}, "limit"),
+        ("PUT", "/api/v1/limits", {"queue": "bad name", "limit": 2}, "queue"),
+        ("PUT", "/api/v1/limits", {"partition_key": "a b", "limit": 2}, "partition_key"),
+        ("PUT", "/api/v1/limits", {"queue": "reports", "limit": 2, "limt": 3}, "limt"),
+        ("PUT", "/api/v1/limits", {"queue": "reports"}, "limit"),
+        ("PUT", "/api/v1/rate-limits/mail", {"limit": 0, "per_ms": 1_000}, "limit"),
+        ("PUT", "/api/v1/rate-limits/mail", {"limit": 1, "per_ms": 0}, "per_ms"),
+        ("PUT", "/api/v1/rate-limits/bad%20class", {"limit": 1, "per_ms": 1_000}, "rate_class"),
+        ("DELETE", "/api/v1/rate-limits/bad%20class", None, "rate_class"),
+        ("DELETE", "/api/v1/limits?queue=bad%20name", None, "queue"),
+    ],
+)
+def test_a_bad_limit_is_a_422_naming_the_field_and_stores_nothing(  # noqa: PLR0917 (parameters)
+    client: TestClient, hg: Headgate, method: str, path: str, body: object, field: str
+) -> None:
+    response = client.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].startswith(field), response.json()
+    assert hg.limits() == [] and hg.rate_limits() == []

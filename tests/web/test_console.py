@@ -400,3 +400,36 @@ def test_the_queues_page_pauses_and_resumes_through_the_api(
     assert client.post("/api/v1/queues/reports/resume").status_code == 200
     [row] = _rows(_html(client, "/queues"), "queues")
     assert 'data-path="/queues/reports/pause"' in row
+
+
+def test_the_limits_page_shows_each_limit_and_rate_with_what_runs_and_clears_them(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.set_limit(queue="reports", partition_key="*", limit=0)
+    hg.set_rate_limit("mail-api", limit=30, per_ms=60_000)
+    job = hg.enqueue("report.build", queue="reports", partition_key="tenant-7")
+    html = _html(client, "/limits")
+    assert 'href="/limits"' in html  # in the navigation
+    [row] = _rows(html, "limits")
+    assert "each key" in _text(row) and "0 / 0 per key" in _text(row)
+    assert 'data-path="/limits?queue=reports&amp;partition_key=%2A"' in row
+    [rate] = _rows(html, "rate-limits")
+    assert "mail-api" in _text(rate) and "0 / 30" in _text(rate)
+    assert 'data-path="/rate-limits/mail-api"' in rate
+    assert 'id="limit-form"' in html and 'data-path="/rate-limits/{rate_class}"' in html
+
+    # What the buttons send: the API clears them, and the page says so.
+    assert client.delete("/api/v1/limits?queue=reports&partition_key=%2A").status_code == 204
+    assert client.delete("/api/v1/rate-limits/mail-api").status_code == 204
+    html = _html(client, "/limits")
+    assert "No concurrency limit" in html and "No rate class has a limit" in html
+    assert "partition-key" in _html(client, f"/jobs/{job.id}")
+
+
+def test_a_held_jobs_page_says_what_it_waits_for(client: TestClient, hg: Headgate) -> None:
+    hg.set_limit(kind="report.build", limit=0)
+    job = hg.enqueue("report.build", partition_key="tenant-7", rate_class="pdf")
+    page = _html(client, f"/jobs/{job.id}")
+    assert 'id="waiting-for"' in page
+    assert "concurrency limit 0 on queue=* kind=report.build partition=*any" in _text(page)
+    assert "tenant-7" in _text(page) and 'id="rate-class"' in page

@@ -33,6 +33,8 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/api/v1/jobs"): {"kind": "email.send", "payload": {}},
     ("PUT", "/api/v1/quarantine/{fingerprint}"): {"note": "by hand"},
     ("POST", "/api/v1/queues/{queue}/pause"): {"note": "by hand"},
+    ("PUT", "/api/v1/limits"): {"queue": "default", "limit": 1},
+    ("PUT", "/api/v1/rate-limits/{rate_class}"): {"limit": 1, "per_ms": 1_000},
     ("POST", "/login"): {"token": TOKEN},
 }
 """The JSON body a write route takes, if any; the rest take none."""
@@ -78,6 +80,8 @@ class Fixture:
         self.pending_job = self.hg.enqueue("email.send", {"to": "ada"}).id
         self.fingerprint = Headgate.fingerprint("poison", {"bad": True})
         self.hg.quarantine(self.fingerprint, "crashed")
+        self.hg.set_limit(limit=100)  # what DELETE /limits (any scope) removes
+        self.hg.set_rate_limit("mail-api", limit=30, per_ms=60_000)
 
     def writes(self, app: FastAPI) -> list[Write]:
         values = {
@@ -85,6 +89,7 @@ class Fixture:
             "job_id": self.pending_job,
             "fingerprint": self.fingerprint,
             "queue": "default",
+            "rate_class": "mail-api",
         }
         writes = []
         for method, template in write_routes(app):
@@ -101,6 +106,8 @@ class Fixture:
             self.hg.get_job(self.pending_job).state,
             self.hg.quarantine_entry(self.fingerprint),
             self.hg.queue_status("default"),
+            self.hg.limits(),
+            self.hg.rate_limits(),
         )
 
 

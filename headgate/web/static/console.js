@@ -158,6 +158,7 @@ if (form) {
         case "bool": body[name] = input.checked; break;
         case "int": body[name] = text === "" ? null : Number(text); break;
         case "int-or-null": body[name] = text === "" ? null : Number(text); break;
+        case "text-or-null": body[name] = text === "" ? null : text; break;
         case "json":
           try { body[name] = JSON.parse(text || "null"); }
           catch (e) { errorBox.textContent = `${name}: is not valid JSON`; return; }
@@ -219,5 +220,33 @@ for (const button of document.querySelectorAll("button.logout")) {
       flash(errorText(response), true);
       button.disabled = false;
     }
+  });
+}
+
+// <form class="api-form" data-method="PUT" data-path="/rate-limits/{rate_class}"
+// data-done="Set.">: its named inputs are the JSON body (a number input as a
+// number, an empty one left out); an input marked data-in-path fills its
+// {name} in the path instead. On success reloads with data-done, otherwise
+// shows the API's error.
+for (const apiForm of document.querySelectorAll("form.api-form")) {
+  apiForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = {};
+    let path = apiForm.dataset.path;
+    for (const input of apiForm.querySelectorAll("input[name]")) {
+      const value = input.value.trim();
+      if (input.hasAttribute("data-in-path")) {
+        path = path.replace(`{${input.name}}`, encodeURIComponent(value));
+      } else if (value !== "") {
+        body[input.name] = input.type === "number" ? Number(value) : value;
+      }
+    }
+    const response = await api(apiForm.dataset.method || "POST", path, body);
+    if (response.ok) {
+      sessionStorage.setItem(FLASH_KEY, apiForm.dataset.done || "Done.");
+      location.reload();
+      return;
+    }
+    flash(errorText(response), true);
   });
 }

@@ -1,0 +1,54 @@
+"""What the command line prints: tables, key/value lines and JSON documents,
+with stored text made safe for a terminal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+
+def print_json(body: object) -> None:
+    """One JSON document; a pydantic model is dumped as the API would send it
+    (unset optional fields, such as a schedule's payload, left out)."""
+    dump = getattr(body, "model_dump", None)
+    if dump is not None:
+        body = dump(mode="json", exclude_unset=True)
+    print(json.dumps(body, indent=2, sort_keys=False))
+
+
+def iso(ms: int | None) -> str:
+    """An instant as ISO 8601 UTC, to the millisecond when it has one."""
+    if ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    spec = "seconds" if ms % 1000 == 0 else "milliseconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def printable(text: str) -> str:
+    """`text` with control and other unprintable characters escaped, so stored
+    text (an error message, a payload) cannot move the cursor or span lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def print_fields(fields: Iterable[tuple[str, str]]) -> None:
+    for name, value in fields:
+        print(f"{name + ':':<15} {printable(value)}")
+
+
+def print_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str, indent: str = ""
+) -> None:
+    cells = [[printable(cell) for cell in row] for row in rows]
+    if not cells:
+        print(empty)
+        return
+    widths = [max(len(row[i]) for row in [list(headers), *cells]) for i in range(len(headers))]
+    for row in [list(headers), *cells]:
+        print(
+            indent
+            + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
