@@ -135,15 +135,16 @@ def rate_limit(rate_class: object, limit: object, per_ms: object) -> RateLimit:
 @dataclass(frozen=True)
 class Exclusions:
     """What a claim in one queue must not take, as its query says it: the whole
-    queue, (kind, partition key) pairs (None: any), and rate classes."""
+    queue; every job of some kinds; every job of some partition keys; every
+    job with a partition key (`keyed`); (kind, partition key) pairs, the key
+    EACH_PARTITION for any key; and jobs of some rate classes."""
 
     whole_queue: bool = False
-    pairs: frozenset[tuple[str | None, str | None]] = frozenset()
+    kinds: frozenset[str] = frozenset()
+    partitions: frozenset[str] = frozenset()
+    keyed: bool = False
+    pairs: frozenset[tuple[str, str]] = frozenset()
     rate_classes: frozenset[str] = frozenset()
-
-    @property
-    def any(self) -> bool:
-        return self.whole_queue or bool(self.pairs) or bool(self.rate_classes)
 
 
 @dataclass
@@ -222,26 +223,72 @@ class Slots:
             self.started[rate_class] = self.started.get(rate_class, 0) + 1
         return True
 
+    def room(self, queue: str, kinds: Iterable[str]) -> int | None:
+        """How many more jobs of these kinds a claim in `queue` may take, when the
+        limits that apply hold every such job alike (a limit on the queue, or on
+        its one kind); None when they depend on each job (a partition, a kind
+        among several, a rate class), and the candidates must be read."""
+        if self.rates:
+            return None
+        wanted = set(kinds)
+        least: int | None = None
+        for limit in self.limits:
+            if limit.queue not in (None, queue) or (
+                limit.kind is not None and limit.kind not in wanted
+            ):
+                continue
+            if limit.partition_key is not None or (
+                limit.kind is not None and wanted != {limit.kind}
+            ):
+                return None
+            left = max(limit.limit - self.running.get(limit.bucket(None), 0), 0)
+            least = left if least is None else min(least, left)
+        return least
+
+    def count(self, queue: str, kind: str, partition_key: str | None) -> None:
+        """Count a job taken within `room`."""
+        for limit in self.limits:
+            if limit.covers(queue, kind, partition_key):
+                bucket = limit.bucket(partition_key)
+                self.running[bucket] = self.running.get(bucket, 0) + 1
+
     def exclusions(self, queue: str) -> Exclusions:
         """What is full now for a claim in `queue`, so its query skips those jobs
         instead of reading past them."""
-        pairs: set[tuple[str | None, str | None]] = set()
-        whole = False
+        kinds: set[str] = set()
+        partitions: set[str] = set()
+        pairs: set[tuple[str, str]] = set()
+        whole = keyed = False
         for limit in self.limits:
             if limit.queue is not None and limit.queue != queue:
                 continue
             if limit.per_partition:
-                for (scope, key), count in self.running.items():
-                    if scope == limit.scope and key is not None and count >= limit.limit:
-                        pairs.add((limit.kind, key))
+                full = {
+                    key
+                    for (scope, key), count in self.running.items()
+                    if scope == limit.scope and key is not None and count >= limit.limit
+                }
+                if limit.kind is None:
+                    partitions |= full
+                    keyed = keyed or limit.limit == 0
+                else:
+                    pairs |= {(limit.kind, key) for key in full}
+                    if limit.limit == 0:
+                        pairs.add((limit.kind, EACH_PARTITION))
                 continue
             if self.running.get(limit.bucket(None), 0) < limit.limit:
                 continue
             if limit.kind is None and limit.partition_key is None:
                 whole = True
+            elif limit.partition_key is None:
+                kinds.add(limit.kind or "")
+            elif limit.kind is None:
+                partitions.add(limit.partition_key)
             else:
                 pairs.add((limit.kind, limit.partition_key))
         exhausted = frozenset(
             name for name, rate in self.rates.items() if self.started.get(name, 0) >= rate.limit
         )
-        return Exclusions(whole, frozenset(pairs), exhausted)
+        return Exclusions(
+            whole, frozenset(kinds), frozenset(partitions), keyed, frozenset(pairs), exhausted
+        )

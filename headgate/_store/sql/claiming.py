@@ -20,8 +20,10 @@ from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     ColumnElement,
     Integer,
+    Select,
     String,
     and_,
     bindparam,
@@ -30,7 +32,6 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    literal,
     not_,
     or_,
     select,
@@ -41,7 +42,7 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.events import JobState
 from headgate._domain.fair_share import Turns
-from headgate._domain.limits import EACH_PARTITION, Exclusions, RunningKey, Slots
+from headgate._domain.limits import EACH_PARTITION, RunningKey, Slots
 from headgate._projections import ConcurrencyLimitRow, JobRow, RateLimitRow
 from headgate._store.sql.backends import Dialect, dialect_of
 from headgate._store.sql.prepared import Prepared
@@ -210,34 +211,104 @@ def takes_its_turn() -> ColumnElement[bool]:
 
 # Within limits ---------------------------------------------------------------
 
+_LIMIT_ROWS: Final = Prepared(
+    select(*(_limits.c[name] for name in ConcurrencyLimitRow.__dataclass_fields__)).order_by(
+        _limits.c.scope
+    )
+)
+_RATE_ROWS: Final = Prepared(
+    select(*(_rates.c[name] for name in RateLimitRow.__dataclass_fields__)).order_by(
+        _rates.c.rate_class
+    )
+)
+_RUNNING_COUNTS: Final = Prepared(
+    select(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key, func.count())
+    .where(_RUNNING)
+    .group_by(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key)
+)
+_RATE_CLASS = bindparam("rate_class", type_=String)
+_SINCE = bindparam("since", type_=BigInteger)
+_FORGET_STARTS: Final = Prepared(
+    delete(rate_starts).where(
+        rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms <= _SINCE
+    )
+)
+_STARTS_SINCE: Final = Prepared(
+    select(func.count()).where(
+        rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE
+    )
+)
+_RECORD_START: Final = Prepared(
+    insert(rate_starts).values(
+        rate_class=_RATE_CLASS,
+        started_at_ms=bindparam("now", type_=BigInteger),
+        job_id=bindparam("job_id", type_=String),
+    )
+)
+
 
 def _slots(connection: Connection, now_ms: int) -> Slots | None:
     """The limits as they stand in this transaction, or None when there are none."""
     ((any_limits, any_rates),) = _ANY_LIMITS.run(connection)
     if not any_limits and not any_rates:
         return None
-    limits = [row.limit() for row in concurrency_limits(connection)]
-    rates = {row.rate_class: row.limit() for row in rate_limits(connection)}
-    started = _recent_starts(connection, rates, now_ms) if rates else {}
+    limits = (
+        [ConcurrencyLimitRow(*row).limit() for row in _LIMIT_ROWS.run(connection)]
+        if any_limits
+        else []
+    )
+    rates = {row.rate_class: row.limit() for row in rate_limits(connection)} if any_rates else {}
+    started: dict[str, int] = {}
+    for name, rate in rates.items():
+        since = now_ms - rate.per_ms
+        _FORGET_STARTS.run(connection, rate_class=name, since=since)
+        ((count,),) = _STARTS_SINCE.run(connection, rate_class=name, since=since)
+        started[name] = int(count)
     running = running_counts(connection) if limits else {}
     return Slots.counted(limits, rates, running, started)
 
 
-def _recent_starts(connection: Connection, rates: Mapping[str, Any], now_ms: int) -> dict[str, int]:
-    """Per rate class, its starts within its window; the older ones are dropped."""
-    started: dict[str, int] = {}
-    for name, rate in rates.items():
-        since = now_ms - rate.per_ms
-        connection.execute(
-            delete(rate_starts).where(
-                rate_starts.c.rate_class == name, rate_starts.c.started_at_ms <= since
-            )
+_CANDIDATES: dict[tuple[int, tuple[str, ...]], Prepared] = {}
+_BY_IDS: dict[tuple[int, tuple[tuple[str, int], ...]], Prepared] = {}
+
+
+def _candidates(dialect: Dialect, kinds: Sequence[str]) -> Prepared:
+    """Due jobs of these kinds in claim order, leaving out what `Exclusions` holds
+    full (all bound at each run but its pairs, which are rare and added anew)."""
+    key = (id(dialect), tuple(sorted(kinds)))
+    statement = _CANDIDATES.get(key)
+    if statement is not None:
+        return statement
+    queue = bindparam("queue", type_=String)
+    partition, rate_class = _jobs.c.partition_key, _jobs.c.rate_class
+    built = (
+        select(*_JOB_ROW_COLUMNS)
+        .where(
+            *_due(dialect, queue, bindparam("now", type_=BigInteger), key[1]),
+            ~dialect.is_one_of_bound("full_kinds", _jobs.c.kind),
+            or_(partition.is_(None), ~dialect.is_one_of_bound("full_partitions", partition)),
+            or_(partition.is_(None), ~bindparam("keyed_full", type_=Boolean)),
+            or_(rate_class.is_(None), ~dialect.is_one_of_bound("used_up", rate_class)),
+            ~dialect.is_one_of_bound("seen", _jobs.c.job_id),
         )
-        count = connection.execute(
-            select(func.count()).where(rate_starts.c.rate_class == name)
-        ).scalar_one()
-        started[name] = int(count)
-    return started
+        .order_by(*_ORDER)
+        .limit(bindparam("window", type_=Integer))
+    )
+    with _CLAIMS_LOCK:
+        return _CANDIDATES.setdefault(key, Prepared(built))
+
+
+def _by_ids(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
+    """The claim of the pending jobs among `ids`."""
+    key = (id(dialect), tuple(sorted(timeouts_ms.items())))
+    statement = _BY_IDS.get(key)
+    if statement is None:
+        built = _claimed(
+            and_(dialect.is_one_of_bound("ids", _jobs.c.job_id), _CLAIMABLE), dict(key[1])
+        )
+        with _CLAIMS_LOCK:
+            statement = _BY_IDS.setdefault(key, Prepared(built))
+    return statement
 
 
 def _claim_within_limits(
@@ -251,7 +322,50 @@ def _claim_within_limits(
     slots: Slots,
 ) -> tuple[list[JobRow], bool]:
     dialect = dialect_of(connection)
-    kinds = list(timeouts_ms)
+    room = slots.room(queue, timeouts_ms)
+    if room is not None:  # the limits hold every candidate alike: the plain claim, fewer
+        if room <= 0:
+            return [], False
+        statement = _claim_statement(dialect, timeouts_ms)
+        rows, blamed = _claim_first(
+            statement,
+            connection,
+            queue=queue,
+            count=min(count, room),
+            worker_id=worker_id,
+            now_ms=now_ms,
+        )
+        for row in rows:
+            slots.count(row.queue, row.kind, row.partition_key)
+        return rows, blamed
+    chosen = _choose(connection, dialect, queue, count, list(timeouts_ms), now_ms, slots)
+    if not chosen:
+        return [], False
+    claimed: list[JobRow] = []
+    blamed = False
+    ids = dialect.batch_value([row.job_id for row in chosen])
+    for values in _by_ids(dialect, timeouts_ms).run(
+        connection, ids=ids, now=now_ms, worker=worker_id
+    ):
+        claimed.append(JobRow(*values[:-1]))
+        blamed = blamed or bool(values[-1])
+    for row in claimed:
+        if row.rate_class is not None and row.rate_class in slots.rates:
+            _RECORD_START.run(connection, rate_class=row.rate_class, now=now_ms, job_id=row.job_id)
+    return claimed, blamed
+
+
+def _choose(  # noqa: PLR0917 (the claim's own values, passed on)
+    connection: Connection,
+    dialect: Dialect,
+    queue: str,
+    count: int,
+    kinds: list[str],
+    now_ms: int,
+    slots: Slots,
+) -> list[JobRow]:
+    """The candidates a claim takes, in claim order: read a window at a time,
+    each taken if it fits (`Slots.take`), the full scopes left out of the next."""
     chosen: list[JobRow] = []
     seen: list[str] = []
     for _ in range(MAX_ROUNDS):
@@ -260,17 +374,23 @@ def _claim_within_limits(
         if room <= 0 or exclusions.whole_queue:
             break
         window = room * 2 + 8
-        query = (
-            select(*_JOB_ROW_COLUMNS)
-            .where(
-                *_due(dialect, literal(queue), literal(now_ms), kinds),
-                *_excluded(exclusions),
-                *([not_(dialect.is_one_of(_jobs.c.job_id, seen))] if seen else []),
-            )
-            .order_by(*_ORDER)
-            .limit(window)
-        )
-        rows = [JobRow(*row) for row in connection.execute(query)]
+        values = {
+            "queue": queue,
+            "now": now_ms,
+            "window": window,
+            "full_kinds": dialect.batch_value(sorted(exclusions.kinds)),
+            "full_partitions": dialect.batch_value(sorted(exclusions.partitions)),
+            "keyed_full": exclusions.keyed,
+            "used_up": dialect.batch_value(sorted(exclusions.rate_classes)),
+            "seen": dialect.batch_value(seen),
+        }
+        if exclusions.pairs:
+            built = _candidates(dialect, kinds).statement
+            assert isinstance(built, Select)
+            query = built.where(*_excluded(exclusions.pairs))
+            rows = [JobRow(*row) for row in connection.execute(query, values)]
+        else:
+            rows = [JobRow(*row) for row in _candidates(dialect, kinds).run(connection, **values)]
         for row in rows:
             seen.append(row.job_id)
             if len(chosen) < count and slots.take(
@@ -279,83 +399,38 @@ def _claim_within_limits(
                 chosen.append(row)
         if len(rows) < window:
             break
-    if not chosen:
-        return [], False
-    ids = [row.job_id for row in chosen]
-    statement = _claimed(
-        and_(dialect.is_one_of(_jobs.c.job_id, ids), _CLAIMABLE),
-        timeouts_ms,
-    )
-    claimed: list[JobRow] = []
-    blamed = False
-    for values in connection.execute(statement, {"now": now_ms, "worker": worker_id}):
-        claimed.append(JobRow(*values[:-1]))
-        blamed = blamed or bool(values[-1])
-    _record_starts(connection, claimed, slots, now_ms)
-    return claimed, blamed
+    return chosen
 
 
-def _excluded(exclusions: Exclusions) -> list[ColumnElement[bool]]:
-    """The conditions that leave out what is full: a (kind, partition) pair each
-    (None: any; EACH_PARTITION: any key), and the used-up rate classes."""
+def _excluded(pairs: Iterable[tuple[str, str]]) -> list[ColumnElement[bool]]:
+    """Leave out each (kind, partition key) pair; the key EACH_PARTITION is any key."""
     conditions: list[ColumnElement[bool]] = []
-    for kind, partition in exclusions.pairs:
-        terms: list[ColumnElement[bool]] = []
-        if kind is not None:
-            terms.append(_jobs.c.kind == kind)
-        if partition == EACH_PARTITION:
-            terms.append(_jobs.c.partition_key.is_not(None))
-        elif partition is not None:
-            terms.append(func.coalesce(_jobs.c.partition_key, "") == partition)
-        if terms:
-            conditions.append(not_(and_(*terms)))
-    if exclusions.rate_classes:
-        conditions.append(
-            or_(
-                _jobs.c.rate_class.is_(None),
-                _jobs.c.rate_class.not_in(sorted(exclusions.rate_classes)),
-            )
+    for kind, partition in sorted(pairs):
+        keyed = (
+            _jobs.c.partition_key.is_not(None)
+            if partition == EACH_PARTITION
+            else func.coalesce(_jobs.c.partition_key, "") == partition
         )
+        conditions.append(not_(and_(_jobs.c.kind == kind, keyed)))
     return conditions
-
-
-def _record_starts(
-    connection: Connection, claimed: Iterable[JobRow], slots: Slots, now_ms: int
-) -> None:
-    rows = [
-        {"rate_class": row.rate_class, "started_at_ms": now_ms, "job_id": row.job_id}
-        for row in claimed
-        if row.rate_class is not None and row.rate_class in slots.rates
-    ]
-    if rows:
-        connection.execute(insert(rate_starts), rows)
 
 
 # What the limits stand at ---------------------------------------------------
 
 
 def concurrency_limits(connection: Connection) -> list[ConcurrencyLimitRow]:
-    query = select(*(_limits.c[name] for name in ConcurrencyLimitRow.__dataclass_fields__))
-    return [
-        ConcurrencyLimitRow(*row) for row in connection.execute(query.order_by(_limits.c.scope))
-    ]
+    return [ConcurrencyLimitRow(*row) for row in _LIMIT_ROWS.run(connection)]
 
 
 def rate_limits(connection: Connection) -> list[RateLimitRow]:
-    query = select(*(_rates.c[name] for name in RateLimitRow.__dataclass_fields__))
-    return [RateLimitRow(*row) for row in connection.execute(query.order_by(_rates.c.rate_class))]
+    return [RateLimitRow(*row) for row in _RATE_ROWS.run(connection)]
 
 
 def running_counts(connection: Connection) -> dict[RunningKey, int]:
     """Running jobs by (queue, kind, partition key): the few a fleet runs at once."""
-    query = (
-        select(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key, func.count())
-        .where(_RUNNING)
-        .group_by(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key)
-    )
     return {
         (str(queue), str(kind), partition): int(count)
-        for queue, kind, partition, count in connection.execute(query)
+        for queue, kind, partition, count in _RUNNING_COUNTS.run(connection)
     }
 
 
@@ -363,11 +438,9 @@ def recent_starts(connection: Connection, now_ms: int) -> dict[str, int]:
     """Per rate class with a limit, its starts within its window (read only)."""
     counts: dict[str, int] = {}
     for row in rate_limits(connection):
-        query = select(func.count()).where(
-            rate_starts.c.rate_class == row.rate_class,
-            rate_starts.c.started_at_ms > now_ms - row.per_ms,
-        )
-        counts[row.rate_class] = int(connection.execute(query).scalar_one())
+        since = now_ms - row.per_ms
+        ((count,),) = _STARTS_SINCE.run(connection, rate_class=row.rate_class, since=since)
+        counts[row.rate_class] = int(count)
     return counts
 
 

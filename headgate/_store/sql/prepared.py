@@ -44,6 +44,11 @@ class Prepared:
         self._compiled: dict[str, _Compiled] = {}
         self._lock = threading.Lock()
 
+    @property
+    def statement(self) -> Executable:
+        """The statement it was built from (to extend, for a statement run once)."""
+        return self._statement
+
     def run(self, connection: Connection, **values: Any) -> Sequence[tuple[Any, ...]]:
         """Execute it in the connection's transaction; its rows, if it returns any."""
         compiled, parameters = self.bound(connection, **values)

@@ -194,3 +194,15 @@ def test_the_gate_learns_each_queues_turn_and_each_partitions_latest(
     assert turns.latest == {("q", "a"): 6}
     assert turns.take("q", "a") == 7
     assert turns.take("q", "b") == 2
+
+
+def test_a_kinds_per_partition_limit_leaves_other_kinds_of_the_partition_free(
+    store: Store, clock: FakeClock
+) -> None:
+    for job_id, kind in (("k1", "k"), ("k2", "k"), ("o1", "other"), ("o2", "other")):
+        _job(store, job_id, kind=kind, partition_key="a")
+        clock.advance(1)
+    _job(store, "k-of-b", partition_key="b")
+    _limit(store, 1, kind="k", partition_key=EACH_PARTITION)
+    assert _claim(store, {"q": 2}, clock) == ["k1", "o1"], "k2 waits; other kinds do not"
+    assert _claim(store, {"q": 5}, clock) == ["o2", "k-of-b"]

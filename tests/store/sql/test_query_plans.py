@@ -27,8 +27,15 @@ from sqlalchemy.engine import Connection
 
 from headgate import Headgate
 from headgate._domain.admission import AdmissionLimits
-from headgate._domain.events import JobFinished, JobState, JobSucceeded, ManualRunRequested
-from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
+from headgate._domain.events import (
+    ConcurrencyLimitSet,
+    JobFinished,
+    JobState,
+    JobSucceeded,
+    ManualRunRequested,
+)
+from headgate._domain.limits import EACH_PARTITION, scope_of
+from headgate._domain.streams import job_stream, limit_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
 from headgate._store.sql import claiming
@@ -299,6 +306,49 @@ def test_a_workers_claims_and_ends_probe_indexes(store: SqlStore, clock: FakeClo
     plans = _plans_of(store, a_turn)
     assert any("ix_headgate_jobs_claimable" in plan for plan in plans), plans
     assert any("Insert on headgate_job_attempts" in plan for plan in plans), plans
+    _assert_every_plan_probes(plans)
+
+
+def test_a_claim_under_limits_reads_its_candidates_on_the_claim_index(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    """With a per-partition limit, the claim reads its candidates in claim order
+    from the claim index (full partitions left out by bound lists), then claims
+    them by id: on both backends, while PostgreSQL's statistics lag."""
+    _store_outgrowing_its_statistics(store)
+    store.log.append(
+        limit_stream(scope_of(None, None, EACH_PARTITION)),
+        NO_STREAM,
+        [ConcurrencyLimitSet(None, None, EACH_PARTITION, 2)],
+    )
+    timeouts = {"k": 60_000}
+    if store.backend.name == "sqlite":
+        dialect = store.database.dialect
+        statement = claiming._candidates(dialect, list(timeouts))
+        with store.engine.connect() as connection:
+            compiled = statement._compiled_for(connection)
+            values = {
+                "queue": "q",
+                "now": clock.now_ms(),
+                "window": 28,
+                "full_kinds": "[]",
+                "full_partitions": '["a"]',
+                "keyed_full": False,
+                "used_up": "[]",
+                "seen": "[]",
+            }
+            bound = {**compiled.defaults, **values}
+            assert compiled.order is not None
+            plan = _plan(connection, compiled.sql, tuple(bound[n] for n in compiled.order))
+        assert "ix_headgate_jobs_claimable" in plan and "TEMP B-TREE" not in plan, plan
+        return
+
+    def a_claim() -> None:
+        with store.log.write() as transaction:
+            transaction.claim({"q": 10}, timeouts, "w", clock.now_ms())
+
+    plans = _plans_of(store, a_claim)
+    assert any("ix_headgate_jobs_claimable" in plan for plan in plans), plans
     _assert_every_plan_probes(plans)
 
 

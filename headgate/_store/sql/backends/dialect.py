@@ -41,6 +41,12 @@ class Dialect(ABC):
         the parameter `name` holding `batch_value(values)`."""
 
     @abstractmethod
+    def is_one_of_bound(self, name: str, column: ColumnElement[Any]) -> ColumnElement[bool]:
+        """`column IN (values)` for a statement built once, the values bound at
+        each run as the parameter `name` holding `batch_value(values)` (another
+        name, another parameter: a statement may hold several)."""
+
+    @abstractmethod
     def batch_value(self, values: Sequence[Any]) -> Any:
         """What a parameter of `each_of_bound` is given for these values."""
 

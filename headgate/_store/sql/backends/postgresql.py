@@ -341,6 +341,9 @@ class PostgresDialect(Dialect):
             .render_derived(name="wanted")
         )
 
+    def is_one_of_bound(self, name: str, column: ColumnElement[Any]) -> ColumnElement[bool]:
+        return column == any_(bindparam(name, type_=self.array_of(column.type)))
+
     def batch_value(self, values: Sequence[Any]) -> Any:
         return list(values)
 

@@ -260,6 +260,10 @@ class SqliteDialect(Dialect):
         values = bindparam(name, type_=String())
         return func.json_each(values).table_valued("value").alias("wanted")
 
+    def is_one_of_bound(self, name: str, column: ColumnElement[Any]) -> ColumnElement[bool]:
+        each = func.json_each(bindparam(name, type_=String())).table_valued("value").alias(name)
+        return column.in_(select(each.c.value))
+
     def batch_value(self, values: Sequence[Any]) -> Any:
         return json.dumps(list(values))
 
