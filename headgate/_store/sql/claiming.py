@@ -28,21 +28,31 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    cast,
     delete,
     exists,
     func,
     insert,
+    literal,
     not_,
+    null,
     or_,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import JobState
 from headgate._domain.fair_share import Turns
-from headgate._domain.limits import EACH_PARTITION, RunningKey, Slots
+from headgate._domain.limits import (
+    EACH_PARTITION,
+    ConcurrencyLimit,
+    RateLimit,
+    RunningKey,
+    Slots,
+)
 from headgate._projections import ConcurrencyLimitRow, JobRow, RateLimitRow
 from headgate._store.sql.backends import Dialect, dialect_of
 from headgate._store.sql.prepared import Prepared
@@ -64,14 +74,53 @@ _RUNNING: Final = text(RUNNING_WHERE)
 _EARLIER: Final = "earlier"
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[name] for name in JobRow.__dataclass_fields__)
 _ANY_BLAME: Final = exists().select_from(_blame).label("any_blame")
-_ANY_LIMITS: Final = Prepared(
-    select(
-        exists().select_from(_limits).label("limits"),
-        exists().select_from(_rates).label("rates"),
+
+
+def _limits_and_running() -> Prepared:
+    """Every concurrency limit, every rate limit and, when any concurrency limit
+    exists, the running jobs by (queue, kind, partition key): one statement, so
+    a claim on a store without limits pays one read of two empty tables, and a
+    claim under limits needs nothing more before it takes its jobs."""
+    number = BigInteger()
+    what = "what"
+    limits = select(
+        literal("limit").label(what),
+        _limits.c.scope,
+        _limits.c.queue,
+        _limits.c.kind,
+        _limits.c.partition_key,
+        cast(_limits.c.max_running, number),
+        _limits.c.set_at_ms,
+        cast(null(), number),
     )
-)
-"""Whether any concurrency or rate limit exists: one read per claim, and nearly
-always the only one flow control costs."""
+    rates = select(
+        literal("rate"),
+        _rates.c.rate_class,
+        cast(null(), String),
+        cast(null(), String),
+        cast(null(), String),
+        cast(_rates.c.max_starts, number),
+        _rates.c.set_at_ms,
+        _rates.c.per_ms,
+    )
+    running = (
+        select(
+            literal("running"),
+            cast(null(), String),
+            _jobs.c.queue,
+            _jobs.c.kind,
+            _jobs.c.partition_key,
+            cast(func.count(), number),
+            cast(null(), number),
+            cast(null(), number),
+        )
+        .where(_RUNNING, exists().select_from(_limits))
+        .group_by(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key)
+    )
+    return Prepared(union_all(limits, rates, running))
+
+
+_LIMITS_AND_RUNNING: Final = _limits_and_running()
 MAX_ROUNDS: Final = 32
 """A limited claim reads candidates in windows; each round either fills the
 claim or finds another scope full, so few rounds are ever needed."""
@@ -249,22 +298,26 @@ _RECORD_START: Final = Prepared(
 
 def _slots(connection: Connection, now_ms: int) -> Slots | None:
     """The limits as they stand in this transaction, or None when there are none."""
-    ((any_limits, any_rates),) = _ANY_LIMITS.run(connection)
-    if not any_limits and not any_rates:
+    limits: list[ConcurrencyLimit] = []
+    rates: dict[str, RateLimit] = {}
+    running: dict[RunningKey, int] = {}
+    for what, name, queue, kind, partition, number, _, per_ms in _LIMITS_AND_RUNNING.run(
+        connection
+    ):
+        if what == "limit":
+            limits.append(ConcurrencyLimit(queue, kind, partition, int(number)))
+        elif what == "rate":
+            rates[name] = RateLimit(name, int(number), int(per_ms))
+        else:
+            running[(queue, kind, partition)] = int(number)
+    if not limits and not rates:
         return None
-    limits = (
-        [ConcurrencyLimitRow(*row).limit() for row in _LIMIT_ROWS.run(connection)]
-        if any_limits
-        else []
-    )
-    rates = {row.rate_class: row.limit() for row in rate_limits(connection)} if any_rates else {}
     started: dict[str, int] = {}
     for name, rate in rates.items():
         since = now_ms - rate.per_ms
         _FORGET_STARTS.run(connection, rate_class=name, since=since)
         ((count,),) = _STARTS_SINCE.run(connection, rate_class=name, since=since)
         started[name] = int(count)
-    running = running_counts(connection) if limits else {}
     return Slots.counted(limits, rates, running, started)
 
 
