@@ -7,6 +7,7 @@ whose names start with an underscore are internal and may change in any release.
 
 from headgate._app import Headgate
 from headgate._clock import Clock, StoreClock, SystemClock
+from headgate._domain.activity import ActivityPoint
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.limits import EACH_PARTITION
 from headgate._domain.missed_runs import MissedRunPolicy
@@ -79,6 +80,7 @@ __version__ = installed_version()
 
 __all__ = [
     "EACH_PARTITION",
+    "ActivityPoint",
     "AdmissionLimits",
     "AdmissionRejected",
     "AttemptResult",

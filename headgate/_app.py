@@ -40,6 +40,7 @@ from headgate._commands import (
     definitions_of,
     require_allowed,
 )
+from headgate._domain.activity import SHOWN_MS, ActivityPoint
 from headgate._domain.admission import (
     MAX_QUEUE_LENGTH,
     kind_problem,
@@ -108,6 +109,7 @@ from headgate._model import (
 from headgate._projections import PausedQueueRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
+from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
@@ -886,6 +888,26 @@ class Headgate:
         slots = self._reads.limits_state(now).slots()
         reasons += slots.blocking(job.queue, job.kind, job.partition_key, job.rate_class)
         return tuple(reasons)
+
+    def activity(self, since_ms: int | None = None) -> list[ActivityPoint]:
+        """The per-minute activity roll-up from `since_ms` (None: the last three
+        hours), oldest minute first: ticks by outcome, jobs started, succeeded,
+        failed, snoozed and expired, tick lateness and pickup percentiles, queue
+        depth and oldest pending age, what runs under each limit (see
+        `headgate._domain.activity` for the series). The lease holder rolls up
+        each minute once it has closed; a day is kept."""
+        if since_ms is not None and (
+            isinstance(since_ms, bool) or not isinstance(since_ms, int) or since_ms < 0
+        ):
+            raise ValidationError("since_ms", f"must be an integer of epoch ms, got {since_ms!r}")
+        since = self.clock.now_ms() - SHOWN_MS if since_ms is None else since_ms
+        return self._store.activity.points(since)
+
+    def roll_up_activity(self) -> list[int]:
+        """Roll up the minutes closed since the last roll-up now (the lease holder
+        does it once a minute anyway): for scripts and tests. The minutes rolled
+        up, oldest first."""
+        return roll_up_closed_minutes(self._store, self.clock.now_ms())
 
     def lease_status(self) -> LeaseStatus | None:
         """Who holds the scheduler duty now, or None when nobody does."""

@@ -228,6 +228,7 @@ class FaultyStore(Store):
         self.leases = inner.leases
         self.workers = inner.workers
         self.reads = FaultyReads(inner.reads, self.faults)
+        self.activity = inner.activity
 
     def schema_revision(self) -> int:
         if self.faults.before_schema_read is not None:

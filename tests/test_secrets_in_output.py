@@ -176,6 +176,7 @@ def _exercise_every_route(client: Client) -> None:
         "/quarantine",
         "/queues",
         "/limits",
+        "/overview",
         "/login",
         "/nowhere",
     ):

@@ -33,9 +33,11 @@ from typing import Any
 import pykka
 
 from headgate._clock import Clock
+from headgate._domain.activity import MINUTE_MS, minute_of
 from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
+from headgate._runtime.activity import GRACE_MS, ActivityRoller, RollUp
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.hook_runner import HooksInterrupted
 from headgate._runtime.planner import PreparedBatch
@@ -250,6 +252,9 @@ class SchedulerActor(pykka.ThreadingActor):
         self._compactor: pykka.ActorRef[Compactor] | None = None
         self._compacting = threading.Event()
         self._stop_compacting = threading.Event()
+        self._roller: pykka.ActorRef[ActivityRoller] | None = None
+        self._rolling = threading.Event()
+        self._next_roll_up_ms: int | None = None
         self._not_ahead_of_ms = 0
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._postponed = False
@@ -259,6 +264,7 @@ class SchedulerActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
         self._compactor = Compactor.start(self._store, self._compacting, self._stop_compacting)
+        self._roller = ActivityRoller.start(self._store, self._rolling)
         self._ticker.start()
         self._cycle()
 
@@ -271,6 +277,8 @@ class SchedulerActor(pykka.ThreadingActor):
         self._processor.close()  # no batch is left to queue after-hooks
         if self._compactor is not None:
             self._compactor.stop(block=True)
+        if self._roller is not None:
+            self._roller.stop(block=True)
         if self._lease is not None:
             try:
                 self._leases.release(SCHEDULER_LEASE, self._claimant.holder, self._lease.term)
@@ -324,6 +332,7 @@ class SchedulerActor(pykka.ThreadingActor):
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
             self._maybe_compact(now)
+            self._maybe_roll_up(now)
             if self._dispatch(now):
                 return
             self._notify_waiters(fired=True)
@@ -432,6 +441,15 @@ class SchedulerActor(pykka.ThreadingActor):
             self._compacting.set()  # a run still going is not queued twice
             assert self._lease is not None
             self._compactor.tell(Compact(self._lease.term))
+
+    def _maybe_roll_up(self, now: int) -> None:
+        """Once a minute (a minute and its grace after the last), the activity roll-up."""
+        if self._next_roll_up_ms is not None and now < self._next_roll_up_ms:
+            return
+        self._next_roll_up_ms = minute_of(now) + MINUTE_MS + GRACE_MS
+        if self._roller is not None and not self._rolling.is_set():
+            self._rolling.set()
+            self._roller.tell(RollUp(now))
 
     def _notify_waiters(self, *, fired: bool) -> None:
         waiters, self._waiters = self._waiters, []

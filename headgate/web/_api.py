@@ -13,6 +13,8 @@ from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
 from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
+    ActivityList,
+    ActivityPointOut,
     ConcurrencyLimitOut,
     ErrorOut,
     EventList,
@@ -431,6 +433,16 @@ def clear_rate_limit(request: Request, rate_class: str) -> Response:
     if not _hg(request).clear_rate_limit(rate_class):
         raise NotFound(f"rate class {rate_class!r} has no limit")
     return Response(status_code=204)
+
+
+@router.get(
+    "/activity",
+    response_model=ActivityList,
+    summary="The per-minute activity roll-up (default: the last three hours)",
+)
+def activity(request: Request, since_ms: Annotated[int | None, Query(ge=0)] = None) -> ActivityList:
+    points = _hg(request).activity(since_ms)
+    return ActivityList(points=[ActivityPointOut.of(point) for point in points])
 
 
 @router.get(

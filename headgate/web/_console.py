@@ -14,12 +14,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from headgate._app import Headgate
+from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate.web import _templates
+from headgate.web._charts import HEIGHT, WIDTH, charts
 from headgate.web._form import form_fields
 
 router = APIRouter(include_in_schema=False)
@@ -296,6 +298,24 @@ def workers_page(request: Request) -> HTMLResponse:
 @router.get("/queues")
 def queues_page(request: Request) -> HTMLResponse:
     return _page(request, "queues.html", queues=_hg(request).queues())
+
+
+@router.get("/overview")
+def overview_page(request: Request) -> HTMLResponse:
+    hg = _hg(request)
+    end = minute_of(hg.clock.now_ms()) + MINUTE_MS
+    start = end - SHOWN_MS
+    points = hg.activity(since_ms=start)
+    return _page(
+        request,
+        "overview.html",
+        charts=charts(points, start, end),
+        any_points=bool(points),
+        start_ms=start,
+        end_ms=end,
+        width=WIDTH,
+        height=HEIGHT,
+    )
 
 
 @router.get("/limits")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal, cast
 
 from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_model
 
+from headgate._domain.activity import ActivityPoint
 from headgate._domain.decisions import Reason
 from headgate._domain.describe import describe, missed_run_label
 from headgate._domain.lifecycle import JobState
@@ -466,6 +467,26 @@ class RateLimitOut(BaseModel):
 
 class RateLimitList(BaseModel):
     rate_limits: list[RateLimitOut]
+
+
+class ActivityPointOut(BaseModel):
+    minute_ms: int = Field(description="The minute's start, epoch ms")
+    series: str = Field(
+        description="ticks, jobs, tick_lateness_ms, pickup_ms, queue_depth, oldest_pending_s, "
+        "limit_running or limit"
+    )
+    key: str = Field(
+        description="An outcome (ticks, jobs), p50 or p99 (latencies), a queue, or a limit's scope"
+    )
+    value: float
+
+    @classmethod
+    def of(cls, point: ActivityPoint) -> ActivityPointOut:
+        return cls.model_validate(point.__dict__)
+
+
+class ActivityList(BaseModel):
+    points: list[ActivityPointOut] = Field(description="Oldest minute first")
 
 
 class SpecPreview(BaseModel):

@@ -433,3 +433,34 @@ def test_a_held_jobs_page_says_what_it_waits_for(client: TestClient, hg: Headgat
     assert 'id="waiting-for"' in page
     assert "concurrency limit 0 on queue=* kind=report.build partition=*any" in _text(page)
     assert "tenant-7" in _text(page) and 'id="rate-class"' in page
+
+
+def test_the_overview_draws_each_chart_from_the_roll_up(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    assert 'id="no-activity"' in _html(client, "/overview")
+    hg.handler("report.build")(lambda job: None)
+    for _ in range(3):
+        hg.enqueue("report.build")
+        hg.drain()
+        clock.advance(60_000)
+        hg.roll_up_activity()
+    hg.enqueue("report.build", queue="reports")  # waits: nobody serves it
+    clock.advance(60_000)
+    hg.roll_up_activity()
+    html = _html(client, "/overview")
+    assert 'href="/overview"' in html  # in the navigation
+    assert 'id="no-activity"' not in html
+    jobs = re.search(r'<figure class="chart" id="chart-jobs".*?</figure>', html, re.S)
+    assert jobs is not None
+    lines = re.findall(
+        r'<polyline class="series s\d[^"]*" fill="none" points="([^"]+)"', jobs.group(0)
+    )
+    assert len(lines) == 5, "started, succeeded, failed, snoozed, expired"
+    assert all(len(points.split()) == 4 for points in lines), "a point per minute rolled up"
+    assert "succeeded: 1" in _text(jobs.group(0)) and "top 1" in _text(jobs.group(0))
+    depth = re.search(r'id="chart-queue-depth".*?</figure>', html, re.S)
+    assert depth is not None and "reports: 1" in _text(depth.group(0))
+    api = client.get("/api/v1/activity", params={"since_ms": 0}).json()["points"]
+    assert {point["series"] for point in api} >= {"ticks", "jobs", "queue_depth"}
+    assert client.get("/api/v1/activity", params={"since_ms": -1}).status_code == 422

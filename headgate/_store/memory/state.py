@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from headgate._domain.activity import ActivityPoint
 from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._store.memory.events import CommittedLog
 from headgate._store.memory.notifications import Notifications
@@ -33,6 +34,8 @@ class MemoryState:
         self.models = ReadModels.of(self.tables)
         self.leases: dict[str, Lease] = {}
         self.workers: dict[str, WorkerRow] = {}
+        self.activity: list[ActivityPoint] = []
+        """The activity roll-up's points, oldest minute first."""
         self.rate_starts: dict[str, list[int]] = {}
         """Per rate class, when its jobs within the window were claimed (operational
         state, as the SQL store's rate_starts table)."""

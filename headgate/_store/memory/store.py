@@ -9,6 +9,7 @@ from typing import Final
 from headgate._clock import Clock
 from headgate._errors import StoreClosed
 from headgate._store.memory import compaction
+from headgate._store.memory.activity import MemoryActivityLog
 from headgate._store.memory.leases import MemoryLeases
 from headgate._store.memory.log import MemoryEventLog
 from headgate._store.memory.notifications import MemoryListener
@@ -51,6 +52,7 @@ class MemoryStore(Store):
     leases: MemoryLeases
     workers: MemoryWorkers
     reads: MemoryReads
+    activity: MemoryActivityLog
 
     def __init__(self, clock: Clock, state: MemoryState | None = None) -> None:
         self.clock = clock
@@ -62,6 +64,7 @@ class MemoryStore(Store):
         self.leases = MemoryLeases(self.state, clock, self._is_closed)
         self.workers = MemoryWorkers(self.state, clock, self._is_closed)
         self.reads = MemoryReads(self.state)
+        self.activity = MemoryActivityLog(self.state)
 
     def __repr__(self) -> str:
         return "MemoryStore('memory://')"

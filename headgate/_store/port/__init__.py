@@ -20,6 +20,7 @@ transaction that changes what it reads) and the part read on its own:
 | the worker registry (`workers`) | `WorkerRescue` | `Workers` |
 | store figures, for metrics (`figures`) | | `StoreFigures` |
 | leases (`leases`) | (a `Fence` on the write) | `Leases` |
+| the activity roll-up (`activity`) | | `ActivityLog` |
 
 `WriteTransaction` composes the first column, `Reads` the read models of the
 second, and `Store` holds the parts with `compact` (by the domain's retention
@@ -31,6 +32,7 @@ Errors are Headgate's own (`headgate._errors`), never a driver's:
 `ConstraintViolation` and `StoreError` for the rest.
 """
 
+from headgate._store.port.activity import ActivityLog
 from headgate._store.port.admission import AdmissionFacts, QuarantineReads
 from headgate._store.port.compaction import DAY_MS, CompactionPolicy, CompactionReport
 from headgate._store.port.event_log import (
@@ -63,6 +65,7 @@ __all__ = [
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",
+    "ActivityLog",
     "AdmissionFacts",
     "Claimant",
     "CompactionPolicy",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from headgate._clock import Clock
+from headgate._store.port.activity import ActivityLog
 from headgate._store.port.admission import AdmissionFacts, QuarantineReads
 from headgate._store.port.compaction import CompactionPolicy, CompactionReport
 from headgate._store.port.event_log import EventLog, LogTransaction
@@ -57,6 +58,7 @@ class Store(ABC):
     leases: Leases
     workers: Workers
     reads: Reads
+    activity: ActivityLog
 
     @abstractmethod
     def schema_revision(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -321,6 +321,17 @@ def _slots(connection: Connection, now_ms: int) -> Slots | None:
     return Slots.counted(limits, rates, running, started)
 
 
+class _Candidate(NamedTuple):
+    """What a limited claim reads of a job before it takes it."""
+
+    job_id: str
+    queue: str
+    kind: str
+    partition_key: str | None
+    rate_class: str | None
+
+
+_CANDIDATE_COLUMNS: Final = tuple(_jobs.c[name] for name in _Candidate._fields)
 _CANDIDATES: dict[tuple[int, tuple[str, ...]], Prepared] = {}
 _BY_IDS: dict[tuple[int, tuple[tuple[str, int], ...]], Prepared] = {}
 
@@ -335,7 +346,7 @@ def _candidates(dialect: Dialect, kinds: Sequence[str]) -> Prepared:
     queue = bindparam("queue", type_=String)
     partition, rate_class = _jobs.c.partition_key, _jobs.c.rate_class
     built = (
-        select(*_JOB_ROW_COLUMNS)
+        select(*_CANDIDATE_COLUMNS)
         .where(
             *_due(dialect, queue, bindparam("now", type_=BigInteger), key[1]),
             ~dialect.is_one_of_bound("full_kinds", _jobs.c.kind),
@@ -416,10 +427,10 @@ def _choose(  # noqa: PLR0917 (the claim's own values, passed on)
     kinds: list[str],
     now_ms: int,
     slots: Slots,
-) -> list[JobRow]:
+) -> list[_Candidate]:
     """The candidates a claim takes, in claim order: read a window at a time,
     each taken if it fits (`Slots.take`), the full scopes left out of the next."""
-    chosen: list[JobRow] = []
+    chosen: list[_Candidate] = []
     seen: list[str] = []
     for _ in range(MAX_ROUNDS):
         room = count - len(chosen)
@@ -441,9 +452,10 @@ def _choose(  # noqa: PLR0917 (the claim's own values, passed on)
             built = _candidates(dialect, kinds).statement
             assert isinstance(built, Select)
             query = built.where(*_excluded(exclusions.pairs))
-            rows = [JobRow(*row) for row in connection.execute(query, values)]
+            rows = [_Candidate(*row) for row in connection.execute(query, values)]
         else:
-            rows = [JobRow(*row) for row in _candidates(dialect, kinds).run(connection, **values)]
+            found = _candidates(dialect, kinds).run(connection, **values)
+            rows = [_Candidate(*row) for row in found]
         for row in rows:
             seen.append(row.job_id)
             if len(chosen) < count and slots.take(

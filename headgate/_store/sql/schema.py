@@ -24,6 +24,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -176,6 +177,18 @@ operational state, like a claim (the claim that starts a job writes its row,
 and drops the rows its window has passed). A claim counts these to keep a
 rate limit (`limits.RateLimit`)."""
 Index(f"ix_{TABLE_PREFIX}rate_starts", rate_starts.c.rate_class, rate_starts.c.started_at_ms)
+
+
+activity = Table(
+    f"{TABLE_PREFIX}activity",
+    LOG,
+    Column("minute_ms", BigInteger, primary_key=True, autoincrement=False),
+    Column("series", String(32), primary_key=True),
+    Column("key", String(512), primary_key=True),
+    Column("value", Float, nullable=False),
+)
+"""The per-minute activity roll-up the console's overview draws (`activity`):
+a day of minutes, written once a minute by the scheduler lease's holder."""
 
 
 rebuild_claims = Table(
@@ -426,6 +439,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         enqueue_history.c.schedule_id,
         enqueue_history.c.event_id,
     )
+    Index(f"ix_{prefix}enqueue_history_recorded", enqueue_history.c.recorded_at_ms)
     quarantine = Table(
         f"{prefix}quarantine",
         metadata,
@@ -447,6 +461,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("error_message", Text),
     )
     Index(f"ix_{prefix}job_attempts_job", job_attempts.c.job_id, job_attempts.c.event_id)
+    Index(f"ix_{prefix}job_attempts_ended", job_attempts.c.ended_at_ms)
     crash_blame = Table(
         f"{prefix}crash_blame",
         metadata,

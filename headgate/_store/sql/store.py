@@ -12,6 +12,7 @@ from headgate._errors import StoreClosed
 from headgate._projections import ALL_PROJECTIONS, AnyProjection
 from headgate._store.port import CompactionPolicy, CompactionReport, Fence, Listener, Store
 from headgate._store.sql import compaction
+from headgate._store.sql.activity import SqlActivityLog
 from headgate._store.sql.backends import SqlBackend, backend_named
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import BUSY_TIMEOUT_S, parse_store_url, shown_url, translated_errors
@@ -44,6 +45,7 @@ class SqlStore(Store):
     leases: SqlLeases
     workers: SqlWorkers
     reads: SqlReads
+    activity: SqlActivityLog
 
     def __init__(
         self,
@@ -70,6 +72,7 @@ class SqlStore(Store):
         self.leases = SqlLeases(self.database)
         self.workers = SqlWorkers(self.database)
         self.reads = SqlReads(self.database.engine)
+        self.activity = SqlActivityLog(self.database)
 
     def __repr__(self) -> str:
         return f"SqlStore({shown_url(self.database.url)!r})"

@@ -545,8 +545,15 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
 
 def _as_revision_14_left_it(connection: Connection) -> None:
     """Undo revision 15 (limits, rate classes, fair share)."""
-    for table in ("headgate_concurrency_limits", "headgate_rate_limits", "headgate_rate_starts"):
+    for table in (
+        "headgate_concurrency_limits",
+        "headgate_rate_limits",
+        "headgate_rate_starts",
+        "headgate_activity",
+    ):
         connection.execute(text(f"DROP TABLE {table}"))
+    connection.execute(text("DROP INDEX ix_headgate_enqueue_history_recorded"))
+    connection.execute(text("DROP INDEX ix_headgate_job_attempts_ended"))
     connection.execute(
         text(
             "DELETE FROM headgate_projection_checkpoints "

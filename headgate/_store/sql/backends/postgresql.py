@@ -85,6 +85,11 @@ _SWITCHES_BACK: Final = "SELECT " + ", ".join(
     f"set_config('{name}', %({name})s, true)" for name in _PLANNER_SWITCHES
 )
 _GENERIC_PLANS: Final = ("plan_cache_mode", "auto")
+_NO_JIT: Final = ("jit", "off")
+"""With scans switched off, a scan the planner must still make (a table of a few
+rows, such as the limits) is priced as if disabled, far above the JIT's
+threshold: each run then compiled it, 20 ms a claim. A write's statements are
+index probes, which JIT never pays for."""
 _SWITCHES_ON: Final = "SELECT " + ", ".join(
     f"set_config('{name}', '{value}', true)"
     for name, value in (
@@ -374,11 +379,12 @@ class PostgresDialect(Dialect):
     def write_settings(self) -> tuple[ColumnElement[Any], ...]:
         """Set, for the rest of a log write's transaction, as its first statement
         reads the log head: the planner probes indexes (`probing_indexes` then
-        sends nothing), and a prepared statement's generic plan, made that way,
-        is kept (planning was a third of a hot statement's time)."""
+        sends nothing), a prepared statement's generic plan, made that way, is
+        kept (planning was a third of a hot statement's time), and nothing is
+        JIT-compiled (`_NO_JIT`)."""
         return tuple(
             func.set_config(name, value, True)
-            for name, value in (*((n, "off") for n in _PLANNER_SWITCHES), _GENERIC_PLANS)
+            for name, value in (*((n, "off") for n in _PLANNER_SWITCHES), _GENERIC_PLANS, _NO_JIT)
         )
 
     def write_settings_made(self, connection: Connection) -> None:

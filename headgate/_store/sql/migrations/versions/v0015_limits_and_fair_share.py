@@ -1,9 +1,12 @@
-"""Fleet-wide concurrency limits, rate classes and fair share between partitions.
+"""Fleet-wide concurrency limits, rate classes and fair share between partitions;
+the activity roll-up.
 
 Jobs and schedules gain a partition key and a rate class; jobs a fair-share
 turn, which the claim index orders by after priority (jobs stored before take
 turn 0, the order they had). The limit tables are projections of events no
-earlier build wrote, so they start caught up; `rate_starts` is operational.
+earlier build wrote, so they start caught up; `rate_starts` is operational, as
+is `activity`, the per-minute roll-up, which reads the enqueue and attempt
+histories by their time.
 """
 
 from __future__ import annotations
@@ -74,6 +77,17 @@ def upgrade() -> None:
     op.create_index(
         "ix_headgate_rate_starts", "headgate_rate_starts", ["rate_class", "started_at_ms"]
     )
+    op.create_table(
+        "headgate_activity",
+        sa.Column("minute_ms", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("series", sa.String(32), primary_key=True),
+        sa.Column("key", sa.String(512), primary_key=True),
+        sa.Column("value", sa.Float, nullable=False),
+    )
+    op.create_index(
+        "ix_headgate_enqueue_history_recorded", "headgate_enqueue_history", ["recorded_at_ms"]
+    )
+    op.create_index("ix_headgate_job_attempts_ended", "headgate_job_attempts", ["ended_at_ms"])
     for name in ("concurrency_limits", "rate_limits"):
         op.execute(
             "INSERT INTO headgate_projection_checkpoints (name, position, rebuilding) "
