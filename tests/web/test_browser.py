@@ -117,6 +117,27 @@ def _fits_a_phone(browser: Browser, url: str) -> None:
         phone.close()
 
 
+def _the_overview_draws_charts_from_the_roll_up(page: Page, tmp_path: Path, base: str) -> None:
+    """The minutes the test ran in, rolled up from the store's own rows (by a
+    second Headgate whose clock says they have closed), drawn on the overview."""
+    now = int(time.time() * 1000)
+    for closed_at in (now + 2_000, now + 62_000):  # the minute before, then this one
+        with Headgate(f"sqlite:///{tmp_path / 'headgate.db'}", clock=FakeClock(closed_at)) as hg:
+            hg.roll_up_activity()
+    page.goto(f"{base}/overview")
+    ticks = page.locator("#chart-ticks polyline.series")
+    assert ticks.count() == 4, "enqueued, deduplicated, skipped, failed"
+    points = ticks.first.get_attribute("points") or ""
+    assert len(points.split()) >= 1
+    legend = page.locator("#chart-ticks .legend").text_content() or ""
+    assert "enqueued" in legend
+    assert page.locator("#chart-jobs polyline.series").count() == 5
+    top = page.locator("#chart-ticks figcaption").text_content() or ""
+    assert "top 1)" not in top, f"ticks were rolled up from the schedule's real ticks: {top}"
+    box = page.locator("#chart-ticks svg").bounding_box()
+    assert box is not None and box["width"] > 200 and box["height"] > 100
+
+
 def test_console_end_to_end(tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is missing: tests/run.sh installs it with apt")
@@ -135,7 +156,11 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
         _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
+        _the_overview_draws_charts_from_the_roll_up(page, tmp_path, base)
         for path in (
+            "/overview",
+            "/limits",
+            "/queues",
             "/",
             "/jobs",
             f"/jobs/{job_id}",

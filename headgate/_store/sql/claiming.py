@@ -363,13 +363,15 @@ def _candidates(dialect: Dialect, kinds: Sequence[str]) -> Prepared:
 
 
 def _by_ids(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
-    """The claim of the pending jobs among `ids`."""
+    """The claim of the jobs `ids`, just read pending in this transaction (which
+    holds the log head: nothing changed them since), each found by its primary
+    key. Their state is not asked again: with the claim index's predicate in
+    the statement, PostgreSQL read that whole index for a few ids while its
+    statistics lagged a growing table."""
     key = (id(dialect), tuple(sorted(timeouts_ms.items())))
     statement = _BY_IDS.get(key)
     if statement is None:
-        built = _claimed(
-            and_(dialect.is_one_of_bound("ids", _jobs.c.job_id), _CLAIMABLE), dict(key[1])
-        )
+        built = _claimed(dialect.is_one_of_bound("ids", _jobs.c.job_id), dict(key[1]))
         with _CLAIMS_LOCK:
             statement = _BY_IDS.setdefault(key, Prepared(built))
     return statement

@@ -349,6 +349,8 @@ def test_a_claim_under_limits_reads_its_candidates_on_the_claim_index(
 
     plans = _plans_of(store, a_claim)
     assert any("ix_headgate_jobs_claimable" in plan for plan in plans), plans
+    updates = [plan for plan in plans if "Update on headgate_jobs" in plan]
+    assert updates and all("headgate_jobs_pkey" in plan for plan in updates), updates
     _assert_every_plan_probes(plans)
 
 
