@@ -313,3 +313,29 @@ def test_a_job_enqueued_before_overlap_policies_reads_as_not_serial(store: SqlSt
     (job_v4,) = [e.event for e in store.log.read_stream("job-j")]
     assert isinstance(job_v4, JobEnqueued) and job_v4.serial is False
     assert job_v4.periodic_tick_ms == 60_000 and job_v4.options.start_within_ms is None
+
+
+def test_a_job_enqueued_before_fair_share_takes_the_first_turn_and_keeps_serial(
+    store: SqlStore,
+) -> None:
+    """JobEnqueued v4 had no `fair_turn` (its job is claimed as before: turn 0,
+    no partition key); the overlap release wrote `serial` under v4 already, and
+    a stored serial flag is kept."""
+    with store.engine.begin() as connection:
+        connection.execute(
+            insert(events).values(
+                position=1,
+                stream_id="job-j",
+                version=1,
+                type="JobEnqueued",
+                schema_version=4,
+                body='{"job_id":"j","kind":"k","options":{"queue":"q","priority":3},'
+                '"payload":null,"periodic_schedule_id":"s","periodic_tick_ms":60000,'
+                '"run_now_schedule_id":null,"serial":true}',
+                recorded_at_ms=1,
+            )
+        )
+    (job_v4,) = [e.event for e in store.log.read_stream("job-j")]
+    assert isinstance(job_v4, JobEnqueued)
+    assert (job_v4.serial, job_v4.fair_turn, job_v4.options.partition_key) == (True, 0, None)
+    assert job_v4.options.priority == 3 and job_v4.options.rate_class is None
