@@ -161,8 +161,10 @@ def test_the_http_reference_names_every_route() -> None:
     missing = []
     for path in paths:
         route = re.sub(r"\{\w+\}", "{id}", path.removeprefix("/api/v1")).replace("{id}:", ":")
-        shown = route.replace("/quarantine/{id}", "/quarantine/{fp}").replace(
-            "/queues/{id}", "/queues/{name}"
+        shown = (
+            route.replace("/quarantine/{id}", "/quarantine/{fp}")
+            .replace("/queues/{id}", "/queues/{name}")
+            .replace("/rate-limits/{id}", "/rate-limits/{class}")
         )
         if shown not in text and f"`/{shown.rsplit('/', 1)[1]}`" not in text:
             missing.append(path)
