@@ -76,6 +76,10 @@ def _eventually(predicate: Callable[[], bool], timeout_s: float, what: str) -> N
         time.sleep(0.05)
 
 
+def _pids_running_jobs(hg: Headgate) -> set[int]:
+    return {worker.pid for worker in hg.workers() if worker.running_job_ids}
+
+
 def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -101,7 +105,12 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
             time.sleep(1.0)
             lease = observer.lease_status()
             holder = next((h for h in hosts if lease and h.pid == lease.pid), None)
-            victim = holder if kill % 2 == 0 and holder is not None else rng.choice(hosts)
+            busy = [h for h in hosts if h.pid in _pids_running_jobs(observer)]
+            victim = (
+                holder
+                if kill % 2 == 0 and holder is not None
+                else rng.choice(busy or hosts)  # one running jobs, so some are rescued
+            )
             victim.kill()
             victim.wait(timeout=10)
             killed.append(victim)
