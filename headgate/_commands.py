@@ -575,64 +575,58 @@ class Commands:
         queue need not exist to be paused: jobs enqueued to it wait."""
         name = require_name("queue", queue, MAX_QUEUE_LENGTH)
         checked_note = require_note(note, MAX_NOTE_LENGTH)
-        stream = queue_stream(name)
-        with self._log.write() as transaction:
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(
-                transaction, [StreamAppend(stream, version, (QueuePaused(name, checked_note),))]
-            )
+        self._set(queue_stream(name), QueuePaused(name, checked_note))
 
     def resume_queue(self, queue: object) -> None:
         """Let workers claim from `queue` again, and wake those that serve it."""
         name = require_name("queue", queue, MAX_QUEUE_LENGTH)
-        stream = queue_stream(name)
-        with self._log.write() as transaction:
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(transaction, [StreamAppend(stream, version, (QueueResumed(name),))])
-            transaction.notify_enqueued([name])
+        self._set(queue_stream(name), QueueResumed(name), wake=[name])
 
     def set_limit(self, limit: ConcurrencyLimit) -> None:
         """Hold the jobs of `limit`'s scope to `limit.limit` running, fleet-wide
         (replacing that scope's limit), and wake the workers: a raised limit
         lets waiting jobs start."""
-        stream = limit_stream(limit.scope)
         event = ConcurrencyLimitSet(limit.queue, limit.kind, limit.partition_key, limit.limit)
-        with self._log.write() as transaction:
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            transaction.notify_enqueued([limit.queue] if limit.queue else [])
+        self._set(limit_stream(limit.scope), event, wake=[limit.queue] if limit.queue else [])
 
     def clear_limit(self, queue: str | None, kind: str | None, partition_key: str | None) -> bool:
         """Remove the limit on this scope; whether there was one."""
-        stream = limit_stream(scope_of(queue, kind, partition_key))
-        with self._log.write() as transaction:
-            version = transaction.stream_versions([stream])[stream]
-            if version == 0 or isinstance(self._log_last(stream), ConcurrencyLimitCleared):
-                return False
-            event = ConcurrencyLimitCleared(queue, kind, partition_key)
-            _append_one(transaction, [StreamAppend(stream, version, (event,))])
-            transaction.notify_enqueued([queue] if queue else [])
-        return True
+        return self._set(
+            limit_stream(scope_of(queue, kind, partition_key)),
+            ConcurrencyLimitCleared(queue, kind, partition_key),
+            wake=[queue] if queue else [],
+            clearing=True,
+        )
 
     def set_rate_limit(self, rate: RateLimit) -> None:
-        stream = rate_stream(rate.rate_class)
-        event = RateLimitSet(rate.rate_class, rate.limit, rate.per_ms)
-        with self._log.write() as transaction:
-            version = transaction.stream_versions([stream])[stream]
-            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+        self._set(
+            rate_stream(rate.rate_class), RateLimitSet(rate.rate_class, rate.limit, rate.per_ms)
+        )
 
     def clear_rate_limit(self, rate_class: str) -> bool:
-        stream = rate_stream(rate_class)
+        return self._set(rate_stream(rate_class), RateLimitCleared(rate_class), clearing=True)
+
+    def _set(
+        self,
+        stream: str,
+        event: DomainEvent,
+        *,
+        wake: Collection[str] = (),
+        clearing: bool = False,
+    ) -> bool:
+        """Append an operator's setting (a queue's pause, a limit, a rate class) to
+        its own stream, waking the workers of the queues in `wake`. A clear
+        (`clearing`) of a stream that holds no setting (empty, or cleared last)
+        appends nothing. Whether it appended."""
         with self._log.write() as transaction:
             version = transaction.stream_versions([stream])[stream]
-            if version == 0 or isinstance(self._log_last(stream), RateLimitCleared):
+            if clearing and (version == 0 or type(self._last_event(stream)) is type(event)):
                 return False
-            _append_one(
-                transaction, [StreamAppend(stream, version, (RateLimitCleared(rate_class),))]
-            )
+            _append_one(transaction, [StreamAppend(stream, version, (event,))])
+            transaction.notify_enqueued(wake)
         return True
 
-    def _log_last(self, stream: str) -> object:
+    def _last_event(self, stream: str) -> DomainEvent | None:
         events = self._log.read_stream(stream)
         return events[-1].event if events else None
 
