@@ -65,7 +65,7 @@ from headgate._domain.options import (
     job_options,
 )
 from headgate._domain.retry import Retry
-from headgate._domain.spec import InvalidSpec, parse_spec
+from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
     NotFound,
@@ -897,9 +897,13 @@ class Headgate:
         `headgate._domain.activity` for the series). The lease holder rolls up
         each minute once it has closed; a day is kept."""
         if since_ms is not None and (
-            isinstance(since_ms, bool) or not isinstance(since_ms, int) or since_ms < 0
+            isinstance(since_ms, bool)
+            or not isinstance(since_ms, int)
+            or not 0 <= since_ms <= MAX_INSTANT_MS
         ):
-            raise ValidationError("since_ms", f"must be an integer of epoch ms, got {since_ms!r}")
+            raise ValidationError(
+                "since_ms", f"must be epoch ms, 0 to {MAX_INSTANT_MS}, got {since_ms!r}"
+            )
         since = self.clock.now_ms() - SHOWN_MS if since_ms is None else since_ms
         return self._store.activity.points(since)
 

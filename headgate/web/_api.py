@@ -11,6 +11,7 @@ from headgate._app import Headgate
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
+from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
     ActivityList,
@@ -440,7 +441,9 @@ def clear_rate_limit(request: Request, rate_class: str) -> Response:
     response_model=ActivityList,
     summary="The per-minute activity roll-up (default: the last three hours)",
 )
-def activity(request: Request, since_ms: Annotated[int | None, Query(ge=0)] = None) -> ActivityList:
+def activity(
+    request: Request, since_ms: Annotated[int | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
+) -> ActivityList:
     points = _hg(request).activity(since_ms)
     return ActivityList(points=[ActivityPointOut.of(point) for point in points])
 

@@ -92,7 +92,8 @@ def test_a_quiet_minute_is_zeros_and_a_day_is_kept(hg: Headgate, clock: FakeCloc
     assert kept == set(rolled), "points older than a day are dropped"
 
 
-def test_activity_refuses_a_bad_since(hg: Headgate) -> None:
+@pytest.mark.parametrize("since_ms", [-1, 2**63])
+def test_activity_refuses_a_bad_since(hg: Headgate, since_ms: int) -> None:
     with pytest.raises(ValidationError) as raised:
-        hg.activity(since_ms=-1)
+        hg.activity(since_ms=since_ms)
     assert raised.value.field == "since_ms"

@@ -464,3 +464,4 @@ def test_the_overview_draws_each_chart_from_the_roll_up(
     api = client.get("/api/v1/activity", params={"since_ms": 0}).json()["points"]
     assert {point["series"] for point in api} >= {"ticks", "jobs", "queue_depth"}
     assert client.get("/api/v1/activity", params={"since_ms": -1}).status_code == 422
+    assert client.get("/api/v1/activity", params={"since_ms": 2**63}).status_code == 422
