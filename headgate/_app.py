@@ -103,10 +103,12 @@ from headgate._model import (
     SchedulesPage,
     UpcomingRun,
     WorkerStatus,
+    limit_status,
     limit_statuses,
+    rate_status,
     rate_statuses,
 )
-from headgate._projections import PausedQueueRow
+from headgate._projections import ConcurrencyLimitRow, PausedQueueRow, RateLimitRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
 from headgate._runtime.activity import roll_up_closed_minutes
@@ -829,7 +831,20 @@ class Headgate:
         checked = concurrency_limit(queue, kind, partition_key, limit)
         self._commands.set_limit(checked)
         self._poke_workers(due_now=True)
-        return self._limit_status(checked.scope)
+        state = self._reads.limits_state(self.clock.now_ms())
+        set_at_ms = next(
+            (row.set_at_ms for row in state.limits if row.scope == checked.scope),
+            self.clock.now_ms(),
+        )
+        row = ConcurrencyLimitRow(
+            checked.scope,
+            checked.queue,
+            checked.kind,
+            checked.partition_key,
+            checked.limit,
+            set_at_ms,
+        )
+        return limit_status(row, state.running)
 
     def clear_limit(
         self, *, queue: str | None = None, kind: str | None = None, partition_key: str | None = None
@@ -844,15 +859,6 @@ class Headgate:
         """Every concurrency limit, by scope, with its jobs running now."""
         return limit_statuses(self._reads.limits_state(self.clock.now_ms()))
 
-    def _limit_status(self, scope: str) -> ConcurrencyLimitStatus:
-        state = self._reads.limits_state(self.clock.now_ms())
-        (found,) = [
-            status
-            for status, row in zip(limit_statuses(state), state.limits, strict=True)
-            if row.scope == scope
-        ]
-        return found
-
     def set_rate_limit(self, rate_class: str, *, limit: int, per_ms: int) -> RateLimitStatus:
         """At most `limit` jobs of `rate_class` start in any window of `per_ms`,
         across every process (a sliding window: "30 a minute" is limit=30,
@@ -861,8 +867,13 @@ class Headgate:
         checked = rate_limit(rate_class, limit, per_ms)
         self._commands.set_rate_limit(checked)
         self._poke_workers(due_now=True)
-        (found,) = [rate for rate in self.rate_limits() if rate.rate_class == rate_class]
-        return found
+        state = self._reads.limits_state(self.clock.now_ms())
+        set_at_ms = next(
+            (row.set_at_ms for row in state.rates if row.rate_class == checked.rate_class),
+            self.clock.now_ms(),
+        )
+        row = RateLimitRow(checked.rate_class, checked.limit, checked.per_ms, set_at_ms)
+        return rate_status(row, state.started.get(checked.rate_class, 0))
 
     def clear_rate_limit(self, rate_class: str) -> bool:
         """Remove a rate class's limit (its jobs start freely); whether it had one."""

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, NamedTuple
 
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.limits import RunningKey
 from headgate._domain.options import SCHEDULE_FIELDS, ScheduleDefinition
 from headgate._domain.ownership import overrides
 from headgate._json import JsonValue
 from headgate._projections import (
+    ConcurrencyLimitRow,
     EnqueueHistoryRow,
     JobAttemptRow,
     JobRow,
     QuarantineRow,
+    RateLimitRow,
     ScheduleRow,
 )
 from headgate._projections.schedules import declared_of, definition_of
@@ -483,42 +486,39 @@ class ConcurrencyLimitStatus:
 
 def limit_statuses(state: LimitsState) -> list[ConcurrencyLimitStatus]:
     """Each concurrency limit with the jobs of its scope running now."""
-    statuses = []
-    for row in state.limits:
-        limit = row.limit()
-        by_key: dict[str, int] = {}
-        running = 0
-        for (queue, kind, partition_key), count in state.running.items():
-            if limit.covers(queue, kind, partition_key):
-                running += count
-                if limit.per_partition and partition_key is not None:
-                    by_key[partition_key] = by_key.get(partition_key, 0) + count
-        busiest = sorted(by_key.items(), key=lambda item: (-item[1], item[0]))
-        statuses.append(
-            ConcurrencyLimitStatus(
-                row.queue,
-                row.kind,
-                row.partition_key,
-                row.max_running,
-                running,
-                row.set_at_ms,
-                tuple(busiest[:MAX_PARTITIONS_SHOWN]),
-            )
-        )
-    return statuses
+    return [limit_status(row, state.running) for row in state.limits]
+
+
+def limit_status(
+    row: ConcurrencyLimitRow, running: Mapping[RunningKey, int]
+) -> ConcurrencyLimitStatus:
+    """A concurrency limit with the jobs of its scope among `running`."""
+    limit = row.limit()
+    by_key: dict[str, int] = {}
+    total = 0
+    for (queue, kind, partition_key), count in running.items():
+        if limit.covers(queue, kind, partition_key):
+            total += count
+            if limit.per_partition and partition_key is not None:
+                by_key[partition_key] = by_key.get(partition_key, 0) + count
+    busiest = sorted(by_key.items(), key=lambda item: (-item[1], item[0]))
+    return ConcurrencyLimitStatus(
+        row.queue,
+        row.kind,
+        row.partition_key,
+        row.max_running,
+        total,
+        row.set_at_ms,
+        tuple(busiest[:MAX_PARTITIONS_SHOWN]),
+    )
 
 
 def rate_statuses(state: LimitsState) -> list[RateLimitStatus]:
-    return [
-        RateLimitStatus(
-            row.rate_class,
-            row.max_starts,
-            row.per_ms,
-            state.started.get(row.rate_class, 0),
-            row.set_at_ms,
-        )
-        for row in state.rates
-    ]
+    return [rate_status(row, state.started.get(row.rate_class, 0)) for row in state.rates]
+
+
+def rate_status(row: RateLimitRow, started: int) -> RateLimitStatus:
+    return RateLimitStatus(row.rate_class, row.max_starts, row.per_ms, started, row.set_at_ms)
 
 
 MAX_PARTITIONS_SHOWN: Final = 20

@@ -43,7 +43,7 @@ SERIES: Final = (
 )
 JOB_OUTCOMES: Final = ("started", "succeeded", "failed", "snoozed", "expired")
 """The keys of the jobs series (an attempt that timed out counts as failed)."""
-_RAN: Final = frozenset(
+RAN: Final = frozenset(
     ("succeeded", "failed", "timed_out", "snoozed", "released", "crashed", "quarantined")
 )
 """Attempt-history outcomes of attempts that started (a retry's row is not one)."""
@@ -68,9 +68,13 @@ class MinuteRows:
     """(outcome, pickup ms or None) of each attempt that ended in the minute: its
     start after the job was due, when the job's row still says when that was."""
     expired: int = 0
+    started_ended: int = 0
+    """Attempts that started in the minute and have ended since (in it or later)."""
     started_running: int = 0
     """Jobs running now that were claimed in the minute (their attempts have not
-    ended, so the attempt history has no row for them yet)."""
+    ended, so the attempt history has no row for them yet). With `started_ended`,
+    every attempt started in the minute, each counted once: in the minute it
+    started, whenever it ends."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +103,9 @@ def roll_up(minute_ms: int, rows: MinuteRows, snapshot: Snapshot) -> list[Activi
     ticks = Counter(outcome for outcome, _ in rows.ticks)
     for outcome in ("enqueued", "deduplicated", "skipped", "failed"):
         add(TICKS, outcome, ticks[outcome])
-    ran = [(outcome, pickup) for outcome, pickup in rows.attempts if outcome in _RAN]
+    ran = [(outcome, pickup) for outcome, pickup in rows.attempts if outcome in RAN]
     ended = Counter(_job_outcome(outcome) for outcome, _ in ran)
-    ended["started"] = len(ran) + rows.started_running
+    ended["started"] = rows.started_ended + rows.started_running
     ended["expired"] = rows.expired
     for outcome in JOB_OUTCOMES:
         add(JOBS, outcome, ended[outcome])

@@ -17,6 +17,7 @@ stays pending, and no attempt is spent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -84,7 +85,19 @@ class ConcurrencyLimit:
 
 
 def scope_of(queue: str | None, kind: str | None, partition_key: str | None) -> str:
-    return f"queue={queue or '*'} kind={kind or '*'} partition={partition_key or '*any'}"
+    """A scope as one text, one text per scope: `*` stands for any queue or kind
+    and `*any` for any partition. Queues and partition keys are identifiers, so
+    neither can be `*`; a kind can be nearly any text, so a kind that could be
+    read as "any" (`*` itself, or text starting with a quote) is written quoted."""
+    return f"queue={queue or '*'} kind={_kind_in_scope(kind)} partition={partition_key or '*any'}"
+
+
+def _kind_in_scope(kind: str | None) -> str:
+    if kind is None:
+        return "*"
+    if kind == "*" or kind.startswith('"'):
+        return json.dumps(kind, ensure_ascii=False)
+    return kind
 
 
 def concurrency_limit(

@@ -97,3 +97,26 @@ def test_activity_refuses_a_bad_since(hg: Headgate, since_ms: int) -> None:
     with pytest.raises(ValidationError) as raised:
         hg.activity(since_ms=since_ms)
     assert raised.value.field == "since_ms"
+
+
+def test_a_job_running_across_a_roll_up_counts_as_started_once(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    clock.set(minute_of(START_MS) + MINUTE_MS)
+    started_in = clock.now_ms()
+
+    @hg.handler("long")
+    def long(job: JobContext) -> None:
+        clock.advance(MINUTE_MS + 10_000)
+        assert started_in in hg.roll_up_activity(), "rolled up while the job runs"
+
+    hg.enqueue("long")
+    assert hg.drain().succeeded == 1
+    clock.advance(MINUTE_MS)
+    ended_in = started_in + MINUTE_MS
+    assert ended_in in hg.roll_up_activity()
+    points = _by_minute(hg.activity(since_ms=started_in))
+    assert points[started_in][("jobs", "started")] == 1
+    assert points[started_in][("jobs", "succeeded")] == 0
+    assert points[ended_in][("jobs", "started")] == 0
+    assert points[ended_in][("jobs", "succeeded")] == 1

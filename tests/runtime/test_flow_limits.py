@@ -74,6 +74,22 @@ def test_a_limit_holds_jobs_pending_and_says_so_until_it_is_raised(
     assert hg.limits() == []
 
 
+def test_a_limit_on_the_kind_named_star_is_not_the_limit_on_every_kind(hg: Headgate) -> None:
+    hg.handler("*")(lambda job: None)
+    hg.handler("other")(lambda job: None)
+    hg.set_limit(kind="*", limit=0)
+    hg.set_limit(limit=5)
+    assert {(limit.kind, limit.limit) for limit in hg.limits()} == {(None, 5), ("*", 0)}
+    held, free = hg.enqueue("*"), hg.enqueue("other")
+    assert hg.drain().succeeded == 1
+    assert hg.get_job(free.id).state == "completed"
+    assert hg.get_job(held.id).waiting_for == (
+        'concurrency limit 0 on queue=* kind="*" partition=*any',
+    )
+    assert hg.clear_limit() is True
+    assert [limit.kind for limit in hg.limits()] == ["*"]
+
+
 def test_per_partition_limits_report_the_busiest_partitions(hg: Headgate) -> None:
     hg.set_limit(partition_key=EACH_PARTITION, limit=2)
     [status] = hg.limits()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from headgate._domain.activity import MINUTE_MS, ActivityPoint, MinuteRows
+from headgate._domain.activity import MINUTE_MS, RAN, ActivityPoint, MinuteRows
 from headgate._domain.events import JobState
 from headgate._store.memory.state import MemoryState
 from headgate._store.port.activity import ActivityLog
@@ -36,11 +36,19 @@ class MemoryActivityLog(ActivityLog):
                 started, due = attempt.started_at_ms, None if job is None else job.run_at_ms
                 pickup = None if started is None or due is None or due > started else started - due
                 attempts.append((attempt.outcome, pickup))
+            started_ended = sum(
+                1
+                for _, attempt in models.job_attempts.items()
+                if attempt.outcome in RAN
+                and attempt.ended_at_ms is not None
+                and within(attempt.started_at_ms)
+            )
             jobs = [row for _, row in models.jobs.items() if within(row.updated_at_ms)]
             return MinuteRows(
                 ticks=ticks,
                 attempts=attempts,
                 expired=sum(1 for row in jobs if row.state == JobState.EXPIRED),
+                started_ended=started_ended,
                 started_running=sum(1 for row in jobs if row.state == JobState.RUNNING),
             )
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import delete, func, insert, select, text
 
-from headgate._domain.activity import MINUTE_MS, ActivityPoint, MinuteRows
+from headgate._domain.activity import MINUTE_MS, RAN, ActivityPoint, MinuteRows
 from headgate._store.port.activity import ActivityLog
 from headgate._store.sql.database import Database
 from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, RUNNING_WHERE, activity
@@ -29,6 +29,12 @@ class SqlActivityLog(ActivityLog):
             .select_from(_attempts.outerjoin(_jobs, _jobs.c.job_id == _attempts.c.job_id))
             .where(_attempts.c.ended_at_ms >= minute_ms, _attempts.c.ended_at_ms < end)
         )
+        started_ended = select(func.count()).where(
+            _attempts.c.ended_at_ms >= minute_ms,
+            _attempts.c.started_at_ms >= minute_ms,
+            _attempts.c.started_at_ms < end,
+            _attempts.c.outcome.in_(sorted(RAN)),
+        )
         expired = select(func.count()).where(
             text(FINISHED_JOBS_WHERE),
             _jobs.c.state == "expired",
@@ -46,6 +52,7 @@ class SqlActivityLog(ActivityLog):
                     for outcome, started, due in connection.execute(attempts)
                 ],
                 expired=int(connection.execute(expired).scalar_one()),
+                started_ended=int(connection.execute(started_ended).scalar_one()),
                 started_running=int(connection.execute(running).scalar_one()),
             )
 
