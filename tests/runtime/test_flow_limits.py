@@ -115,6 +115,29 @@ def test_a_rate_class_waits_without_spending_an_attempt(hg: Headgate, clock: Fak
     assert hg.rate_limits() == []
 
 
+def test_a_widened_or_reset_rate_class_still_counts_its_earlier_starts(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    hg.handler("mail", rate_class="mail-api")(lambda job: None)
+    hg.set_rate_limit("mail-api", limit=2, per_ms=MINUTE)
+    hg.set_rate_limit("sms-api", limit=1, per_ms=MINUTE)
+    hg.enqueue("mail")
+    hg.enqueue("mail")
+    assert hg.drain().succeeded == 2
+    clock.advance(2 * MINUTE)
+    assert hg.drain().ran == 0, "a claim after the minute's window has passed"
+    widened = hg.set_rate_limit("mail-api", limit=2, per_ms=60 * MINUTE)
+    assert widened.started == 2, "both starts fall within the hour"
+    held = hg.enqueue("mail")
+    assert hg.drain().ran == 0
+    assert hg.clear_rate_limit("mail-api") is True
+    assert hg.drain().succeeded == 1, "a cleared class starts freely"
+    hg.drain()
+    reset = hg.set_rate_limit("mail-api", limit=3, per_ms=60 * MINUTE)
+    assert reset.started == 2, "starts made while the class was cleared are not counted"
+    assert hg.get_job(held.id).state == "completed"
+
+
 def test_a_paused_queue_is_why_a_job_waits(hg: Headgate) -> None:
     job = hg.enqueue("k", queue="reports")
     hg.pause_queue("reports")

@@ -27,7 +27,7 @@ from headgate._domain.cursors import (
 from headgate._domain.decisions import LiveTickJob
 from headgate._domain.events import UNFINISHED_STATES, JobState
 from headgate._domain.fair_share import Turns
-from headgate._domain.limits import RunningKey, Slots
+from headgate._domain.limits import MAX_RATE_WINDOW_MS, RunningKey, Slots
 from headgate._projections import (
     ConcurrencyLimitRow,
     CrashBlameRow,
@@ -275,6 +275,17 @@ def recent_starts(
         )
         for rate in rates
     }
+
+
+def starts_kept(starts: list[int], limit: int, now_ms: int) -> list[int]:
+    """A rate class's starts that a window can still count: within the widest
+    window, and no older than its `limit`-th newest (with ties), as the SQL
+    store's claim keeps them."""
+    recent = sorted(at for at in starts if at > now_ms - MAX_RATE_WINDOW_MS)
+    if len(recent) <= limit:
+        return recent
+    oldest_kept = recent[-limit]
+    return [at for at in recent if at >= oldest_kept]
 
 
 def turns(

@@ -191,14 +191,15 @@ class MemoryWriteTransaction(WriteTransaction):
         return claimed
 
     def _slots(self, now_ms: int) -> Slots | None:
-        """The limits as they stand, or None when there are none; the rate classes'
-        starts its windows have passed are dropped (at commit)."""
+        """The limits as they stand, or None when there are none; the starts no
+        window of a rate class can count are dropped (at commit), as the SQL
+        store's claim does."""
         limits, rates = queries.limits(self.models)
         if not limits and not rates:
             return None
-        windows = {rate.rate_class: rate.per_ms for rate in rates}
+        kept = {rate.rate_class: rate.max_starts for rate in rates}
         self._rate_starts = {
-            name: [at for at in starts if name in windows and at > now_ms - windows[name]]
+            name: queries.starts_kept(starts, kept[name], now_ms) if name in kept else starts
             for name, starts in self._rate_starts.items()
         }
         return Slots.counted(

@@ -48,6 +48,7 @@ from headgate._domain.events import JobState
 from headgate._domain.fair_share import Turns
 from headgate._domain.limits import (
     EACH_PARTITION,
+    MAX_RATE_WINDOW_MS,
     ConcurrencyLimit,
     RateLimit,
     RunningKey,
@@ -277,11 +278,25 @@ _RUNNING_COUNTS: Final = Prepared(
 )
 _RATE_CLASS = bindparam("rate_class", type_=String)
 _SINCE = bindparam("since", type_=BigInteger)
+_LAST_KEPT = bindparam("last_kept", type_=Integer)
+_OLDEST_KEPT: Final = (
+    select(rate_starts.c.started_at_ms)
+    .where(rate_starts.c.rate_class == _RATE_CLASS)
+    .order_by(rate_starts.c.started_at_ms.desc())
+    .limit(1)
+    .offset(_LAST_KEPT)
+    .scalar_subquery()
+)
 _FORGET_STARTS: Final = Prepared(
     delete(rate_starts).where(
-        rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms <= _SINCE
+        rate_starts.c.rate_class == _RATE_CLASS,
+        or_(rate_starts.c.started_at_ms <= _SINCE, rate_starts.c.started_at_ms < _OLDEST_KEPT),
     )
 )
+"""Forget the starts of a class no window can count: older than the widest
+window, or behind its newest `limit` (whatever its window, only those decide
+whether it is used up: so a widened window still counts what started before
+it was widened). `last_kept` is the oldest kept start's place, from 0."""
 _STARTS_SINCE: Final = Prepared(
     select(func.count()).where(
         rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE
@@ -314,8 +329,11 @@ def _slots(connection: Connection, now_ms: int) -> Slots | None:
         return None
     started: dict[str, int] = {}
     for name, rate in rates.items():
+        forget_before = now_ms - MAX_RATE_WINDOW_MS
+        _FORGET_STARTS.run(
+            connection, rate_class=name, since=forget_before, last_kept=rate.limit - 1
+        )
         since = now_ms - rate.per_ms
-        _FORGET_STARTS.run(connection, rate_class=name, since=since)
         ((count,),) = _STARTS_SINCE.run(connection, rate_class=name, since=since)
         started[name] = int(count)
     return Slots.counted(limits, rates, running, started)
