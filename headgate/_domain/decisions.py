@@ -18,7 +18,8 @@ from typing import Final
 
 from headgate._domain.admission import AdmissionLimits, kind_problem, payload_problem
 from headgate._domain.events import JobEnqueued, JobState, MissedRunPolicy, Outcome
-from headgate._domain.fair_share import Turns
+from headgate._domain.fair_share import Lane, Turns
+from headgate._domain.options import DEFAULT_PRIORITY
 from headgate._domain.overlap import OverlapPolicy
 from headgate._domain.spec import ScheduleSpec
 
@@ -141,10 +142,20 @@ def overlap_schedules(candidates: Sequence[Candidate]) -> set[str]:
     }
 
 
-def partitions_of(candidates: Sequence[Candidate]) -> set[tuple[str, str]]:
-    """The (queue, partition key) pairs whose latest fair turn the gate must know."""
+def priority_of(job: JobEnqueued) -> int:
+    """The priority a job is claimed at (its own, else the default)."""
+    return DEFAULT_PRIORITY if job.options.priority is None else job.options.priority
+
+
+def lanes_of(candidates: Sequence[Candidate]) -> set[Lane]:
+    """The (queue, priority) lanes whose current fair turn the gate must know."""
+    return {(candidate.job.queue, priority_of(candidate.job)) for candidate in candidates}
+
+
+def partitions_of(candidates: Sequence[Candidate]) -> set[tuple[str, int, str]]:
+    """The (queue, priority, partition key) whose latest fair turn the gate must know."""
     return {
-        (candidate.job.queue, key)
+        (candidate.job.queue, priority_of(candidate.job), key)
         for candidate in candidates
         if (key := candidate.job.options.partition_key) is not None
     }
@@ -204,7 +215,7 @@ def decide(candidate: Candidate, facts: GateFacts, limits: AdmissionLimits) -> D
             live.clear()
         live.append(LiveTickJob(job.job_id, job.periodic_tick_ms or 0, JobState.PENDING, 1))
     facts.pending[job.queue] = pending + 1
-    turn = facts.turns.take(job.queue, job.options.partition_key)
+    turn = facts.turns.take(job.queue, priority_of(job), job.options.partition_key)
     return Decision(
         Outcome.ENQUEUED,
         Reason.ACCEPTED,

@@ -36,6 +36,35 @@ def test_a_small_partitions_job_starts_next_behind_a_large_backlog(
     assert [name for name in ran if name.startswith("big-")] == [f"big-{n}" for n in range(50)]
 
 
+def test_jobs_that_waited_are_not_put_behind_a_backlog_that_came_after_them(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+
+    @hg.handler("work")
+    def work(job: JobContext) -> None:
+        assert isinstance(job.payload, str)
+        ran.append(job.payload)
+        if job.payload == "heavy-15":
+            later = clock.now_ms() + MINUTE
+            hg.enqueue("work", "light", partition_key="light", run_at_ms=later)
+            hg.enqueue("work", "plain", run_at_ms=later)
+            hg.enqueue("work", "urgent", partition_key="heavy", priority=5)
+
+    for n in range(30):
+        hg.enqueue("work", f"heavy-{n}", partition_key="heavy")
+        clock.advance(1)
+    hg.set_limit(partition_key=EACH_PARTITION, limit=1)  # heavy's jobs run one by one
+    assert hg.drain().succeeded == 31
+    hg.clear_limit(partition_key=EACH_PARTITION)
+    for n in range(30):
+        hg.enqueue("work", f"new-{n}", partition_key="new")
+    clock.advance(MINUTE)
+    ran.clear()
+    assert hg.drain().succeeded == 32
+    assert {"light", "plain"} <= set(ran[:3]), ran[:5]
+
+
 def test_without_partitions_the_claim_order_is_priority_then_run_at(
     hg: Headgate, clock: FakeClock
 ) -> None:

@@ -26,7 +26,7 @@ from headgate._domain.cursors import (
 )
 from headgate._domain.decisions import LiveTickJob
 from headgate._domain.events import UNFINISHED_STATES, JobState
-from headgate._domain.fair_share import Turns
+from headgate._domain.fair_share import Lane, Turns
 from headgate._domain.limits import MAX_RATE_WINDOW_MS, RunningKey, Slots
 from headgate._projections import (
     ConcurrencyLimitRow,
@@ -290,28 +290,20 @@ def starts_kept(starts: list[int], limit: int, now_ms: int) -> list[int]:
 
 def turns(
     models: ReadModels,
-    queues: Collection[str],
-    partitions: Collection[tuple[str, str]],
-    now_ms: int,
+    current: Mapping[Lane, int],
+    lanes: Collection[Lane],
+    partitions: Collection[tuple[str, int, str]],
 ) -> Turns:
     """The gate's fair-share facts (as the SQL store's `claiming.turns`)."""
-    current: dict[str, int] = {}
-    for queue in dict.fromkeys(queues):
-        turns_due = [
-            row.fair_turn
-            for row in _pending(models, queue)
-            if row.partition_key is not None and row.run_at_ms <= now_ms
-        ]
-        current[queue] = min(turns_due, default=0)
     asked = set(partitions)
-    latest: dict[tuple[str, str], int] = {}
+    latest: dict[tuple[str, int, str], int] = {}
     for _, row in models.jobs.items():
         if row.state not in UNFINISHED_STATES or row.partition_key is None:
             continue
-        key = (row.queue, row.partition_key)
+        key = (row.queue, row.priority, row.partition_key)
         if key in asked:
             latest[key] = max(latest.get(key, row.fair_turn), row.fair_turn)
-    return Turns(current, latest)
+    return Turns({lane: current[lane] for lane in lanes if lane in current}, latest)
 
 
 def _waits_its_turn(models: ReadModels, row: JobRow) -> bool:

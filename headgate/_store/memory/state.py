@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from headgate._domain.activity import ActivityPoint
+from headgate._domain.fair_share import Lane
 from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
 from headgate._store.memory.events import CommittedLog
 from headgate._store.memory.notifications import Notifications
@@ -39,6 +40,9 @@ class MemoryState:
         self.rate_starts: dict[str, list[int]] = {}
         """Per rate class, when its jobs within the window were claimed (operational
         state, as the SQL store's rate_starts table)."""
+        self.queue_turns: dict[Lane, int] = {}
+        """Each lane's current fair-share turn (operational state, as the SQL
+        store's queue_turns table)."""
         self.compacted_up_to = 0
         """The log position up to which streams have been examined for trimming."""
         self.notifications = Notifications()

@@ -13,8 +13,15 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules, partitions_of
+from headgate._domain.decisions import (
+    Candidate,
+    GateFacts,
+    lanes_of,
+    overlap_schedules,
+    partitions_of,
+)
 from headgate._domain.events import DomainEvent, JobEnqueued, JobState, RecordedEvent
+from headgate._domain.fair_share import lanes_claimed
 from headgate._domain.limits import Slots
 from headgate._domain.streams import job_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation
@@ -44,6 +51,7 @@ class MemoryWriteTransaction(WriteTransaction):
         self.compacted_up_to: int | None = None
         """Set by a compaction run that completes: how far it examined the log."""
         self._rate_starts = {name: list(starts) for name, starts in state.rate_starts.items()}
+        self._queue_turns = dict(state.queue_turns)
 
     @property
     def now_ms(self) -> int:
@@ -188,6 +196,9 @@ class MemoryWriteTransaction(WriteTransaction):
             rate_class = row.rate_class
             if slots is not None and rate_class is not None and rate_class in slots.rates:
                 self._rate_starts.setdefault(rate_class, []).append(now_ms)
+        claimed_turns = [(row.queue, row.priority, row.fair_turn) for row in claimed]
+        for lane, turn in lanes_claimed(claimed_turns).items():
+            self._queue_turns[lane] = max(self._queue_turns.get(lane, 0), turn)
         return claimed
 
     def _slots(self, now_ms: int) -> Slots | None:
@@ -236,10 +247,7 @@ class MemoryWriteTransaction(WriteTransaction):
             pending=queries.unfinished_counts(self.models, count_queues),
             live_ticks=queries.live_ticks(self.models, overlap_schedules(candidates)),
             turns=queries.turns(
-                self.models,
-                {c.job.queue for c in candidates},
-                partitions_of(candidates),
-                self._now_ms,
+                self.models, self._queue_turns, lanes_of(candidates), partitions_of(candidates)
             ),
         )
 
@@ -279,3 +287,4 @@ class MemoryWriteTransaction(WriteTransaction):
             if self.compacted_up_to is not None:
                 self._state.compacted_up_to = self.compacted_up_to
             self._state.rate_starts = self._rate_starts
+            self._state.queue_turns = self._queue_turns

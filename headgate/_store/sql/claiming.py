@@ -9,7 +9,8 @@ reads candidates in the same order, skipping what is full, takes those that
 fit (`limits.Slots`), and updates them.
 
 The admission gate's fair-share facts (`fair_share.Turns`) are read here
-too: they are the claim order's other half.
+too: they are the claim order's other half, and the claim keeps each lane's
+current turn.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from headgate._domain.events import JobState
-from headgate._domain.fair_share import Turns
+from headgate._domain.fair_share import Lane, Turns, lanes_claimed
 from headgate._domain.limits import (
     EACH_PARTITION,
     MAX_RATE_WINDOW_MS,
@@ -62,9 +63,9 @@ from headgate._store.sql.schema import (
     CLAIMABLE_WHERE,
     LIVE,
     LIVE_PARTITIONED_WHERE,
-    PENDING_PARTITIONED_WHERE,
     RUNNING_WHERE,
     live_ticks_where,
+    queue_turns,
     rate_starts,
 )
 
@@ -162,6 +163,7 @@ def claim(
             )
         blame_seen = blame_seen or blamed
         claimed.extend(sorted(rows, key=claim_order))
+    _record_turns(connection, claimed)
     return claimed, blame_seen or not claimed
 
 
@@ -531,41 +533,54 @@ def recent_starts(connection: Connection, now_ms: int) -> dict[str, int]:
 
 def turns(
     connection: Connection,
-    queues: Collection[str],
-    partitions: Collection[tuple[str, str]],
-    now_ms: int,
+    lanes: Collection[Lane],
+    partitions: Collection[tuple[str, int, str]],
 ) -> Turns:
-    """The gate's fair-share facts: each queue's current turn (its lowest due
-    pending partitioned turn, else 0) and the latest live turn of each
-    (queue, partition key) asked about."""
-    current: dict[str, int] = {}
-    for queue in dict.fromkeys(queues):
-        query = (
-            select(_jobs.c.fair_turn)
-            .where(
-                text(PENDING_PARTITIONED_WHERE), _jobs.c.queue == queue, _jobs.c.run_at_ms <= now_ms
-            )
-            .order_by(_jobs.c.fair_turn)
-            .limit(1)
-        )
-        found = connection.execute(query).scalar()
-        current[queue] = 0 if found is None else int(found)
-    latest: dict[tuple[str, str], int] = {}
-    wanted = sorted(set(partitions))
+    """The gate's fair-share facts: each lane's current turn (`queue_turns`) and
+    the latest live turn of each (queue, priority, partition key) asked about."""
     dialect = dialect_of(connection)
+    wanted_lanes = set(lanes)
+    current: dict[Lane, int] = {}
+    queues = sorted({queue for queue, _ in wanted_lanes})
+    for start in range(0, len(queues), CHUNK):
+        query = select(queue_turns).where(
+            dialect.is_one_of(queue_turns.c.queue, queues[start : start + CHUNK])
+        )
+        for queue, priority, turn in connection.execute(query):
+            if (queue, priority) in wanted_lanes:
+                current[(str(queue), int(priority))] = int(turn)
+    latest: dict[tuple[str, int, str], int] = {}
+    wanted = sorted(set(partitions))
     for start in range(0, len(wanted), CHUNK):
-        chunk = wanted[start : start + CHUNK]
+        asked = wanted[start : start + CHUNK]
         query = (
-            select(_jobs.c.queue, _jobs.c.partition_key, func.max(_jobs.c.fair_turn))
+            select(
+                _jobs.c.queue, _jobs.c.partition_key, _jobs.c.priority, func.max(_jobs.c.fair_turn)
+            )
             .where(
                 text(LIVE_PARTITIONED_WHERE),
-                dialect.is_one_of(_jobs.c.queue, sorted({queue for queue, _ in chunk})),
-                dialect.is_one_of(_jobs.c.partition_key, sorted({key for _, key in chunk})),
+                dialect.is_one_of(_jobs.c.queue, sorted({queue for queue, _, _ in asked})),
+                dialect.is_one_of(_jobs.c.partition_key, sorted({key for _, _, key in asked})),
             )
-            .group_by(_jobs.c.queue, _jobs.c.partition_key)
+            .group_by(_jobs.c.queue, _jobs.c.partition_key, _jobs.c.priority)
         )
-        asked = set(chunk)
-        for queue, key, turn in connection.execute(query):
-            if (queue, key) in asked:
-                latest[(str(queue), str(key))] = int(turn)
+        chunk = set(asked)
+        for queue, key, priority, turn in connection.execute(query):
+            if (queue, priority, key) in chunk:
+                latest[(str(queue), int(priority), str(key))] = int(turn)
     return Turns(current, latest)
+
+
+def _record_turns(connection: Connection, claimed: Sequence[JobRow]) -> None:
+    """Raise each lane's current turn to the highest its claim took (`fair_share`)."""
+    highest = lanes_claimed([(row.queue, row.priority, row.fair_turn) for row in claimed])
+    if not highest:
+        return
+    statement = dialect_of(connection).raise_to(queue_turns, ("queue", "priority"), "turn")
+    connection.execute(
+        statement,
+        [
+            {"queue": queue, "priority": priority, "turn": turn}
+            for (queue, priority), turn in sorted(highest.items())
+        ],
+    )

@@ -20,7 +20,13 @@ from sqlalchemy.engine import Connection
 
 from headgate._clock import StoreClock
 from headgate._domain.admission import could_be_stored
-from headgate._domain.decisions import Candidate, GateFacts, overlap_schedules, partitions_of
+from headgate._domain.decisions import (
+    Candidate,
+    GateFacts,
+    lanes_of,
+    overlap_schedules,
+    partitions_of,
+)
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
@@ -303,12 +309,7 @@ class SqlWriteTransaction(WriteTransaction):
             ),
             pending=queries.pending_counts(connection, count_queues) if count_queues else {},
             live_ticks=queries.live_ticks(connection, overlap_schedules(candidates)),
-            turns=claiming.turns(
-                connection,
-                {c.job.queue for c in candidates},
-                partitions_of(candidates),
-                self._now_ms,
-            ),
+            turns=claiming.turns(connection, lanes_of(candidates), partitions_of(candidates)),
         )
 
 

@@ -58,9 +58,7 @@ CLAIMABLE_WHERE: Final = "state = 'pending'"
 """The claim index: pending jobs by (queue, priority descending, fair_turn,
 run_at_ms, job_id)."""
 LIVE_PARTITIONED_WHERE: Final = "state IN ('pending', 'running') AND partition_key IS NOT NULL"
-"""A partition's latest turn, read when the gate admits one of its jobs."""
-PENDING_PARTITIONED_WHERE: Final = "state = 'pending' AND partition_key IS NOT NULL"
-"""A queue's current fair-share turn: its lowest pending partitioned turn."""
+"""A partition's latest turn in its lane, read when the gate admits one of its jobs."""
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
@@ -177,6 +175,19 @@ operational state, like a claim (the claim that starts a job writes its row,
 and drops the rows its window has passed). A claim counts these to keep a
 rate limit (`limits.RateLimit`)."""
 Index(f"ix_{TABLE_PREFIX}rate_starts", rate_starts.c.rate_class, rate_starts.c.started_at_ms)
+
+
+queue_turns = Table(
+    f"{TABLE_PREFIX}queue_turns",
+    LOG,
+    Column("queue", String(128), primary_key=True),
+    Column("priority", Integer, primary_key=True, autoincrement=False),
+    Column("turn", BigInteger, nullable=False),
+)
+"""Each lane's (queue, priority) current fair-share turn: the highest turn a
+claim has taken in it. Operational state, like a claim (the claim that takes
+a job of a higher turn raises it); the gate reads it to give each job its turn
+(`fair_share`). A lane whose turns are all 0 has no row."""
 
 
 activity = Table(
@@ -374,16 +385,10 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         f"ix_{prefix}jobs_partition_turns",
         jobs.c.queue,
         jobs.c.partition_key,
+        jobs.c.priority,
         jobs.c.fair_turn,
         sqlite_where=text(LIVE_PARTITIONED_WHERE),
         postgresql_where=text(LIVE_PARTITIONED_WHERE),
-    )
-    Index(
-        f"ix_{prefix}jobs_queue_turns",
-        jobs.c.queue,
-        jobs.c.fair_turn,
-        sqlite_where=text(PENDING_PARTITIONED_WHERE),
-        postgresql_where=text(PENDING_PARTITIONED_WHERE),
     )
     Index(f"ix_{prefix}jobs_created", jobs.c.created_at_ms, jobs.c.job_id)
     Index(

@@ -14,6 +14,7 @@ from headgate._domain.events import (
     JobSucceeded,
     RateLimitSet,
 )
+from headgate._domain.fair_share import Turns
 from headgate._domain.limits import EACH_PARTITION, scope_of
 from headgate._domain.options import JobOptions
 from headgate._domain.streams import job_stream, limit_stream, rate_stream
@@ -172,28 +173,33 @@ def test_claims_take_the_lowest_fair_turn_within_a_priority(store: Store, clock:
     assert _claim(store, {"q": 3}, clock) == ["urgent", "b-early-turn", "a-late-turn"]
 
 
-def test_the_gate_learns_each_queues_turn_and_each_partitions_latest(
+def _turns(store: Store, partition_key: str | None, priority: int | None = None) -> Turns:
+    options = JobOptions.restored(queue="q", partition_key=partition_key, priority=priority)
+    candidate = Candidate(JobEnqueued("new", "k", None, options), "f", 4)
+    with store.log.write() as transaction:
+        return transaction.gate_facts([candidate], []).turns
+
+
+def test_the_gate_learns_each_lanes_turn_and_each_partitions_latest(
     store: Store, clock: FakeClock
 ) -> None:
     for n, turn in enumerate((4, 5, 6)):
         _job(store, f"a{n}", partition_key="a", fair_turn=turn)
+        clock.advance(1)
     _job(store, "later", partition_key="c", fair_turn=2)
+    _job(store, "urgent", partition_key="a", fair_turn=9, priority=5)
     _job(store, "elsewhere", queue="other", partition_key="a", fair_turn=40)
-    candidate = Candidate(
-        JobEnqueued("new", "k", None, JobOptions.restored(queue="q", partition_key="b")), "f", 4
-    )
-    with store.log.write() as transaction:
-        turns = transaction.gate_facts([candidate], []).turns
-    assert turns.current == {"q": 2}
-    assert turns.latest == {}, "b has no live job"
-    keyed = Candidate(
-        JobEnqueued("new2", "k", None, JobOptions.restored(queue="q", partition_key="a")), "f", 4
-    )
-    with store.log.write() as transaction:
-        turns = transaction.gate_facts([keyed], []).turns
-    assert turns.latest == {("q", "a"): 6}
-    assert turns.take("q", "a") == 7
-    assert turns.take("q", "b") == 2
+    assert _turns(store, "b").current == {}, "no claim has taken a turn yet"
+    assert _turns(store, "b").latest == {}, "b has no live job"
+    assert _turns(store, "a").latest == {("q", 0, "a"): 6}
+    assert _turns(store, "a", priority=5).latest == {("q", 5, "a"): 9}
+    assert _claim(store, {"q": 2}, clock) == ["urgent", "later"]
+    turns = _turns(store, "a")
+    assert turns.current == {("q", 0): 2}, "each priority is a lane of its own"
+    assert (turns.take("q", 0, "a"), turns.take("q", 0, "b")) == (7, 2)
+    assert _turns(store, "b", priority=5).current == {("q", 5): 9}
+    assert _claim(store, {"q": 5}, clock) == ["a0", "a1", "a2"]
+    assert _turns(store, None).current == {("q", 0): 6}, "a lane's turn never falls back"
 
 
 def test_a_kinds_per_partition_limit_leaves_other_kinds_of_the_partition_free(

@@ -4,6 +4,7 @@ in place."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,14 +25,17 @@ from sqlalchemy import (
     update,
 )
 
+from headgate._domain.decisions import Candidate
 from headgate._domain.events import (
     ConcurrencyLimitSet,
     JobAbandoned,
     JobCancelled,
     JobClaimed,
+    JobEnqueued,
     JobRetried,
 )
 from headgate._domain.limits import scope_of
+from headgate._domain.options import JobOptions
 from headgate._domain.streams import job_stream, limit_stream
 from headgate._errors import (
     ConstraintViolation,
@@ -525,7 +529,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -543,8 +547,28 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_15_left_it(connection: Connection) -> None:
+    """Undo revision 16 (fair-share lanes)."""
+    connection.execute(text("DROP TABLE headgate_queue_turns"))
+    connection.execute(text("DROP INDEX ix_headgate_jobs_partition_turns"))
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_partition_turns ON headgate_jobs "
+            "(queue, partition_key, fair_turn) "
+            "WHERE state IN ('pending', 'running') AND partition_key IS NOT NULL"
+        )
+    )
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_queue_turns ON headgate_jobs (queue, fair_turn) "
+            "WHERE state = 'pending' AND partition_key IS NOT NULL"
+        )
+    )
+
+
 def _as_revision_14_left_it(connection: Connection) -> None:
-    """Undo revision 15 (limits, rate classes, fair share)."""
+    """Undo revisions 16 and 15 (limits, rate classes, fair share)."""
+    _as_revision_15_left_it(connection)
     for table in (
         "headgate_concurrency_limits",
         "headgate_rate_limits",
@@ -579,13 +603,13 @@ def _as_revision_14_left_it(connection: Connection) -> None:
 
 
 def _as_revision_13_left_it(connection: Connection) -> None:
-    """Undo revisions 15 and 14 (snoozes)."""
+    """Undo revisions 16 to 14 (snoozes)."""
     _as_revision_14_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN snoozes"))
 
 
 def _as_revision_12_left_it(connection: Connection) -> None:
-    """Undo revisions 14 and 13 (overlap policies and start deadlines)."""
+    """Undo revisions 16 to 13 (overlap policies and start deadlines)."""
     _as_revision_13_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
     for table, column in (
@@ -606,7 +630,7 @@ def _as_revision_12_left_it(connection: Connection) -> None:
 
 
 def _as_revision_10_left_it(connection: Connection) -> None:
-    """Undo revisions 13, 12 (paused queues) and 11 (priorities, in the claim index)."""
+    """Undo revisions 16 to 12 (paused queues) and 11 (priorities, in the claim index)."""
     _as_revision_12_left_it(connection)
     connection.execute(text("DROP TABLE headgate_paused_queues"))
     connection.execute(
@@ -638,7 +662,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -673,7 +697,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15]
+        assert migrate(engine) == [13, 14, 15, 16]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -706,7 +730,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15]
+        assert migrate(engine) == [15, 16]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -724,6 +748,43 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         with store.log.write() as transaction:
             claimed = transaction.claim({"q": 2}, {"k": 60_000}, "w", 2_000)
         assert [row.job_id for row in claimed] == ["old-1"], "oldest run_at first, one slot"
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -> None:
+    """A lane's current turn starts at the highest turn among its running jobs, so
+    a partition's new job joins the round under way rather than the first one."""
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        for turn in (5, 6, 7):
+            job = enqueued(f"a-{turn}", "k", "q", None)
+            event = dataclasses.replace(
+                job, options=dataclasses.replace(job.options, partition_key="a"), fair_turn=turn
+            )
+            store.log.append(job_stream(job.job_id), NO_STREAM, [event])
+        with store.log.write() as transaction:
+            claimed = transaction.claim({"q": 2}, {"k": 60_000}, "w", 2_000)
+        assert [row.fair_turn for row in claimed] == [5, 6]
+        with store.engine.begin() as connection:
+            _as_revision_15_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0015'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [16]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        options = JobOptions.restored(queue="q", partition_key="b")
+        candidate = Candidate(JobEnqueued("b-1", "k", None, options), "f", 4)
+        with store.log.write() as transaction:
+            turns = transaction.gate_facts([candidate], []).turns
+        assert turns.current == {("q", 0): 6}
         assert verify(store).ok
     finally:
         store.close()
@@ -760,7 +821,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

@@ -99,6 +99,11 @@ class Dialect(ABC):
         """INSERT ... ON CONFLICT (key) DO NOTHING: two writers inserting at once is no error."""
 
     @abstractmethod
+    def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
+        """INSERT ... ON CONFLICT (keys) DO UPDATE: the row's `column` becomes the
+        greater of its value and the one inserted."""
+
+    @abstractmethod
     def server_now_ms(self, connection: Connection) -> int:
         """The store's clock in epoch ms (only asked when not `clock_is_local`)."""
 

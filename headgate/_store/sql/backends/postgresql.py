@@ -538,6 +538,11 @@ class PostgresDialect(Dialect):
     def insert_if_absent(self, table: Table, key: str) -> Insert:
         return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
 
+    def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
+        statement = pg_dialect.insert(table)
+        greater = func.greatest(table.c[column], statement.excluded[column])
+        return statement.on_conflict_do_update(index_elements=list(keys), set_={column: greater})
+
     def server_now_ms(self, connection: Connection) -> int:
         return int(connection.execute(_SERVER_NOW_MS).scalar_one())
 

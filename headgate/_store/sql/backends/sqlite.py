@@ -305,6 +305,11 @@ class SqliteDialect(Dialect):
     def insert_if_absent(self, table: Table, key: str) -> Insert:
         return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
 
+    def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
+        statement = sqlite_dialect.insert(table)
+        greater = func.max(table.c[column], statement.excluded[column])
+        return statement.on_conflict_do_update(index_elements=list(keys), set_={column: greater})
+
     def server_now_ms(self, connection: Connection) -> int:
         raise NotImplementedError("a SQLite store's clock is this host's")
 
