@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pykka
 from typing_extensions import Unpack
@@ -35,6 +35,7 @@ from typing_extensions import Unpack
 from headgate._clock import Clock, StoreClock
 from headgate._commands import (
     Commands,
+    NewJob,
     Put,
     Settings,
     definitions_of,
@@ -44,6 +45,7 @@ from headgate._domain.activity import SHOWN_MS, ActivityPoint
 from headgate._domain.admission import (
     MAX_QUEUE_LENGTH,
     kind_problem,
+    require_kind,
     require_name,
     require_payload,
 )
@@ -56,6 +58,7 @@ from headgate._domain.options import (
     CHOSEN_AT_ENQUEUE,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
+    ENQUEUE_KEYWORDS,
     EnqueueArgs,
     JobOptionArgs,
     JobOptions,
@@ -597,6 +600,7 @@ class Headgate:
         payload: JsonValue = None,
         *,
         periodic_origin: object = None,
+        connection: object = None,
         **options: Unpack[EnqueueArgs],
     ) -> Job:
         """Enqueue a job of `kind` with its options (`JobOptions`): to run at
@@ -611,8 +615,15 @@ class Headgate:
         scheduler has passed the tick (tick_ms before its next_run_ms: a tick to
         come is the scheduler's to make), TickHasJob (a DuplicateJob naming it) if
         the tick has its job already; otherwise the job takes the tick's own id
-        and unique key (and a different `unique_key` is a ValidationError)."""
-        return self.enqueue_job(kind, payload, JobOptions(**job_options(options)), periodic_origin)
+        and unique key (and a different `unique_key` is a ValidationError).
+
+        `connection`, a SQLAlchemy Connection or Session in a transaction on the
+        store's own database, makes the job part of the host's transaction: it
+        exists once the host commits, and never if the host rolls back (see
+        "Enqueue in your transaction" in the README for the rules)."""
+        return self.enqueue_job(
+            kind, payload, JobOptions(**job_options(options)), periodic_origin, connection
+        )
 
     def enqueue_job(
         self,
@@ -620,22 +631,68 @@ class Headgate:
         payload: JsonValue,
         options: JobOptions,
         periodic_origin: object = None,
+        connection: object = None,
     ) -> Job:
         """enqueue with its options as a JobOptions made beforehand."""
-        if any(getattr(options, name) is None for name in CHOSEN_AT_ENQUEUE):
-            # Claims read these from the row, so they are chosen now: the handler's
-            # if registered here, else Headgate's defaults.
-            spec = self._handlers.get(kind) if isinstance(kind, str) else None
-            defaults = (
-                spec.options
-                if spec
-                else JobOptions.restored(queue=DEFAULT_QUEUE, priority=DEFAULT_PRIORITY)
-            )
-            chosen = {name: getattr(defaults, name) for name in CHOSEN_AT_ENQUEUE}
-            options = options.under(JobOptions.restored(**chosen))
-        row = self._commands.enqueue(kind, payload, options, periodic_origin)
-        self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
+        options = self._chosen_at_enqueue(kind, options)
+        row = self._commands.enqueue(kind, payload, options, periodic_origin, within=connection)
+        if connection is None:  # a host's commit wakes the workers itself
+            self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         return Job.from_row(row)
+
+    def enqueue_many(
+        self, jobs: Iterable[Mapping[str, object]], *, connection: object = None
+    ) -> list[Job]:
+        """Enqueue many jobs at once, in bulk: each item a mapping of `kind`,
+        `payload` and enqueue's options (`{"kind": "import.row", "payload":
+        {"row": 7}, "priority": 5}`). Every item is checked before anything is
+        written: the first bad one raises ValidationError naming it by index and
+        field (`jobs[3].priority: ...`), and so does a unique key given twice.
+        Then they are written 500 per transaction, each all or nothing, through
+        the admission gate as enqueue's are: a job it refuses raises enqueue's
+        error (DuplicateJob, AdmissionRejected) with a note naming the job, and
+        the chunks before stay written (a note says how many). With
+        `connection` (as for enqueue) every job joins the host's transaction.
+        Returns the jobs, in order."""
+        new_jobs = [self._new_job(index, item) for index, item in enumerate(jobs)]
+        try:
+            rows = self._commands.enqueue_many(new_jobs, within=connection)
+        finally:
+            if connection is None:
+                self._poke_workers(due_now=True)
+        return [Job.from_row(row) for row in rows]
+
+    def _new_job(self, index: int, item: object) -> NewJob:
+        where = f"jobs[{index}]"
+        if not isinstance(item, Mapping):
+            raise ValidationError(where, f"must be a mapping, got {type(item).__name__}")
+        try:
+            fields = dict(item)
+            if "kind" not in fields:
+                raise ValidationError("kind", "is required")
+            kind = require_kind(fields.pop("kind"))
+            payload = fields.pop("payload", None)
+            for name in fields:
+                if name not in ENQUEUE_KEYWORDS:
+                    raise ValidationError(str(name), "is not a known field")
+            options = self._chosen_at_enqueue(kind, JobOptions(**job_options(fields)))
+        except ValidationError as error:
+            raise ValidationError(f"{where}.{error.field}", error.rule) from None
+        return NewJob(kind, cast("JsonValue", payload), options)
+
+    def _chosen_at_enqueue(self, kind: object, options: JobOptions) -> JobOptions:
+        """Claims read these options from the row, so they are chosen now: the
+        handler's if registered here, else Headgate's defaults."""
+        if all(getattr(options, name) is not None for name in CHOSEN_AT_ENQUEUE):
+            return options
+        spec = self._handlers.get(kind) if isinstance(kind, str) else None
+        defaults = (
+            spec.options
+            if spec
+            else JobOptions.restored(queue=DEFAULT_QUEUE, priority=DEFAULT_PRIORITY)
+        )
+        chosen = {name: getattr(defaults, name) for name in CHOSEN_AT_ENQUEUE}
+        return options.under(JobOptions.restored(**chosen))
 
     def get_job(self, job_id: str) -> Job:
         """A job, with its newest attempts (newest first) and, if it is due and

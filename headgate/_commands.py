@@ -10,6 +10,7 @@ a refusal becomes an exception here.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Final
 
@@ -149,6 +150,15 @@ def definitions_of(
             )
         definitions.append((schedule_id, definition))
     return definitions
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One job of an enqueue_many call: its kind checked, its options chosen."""
+
+    kind: str
+    payload: JsonValue
+    options: JobOptions
 
 
 @dataclass(frozen=True)
@@ -452,9 +462,12 @@ class Commands:
         payload: JsonValue,
         options: JobOptions,
         periodic_origin: object = None,
+        within: object = None,
     ) -> JobRow:
         """An ordinary job with its `options` (its queue chosen: the caller knows
-        the handlers), to run at `options.run_at_ms` (None: now).
+        the handlers), to run at `options.run_at_ms` (None: now); written in the
+        host's transaction `within` (a SQLAlchemy Connection or Session) when
+        given (`EventLog.write_within`), else committed before it returns.
 
         With `periodic_origin` (schedule, tick) the job is credited to that tick,
         and one job per tick holds: it takes the tick's own identity (the id and
@@ -490,7 +503,7 @@ class Commands:
         # Checked before the write lock: a bad request must not queue behind writers.
         payload_text = self._validated_payload(job)
         stream = job_stream(job.job_id)
-        with self._log.write() as transaction:
+        with self._writing(within) as transaction:
             if origin is None:
                 transaction.new_streams([stream])  # new_job_id's: nobody has it yet
             else:
@@ -501,6 +514,91 @@ class Commands:
         row = JOBS.apply(None, recorded)  # the row its projection made of it, not read back
         assert row is not None
         return row
+
+    def enqueue_many(
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        within: object = None,
+        chunk: int = BULK_CHUNK,
+    ) -> list[JobRow]:
+        """enqueue for many jobs (their queues chosen), their rows in order.
+
+        Every job is checked before anything is written (a bad payload, or a
+        unique key given twice, raises ValidationError naming `jobs[i]`). Then
+        they go `chunk` per write transaction, each through the admission gate
+        as one batch and all of it or none: a job the gate refuses (a unique key
+        held, a quarantined fingerprint, a full queue) raises its error for the
+        chunk, a note naming the job. Without `within`, chunks before a failure
+        stay written (a note says how many); with it, every chunk is in the
+        host's one transaction, which commits or rolls back all of them."""
+        checked: list[tuple[JobEnqueued, str]] = []
+        keys: dict[str, int] = {}
+        for index, new in enumerate(jobs):
+            job = JobEnqueued(new_job_id(), new.kind, new.payload, new.options)
+            try:
+                payload_text = self._validated_payload(job)
+            except ValidationError as error:
+                raise ValidationError(f"jobs[{index}].{error.field}", error.rule) from None
+            if job.unique_key is not None:
+                earlier = keys.setdefault(job.unique_key, index)
+                if earlier != index:
+                    raise ValidationError(
+                        f"jobs[{index}].unique_key",
+                        f"{job.unique_key!r} is also jobs[{earlier}]'s (one job holds a key)",
+                    )
+            checked.append((job, payload_text))
+        rows: list[JobRow] = []
+        for start in range(0, len(checked), chunk):
+            try:
+                with self._writing(within) as transaction:
+                    rows.extend(self._admit_chunk(transaction, checked[start : start + chunk]))
+            except Exception as error:
+                if start and within is None:
+                    error.add_note(
+                        f"enqueue_many: jobs[0:{start}] of {len(checked)} were enqueued "
+                        "before this error, the rest were not"
+                    )
+                raise
+        return rows
+
+    def _admit_chunk(
+        self, transaction: WriteTransaction, checked: Sequence[tuple[JobEnqueued, str]]
+    ) -> list[JobRow]:
+        """The gate's decisions on a chunk of new jobs as one batch (each sees the
+        ones before it), and the admitted jobs appended; raises for a refusal."""
+        transaction.new_streams(job_stream(job.job_id) for job, _ in checked)
+        candidates = [
+            Candidate(job, fingerprint_of_text(job.kind, text), len(text.encode()))
+            for job, text in checked
+        ]
+        limited = sorted(
+            {c.job.queue for c in candidates if self._limits.limit_for(c.job.queue) is not None}
+        )
+        facts = transaction.gate_facts(candidates, limited)
+        admitted: list[JobEnqueued] = []
+        for candidate in candidates:
+            decision = decide(candidate, facts, self._limits)
+            refusal = _refusal(decision, candidate.job, self._limits)
+            if refusal is not None:
+                refusal.add_note(f"enqueue_many: refused job {candidate.job.job_id}")
+                raise refusal
+            admitted.append(decision.admitted(candidate.job))
+        units = [[StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))] for job in admitted]
+        rows: list[JobRow] = []
+        for result in transaction.append_units(units):
+            if isinstance(result, Exception):
+                raise result
+            (recorded,) = result
+            row = JOBS.apply(None, recorded)
+            assert row is not None
+            rows.append(row)
+        transaction.notify_enqueued(sorted({job.queue for job in admitted}))
+        return rows
+
+    def _writing(self, within: object) -> AbstractContextManager[WriteTransaction]:
+        """The store's own write transaction, or one in the host's (`within`)."""
+        return self._log.write() if within is None else self._log.write_within(within)
 
     def cancel_job(self, job_id: str) -> JobRow:
         """Cancel a pending or running job (a running one's worker is told to stop, and

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headgate._domain.ids import _NAMESPACE, manual_job_id, tick_job_id
+from headgate._domain.ids import _NAMESPACE, manual_job_id, new_job_id, tick_job_id
 from headgate._domain.spec import MAX_INSTANT_MS
 
 instants = st.integers(min_value=0, max_value=MAX_INSTANT_MS)
@@ -38,3 +39,13 @@ def test_manual_job_id_is_the_uuid5_of_schedule_and_key(schedule_id: str, key: s
     """Idempotency keys are kept across upgrades: this derivation must never change."""
     expected = uuid.uuid5(_NAMESPACE, f"manual\x00{schedule_id}\x00{key}")
     assert manual_job_id(schedule_id, key) == str(expected)
+
+
+def test_new_job_ids_are_version_7_uuids_in_the_order_they_were_made() -> None:
+    before_ms = time.time_ns() // 1_000_000
+    ids = [new_job_id() for _ in range(10_000)]  # far more than one millisecond's counter
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    first = uuid.UUID(ids[0])
+    assert (first.version, first.variant) == (7, uuid.RFC_4122)
+    assert first.int >> 80 >= before_ms

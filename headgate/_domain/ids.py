@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
+import threading
+import time
 import uuid
 from typing import Final
 
@@ -61,7 +64,31 @@ def manual_job_id(schedule_id: str, idempotency_key: str) -> str:
 
 
 def new_job_id() -> str:
-    return str(uuid.uuid4())
+    """A new job's id: a UUID version 7 (RFC 9562), its first 48 bits the epoch
+    milliseconds and the next 12 a counter within the millisecond, the rest
+    random. So ids made in this process sort in the order they were made: jobs
+    due at the same instant (a bulk enqueue's) are claimed in the order given,
+    and new jobs land side by side in the indexes keyed by id."""
+    global _last_ms, _counter  # noqa: PLW0603 (the generator's state, behind its lock)
+    with _ID_LOCK:
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms > _last_ms:
+            _last_ms, _counter = now_ms, 0
+        else:
+            _counter += 1
+            if _counter > _COUNTER_MAX:  # 4,096 in one millisecond: borrow the next
+                _last_ms, _counter = _last_ms + 1, 0
+        stamp, counter = _last_ms, _counter
+    value = (stamp & _MS_MASK) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62
+    value |= secrets.randbits(62)
+    return str(uuid.UUID(int=value))
+
+
+_ID_LOCK: Final = threading.Lock()
+_COUNTER_MAX: Final = 0xFFF
+_MS_MASK: Final = (1 << 48) - 1
+_last_ms = 0
+_counter = 0
 
 
 def fingerprint_of_text(kind: str, canonical_payload: str) -> str:

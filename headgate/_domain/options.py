@@ -45,6 +45,7 @@ __all__ = [
     "CHOSEN_AT_ENQUEUE",
     "DEFAULT_PRIORITY",
     "DEFAULT_QUEUE",
+    "ENQUEUE_KEYWORDS",
     "JOB_OPTION_FIELDS",
     "PER_JOB_FIELDS",
     "SCHEDULE_DEFAULTS",
@@ -607,6 +608,12 @@ class EnqueueArgs(JobOptionArgs, total=False):
 
     run_at_ms: int | None
     unique_key: str | None
+
+
+ENQUEUE_KEYWORDS: Final = frozenset(EnqueueArgs.__annotations__) | frozenset(
+    JobOptionArgs.__annotations__
+)
+"""The option names enqueue takes as keywords (and enqueue_many in each item)."""
 
 
 class ScheduleArgs(JobOptionArgs, total=False):

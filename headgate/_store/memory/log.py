@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 from headgate._clock import Clock, StoreClock
 from headgate._domain.events import RecordedEvent
-from headgate._errors import LeaseLost, StoreClosed
+from headgate._errors import LeaseLost, StoreClosed, ValidationError
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.transaction import MemoryWriteTransaction
 from headgate._store.port import EventLog, Fence
@@ -23,6 +24,13 @@ class MemoryEventLog(EventLog):
         self._state = state
         self._clock = clock
         self._is_closed = is_closed
+
+    def write_within(self, host: object) -> AbstractContextManager[MemoryWriteTransaction]:
+        raise ValidationError(
+            "connection",
+            "a store in memory has no database to share: transactional enqueue needs "
+            "a SQLite or PostgreSQL store",
+        )
 
     @contextlib.contextmanager
     def write(

@@ -131,6 +131,18 @@ class EventLog(ABC):
         """
 
     @abstractmethod
+    def write_within(self, host: object) -> AbstractContextManager[WriteTransaction]:
+        """A write transaction inside the host's own open transaction: `host` a
+        SQLAlchemy Connection or Session on this store's database (sync; an
+        async host's runs through `run_sync`). Its events and projection rows
+        commit or roll back with the host's transaction, never before; listening
+        workers hear of them at the host's commit. The log head stays locked
+        until then, so every other writer of the store waits for the host.
+        ValidationError ("connection") for anything else, another database, or
+        a connection not in a transaction; a store with no database to share
+        (memory) refuses every host the same way."""
+
+    @abstractmethod
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the database without blocking anyone, where
         the backend has one to fold (SQLite); otherwise nothing."""

@@ -112,3 +112,20 @@ def as_sqlalchemy_errors(connection: Connection, statement: str) -> Iterator[Non
         raise DBAPIError.instance(
             statement, None, error, base, dialect=connection.dialect
         ) from error
+
+
+@contextlib.contextmanager
+def driver_cursor(connection: Connection, statement: str) -> Iterator[Any]:
+    """A cursor of the connection's DBAPI connection, closed after the block, its
+    errors wrapped as SQLAlchemy's (`as_sqlalchemy_errors`). The DBAPI connection,
+    not the driver's own: under an async engine (a host's AsyncConnection, run
+    through `run_sync`) it is SQLAlchemy's adapter, whose cursor runs the async
+    driver's calls to completion."""
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    with as_sqlalchemy_errors(connection, statement):
+        cursor = dbapi.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from sqlalchemy import BigInteger, bindparam, func, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
 from headgate._clock import StoreClock
 from headgate._domain.admission import could_be_stored
@@ -29,7 +30,12 @@ from headgate._domain.decisions import (
 )
 from headgate._domain.events import DomainEvent, JobEnqueued, RecordedEvent
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._errors import ConcurrencyConflict, LeaseLost, ProjectionsRebuilding
+from headgate._errors import (
+    ConcurrencyConflict,
+    LeaseLost,
+    ProjectionsRebuilding,
+    ValidationError,
+)
 from headgate._projections import JobRow, ScheduleRow
 from headgate._store.port import (
     ANY_VERSION,
@@ -59,6 +65,11 @@ _MOVE_HEAD: Final = (
     .values(position=bindparam("position", type_=BigInteger))
 )
 
+
+_LOCK_HEAD: Final = update(log_head).where(log_head.c.id == 1).values(position=log_head.c.position)
+"""Locks the log head where a host's transaction may already have begun (on
+SQLite, a deferred BEGIN: this first write takes the write lock)."""
+_HEAD_NOW: Final = select(log_head.c.position, log_head.c.rebuilding).where(log_head.c.id == 1)
 
 _LATEST_VERSIONS: dict[int, Prepared] = {}
 _FIRST_EVENTS: dict[int, Prepared] = {}
@@ -330,6 +341,7 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
+        self._identity: tuple[Any, ...] | None = None
         head = select(log_head.c.position, log_head.c.rebuilding, *self._dialect.write_settings())
         locked = self._dialect.locked(head.where(log_head.c.id == 1))
         self._head_query = str(
@@ -373,6 +385,83 @@ class SqlEventLog(EventLog):
             transaction = SqlWriteTransaction(connection, self._backend, self.projector, now, head)
             yield transaction
             transaction.hand_on(session.carried)
+
+    @contextlib.contextmanager
+    def write_within(self, host: object) -> Iterator[SqlWriteTransaction]:
+        """A write in the host's own transaction (see `EventLog.write_within`): in a
+        savepoint of it, so a failure here undoes only this write, and with the
+        log head locked from its first statement until the host commits or rolls
+        back. That statement comes before the savepoint: on SQLite it takes the
+        write lock, and it makes Python's sqlite3 open the host's transaction if
+        it has not yet (a SAVEPOINT outside one would be a transaction of its
+        own, committed at its release). The host's
+        connection keeps its own settings: the planner settings of the store's
+        own writes (`Dialect.write_settings`) are not made on it."""
+        connection = self._host_connection(host)
+        with translated_errors("writing to the store in the host's transaction"):
+            self._require_this_database(connection)
+            connection.execute(_LOCK_HEAD)  # before the savepoint: see the docstring
+            if not self._dialect.commits_with_host(connection):
+                raise ValidationError(
+                    "connection",
+                    "commits each statement on its own (autocommit): a job joins only a "
+                    "transaction that commits as one",
+                )
+            savepoint = connection.begin_nested()
+            try:
+                head, rebuilding = connection.execute(_HEAD_NOW).one()
+                if rebuilding:
+                    self._refuse_while_rebuilding(connection, head)
+                now = self._clock.now_ms()
+                transaction = SqlWriteTransaction(
+                    connection, self._backend, self.projector, now, head
+                )
+                yield transaction
+                carried: dict[str, Any] = {}
+                transaction.hand_on(carried)
+                self._backend.connector.finish_write_now(
+                    connection, _MOVE_HEAD, carried.get(_HEAD), carried.get(_QUEUES, set())
+                )
+            except BaseException:
+                if savepoint.is_active:
+                    savepoint.rollback()
+                raise
+            savepoint.commit()
+
+    @staticmethod
+    def _host_connection(host: object) -> Connection:
+        if isinstance(host, Connection):
+            connection = host
+        elif isinstance(host, Session):
+            connection = host.connection()
+        else:
+            raise ValidationError(
+                "connection",
+                "must be a SQLAlchemy Connection or Session (an AsyncConnection or "
+                f"AsyncSession with the a-methods), got {type(host).__name__}",
+            )
+        if not connection.in_transaction():
+            raise ValidationError(
+                "connection", "must be in a transaction (begin one: the job commits with it)"
+            )
+        return connection
+
+    def _require_this_database(self, connection: Connection) -> None:
+        if connection.dialect.name != self._database.engine.dialect.name:
+            raise ValidationError(
+                "connection",
+                f"is a {connection.dialect.name} connection; this store is "
+                f"{self._database.engine.dialect.name}",
+            )
+        if self._identity is None:
+            with self._database.reading("reading which database the store is") as own:
+                self._identity = self._dialect.database_identity(own)
+        if self._dialect.database_identity(connection) != self._identity:
+            raise ValidationError(
+                "connection",
+                "is on another database (or schema) than this store: a job joins only a "
+                "transaction on the store's own database",
+            )
 
     def _close_transaction(self, connection: Connection, carried: dict[str, Any]) -> str | None:
         """The log head moved once for every writer the transaction carried, and the

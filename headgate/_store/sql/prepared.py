@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Executable
 
-from headgate._store.sql.bulk import as_sqlalchemy_errors
+from headgate._store.sql.bulk import driver_cursor
 
 if TYPE_CHECKING:
     from headgate._store.sql.backends import Dialect
@@ -52,15 +52,9 @@ class Prepared:
     def run(self, connection: Connection, **values: Any) -> Sequence[tuple[Any, ...]]:
         """Execute it in the connection's transaction; its rows, if it returns any."""
         compiled, parameters = self.bound(connection, **values)
-        driver = connection.connection.driver_connection
-        assert driver is not None
-        with as_sqlalchemy_errors(connection, compiled.sql):
-            cursor = driver.cursor()
-            try:
-                cursor.execute(compiled.sql, parameters)
-                return cursor.fetchall() if cursor.description is not None else []
-            finally:
-                cursor.close()
+        with driver_cursor(connection, compiled.sql) as cursor:
+            cursor.execute(compiled.sql, parameters)
+            return cursor.fetchall() if cursor.description is not None else []
 
     def bound(self, connection: Connection, **values: Any) -> tuple[_Compiled, Any]:
         """Its SQL for this connection's dialect, and the driver's parameters for

@@ -71,6 +71,17 @@ class Connector(ABC):
         (None returned)."""
 
     @abstractmethod
+    def finish_write_now(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
+        """`finish_write`, run now through SQLAlchemy on a host's connection (any of
+        its drivers, sync or async): the host's COMMIT is not ours to send."""
+
+    @abstractmethod
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """A listener calling `on_enqueued(queue)` for notifications from other
         processes (`on_enqueued(None)`: something changed, look at every queue);

@@ -99,6 +99,16 @@ class Dialect(ABC):
         """INSERT ... ON CONFLICT (key) DO NOTHING: two writers inserting at once is no error."""
 
     @abstractmethod
+    def commits_with_host(self, connection: Connection) -> bool:
+        """Whether what runs on a host's connection now commits with the host's
+        transaction (not on its own, as under autocommit)."""
+
+    @abstractmethod
+    def database_identity(self, connection: Connection) -> tuple[Any, ...]:
+        """What names the database (and schema) the connection is on: equal for two
+        connections to the same store, whatever URL each was opened by."""
+
+    @abstractmethod
     def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
         """INSERT ... ON CONFLICT (keys) DO UPDATE: the row's `column` becomes the
         greater of its value and the one inserted."""

@@ -265,6 +265,24 @@ class PostgresConnector(Connector):
         statement = self._finish(move_head, "both")
         return self._inlined(connection, statement, position=position, queues=queues)
 
+    def finish_write_now(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
+        queues = sorted(set(enqueued_on))
+        which = ("both" if queues else "move") if position is not None else "notify"
+        if position is None and not queues:
+            return
+        values: dict[str, Any] = {}
+        if position is not None:
+            values["position"] = position
+        if queues:
+            values["queues"] = queues
+        connection.execute(self._finish(move_head, which).statement, values)
+
     def _inlined(self, connection: Connection, statement: Prepared, **values: Any) -> str:
         """The statement with its values quoted in by the driver (client-side binding),
         so it can travel in one simple query with the COMMIT."""
@@ -299,6 +317,11 @@ class PostgresConnector(Connector):
 
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         return _PostgresListener(url.set(drivername="postgresql"), on_enqueued)
+
+
+_IDENTITY: Final = select(
+    func.current_database(), func.current_schema(), func.pg_postmaster_start_time()
+)
 
 
 class PostgresDialect(Dialect):
@@ -418,12 +441,10 @@ class PostgresDialect(Dialect):
             bulk.executemany_insert(connection, table, rows)
             return
         names = tuple(rows[0])
-        if len(rows) < COPY_FROM_ROWS:
+        if len(rows) < COPY_FROM_ROWS or connection.dialect.is_async:
             sql = self._insert_from_arrays(connection, table, names)
             arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
-            driver = connection.connection.driver_connection
-            assert driver is not None
-            with bulk.as_sqlalchemy_errors(connection, sql), driver.cursor() as cursor:
+            with bulk.driver_cursor(connection, sql) as cursor:
                 cursor.execute(sql, arrays)
             return
         quote = connection.dialect.identifier_preparer.quote
@@ -515,9 +536,7 @@ class PostgresDialect(Dialect):
                 f"WHERE t.{quote(key_column)} = v.{quote(key_column)}"
             )
         arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
-        driver = connection.connection.driver_connection
-        assert driver is not None
-        with bulk.as_sqlalchemy_errors(connection, sql), driver.cursor() as cursor:
+        with bulk.driver_cursor(connection, sql) as cursor:
             cursor.execute(sql, arrays)
 
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
@@ -537,6 +556,16 @@ class PostgresDialect(Dialect):
 
     def insert_if_absent(self, table: Table, key: str) -> Insert:
         return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
+
+    def commits_with_host(self, connection: Connection) -> bool:
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return False
+        return not getattr(connection.connection.dbapi_connection, "autocommit", False)
+
+    def database_identity(self, connection: Connection) -> tuple[Any, ...]:
+        """The database and schema on the server (its start time tells servers
+        apart, however each connection reached it)."""
+        return tuple(connection.execute(_IDENTITY).one())
 
     def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
         statement = pg_dialect.insert(table)

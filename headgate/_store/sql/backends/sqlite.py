@@ -168,6 +168,16 @@ class SqliteConnector(Connector):
             prepared.run(connection, position=position)
         return None
 
+    def finish_write_now(
+        self,
+        connection: Connection,
+        move_head: Update,
+        position: int | None,
+        enqueued_on: Collection[str],
+    ) -> None:
+        if position is not None:
+            connection.execute(move_head, {"position": position})
+
     def listen(self, url: URL, on_enqueued: Callable[[str | None], None]) -> Listener | None:
         """SQLite has no notifications: a thread watches the file's data version
         (`PRAGMA data_version`, which moves whenever another connection commits)
@@ -304,6 +314,16 @@ class SqliteDialect(Dialect):
 
     def insert_if_absent(self, table: Table, key: str) -> Insert:
         return sqlite_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
+
+    def commits_with_host(self, connection: Connection) -> bool:
+        """Asked after a write: sqlite3 has opened a transaction for it, unless it
+        runs in autocommit."""
+        return bool(getattr(connection.connection.dbapi_connection, "in_transaction", True))
+
+    def database_identity(self, connection: Connection) -> tuple[Any, ...]:
+        rows = connection.exec_driver_sql("PRAGMA database_list").all()
+        (path,) = [str(row[2]) for row in rows if row[1] == "main"]
+        return (os.path.realpath(path) if path else "",)
 
     def raise_to(self, table: Table, keys: Sequence[str], column: str) -> Insert:
         statement = sqlite_dialect.insert(table)
