@@ -32,6 +32,7 @@ from typing import TypeVar, cast
 import pykka
 from typing_extensions import Unpack
 
+from headgate._async_api import AsyncOperations, AsyncPool
 from headgate._clock import Clock, StoreClock
 from headgate._commands import (
     Commands,
@@ -164,7 +165,7 @@ def open_existing(url: str, *, read_only: bool, config: RuntimeConfig | None = N
     return Headgate(open_existing_store(url, StoreClock(), read_only=read_only), config=config)
 
 
-class Headgate:
+class Headgate(AsyncOperations):
     def __init__(
         self,
         url: str | Store = DEFAULT_URL,
@@ -188,6 +189,7 @@ class Headgate:
         self.clock: Clock = self._store.clock
         self.config = config if config is not None else RuntimeConfig()
         self._reads = self._store.reads
+        self._async = AsyncPool()
         self._settings = Settings(self.config.limits, self.config.min_interval_ms)
         self._commands = Commands(self._store, self._settings)
         self._leases = self._store.leases
@@ -341,6 +343,7 @@ class Headgate:
 
     def close(self) -> None:
         try:
+            self._async.close()
             self.stop()
         finally:
             self._store.close()

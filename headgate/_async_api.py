@@ -1,0 +1,216 @@
+"""The operations a request handler calls, as coroutines on the Headgate object.
+
+`await hg.aenqueue(...)` runs `hg.enqueue(...)` on a small thread pool of the
+Headgate's own (`ASYNC_THREADS`), so the event loop never waits on the store:
+the store's writes stay the synchronous, group-committed ones every other
+caller shares, and calls made at once from many requests share commits too.
+The names follow Django's habit (`aget`, `acreate`: an `a` before the name of
+the same operation on the same object), so a host has one object to set up and
+one set of handlers.
+
+A job joins an async host's transaction when `connection` is an SQLAlchemy
+AsyncConnection or AsyncSession: the enqueue then runs on the host's own
+connection through SQLAlchemy's `run_sync`, whose driver calls are awaited on
+the loop, so it blocks the loop no more than the host's own queries do.
+
+A cancelled await does not undo an enqueue already under way on the pool: the
+job may still be written, as a request that timed out after its INSERT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from typing_extensions import Unpack
+
+from headgate._domain.options import EnqueueArgs, ScheduleArgs
+from headgate._json import JsonValue
+
+if TYPE_CHECKING:
+    from headgate._app import Headgate
+    from headgate._model import (
+        EnqueueEventsPage,
+        Job,
+        JobsPage,
+        PutSchedulesResult,
+        RunNowResult,
+        Schedule,
+        SchedulesPage,
+    )
+
+ASYNC_THREADS: Final = 8
+"""Threads a Headgate runs its coroutines' store calls on: more calls than this
+at once wait their turn (the store writes one transaction at a time anyway)."""
+
+T = TypeVar("T")
+
+
+class AsyncPool:
+    """The thread pool, made at the first coroutine call and shut at close()."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """`call()` on the pool, in a copy of the caller's context (its structlog
+        and tracing context go with it), awaited without blocking the loop."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    ASYNC_THREADS, thread_name_prefix="headgate-async"
+                )
+            executor = self._executor
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            executor, functools.partial(context.run, call)
+        )
+
+    def close(self) -> None:
+        """Wait for the calls under way (each was asked for), then free the threads."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
+def _is_async_host(connection: object) -> bool:
+    return isinstance(connection, AsyncConnection | AsyncSession)
+
+
+class AsyncOperations:
+    """Headgate's coroutines (mixed into Headgate; see the module's docstring)."""
+
+    _async: AsyncPool
+
+    async def aenqueue(
+        self,
+        kind: str,
+        payload: JsonValue = None,
+        *,
+        periodic_origin: object = None,
+        connection: object = None,
+        **options: Unpack[EnqueueArgs],
+    ) -> Job:
+        """`enqueue`, awaited; `connection` may be an AsyncConnection or AsyncSession."""
+        if _is_async_host(connection):
+            return await _on_host(
+                connection,
+                lambda sync: _sync(self).enqueue(
+                    kind, payload, periodic_origin=periodic_origin, connection=sync, **options
+                ),
+            )
+        return await self._async.run(
+            lambda: _sync(self).enqueue(
+                kind, payload, periodic_origin=periodic_origin, connection=connection, **options
+            )
+        )
+
+    async def aenqueue_many(
+        self, jobs: Iterable[Mapping[str, object]], *, connection: object = None
+    ) -> list[Job]:
+        """`enqueue_many`, awaited; `connection` as for `aenqueue`."""
+        items = list(jobs)
+        if _is_async_host(connection):
+            return await _on_host(
+                connection, lambda sync: _sync(self).enqueue_many(items, connection=sync)
+            )
+        return await self._async.run(lambda: _sync(self).enqueue_many(items, connection=connection))
+
+    async def arun_now(self, schedule_id: str, idempotency_key: str) -> RunNowResult:
+        return await self._async.run(lambda: _sync(self).run_now(schedule_id, idempotency_key))
+
+    async def aget_job(self, job_id: str) -> Job:
+        return await self._async.run(lambda: _sync(self).get_job(job_id))
+
+    async def alist_jobs(
+        self,
+        *,
+        state: str | None = None,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobsPage:
+        return await self._async.run(
+            lambda: _sync(self).list_jobs(
+                state=state,
+                queue=queue,
+                kind=kind,
+                schedule_id=schedule_id,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
+    async def acancel_job(self, job_id: str) -> Job:
+        return await self._async.run(lambda: _sync(self).cancel_job(job_id))
+
+    async def aretry_job(self, job_id: str) -> Job:
+        return await self._async.run(lambda: _sync(self).retry_job(job_id))
+
+    async def aput_schedule(
+        self, schedule_id: str, *, spec: str, kind: str, **options: Unpack[ScheduleArgs]
+    ) -> Schedule:
+        return await self._async.run(
+            lambda: _sync(self).put_schedule(schedule_id, spec=spec, kind=kind, **options)
+        )
+
+    async def aput_schedules(self, schedules: Iterable[Mapping[str, object]]) -> PutSchedulesResult:
+        items = list(schedules)
+        return await self._async.run(lambda: _sync(self).put_schedules(items))
+
+    async def aupdate_schedule(
+        self,
+        schedule_id: str,
+        *,
+        spec: str | None = None,
+        kind: str | None = None,
+        **changes: Unpack[ScheduleArgs],
+    ) -> Schedule:
+        return await self._async.run(
+            lambda: _sync(self).update_schedule(schedule_id, spec=spec, kind=kind, **changes)
+        )
+
+    async def apause_schedule(self, schedule_id: str) -> Schedule:
+        return await self._async.run(lambda: _sync(self).pause_schedule(schedule_id))
+
+    async def aresume_schedule(self, schedule_id: str) -> Schedule:
+        return await self._async.run(lambda: _sync(self).resume_schedule(schedule_id))
+
+    async def adelete_schedule(self, schedule_id: str) -> None:
+        await self._async.run(lambda: _sync(self).delete_schedule(schedule_id))
+
+    async def aenqueue_events(
+        self, schedule_id: str, limit: int = 30, cursor: str | None = None
+    ) -> EnqueueEventsPage:
+        return await self._async.run(lambda: _sync(self).enqueue_events(schedule_id, limit, cursor))
+
+    async def aget_schedule(self, schedule_id: str) -> Schedule:
+        return await self._async.run(lambda: _sync(self).get_schedule(schedule_id))
+
+    async def alist_schedules(
+        self, limit: int = 200, cursor: str | None = None, *, search: str | None = None
+    ) -> SchedulesPage:
+        return await self._async.run(
+            lambda: _sync(self).list_schedules(limit, cursor, search=search)
+        )
+
+
+def _sync(operations: AsyncOperations) -> Headgate:
+    """The Headgate these coroutines are mixed into, with its synchronous calls."""
+    return cast("Headgate", operations)
+
+
+async def _on_host(connection: Any, call: Callable[[Any], T]) -> T:
+    """`call(sync)` on an async host's own connection or session (`run_sync`)."""
+    result: T = await connection.run_sync(call)
+    return result
