@@ -103,3 +103,19 @@ def test_the_snooze_example_runs_the_job_again_with_its_one_attempt(tmp_path: Pa
     result = _run(example.code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["pending 1", "1 ['succeeded', 'snoozed']"]
+
+
+def test_the_transactional_example_keeps_a_job_only_with_its_committed_order(
+    tmp_path: Path,
+) -> None:
+    example = next(e for e in examples_in(README) if "enqueue_many(" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[2]", "['order.mail', 'order.ship']"]
+
+
+def test_the_async_example_enqueues_on_and_off_the_hosts_transaction(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if "aenqueue" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["pending 2"]
