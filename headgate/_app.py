@@ -657,7 +657,8 @@ class Headgate(AsyncOperations):
         the chunks before stay written (a note says how many). With
         `connection` (as for enqueue) every job joins the host's transaction.
         Returns the jobs, in order."""
-        new_jobs = [self._new_job(index, item) for index, item in enumerate(jobs)]
+        chosen: dict[object, JobOptions] = {}  # items mostly share their kind and options
+        new_jobs = [self._new_job(index, item, chosen) for index, item in enumerate(jobs)]
         try:
             rows = self._commands.enqueue_many(new_jobs, within=connection)
         finally:
@@ -665,7 +666,7 @@ class Headgate(AsyncOperations):
                 self._poke_workers(due_now=True)
         return [Job.from_row(row) for row in rows]
 
-    def _new_job(self, index: int, item: object) -> NewJob:
+    def _new_job(self, index: int, item: object, chosen: dict[object, JobOptions]) -> NewJob:
         where = f"jobs[{index}]"
         if not isinstance(item, Mapping):
             raise ValidationError(where, f"must be a mapping, got {type(item).__name__}")
@@ -678,7 +679,15 @@ class Headgate(AsyncOperations):
             for name in fields:
                 if name not in ENQUEUE_KEYWORDS:
                     raise ValidationError(str(name), "is not a known field")
-            options = self._chosen_at_enqueue(kind, JobOptions(**job_options(fields)))
+            try:
+                key: object = (kind, frozenset(fields.items()))
+                options = chosen.get(key)
+            except TypeError:  # a value that cannot be a key: checked below, alone
+                key, options = None, None
+            if options is None:
+                options = self._chosen_at_enqueue(kind, JobOptions(**job_options(fields)))
+                if key is not None:
+                    chosen[key] = options
         except ValidationError as error:
             raise ValidationError(f"{where}.{error.field}", error.rule) from None
         return NewJob(kind, cast("JsonValue", payload), options)

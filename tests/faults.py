@@ -185,6 +185,11 @@ class FaultyLog(EventLog):
         if self._faults.after_claims_commit is not None and transaction.claimed:
             self._faults.after_claims_commit(transaction.claimed)
 
+    @contextlib.contextmanager
+    def write_within(self, host: object) -> Iterator[WriteTransaction]:
+        with self._inner.write_within(host) as inner:
+            yield FaultyTransaction(inner, self._faults, None)
+
     def checkpoint(self) -> None:
         self._inner.checkpoint()
 

@@ -80,8 +80,8 @@ def new_job_id() -> str:
                 _last_ms, _counter = _last_ms + 1, 0
         stamp, counter = _last_ms, _counter
     value = (stamp & _MS_MASK) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62
-    value |= secrets.randbits(62)
-    return str(uuid.UUID(int=value))
+    digits = f"{value | secrets.randbits(62):032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
 _ID_LOCK: Final = threading.Lock()
