@@ -66,6 +66,7 @@ from headgate._model import (
     RunNowResult,
     Schedule,
     SchedulesPage,
+    UnservedWork,
     UpcomingRun,
     WorkerStatus,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "SystemClock",
     "TickContext",
     "TickHasJob",
+    "UnservedWork",
     "UpcomingRun",
     "ValidationError",
     "WorkerConfig",

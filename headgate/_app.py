@@ -105,6 +105,7 @@ from headgate._model import (
     RunNowResult,
     Schedule,
     SchedulesPage,
+    UnservedWork,
     UpcomingRun,
     WorkerStatus,
     limit_status,
@@ -122,6 +123,7 @@ from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
+from headgate._serving_watch import ServingWatch
 from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
 
@@ -190,6 +192,7 @@ class Headgate(AsyncOperations):
         self.config = config if config is not None else RuntimeConfig()
         self._reads = self._store.reads
         self._async = AsyncPool()
+        self._serving = ServingWatch(self._store.workers, self.clock)
         self._settings = Settings(self.config.limits, self.config.min_interval_ms)
         self._commands = Commands(self._store, self._settings)
         self._leases = self._store.leases
@@ -641,6 +644,8 @@ class Headgate(AsyncOperations):
         row = self._commands.enqueue(kind, payload, options, periodic_origin, within=connection)
         if connection is None:  # a host's commit wakes the workers itself
             self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
+        if self._handlers.get(row.kind) is None:
+            self._serving.warn_if_unserved(row.queue, row.kind, row.job_id)
         return Job.from_row(row)
 
     def enqueue_many(
@@ -664,6 +669,10 @@ class Headgate(AsyncOperations):
         finally:
             if connection is None:
                 self._poke_workers(due_now=True)
+        firsts = {(row.queue, row.kind): row.job_id for row in reversed(rows)}
+        for (queue, kind), job_id in firsts.items():
+            if self._handlers.get(kind) is None:
+                self._serving.warn_if_unserved(queue, kind, job_id)
         return [Job.from_row(row) for row in rows]
 
     def _new_job(self, index: int, item: object, chosen: dict[object, JobOptions]) -> NewJob:
@@ -694,15 +703,18 @@ class Headgate(AsyncOperations):
 
     def _chosen_at_enqueue(self, kind: object, options: JobOptions) -> JobOptions:
         """Claims read these options from the row, so they are chosen now: the
-        handler's if registered here, else Headgate's defaults."""
+        handler's if registered here; else the queue live workers run the kind
+        on (`ServingWatch.queue_for`) and Headgate's defaults."""
         if all(getattr(options, name) is not None for name in CHOSEN_AT_ENQUEUE):
             return options
         spec = self._handlers.get(kind) if isinstance(kind, str) else None
-        defaults = (
-            spec.options
-            if spec
-            else JobOptions.restored(queue=DEFAULT_QUEUE, priority=DEFAULT_PRIORITY)
-        )
+        if spec is not None:
+            defaults = spec.options
+        else:
+            queue = options.queue
+            if queue is None:
+                queue = self._serving.queue_for(kind) if isinstance(kind, str) else DEFAULT_QUEUE
+            defaults = JobOptions.restored(queue=queue, priority=DEFAULT_PRIORITY)
         chosen = {name: getattr(defaults, name) for name in CHOSEN_AT_ENQUEUE}
         return options.under(JobOptions.restored(**chosen))
 
@@ -967,7 +979,19 @@ class Headgate(AsyncOperations):
             reasons.append(f"queue {job.queue} is paused")
         slots = self._reads.limits_state(now).slots()
         reasons += slots.blocking(job.queue, job.kind, job.partition_key, job.rate_class)
+        unserved = self._serving.current(fresh=True).reason(job.queue, job.kind)
+        if unserved is not None:
+            reasons.append(unserved)
         return tuple(reasons)
+
+    def unserved(self) -> list[UnservedWork]:
+        """Pending jobs no live worker can run, by (queue, kind): no worker serves
+        the queue with a handler of the kind (each waits until one starts)."""
+        serving = self._serving.current(fresh=True)
+        return [
+            UnservedWork(queue, kind, count, serving.reason(queue, kind) or "")
+            for (queue, kind), count in serving.unserved(self._reads.pending_work()).items()
+        ]
 
     def activity(self, since_ms: int | None = None) -> list[ActivityPoint]:
         """The per-minute activity roll-up from `since_ms` (None: the last three

@@ -560,3 +560,14 @@ class Readiness:
     store's host and carry the driver's message."""
     schema_revision: int | None = None
     """The store's schema revision, when it answered with this build's."""
+
+
+@dataclass(frozen=True)
+class UnservedWork:
+    """Pending jobs of a kind on a queue that no live worker runs."""
+
+    queue: str
+    kind: str
+    pending: int
+    reason: str
+    """In words: "no worker is running", "no live worker runs kind k on queue q"."""

@@ -419,6 +419,7 @@ class WorkerPool:
             running=self.running,
             overdue=self._overdue(),
             process=self._processes.here,
+            kinds=tuple(sorted(self._handlers.kinds())),
         )
         try:
             self._store.workers.beat(beat, self._config.heartbeat_ttl_ms)
@@ -466,15 +467,18 @@ class WorkerPool:
 
     def _warn_of_kinds_nobody_serves(self) -> None:
         try:
-            pending = self._store.reads.pending_kinds()
+            pending = self._store.reads.pending_work()
         except StoreError:
             return
-        orphans = sorted(kind for kind in pending if kind not in self._handlers.kinds())
+        by_kind: dict[str, int] = {}
+        for (_, kind), count in pending.items():
+            by_kind[kind] = by_kind.get(kind, 0) + count
+        orphans = sorted(kind for kind in by_kind if kind not in self._handlers.kinds())
         if orphans:
             log.warning(
                 "pending jobs of kinds with no handler in this process wait for one",
                 kinds=orphans,
-                jobs=sum(pending[kind] for kind in orphans),
+                jobs=sum(by_kind[kind] for kind in orphans),
             )
 
 
@@ -522,6 +526,7 @@ def drain(
         0,
         0,
         process=LocalProcesses().here,
+        kinds=tuple(sorted(handlers.kinds())),
     )
     next_beat = 0.0
     attempts = AttemptRunner(

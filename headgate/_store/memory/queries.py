@@ -395,11 +395,11 @@ def paused_queues(models: ReadModels) -> dict[str, PausedQueueRow]:
     return {row.queue: row for row in rows}
 
 
-def pending_kinds(models: ReadModels) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def pending_work(models: ReadModels) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
     for _, row in models.jobs.items():
         if row.state == JobState.PENDING:
-            counts[row.kind] = counts.get(row.kind, 0) + 1
+            counts[(row.queue, row.kind)] = counts.get((row.queue, row.kind), 0) + 1
     return counts
 
 

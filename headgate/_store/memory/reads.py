@@ -66,8 +66,8 @@ class MemoryReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         return self._read(lambda models: queries.earliest_claimable(models, queues, kinds))
 
-    def pending_kinds(self) -> dict[str, int]:
-        return self._read(queries.pending_kinds)
+    def pending_work(self) -> dict[tuple[str, str], int]:
+        return self._read(queries.pending_work)
 
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         return self._read(queries.paused_queues)

@@ -34,6 +34,7 @@ class MemoryWorkers(Workers):
                 running=beat.running,
                 overdue=beat.overdue,
                 process=beat.process,
+                kinds=None if beat.kinds is None else tuple(sorted(beat.kinds)),
             )
             with self._state.reading():
                 self._state.workers[beat.worker_id] = row

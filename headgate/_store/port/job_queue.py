@@ -126,8 +126,8 @@ class JobReads(ABC):
         (a job scheduled for later: when to look again), or None."""
 
     @abstractmethod
-    def pending_kinds(self) -> dict[str, int]:
-        """Pending jobs by kind (to warn of kinds no handler serves)."""
+    def pending_work(self) -> dict[tuple[str, str], int]:
+        """Pending jobs by (queue, kind): to tell those no live worker serves."""
 
     @abstractmethod
     def paused_queues(self) -> dict[str, PausedQueueRow]:

@@ -37,6 +37,8 @@ class WorkerBeat:
     """Handlers still running past their timeout (their threads cannot be killed)."""
     process: ProcessIdentity | None = None
     """None where the process cannot be told apart for certain (not Linux)."""
+    kinds: tuple[str, ...] | None = None
+    """The kinds it runs (its handlers'), on every queue it serves."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class WorkerRow:
     overdue: int
     process: ProcessIdentity | None = None
     """None for a worker that could not tell (or an earlier build's row)."""
+    kinds: tuple[str, ...] | None = None
+    """The kinds it runs, sorted; None in an earlier build's row (not known)."""
 
 
 class Workers(ABC):

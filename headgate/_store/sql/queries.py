@@ -477,9 +477,13 @@ def quarantine_entry(connection: Connection, fingerprint: str) -> QuarantineRow 
     return None if row is None else QuarantineRow(**row)
 
 
-def pending_kinds(connection: Connection) -> dict[str, int]:
-    query = select(_jobs.c.kind, func.count()).where(_CLAIMABLE).group_by(_jobs.c.kind)
-    return {str(kind): int(count) for kind, count in connection.execute(query)}
+def pending_work(connection: Connection) -> dict[tuple[str, str], int]:
+    query = (
+        select(_jobs.c.queue, _jobs.c.kind, func.count())
+        .where(_CLAIMABLE)
+        .group_by(_jobs.c.queue, _jobs.c.kind)
+    )
+    return {(str(queue), str(kind)): int(count) for queue, kind, count in connection.execute(query)}
 
 
 def due_count_query(now_ms: int) -> Select[Any]:
@@ -698,9 +702,9 @@ class SqlReads(Reads):
         with translated_errors("reading quarantine"), self._engine.connect() as connection:
             return quarantine_entry(connection, fingerprint)
 
-    def pending_kinds(self) -> dict[str, int]:
+    def pending_work(self) -> dict[tuple[str, str], int]:
         with translated_errors("counting pending jobs"), self._engine.connect() as connection:
-            return pending_kinds(connection)
+            return pending_work(connection)
 
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:

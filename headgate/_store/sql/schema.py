@@ -152,6 +152,7 @@ workers = Table(
     Column("process_boot_id", String(64)),
     Column("process_namespaces", String(128)),
     Column("process_start_ticks", BigInteger),
+    Column("kinds", Text),
 )
 """One row per worker process start: operational state, like a lease. Its
 heartbeat moves expires_at_ms on; once that passes, the rescuer takes the

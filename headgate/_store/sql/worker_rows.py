@@ -26,7 +26,15 @@ def _row(mapping: Any) -> WorkerRow:
     process = None
     if boot_id is not None and namespaces is not None and start_ticks is not None:
         process = ProcessIdentity(boot_id, namespaces, int(start_ticks))
-    return WorkerRow(**{**values, "queues": json.loads(values["queues"]), "process": process})
+    kinds = values.get("kinds")
+    return WorkerRow(
+        **{
+            **values,
+            "queues": json.loads(values["queues"]),
+            "process": process,
+            "kinds": None if kinds is None else tuple(json.loads(kinds)),
+        }
+    )
 
 
 def _process_values(process: ProcessIdentity | None) -> dict[str, object]:
@@ -77,6 +85,7 @@ class SqlWorkers(Workers):
                 "expires_at_ms": now + ttl_ms,
                 "running": beat.running,
                 "overdue": beat.overdue,
+                "kinds": None if beat.kinds is None else json.dumps(sorted(beat.kinds)),
                 **_process_values(beat.process),
             }
             renewed = connection.execute(
@@ -96,6 +105,7 @@ class SqlWorkers(Workers):
             running=beat.running,
             overdue=beat.overdue,
             process=beat.process,
+            kinds=None if beat.kinds is None else tuple(sorted(beat.kinds)),
         )
 
     def stop(self, worker_id: str) -> None:

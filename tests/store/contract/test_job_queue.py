@@ -357,7 +357,7 @@ def test_what_waits_and_when(store: Store, clock: FakeClock) -> None:
     assert store.reads.earliest_claimable(["q"], ["k"]) == now + 5_000
     assert store.reads.earliest_claimable(["q"], ["k", "nobody"]) == now + 1_000
     assert store.reads.earliest_claimable(["elsewhere"], ["k"]) is None
-    assert store.reads.pending_kinds() == {"k": 1, "nobody": 1}
+    assert store.reads.pending_work() == {("q", "k"): 1, ("q", "nobody"): 1}
 
 
 def test_an_enqueue_notifies_listeners_when_it_commits_only(

@@ -82,3 +82,11 @@ def test_workers_sharing_a_boot_and_namespaces_are_found_expired_or_not(
     assert [(w.worker_id, w.process) for w in store.workers.live(clock.now_ms())] == [
         ("again", here)
     ]
+
+
+def test_a_worker_says_which_kinds_it_runs(store: Store, clock: FakeClock) -> None:
+    beat = WorkerBeat("w1", "host", 1, {"q": 4}, 1, 0, 0, kinds=("report.build", "mail.send"))
+    assert store.workers.beat(beat, ttl_ms=1_000).kinds == ("mail.send", "report.build")
+    store.workers.beat(_beat("w2"), ttl_ms=1_000)
+    rows = {row.worker_id: row.kinds for row in store.workers.live(clock.now_ms())}
+    assert rows == {"w1": ("mail.send", "report.build"), "w2": None}

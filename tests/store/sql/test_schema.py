@@ -36,6 +36,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.limits import scope_of
 from headgate._domain.options import JobOptions
+from headgate._domain.serving import Serving
 from headgate._domain.streams import job_stream, limit_stream
 from headgate._errors import (
     ConstraintViolation,
@@ -43,7 +44,7 @@ from headgate._errors import (
     ProjectionsRebuilding,
     SchemaTooNew,
 )
-from headgate._store.port import NO_STREAM, JobFilter
+from headgate._store.port import NO_STREAM, JobFilter, WorkerBeat
 from headgate._store.sql.engine import create_store_engine, translated_errors
 from headgate._store.sql.maintenance import rebuild, verify
 from headgate._store.sql.migrations import (
@@ -529,7 +530,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -547,8 +548,14 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_16_left_it(connection: Connection) -> None:
+    """Undo revision 17 (the kinds a worker runs)."""
+    connection.execute(text("ALTER TABLE headgate_workers DROP COLUMN kinds"))
+
+
 def _as_revision_15_left_it(connection: Connection) -> None:
-    """Undo revision 16 (fair-share lanes)."""
+    """Undo revisions 17 and 16 (fair-share lanes)."""
+    _as_revision_16_left_it(connection)
     connection.execute(text("DROP TABLE headgate_queue_turns"))
     connection.execute(text("DROP INDEX ix_headgate_jobs_partition_turns"))
     connection.execute(
@@ -567,7 +574,7 @@ def _as_revision_15_left_it(connection: Connection) -> None:
 
 
 def _as_revision_14_left_it(connection: Connection) -> None:
-    """Undo revisions 16 and 15 (limits, rate classes, fair share)."""
+    """Undo revisions 17 to 15 (limits, rate classes, fair share)."""
     _as_revision_15_left_it(connection)
     for table in (
         "headgate_concurrency_limits",
@@ -603,13 +610,13 @@ def _as_revision_14_left_it(connection: Connection) -> None:
 
 
 def _as_revision_13_left_it(connection: Connection) -> None:
-    """Undo revisions 16 to 14 (snoozes)."""
+    """Undo revisions 17 to 14 (snoozes)."""
     _as_revision_14_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN snoozes"))
 
 
 def _as_revision_12_left_it(connection: Connection) -> None:
-    """Undo revisions 16 to 13 (overlap policies and start deadlines)."""
+    """Undo revisions 17 to 13 (overlap policies and start deadlines)."""
     _as_revision_13_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
     for table, column in (
@@ -630,7 +637,7 @@ def _as_revision_12_left_it(connection: Connection) -> None:
 
 
 def _as_revision_10_left_it(connection: Connection) -> None:
-    """Undo revisions 16 to 12 (paused queues) and 11 (priorities, in the claim index)."""
+    """Undo revisions 17 to 12 (paused queues) and 11 (priorities, in the claim index)."""
     _as_revision_12_left_it(connection)
     connection.execute(text("DROP TABLE headgate_paused_queues"))
     connection.execute(
@@ -662,7 +669,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -697,7 +704,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16]
+        assert migrate(engine) == [13, 14, 15, 16, 17]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -730,7 +737,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16]
+        assert migrate(engine) == [15, 16, 17]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -775,7 +782,7 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16]
+        assert migrate(engine) == [16, 17]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -785,6 +792,33 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         with store.log.write() as transaction:
             turns = transaction.gate_facts([candidate], []).turns
         assert turns.current == {("q", 0): 6}
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_queues(
+    store_url: str,
+) -> None:
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        store.workers.beat(WorkerBeat("vm:1:a", "vm", 1, {"reports": 2}, 1_000, 0, 0), 60_000)
+        with store.engine.begin() as connection:
+            _as_revision_16_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0016'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [17]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        (row,) = store.workers.live(clock.now_ms())
+        assert (row.queues, row.kinds) == ({"reports": 2}, None)
+        assert Serving.of([(row.queues, row.kinds)]).serves("reports", "any.kind")
         assert verify(store).ok
     finally:
         store.close()
@@ -821,7 +855,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

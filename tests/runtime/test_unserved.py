@@ -1,0 +1,90 @@
+"""Jobs no live worker can run, with a fake clock: named where an operator looks
+(`unserved`, `waiting_for`), warned of once at enqueue, and the queue of a kind
+with no handler here taken from the workers that run it (a store shared by two
+Headgates: SQLite and PostgreSQL; a memory store is one process's own)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from structlog.testing import capture_logs
+
+from headgate import Headgate, UnservedWork, ValidationError, WorkerConfig
+from headgate._serving_watch import REFRESH_MS
+from headgate.testing import FakeClock
+from tests.conftest import AND_MEMORY
+
+
+def _worker(make_headgate: Callable[..., Headgate], kind: str, queue: str) -> Headgate:
+    """A process that runs `kind` on `queue` (its workers started, beating)."""
+    other = make_headgate()
+    other.handler(kind, queue=queue)(lambda job: time.sleep(0))
+    other.start(WorkerConfig(queues={queue: 1}), scheduler=False)
+    deadline = time.monotonic() + 10
+    while not _beating(other, queue) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _beating(other, queue), "the worker never beat"
+    return other
+
+
+def _beating(hg: Headgate, queue: str) -> bool:
+    return any(queue in worker.queues for worker in hg.workers())
+
+
+@AND_MEMORY
+def test_with_no_worker_every_pending_job_is_unserved(hg: Headgate) -> None:
+    with capture_logs() as logs:
+        job = hg.enqueue("report.build")
+        hg.enqueue("report.build")
+    assert job.queue == "default"
+    assert hg.unserved() == [UnservedWork("default", "report.build", 2, "no worker is running")]
+    assert hg.get_job(job.id).waiting_for == ("no worker is running",)
+    warned = [entry for entry in logs if entry["event"].startswith("job enqueued that no live")]
+    assert len(warned) == 1, "once per queue and kind"
+    assert (warned[0]["kind"], warned[0]["queue"], warned[0]["job_id"]) == (
+        "report.build",
+        "default",
+        job.id,
+    )
+
+
+def test_a_kind_without_a_handler_here_goes_to_the_queue_its_workers_serve(
+    hg: Headgate, make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    _worker(make_headgate, "report.build", "reports")
+    clock.advance(REFRESH_MS)
+    job = hg.enqueue("report.build")
+    assert job.queue == "reports", "not the default queue nobody serves it on"
+    many = hg.enqueue_many([{"kind": "report.build"}])
+    assert many[0].queue == "reports"
+    assert hg.get_job(job.id).waiting_for == ()
+    astray = hg.enqueue("report.build", queue="default")
+    assert hg.get_job(astray.id).waiting_for == (
+        "no live worker runs kind report.build on queue default (workers run it on reports)",
+    )
+    nobody = hg.enqueue("mail.send")
+    assert [(w.queue, w.kind, w.pending) for w in hg.unserved()] == [
+        ("default", "mail.send", 1),
+        ("default", "report.build", 1),
+    ]
+    assert hg.get_job(nobody.id).waiting_for == (
+        "no live worker runs kind mail.send on queue default",
+    )
+
+
+def test_a_kind_served_on_two_queues_must_be_given_one(
+    hg: Headgate, make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    _worker(make_headgate, "report.build", "reports")
+    _worker(make_headgate, "report.build", "urgent")
+    clock.advance(REFRESH_MS)
+    with pytest.raises(ValidationError) as raised:
+        hg.enqueue("report.build")
+    assert raised.value.field == "queue"
+    assert "reports, urgent" in raised.value.rule
+    with pytest.raises(ValidationError) as raised:
+        hg.enqueue_many([{"kind": "report.build"}])
+    assert raised.value.field == "jobs[0].queue"
+    assert hg.enqueue("report.build", queue="urgent").queue == "urgent"
