@@ -208,7 +208,11 @@ class Headgate(AsyncOperations):
         self._holder: str | None = None
         """This process's scheduler-lease claimant while its scheduler runs."""
         self._metrics = HeadgateMetrics(
-            self._reads, self._leases, self.clock, holder=lambda: self._holder
+            self._reads,
+            self._leases,
+            self.clock,
+            holder=lambda: self._holder,
+            unserved=lambda: self._serving.current().unserved(self._reads.pending_work()),
         )
         renew_in_forked_children(self)
 

@@ -153,6 +153,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     enqueue.add_argument("kind", metavar="KIND")
     enqueue.add_argument("--payload", metavar="JSON", help="its payload, as JSON (null)")
     add_option_flags(enqueue, JOB_OPTION_FIELDS)
+    command(group, "unserved", "pending jobs no live worker runs, by queue and kind", _unserved)
     for name, help_text, handler in (
         ("show", "a job, its payload and result, and its newest attempts", _jobs_show),
         ("cancel", "cancel a pending or running job", _jobs_cancel),
@@ -605,6 +606,22 @@ def _queues_list(args: argparse.Namespace) -> int:
             for q in queues
         ),
         empty="no queues",
+    )
+    return 0
+
+
+def _unserved(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=True) as hg:
+        unserved = hg.unserved()
+    if args.json:
+        from headgate.web._schemas import UnservedList, UnservedOut  # noqa: PLC0415 (see top)
+
+        _print_json(UnservedList(unserved=[UnservedOut.of(work) for work in unserved]))
+        return 0
+    _print_table(
+        ("QUEUE", "KIND", "PENDING", "WHY"),
+        ((work.queue, work.kind, str(work.pending), work.reason) for work in unserved),
+        empty="every pending job has a live worker to run it",
     )
     return 0
 

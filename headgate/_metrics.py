@@ -23,7 +23,7 @@ an error's text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -138,9 +138,15 @@ class HeadgateMetrics(Recorder):
     """
 
     def __init__(
-        self, reads: Reads, leases: Leases, clock: Clock, holder: Callable[[], str | None]
+        self,
+        reads: Reads,
+        leases: Leases,
+        clock: Clock,
+        holder: Callable[[], str | None],
+        unserved: Callable[[], Mapping[tuple[str, str], int]] = dict,
     ) -> None:
         self._reads = reads
+        self._unserved = unserved
         self._leases = leases
         self._clock = clock
         self._holder = holder
@@ -207,6 +213,7 @@ class HeadgateMetrics(Recorder):
             paused = self._reads.paused_queues()
             limits = self._reads.limits_state(now)
             lease = self._leases.status(SCHEDULER_LEASE)
+            unserved = self._unserved()
         except StoreError as error:
             with self._lock:
                 was_up, self._store_was_up = self._store_was_up, False
@@ -245,6 +252,8 @@ class HeadgateMetrics(Recorder):
         for rate in rate_statuses(limits):
             families.rate_started.add_metric([rate.rate_class], rate.started)
             families.rate_limit.add_metric([rate.rate_class], rate.limit)
+        for (queue, kind), count in sorted(unserved.items()):
+            families.unserved.add_metric([queue, kind], count)
         return families.all()
 
 
@@ -318,6 +327,11 @@ class _StoreFamilies:
             "A rate class's limit: at most this many starts in its window.",
             labels=("rate_class",),
         )
+        self.unserved = GaugeMetricFamily(
+            "headgate_jobs_unserved",
+            "Pending jobs of a kind on a queue that no live worker runs (they wait for one).",
+            labels=("queue", "kind"),
+        )
         self.rate_started = GaugeMetricFamily(
             "headgate_rate_limit_started",
             "A rate class's starts within its window ending now.",
@@ -326,6 +340,7 @@ class _StoreFamilies:
 
     def all(self) -> tuple[GaugeMetricFamily, ...]:
         return (
+            self.unserved,
             self.limit,
             self.limit_running,
             self.partition_running,

@@ -643,3 +643,20 @@ def test_jobs_show_says_what_a_held_job_waits_for(
     assert status == 0
     assert "partition key:  tenant-7" in out and "rate class:     pdf" in out
     assert "waiting for:    concurrency limit 0 on queue=* kind=* partition=tenant-7" in out
+
+
+def test_jobs_unserved_lists_pending_work_no_worker_runs(
+    store_url: str, hg: Headgate, capsys: Capture
+) -> None:
+    db = ("--db", store_url)
+    status, out, _ = _run(capsys, "jobs", "unserved", *db)
+    assert (status, out) == (0, "every pending job has a live worker to run it\n")
+    hg.enqueue("report.build", queue="reports")
+    status, out, _ = _run(capsys, "jobs", "unserved", *db)
+    header, row = out.splitlines()
+    assert header.split() == ["QUEUE", "KIND", "PENDING", "WHY"]
+    assert row.split() == ["reports", "report.build", "1", "no", "worker", "is", "running"]
+    listed = _json(capsys, "jobs", "unserved", *db)["unserved"]
+    assert listed == [
+        {"queue": "reports", "kind": "report.build", "pending": 1, "reason": "no worker is running"}
+    ]

@@ -43,6 +43,8 @@ from headgate.web._schemas import (
     SchedulesIn,
     SchedulesPutOut,
     SpecPreview,
+    UnservedList,
+    UnservedOut,
     UpcomingList,
     UpcomingOut,
     WorkerOut,
@@ -369,6 +371,15 @@ def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) 
 )
 def resume_queue(request: Request, queue: str) -> QueueOut:
     return QueueOut.of(_hg(request).resume_queue(queue))
+
+
+@router.get(
+    "/unserved",
+    response_model=UnservedList,
+    summary="Pending jobs no live worker runs, by queue and kind",
+)
+def list_unserved(request: Request) -> UnservedList:
+    return UnservedList(unserved=[UnservedOut.of(work) for work in _hg(request).unserved()])
 
 
 @router.get(

@@ -18,7 +18,7 @@ from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import JobAction, JobState, allows
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
-from headgate._errors import NotFound, ValidationError
+from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, WIDTH, charts
@@ -128,12 +128,18 @@ def _ticks_between(spec: ScheduleSpec, after_ms: int, before_ms: int) -> int:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A console page, with the banner of pending work no live worker runs."""
+    try:
+        unserved = _hg(request).unserved()
+    except StoreError:  # the page itself says what the store answered
+        unserved = []
     return _templates.page(
         request,
         template,
         status,
         format_ms=format_ms,
         format_duration=format_duration,
+        unserved=unserved,
         **context,
     )
 

@@ -23,6 +23,7 @@ from headgate._model import (
     RateLimitStatus,
     RunningAttempt,
     Schedule,
+    UnservedWork,
     WorkerStatus,
 )
 from headgate.web._derived import (
@@ -446,6 +447,21 @@ class ConcurrencyLimitOut(BaseModel):
 
 class LimitList(BaseModel):
     limits: list[ConcurrencyLimitOut]
+
+
+class UnservedOut(BaseModel):
+    queue: str
+    kind: str
+    pending: int = Field(description="Its pending jobs, which wait until a worker runs them")
+    reason: str
+
+    @classmethod
+    def of(cls, work: UnservedWork) -> UnservedOut:
+        return cls(queue=work.queue, kind=work.kind, pending=work.pending, reason=work.reason)
+
+
+class UnservedList(BaseModel):
+    unserved: list[UnservedOut]
 
 
 class RateLimitIn(Strict):

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
 from headgate import Headgate, UnservedWork, ValidationError, WorkerConfig
@@ -41,6 +42,8 @@ def test_with_no_worker_every_pending_job_is_unserved(hg: Headgate) -> None:
     assert job.queue == "default"
     assert hg.unserved() == [UnservedWork("default", "report.build", 2, "no worker is running")]
     assert hg.get_job(job.id).waiting_for == ("no worker is running",)
+    metrics = generate_latest(hg.metrics_registry).decode()
+    assert 'headgate_jobs_unserved{kind="report.build",queue="default"} 2.0' in metrics
     warned = [entry for entry in logs if entry["event"].startswith("job enqueued that no live")]
     assert len(warned) == 1, "once per queue and kind"
     assert (warned[0]["kind"], warned[0]["queue"], warned[0]["job_id"]) == (

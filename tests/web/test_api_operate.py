@@ -306,7 +306,8 @@ def test_limits_are_set_listed_and_cleared_and_a_held_job_says_why(
     shown = client.get(f"/api/v1/jobs/{job.id}").json()
     assert shown["partition_key"] == "tenant-7"
     assert shown["waiting_for"] == [
-        "concurrency limit 0 on queue=reports kind=* partition=* (partition tenant-7)"
+        "concurrency limit 0 on queue=reports kind=* partition=* (partition tenant-7)",
+        "no worker is running",
     ]
     assert [limit["limit"] for limit in client.get("/api/v1/limits").json()["limits"]] == [0]
     metrics = client.get("/metrics").text
@@ -363,3 +364,19 @@ def test_a_bad_limit_is_a_422_naming_the_field_and_stores_nothing(  # noqa: PLR0
     assert response.status_code == 422, response.text
     assert response.json()["error"].startswith(field), response.json()
     assert hg.limits() == [] and hg.rate_limits() == []
+
+
+def test_pending_jobs_no_worker_runs_are_listed(client: TestClient, hg: Headgate) -> None:
+    assert client.get("/api/v1/unserved").json() == {"unserved": []}
+    job = hg.enqueue("report.build", queue="reports")
+    assert client.get("/api/v1/unserved").json() == {
+        "unserved": [
+            {
+                "queue": "reports",
+                "kind": "report.build",
+                "pending": 1,
+                "reason": "no worker is running",
+            }
+        ]
+    }
+    assert client.get(f"/api/v1/jobs/{job.id}").json()["waiting_for"] == ["no worker is running"]

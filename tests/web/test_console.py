@@ -465,3 +465,14 @@ def test_the_overview_draws_each_chart_from_the_roll_up(
     assert {point["series"] for point in api} >= {"ticks", "jobs", "queue_depth"}
     assert client.get("/api/v1/activity", params={"since_ms": -1}).status_code == 422
     assert client.get("/api/v1/activity", params={"since_ms": 2**63}).status_code == 422
+
+
+def test_every_page_warns_of_pending_jobs_no_worker_runs(client: TestClient, hg: Headgate) -> None:
+    assert 'id="unserved-banner"' not in _html(client, "/jobs")
+    job = hg.enqueue("report.build", queue="reports")
+    for path in ("/overview", "/jobs", "/queues", f"/jobs/{job.id}"):
+        page = _html(client, path)
+        assert 'id="unserved-banner"' in page, path
+        assert "1 of kind report.build on queue reports : no worker is running" in _text(page)
+    assert 'href="/jobs?state=pending&amp;queue=reports&amp;kind=report.build"' in page
+    assert "no worker is running" in _text(page.split('id="waiting-for"', 1)[1])
