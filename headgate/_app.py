@@ -123,9 +123,9 @@ from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
-from headgate._serving_watch import ServingWatch
 from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
+from headgate._unserved import ServingWatch
 
 H = TypeVar("H", bound=Handler)
 DEFAULT_URL = "sqlite:///headgate.db"

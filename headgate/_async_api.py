@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from typing_extensions import Unpack
 
 from headgate._domain.options import EnqueueArgs, ScheduleArgs
@@ -82,7 +82,9 @@ class AsyncPool:
 
 
 def _is_async_host(connection: object) -> bool:
-    return isinstance(connection, AsyncConnection | AsyncSession)
+    """An SQLAlchemy AsyncConnection or AsyncSession (told by its `run_sync`
+    coroutine: only the SQL adapter imports SQLAlchemy)."""
+    return inspect.iscoroutinefunction(getattr(connection, "run_sync", None))
 
 
 class AsyncOperations:

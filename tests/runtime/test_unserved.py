@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
 from headgate import Headgate, UnservedWork, ValidationError, WorkerConfig
-from headgate._serving_watch import REFRESH_MS
+from headgate._unserved import REFRESH_MS
 from headgate.testing import FakeClock
 from tests.conftest import AND_MEMORY
 

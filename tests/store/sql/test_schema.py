@@ -36,7 +36,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.limits import scope_of
 from headgate._domain.options import JobOptions
-from headgate._domain.serving import Serving
+from headgate._domain.served import Serving
 from headgate._domain.streams import job_stream, limit_stream
 from headgate._errors import (
     ConstraintViolation,

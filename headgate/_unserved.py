@@ -13,7 +13,7 @@ from typing import Final
 
 from headgate._clock import Clock
 from headgate._domain.options import DEFAULT_QUEUE
-from headgate._domain.serving import Serving
+from headgate._domain.served import Serving
 from headgate._errors import ValidationError
 from headgate._logs import get_logger
 from headgate._store.port import Workers
