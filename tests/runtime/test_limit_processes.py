@@ -18,7 +18,7 @@ from headgate import EACH_PARTITION, Headgate
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2
-JOBS_PER_TENANT = 40
+JOBS_PER_TENANT = 80
 TENANTS = ("tenant-a", "tenant-b")
 HOST = textwrap.dedent(
     """
