@@ -11,8 +11,9 @@
    what the log head held by a host costs others: plain enqueues from another
    thread while hosts hold their transactions 10 ms after enqueueing.
 3. An async host: a FastAPI app served by uvicorn (in a child process) whose
-   `/ping` is timed every 10 ms, idle and while 8 clients post to an `/enqueue`
-   route that awaits `hg.aenqueue` (this design) or calls `hg.enqueue` in its
+   `/ping` is timed every 10 ms, idle and while 2 clients post, one request
+   after another, to a route that enqueues 20 jobs: awaiting `hg.aenqueue` for
+   each, awaiting one `hg.aenqueue_many`, or calling `hg.enqueue` in its
    `async def` (what the issue found blocking the loop). Target: ping p99
    within a few ms of idle.
 
@@ -43,6 +44,7 @@ from headgate import Headgate
 from headgate._store.sql.schema import LIVE, events
 
 CHUNK = 500
+CLIENTS = 2
 HOST = MetaData()
 orders = Table("orders", HOST, Column("id", Integer, primary_key=True), Column("item", String(40)))
 
@@ -129,7 +131,7 @@ def transactional(backend: str, count: int) -> tuple[list[object], list[object]]
                 call()
                 samples.append((time.perf_counter() - began) * 1000)
             medians[name] = statistics.median(samples)
-        latency = [
+        latency: list[object] = [
             backend,
             f"{medians['floor']:.2f}",
             f"{medians['in']:.2f}",
@@ -159,7 +161,7 @@ def transactional(backend: str, count: int) -> tuple[list[object], list[object]]
         holder.join()
         hg.close()
         host.dispose()
-    held = [backend, f"{alone:,.0f}", f"{beside:,.0f}", f"{beside / alone:.2f}"]
+    held: list[object] = [backend, f"{alone:,.0f}", f"{beside:,.0f}", f"{beside / alone:.2f}"]
     return latency, held
 
 
@@ -188,12 +190,21 @@ _APP = textwrap.dedent(
         return "pong"
 
     @app.post("/enqueue")
-    async def enqueue_async() -> str:
-        return (await hg.aenqueue("order.ship", {"order": 1})).id
+    async def enqueue_async() -> int:
+        for n in range(20):
+            await hg.aenqueue("order.ship", {"order": n})
+        return 20
+
+    @app.post("/enqueue-many")
+    async def enqueue_many_async() -> int:
+        jobs = [{"kind": "order.ship", "payload": {"order": n}} for n in range(20)]
+        return len(await hg.aenqueue_many(jobs))
 
     @app.post("/enqueue-blocking")
-    async def enqueue_blocking() -> str:
-        return hg.enqueue("order.ship", {"order": 1}).id
+    async def enqueue_blocking() -> int:
+        for n in range(20):
+            hg.enqueue("order.ship", {"order": n})
+        return 20
 
     import uvicorn
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
@@ -239,10 +250,9 @@ async def _pings(base: str, route: str | None, seconds: float) -> tuple[list[flo
         async def load() -> None:
             nonlocal enqueued
             while not stop.is_set():
-                await client.post(route or "")
-                enqueued += 1
+                enqueued += int((await client.post(route or "")).json())
 
-        loaders = [asyncio.create_task(load()) for _ in range(8 if route else 0)]
+        loaders = [asyncio.create_task(load()) for _ in range(CLIENTS if route else 0)]
         samples: list[float] = []
         began = time.monotonic()
         while time.monotonic() - began < seconds:
@@ -264,8 +274,9 @@ def async_host(backend: str, seconds: float) -> list[list[object]]:
             idle_p99 = _percentile(idle, 0.99)
             for name, route in (
                 ("idle", None),
-                ("await hg.aenqueue", "/enqueue"),
-                ("hg.enqueue in async def", "/enqueue-blocking"),
+                ("20 x await hg.aenqueue", "/enqueue"),
+                ("await hg.aenqueue_many of 20", "/enqueue-many"),
+                ("20 x hg.enqueue in async def", "/enqueue-blocking"),
             ):
                 samples, enqueued = (
                     (idle, 0) if route is None else asyncio.run(_pings(base, route, seconds))
@@ -325,7 +336,8 @@ def main() -> None:
     if args.only in (None, "async"):
         seconds = 3.0 if args.quick else 10.0
         print_table(
-            "FastAPI /ping every 10 ms while 8 clients enqueue (ms)",
+            f"FastAPI /ping every 10 ms while {CLIENTS} clients each post requests that enqueue "
+            "20 jobs, one after another (ms)",
             [
                 "backend",
                 "enqueue route",
