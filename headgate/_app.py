@@ -973,8 +973,10 @@ class Headgate(AsyncOperations):
 
     def waiting_for(self, job: Job) -> tuple[str, ...]:
         """Why a due pending job has not started, in words: its queue paused, a
-        full concurrency limit, a used-up rate class (empty: nothing holds it back
-        but free workers, or it is not pending and due)."""
+        full concurrency limit, a used-up rate class, no live worker running its
+        kind on its queue (unless a handler of its kind is registered in this
+        process, which runs it: `drain`, `start`). Empty: nothing holds it back
+        but free workers, or it is not pending and due."""
         now = self.clock.now_ms()
         if job.state != JobState.PENDING.value or job.run_at_ms > now:
             return ()
@@ -983,9 +985,10 @@ class Headgate(AsyncOperations):
             reasons.append(f"queue {job.queue} is paused")
         slots = self._reads.limits_state(now).slots()
         reasons += slots.blocking(job.queue, job.kind, job.partition_key, job.rate_class)
-        unserved = self._serving.current(fresh=True).reason(job.queue, job.kind)
-        if unserved is not None:
-            reasons.append(unserved)
+        if self._handlers.get(job.kind) is None:  # else this process runs it (drain, start)
+            unserved = self._serving.current(fresh=True).reason(job.queue, job.kind)
+            if unserved is not None:
+                reasons.append(unserved)
         return tuple(reasons)
 
     def unserved(self) -> list[UnservedWork]:

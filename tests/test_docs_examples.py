@@ -71,7 +71,7 @@ def test_the_tutorial_runs_a_handler_on_every_tick(tmp_path: Path) -> None:
 
 def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -> None:
     """The host's lifespan starts Headgate and closes it; the API answers under the mount."""
-    (example,) = examples_in(DOCS / "how-to" / "fastapi.md")
+    example = examples_in(DOCS / "how-to" / "fastapi.md")[0]
     url = f"sqlite:///{tmp_path / 'postgres-stand-in.db'}"
     namespace: dict[str, Any] = {}
     exec(compile(example.on_sqlite(tmp_path), example.page, "exec"), namespace)

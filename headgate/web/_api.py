@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from headgate._app import Headgate
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
@@ -67,7 +67,20 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     }.items()
 }
 
-router = APIRouter(prefix="/api/v1", responses=ERRORS)
+
+def _each_query_parameter_once(request: Request) -> None:
+    """A query parameter given twice is refused (422), where FastAPI would take
+    the last of them silently."""
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name in seen:
+            raise ValidationError(name, "is given more than once")
+        seen.add(name)
+
+
+router = APIRouter(
+    prefix="/api/v1", responses=ERRORS, dependencies=[Depends(_each_query_parameter_once)]
+)
 
 
 def _hg(request: Request) -> Headgate:

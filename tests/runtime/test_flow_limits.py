@@ -170,7 +170,9 @@ def test_a_widened_or_reset_rate_class_still_counts_its_earlier_starts(
 def test_a_paused_queue_is_why_a_job_waits(hg: Headgate) -> None:
     job = hg.enqueue("k", queue="reports")
     hg.pause_queue("reports")
-    assert hg.get_job(job.id).waiting_for == ("queue reports is paused",)
+    assert hg.get_job(job.id).waiting_for == ("queue reports is paused", "no worker is running")
+    hg.handler("k", queue="reports")(lambda job: None)
+    assert hg.get_job(job.id).waiting_for == ("queue reports is paused",), "this process runs it"
 
 
 @pytest.mark.parametrize(

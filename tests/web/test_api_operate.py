@@ -306,8 +306,7 @@ def test_limits_are_set_listed_and_cleared_and_a_held_job_says_why(
     shown = client.get(f"/api/v1/jobs/{job.id}").json()
     assert shown["partition_key"] == "tenant-7"
     assert shown["waiting_for"] == [
-        "concurrency limit 0 on queue=reports kind=* partition=* (partition tenant-7)",
-        "no worker is running",
+        "concurrency limit 0 on queue=reports kind=* partition=* (partition tenant-7)"
     ]
     assert [limit["limit"] for limit in client.get("/api/v1/limits").json()["limits"]] == [0]
     metrics = client.get("/metrics").text
@@ -380,3 +379,10 @@ def test_pending_jobs_no_worker_runs_are_listed(client: TestClient, hg: Headgate
         ]
     }
     assert client.get(f"/api/v1/jobs/{job.id}").json()["waiting_for"] == ["no worker is running"]
+
+
+def test_a_query_parameter_given_twice_is_refused(client: TestClient) -> None:
+    response = client.get("/api/v1/activity?since_ms=1&since_ms=2")
+    assert response.status_code == 422
+    assert response.json() == {"error": "since_ms: is given more than once"}
+    assert client.get("/api/v1/jobs?limit=5&limit=6").status_code == 422
