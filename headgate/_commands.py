@@ -53,6 +53,7 @@ from headgate._domain.ids import (
     fingerprint_of_text,
     manual_job_id,
     new_job_id,
+    new_job_ids,
     tick_job_id,
     tick_unique_key,
 )
@@ -534,8 +535,8 @@ class Commands:
         host's one transaction, which commits or rolls back all of them."""
         checked: list[tuple[JobEnqueued, str]] = []
         keys: dict[str, int] = {}
-        for index, new in enumerate(jobs):
-            job = JobEnqueued(new_job_id(), new.kind, new.payload, new.options)
+        for index, (new, job_id) in enumerate(zip(jobs, new_job_ids(len(jobs)), strict=True)):
+            job = JobEnqueued(job_id, new.kind, new.payload, new.options)
             try:
                 payload_text = self._validated_payload(job)
             except ValidationError as error:

@@ -8,7 +8,7 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from headgate._domain.ids import _NAMESPACE, manual_job_id, new_job_id, tick_job_id
+from headgate._domain.ids import _NAMESPACE, manual_job_id, new_job_id, new_job_ids, tick_job_id
 from headgate._domain.spec import MAX_INSTANT_MS
 
 instants = st.integers(min_value=0, max_value=MAX_INSTANT_MS)
@@ -49,3 +49,11 @@ def test_new_job_ids_are_version_7_uuids_in_the_order_they_were_made() -> None:
     first = uuid.UUID(ids[0])
     assert (first.version, first.variant) == (7, uuid.RFC_4122)
     assert first.int >> 80 >= before_ms
+
+
+def test_ids_made_at_once_sort_after_those_made_before() -> None:
+    before = new_job_id()
+    batch = new_job_ids(5_000)
+    after = new_job_id()
+    assert [before, *batch, after] == sorted([before, *batch, after])
+    assert len({before, *batch, after}) == 5_002

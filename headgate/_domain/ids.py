@@ -69,19 +69,29 @@ def new_job_id() -> str:
     random. So ids made in this process sort in the order they were made: jobs
     due at the same instant (a bulk enqueue's) are claimed in the order given,
     and new jobs land side by side in the indexes keyed by id."""
+    (job_id,) = new_job_ids(1)
+    return job_id
+
+
+def new_job_ids(count: int) -> list[str]:
+    """`count` new job ids, in the order they sort (`new_job_id`), made at once."""
     global _last_ms, _counter  # noqa: PLW0603 (the generator's state, behind its lock)
+    stamps: list[tuple[int, int]] = []
     with _ID_LOCK:
         now_ms = time.time_ns() // 1_000_000
         if now_ms > _last_ms:
-            _last_ms, _counter = now_ms, 0
-        else:
+            _last_ms, _counter = now_ms, -1
+        for _ in range(count):
             _counter += 1
             if _counter > _COUNTER_MAX:  # 4,096 in one millisecond: borrow the next
                 _last_ms, _counter = _last_ms + 1, 0
-        stamp, counter = _last_ms, _counter
-    value = (stamp & _MS_MASK) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62
-    digits = f"{value | secrets.randbits(62):032x}"
-    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+            stamps.append((_last_ms, _counter))
+    ids = []
+    for stamp, counter in stamps:
+        value = (stamp & _MS_MASK) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62
+        digits = f"{value | secrets.randbits(62):032x}"
+        ids.append(f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}")
+    return ids
 
 
 _ID_LOCK: Final = threading.Lock()
