@@ -16,7 +16,11 @@ from headgate.testing import FakeClock
 from tests.runtime.conftest import jobs_for
 
 TTL_MS = 1_500
-LATENESS_TARGET_MS = 200
+LATENESS_TARGET_MS = 400
+"""The most a tick of another schedule may commit late beside a slow or hung hook:
+well under the hooks' own 0.6 s and 3 s, so a tick held up by them fails, and
+loose enough for a loaded two-core machine (the scheduler's lateness figures
+are benchmarks/scheduler.py's)."""
 CONFIG_RENEW_MS = RuntimeConfig(lease_ttl_ms=TTL_MS).renew_every_ms
 
 
