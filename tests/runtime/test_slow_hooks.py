@@ -76,7 +76,8 @@ def test_a_slow_after_hook_costs_neither_the_lease_nor_other_ticks(
     }
     assert sorted(events) == ticks and {e.outcome for e in events.values()} == {"enqueued"}
     committed = dict(hook.committed["fast"])
-    late = {t: c - t for t, c in committed.items() if c is None or c - t > LATENESS_TARGET_MS}
+    # A tick the 3 s hook held up would be at least a second late.
+    late = {t: c - t for t, c in committed.items() if c is None or c - t > 900}
     assert not late, f"ticks committed late (ms): {late}"
 
 
@@ -90,7 +91,13 @@ def _start(hg: Headgate) -> int:
     return status.term
 
 
-def _assert_on_time(hg: Headgate, hook: Recorder, schedule_id: str, at_least: int) -> None:
+def _assert_on_time(
+    hg: Headgate,
+    hook: Recorder,
+    schedule_id: str,
+    at_least: int,
+    late_ms: int = LATENESS_TARGET_MS,
+) -> None:
     ticks = jobs_for(hg, schedule_id)
     assert len(ticks) >= at_least
     assert ticks == list(range(ticks[0], ticks[-1] + 1000, 1000)), "one job per tick, contiguous"
@@ -100,9 +107,7 @@ def _assert_on_time(hg: Headgate, hook: Recorder, schedule_id: str, at_least: in
         time.sleep(0.02)
     committed = dict(hook.committed[schedule_id])
     late = {t: committed.get(t) for t in ticks}
-    late = {
-        t: c - t if c else c for t, c in late.items() if c is None or c - t > LATENESS_TARGET_MS
-    }
+    late = {t: c - t if c else c for t, c in late.items() if c is None or c - t > late_ms}
     assert not late, f"ticks committed late (ms) or never told: {late}"
 
 
@@ -190,7 +195,8 @@ def test_after_hooks_that_raise_or_hang_never_stop_later_ticks(
         for schedule_id in ("raises", "hangs"):
             ticks = jobs_for(hg, schedule_id)
             assert len(ticks) >= 5 and ticks == list(range(ticks[0], ticks[-1] + 1000, 1000))
-        _assert_on_time(hg, hook, "fast", at_least=5)
+        # A tick the forever-hung hook held up would be a whole interval late, or never told.
+        _assert_on_time(hg, hook, "fast", at_least=5, late_ms=900)
     finally:
         hook.release.set()
 
