@@ -119,7 +119,13 @@ from headgate._redact import masked
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
-from headgate._runtime.handlers import Handler, HandlerRegistry, handler_spec
+from headgate._runtime.handlers import (
+    Executor,
+    Handler,
+    HandlerRegistry,
+    handler_spec,
+    require_executor,
+)
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
@@ -547,7 +553,12 @@ class Headgate(AsyncOperations):
     # handlers and jobs ---------------------------------------------------
 
     def handler(
-        self, kind: str, *, retry: Retry | None = None, **defaults: Unpack[JobOptionArgs]
+        self,
+        kind: str,
+        *,
+        retry: Retry | None = None,
+        executor: Executor = "thread",
+        **defaults: Unpack[JobOptionArgs],
     ) -> Callable[[H], H]:
         """Register the decorated function (sync or async, taking a JobContext) to run
         jobs of `kind`. Its return value (plain JSON) is the job's result; what it
@@ -556,16 +567,26 @@ class Headgate(AsyncOperations):
         default 30 min) fails too. `retry` (a `headgate.Retry`) says which
         exceptions are retried and after how long. `queue` (default "default")
         is where its jobs wait unless they say otherwise. These are its jobs'
-        defaults: a job's or a schedule's own options win. Register before start()."""
-        return self._register(kind, JobOptions(**job_options(defaults)), retry)
+        defaults: a job's or a schedule's own options win. Register before start().
+
+        `executor="process"` runs a sync handler in a child process: killed at its
+        deadline, held to `WorkerConfig.child_memory_limit_mb`, on a core of its
+        own. It must be a function at the top level of a module (its child
+        imports it by name)."""
+        return self._register(kind, JobOptions(**job_options(defaults)), retry, executor)
 
     def _register(
-        self, kind: str, options: JobOptions, retry: Retry | None = None
+        self,
+        kind: str,
+        options: JobOptions,
+        retry: Retry | None = None,
+        executor: Executor = "thread",
     ) -> Callable[[H], H]:
         handler_spec(kind, lambda _: None, options, retry)  # bad options fail here, at once
+        require_executor(executor)
 
         def register(function: H) -> H:
-            self._handlers.add(handler_spec(kind, function, options, retry))
+            self._handlers.add(handler_spec(kind, function, options, retry, executor))
             return function
 
         return register
@@ -577,12 +598,14 @@ class Headgate(AsyncOperations):
         spec: str,
         kind: str | None = None,
         retry: Retry | None = None,
+        executor: Executor = "thread",
         **options: Unpack[ScheduleArgs],
     ) -> Callable[[H], H]:
         """A handler and its schedule, declared together in code: the decorated
         function handles jobs of `kind` (default: the schedule's id), with the
         schedule's job options (`queue`, `max_attempts`, `timeout_ms`, ...) as its
-        defaults and `retry` as its retry policy, and start() upserts the
+        defaults, `retry` as its retry policy and `executor` where it runs (as
+        for `handler`), and start() upserts the
         schedule (an unchanged spec keeps its phase, as put_schedule does; the
         other fields as for put_schedule).
 
@@ -595,7 +618,7 @@ class Headgate(AsyncOperations):
         definition = definition_from(spec=spec, kind=job_kind, **options)
         require_allowed(definition, self._settings)
         job = definition.job
-        register = self._register(job_kind, job, retry)
+        register = self._register(job_kind, job, retry, executor)
 
         def declare(function: H) -> H:
             register(function)

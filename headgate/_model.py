@@ -352,6 +352,9 @@ class DrainSummary:
     """Failed an attempt and will run again later."""
     snoozed: int = 0
     """Snoozed by its handler (`Snooze`): runs again later, its attempt not counted."""
+    crashed: int = 0
+    """Its child process died (`executor="process"`): a crash counted, as a
+    worker's death is; runs again later, or is quarantined at the crash limit."""
 
 
 @dataclass(frozen=True)

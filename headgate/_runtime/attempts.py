@@ -17,6 +17,9 @@ attempt is timed, refused and recorded by one set of rules whoever runs it:
   its withdrawal (given back at shutdown) decides what is recorded. A handler
   told to stop (`job.cancelled`: its job was cancelled or rescued meanwhile)
   has its outcome refused; its job is no longer this worker's.
+* A handler registered with `executor="process"` runs in a child process
+  (`child_processes`): killed when its attempt is told to stop, and a child
+  that dies without an answer settles the attempt as a crash (`Outcome.crashed`).
 * Ctrl-C (KeyboardInterrupt on the main thread, where Python raises it) in a
   handler that `drain()` runs there stops the drain and records nothing: the
   person at the terminal stopped the process, the handler did not fail.
@@ -44,6 +47,7 @@ from headgate._domain.job_rules import (
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._runtime import job_units
+from headgate._runtime.child_processes import ChildLimits, ChildPool
 from headgate._runtime.config import WorkerConfig
 from headgate._runtime.deadlines import Deadlines
 from headgate._runtime.handlers import HandlerSpec, JobContext
@@ -84,6 +88,9 @@ class Outcome:
     gives_up: bool = False
     """It failed with an error its handler's retry policy does not retry: the job
     fails now, whatever attempts it has left."""
+    crashed: str | None = None
+    """Set when the child process running its handler died without an answer (why,
+    in words): recorded as a crash of its job, as a worker's death is."""
 
 
 EndListener = Callable[["Attempt", Outcome | None], None]
@@ -202,6 +209,31 @@ class Attempt:
             self._handler_ended(error=error)
             return
         self._handler_ended(result=result)
+
+    # told by the child process that runs it (child_processes.ChildPool) ------
+
+    def handler_ended(
+        self, *, result: JsonValue = None, error: BaseException | None = None
+    ) -> None:
+        """Its handler, in a child, returned `result` or raised `error`."""
+        self._handler_ended(result=result, error=error)
+
+    def handler_killed(self) -> None:
+        """Its child was killed because it was told to stop: nothing to record."""
+        with self._lock:
+            self._returned = True
+        self._on_end(self, None)
+
+    def child_died(self, why: str) -> None:
+        """Its child died without an answer: a crash, unless it had settled."""
+        outcome = Outcome(self._clock.now_ms(), crashed=why)
+        with self._lock:
+            self._returned = True
+            refused = self._settled or self.context.cancelled.is_set()
+            if not refused:
+                self._settled = True
+                self._outcome = outcome
+        self._on_end(self, None if refused else outcome)
 
     # settling -----------------------------------------------------------------
 
@@ -339,19 +371,23 @@ class AttemptRunner:
         on_end: EndListener = _ignore,
         recorder: Recorder = NO_METRICS,
         name: str = "headgate-deadlines",
+        children: ChildPool | None = None,
     ) -> None:
         self._clock = clock
         self._rules = rules
         self._on_end = on_end
         self._recorder = recorder
         self._deadlines = Deadlines(clock, name=name)
+        self._children = children or ChildPool(ChildLimits())
 
     def start(self) -> None:
         self._deadlines.start()
 
     def stop(self) -> None:
-        """Stop timing attempts out (those still running are the caller's to give back)."""
+        """Stop timing attempts out (those still running are the caller's to give
+        back: a child running one is killed when it is), and the idle children."""
         self._deadlines.stop()
+        self._children.close()
 
     def begin(self, claim: Claim, spec: HandlerSpec) -> Attempt:
         """An attempt at a claimed job, its deadline watched from now; its handler
@@ -365,9 +401,12 @@ class AttemptRunner:
 
     def run_here(self, attempt: Attempt) -> Outcome | None:
         """Run its handler in the calling thread (an async one on an event loop of
-        its own), and say how it ended: None if it was withdrawn meanwhile."""
+        its own, a process one in a child this thread waits for), and say how it
+        ended: None if it was withdrawn meanwhile."""
         if attempt.spec.is_async:
             asyncio.run(attempt.run_async())
+        elif attempt.spec.executor == "process":
+            self._children.run(attempt.spec.function, attempt)
         else:
             attempt.run()
         return attempt.outcome

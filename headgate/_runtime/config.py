@@ -8,6 +8,7 @@ from typing import Final
 
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.names import identifier_problem
+from headgate._runtime.child_processes import ChildLimits
 from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES
 
 SCHEDULER_LEASE: Final = "scheduler"
@@ -136,6 +137,12 @@ class WorkerConfig:
     max_result_bytes: int = 64 * 1024
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     """Snoozes (`Snooze`) a job may take; the next one fails its attempt."""
+    max_jobs_per_child: int | None = None
+    """Attempts a child process of `executor="process"` handlers runs before it is
+    replaced by a new one (a leaking handler's memory is given back); None: kept."""
+    child_memory_limit_mb: int | None = None
+    """Each such child's address space (RLIMIT_AS), in MiB: beyond it an allocation
+    raises MemoryError in the handler, which fails its attempt. None: no limit."""
 
     def __post_init__(self) -> None:
         if self.queues is not None:
@@ -160,7 +167,26 @@ class WorkerConfig:
             raise ValueError(f"max_snoozes must be 0-1000000, got {self.max_snoozes!r}")
         if self.crash_limit < 2:
             raise ValueError("crash_limit must be at least 2: one crash never quarantines")
+        _require_none_or_between("max_jobs_per_child", self.max_jobs_per_child, 1, 10**9)
+        _require_none_or_between(
+            "child_memory_limit_mb", self.child_memory_limit_mb, MIN_CHILD_MEMORY_MB, 2**30
+        )
+
+    @property
+    def child_limits(self) -> ChildLimits:
+        return ChildLimits(self.max_jobs_per_child, self.child_memory_limit_mb)
 
     @property
     def heartbeat_every_ms(self) -> int:
         return max(self.heartbeat_ttl_ms // 4, 100)
+
+
+MIN_CHILD_MEMORY_MB: Final = 64
+"""Below this a child cannot import Python's standard library and a handler."""
+
+
+def _require_none_or_between(name: str, value: object, low: int, high: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be None or {low}-{high}, got {value!r}")

@@ -13,7 +13,7 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from headgate._domain.admission import require_kind
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
@@ -53,6 +53,8 @@ class JobContext:
 
 
 Handler = Callable[[JobContext], Any]
+Executor = Literal["thread", "process"]
+EXECUTORS: Final = ("thread", "process")
 
 
 HANDLER_DEFAULTS: Final = JobOptions(
@@ -72,6 +74,9 @@ class HandlerSpec:
     """Its jobs' defaults, every one set (what a job leaves None, these decide)."""
     retry: Retry = DEFAULT_RETRY
     """Which failed attempts are retried, and after how long."""
+    executor: Executor = "thread"
+    """Where a sync handler runs: a thread of the worker, or a child process
+    (killed at its deadline, on a core of its own; see child_processes)."""
 
     @property
     def queue(self) -> str:
@@ -103,11 +108,15 @@ class HandlerSpec:
 
 
 def handler_spec(
-    kind: object, function: Handler, options: JobOptions, retry: Retry | None = None
+    kind: object,
+    function: Handler,
+    options: JobOptions,
+    retry: Retry | None = None,
+    executor: object = "thread",
 ) -> HandlerSpec:
     """A validated handler registration: `options` are its jobs' defaults (a
     per-job option such as run_at_ms is refused), `retry` its retry policy
-    (None: the default); bad ones raise ValidationError."""
+    (None: the default), `executor` where it runs; bad ones raise ValidationError."""
     if retry is not None and not isinstance(retry, Retry):
         raise ValidationError("retry", f"must be headgate.Retry, got {type(retry).__name__}")
     if not callable(function):
@@ -116,8 +125,42 @@ def handler_spec(
         if getattr(options, per_job) is not None:
             raise ValidationError(per_job, "is set per job, not for every job of a handler")
     return HandlerSpec(
-        require_kind(kind), function, options.under(HANDLER_DEFAULTS), retry or DEFAULT_RETRY
+        require_kind(kind),
+        function,
+        options.under(HANDLER_DEFAULTS),
+        retry or DEFAULT_RETRY,
+        _checked_executor(executor, function),
     )
+
+
+def require_executor(executor: object) -> Executor:
+    if executor == "thread":
+        return "thread"
+    if executor == "process":
+        return "process"
+    raise ValidationError("executor", f"must be 'thread' or 'process', got {executor!r}")
+
+
+def _checked_executor(executor: object, function: Handler) -> Executor:
+    """A process handler's child imports it by name: it must be a sync function
+    defined at the top level of a module."""
+    chosen = require_executor(executor)
+    if chosen == "thread":
+        return chosen
+    if inspect.iscoroutinefunction(function):
+        raise ValidationError(
+            "executor",
+            "'process' runs sync handlers; an async handler runs on the worker's event loop",
+        )
+    name = getattr(function, "__qualname__", "")
+    module = getattr(function, "__module__", None)
+    if not inspect.isfunction(function) or module is None or "<" in name or "." in name:
+        raise ValidationError(
+            "executor",
+            "'process' needs a function defined at the top level of a module, which its "
+            f"child process imports by name; {name or function!r} is not one",
+        )
+    return chosen
 
 
 class HandlerRegistry:
@@ -138,6 +181,14 @@ class HandlerRegistry:
 
     def kinds(self) -> frozenset[str]:
         return frozenset(self._by_kind)
+
+    def child_modules(self) -> frozenset[str]:
+        """The modules of the handlers that run in child processes (imported there)."""
+        return frozenset(
+            spec.function.__module__
+            for spec in self._by_kind.values()
+            if spec.executor == "process"
+        )
 
     def timeouts_ms(self) -> dict[str, int]:
         """kind -> its jobs' default timeout (what a claim gives a job without its own)."""

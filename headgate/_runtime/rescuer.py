@@ -84,6 +84,7 @@ class Rescuer:
         self.rescued = 0
         """Jobs taken back from dead workers by this process, in all."""
         self.quarantined = 0
+        self._crashed_children: list[_Taken] = []
 
     def run_once(self) -> int:
         """Rescue the workers of this machine known dead, then, if this process
@@ -149,35 +150,67 @@ class Rescuer:
     def _take_back(self, transaction: WriteTransaction, dead: Sequence[WorkerRow]) -> _Taken:
         """Record the rescue of the dead workers' running jobs, and forget them, in
         this transaction: each job at the version read here, so a job another
-        rescuer took back first is not running here, or refused. A running job's
-        row was last changed by its claim, so the crash is recorded in attempt
-        attempts + 1, which began at the row's updated_at_ms."""
+        rescuer took back first is not running here, or refused. A worker's
+        jobs share the blame for its death."""
         jobs = transaction.running_on([worker.worker_id for worker in dead])
-        by_id = {row.job_id: row for row in jobs}
-        crashed_by_worker: dict[str, list[CrashedJob]] = defaultdict(list)
+        by_worker: dict[str, list[JobRow]] = defaultdict(list)
         for row in jobs:
             assert row.worker_id is not None
-            crashed_by_worker[row.worker_id].append(
+            by_worker[row.worker_id].append(row)
+        taken = self._record_crashes(transaction, [by_worker[w] for w in sorted(by_worker)])
+        taken.workers = dead
+        transaction.forget_workers(dead)
+        return taken
+
+    def take_back_crashed(self, transaction: WriteTransaction, rows: Sequence[JobRow]) -> int:
+        """Record, in this transaction, a crash of each of these running jobs of this
+        worker, whose child process died running it (each alone to blame); after
+        the commit, `report_crashes` logs and counts them. Returns those recorded."""
+        taken = self._record_crashes(transaction, [[row] for row in rows])
+        self._crashed_children.append(taken)
+        return len(taken.jobs)
+
+    def report_crashes(self) -> None:
+        """Log and count the child crashes recorded since the last call (committed)."""
+        done, self._crashed_children = self._crashed_children, []
+        for taken in done:
+            self._report(taken, "")
+
+    def forget_crashes(self) -> None:
+        """The write recording them failed: nothing of them is reported."""
+        self._crashed_children.clear()
+
+    def _record_crashes(
+        self, transaction: WriteTransaction, groups: Sequence[Sequence[JobRow]]
+    ) -> _Taken:
+        """Record a crash of each running job, each group's jobs sharing the blame
+        of one death, at the version read in this transaction. A running job's
+        row was last changed by its claim, so the crash is recorded in attempt
+        attempts + 1, which began at the row's updated_at_ms."""
+        by_id = {row.job_id: row for group in groups for row in group}
+        crashed_groups = [
+            [
                 CrashedJob(
                     row.job_id,
-                    row.worker_id,
+                    row.worker_id or "",
                     fingerprint_of_text(row.kind, row.payload),
                     row.crash_count,
                     row.version,
                     attempt=row.attempts + 1,
                     claimed_at_ms=row.updated_at_ms,
                 )
-            )
-        fingerprints = {
-            job.fingerprint for crashed in crashed_by_worker.values() for job in crashed
-        }
+                for row in group
+            ]
+            for group in groups
+        ]
+        fingerprints = {job.fingerprint for group in crashed_groups for job in group}
         blame = transaction.crash_blame(fingerprints)
         quarantined = transaction.quarantined(fingerprints)
         units: list[Unit] = []
         owners: list[JobRow] = []
-        for worker_id in sorted(crashed_by_worker):
+        for group in crashed_groups:
             for job, job_events, fingerprint_events in rescue(
-                crashed_by_worker[worker_id], blame, self._config.crash_limit, quarantined
+                group, blame, self._config.crash_limit, quarantined
             ):
                 owners.append(by_id[job.job_id])
                 units.append(
@@ -189,7 +222,7 @@ class Rescuer:
                     ]
                 )
         results = transaction.append_units(units)
-        taken = _Taken(dead)
+        taken = _Taken(())
         held: dict[str, JobRow] = {}
         for unit, owner, result in zip(units, owners, results, strict=True):
             if isinstance(result, list):
@@ -198,7 +231,6 @@ class Rescuer:
                 if quarantined_now:
                     held.setdefault(fingerprint_of_text(owner.kind, owner.payload), owner)
         taken.held = self._hold_pending(transaction, held)
-        transaction.forget_workers(dead)
         return taken
 
     def _hold_pending(

@@ -32,6 +32,7 @@ outcome back to the dispatcher, which they wake.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
@@ -50,6 +51,7 @@ from headgate._model import DrainSummary
 from headgate._projections import JobRow
 from headgate._runtime import job_units
 from headgate._runtime.attempts import Attempt, AttemptRules, AttemptRunner, Outcome, end_append
+from headgate._runtime.child_processes import ChildPool
 from headgate._runtime.config import DEFAULT_CAPACITY, WorkerConfig
 from headgate._runtime.executor import LoopRunner, ThreadRunner
 from headgate._runtime.handlers import HandlerRegistry, HandlerSpec
@@ -82,6 +84,8 @@ class PoolStats:
     released: int = 0
     refused: int = 0
     """Ends not recorded because the job was no longer this worker's."""
+    crashed: int = 0
+    """Attempts whose child process died (`executor="process"`): crashes recorded."""
     by_kind: Counter[str] = field(default_factory=Counter)
 
 
@@ -122,7 +126,11 @@ class WorkerPool:
         holds a thread until it returns."""
         self._lock = threading.Lock()
         self._attempts = AttemptRunner(
-            clock, AttemptRules.of(config), on_end=self._attempt_ended, recorder=recorder
+            clock,
+            AttemptRules.of(config),
+            on_end=self._attempt_ended,
+            recorder=recorder,
+            children=ChildPool(config.child_limits, handlers.child_modules()),
         )
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -247,8 +255,10 @@ class WorkerPool:
         """One transaction: record the attempts that ended, and claim into the
         free capacity (or, stopping, give back what still runs)."""
         ended, released = self._ends_to_record(release=release)
+        crashed = [attempt for attempt, outcome in ended if outcome.crashed is not None]
+        ended = [(attempt, outcome) for attempt, outcome in ended if outcome.crashed is None]
         free = self._free_capacity() if claiming else {}
-        if not ended and not released and not self._worth_claiming(free):
+        if not ended and not released and not crashed and not self._worth_claiming(free):
             return
         now = self._clock.now_ms()
         holder = self.identity.holder
@@ -262,14 +272,19 @@ class WorkerPool:
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
                 )
+                if crashed:
+                    self._record_crashes(transaction, crashed)
                 claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
+            self._rescuer.forget_crashes()
             log.warning(
                 "could not record jobs' ends; trying again", ended=len(ended), exc_info=True
             )
             return
         for (attempt, append, ended_at), result in zip(ends, results, strict=True):
             self._settle(attempt, append, result, ended_at_ms=ended_at)
+        if crashed:
+            self._settle_crashes(crashed)
         for claimed, spec in claims:
             self._start(claimed, spec)
 
@@ -371,6 +386,35 @@ class WorkerPool:
             **origin_fields(claimed),
         )
 
+    def _record_crashes(self, transaction: WriteTransaction, crashed: Sequence[Attempt]) -> None:
+        """Record a crash of each job whose child process died: as a worker's death
+        is (crash count, quarantine at the crash limit), the job alone to blame."""
+        ids = {attempt.claim.job_id: attempt.claim.attempt for attempt in crashed}
+        rows = [
+            row
+            for row in transaction.running_on([self.identity.holder])
+            if row.job_id in ids and row.attempts + 1 == ids[row.job_id]
+        ]
+        self._rescuer.take_back_crashed(transaction, rows)
+
+    def _settle_crashes(self, crashed: Sequence[Attempt]) -> None:
+        self._rescuer.report_crashes()
+        for attempt in crashed:
+            claimed = attempt.claim
+            with self._lock:
+                if self._runs.get(claimed.job_id) is attempt:
+                    del self._runs[claimed.job_id]
+            self.stats.crashed += 1
+            self._recorder.attempt_ended(claimed.queue, claimed.kind, "crashed", None)
+            log.warning(
+                "a handler's child process died running its job; the job counts a crash",
+                job_id=claimed.job_id,
+                kind=claimed.kind,
+                attempt=claimed.attempt,
+                why=attempt.outcome.crashed if attempt.outcome is not None else None,
+                **origin_fields(claimed),
+            )
+
     def _start(self, claimed: Claim, spec: HandlerSpec) -> None:
         attempt = self._attempts.begin(claimed, spec)
         with self._lock:
@@ -379,7 +423,10 @@ class WorkerPool:
         if spec.is_async:
             self._loop.submit(attempt.run_async())
         else:
-            self._threads.submit(attempt.run)
+            self._threads.submit(functools.partial(self._run_sync, attempt))
+
+    def _run_sync(self, attempt: Attempt) -> None:
+        self._attempts.run_here(attempt)
 
     def _attempt_ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
         """Told by the runner, on the handler's thread or at the deadline: wake the
@@ -530,8 +577,13 @@ def drain(
     )
     next_beat = 0.0
     attempts = AttemptRunner(
-        clock, AttemptRules.of(settings), recorder=recorder, name="headgate-drain-deadlines"
+        clock,
+        AttemptRules.of(settings),
+        recorder=recorder,
+        name="headgate-drain-deadlines",
+        children=ChildPool(settings.child_limits, handlers.child_modules()),
     )
+    rescuer = Rescuer(store, clock, identity, settings, recorder=recorder)
     attempts.start()
     try:
         while time.monotonic() < give_up:
@@ -550,6 +602,7 @@ def drain(
                 break
             ran = _run_each(attempts, taken)
             now = clock.now_ms()
+            crashed = {a.claim.job_id for a, outcome in ran if outcome.crashed is not None}
             ends = [
                 (
                     attempt.claim,
@@ -557,11 +610,20 @@ def drain(
                     outcome.ended_at_ms - attempt.started_at_ms,
                 )
                 for attempt, outcome in ran
+                if outcome.crashed is None
             ]
             with store.log.write() as transaction:
                 results = transaction.append_units(
                     [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
                 )
+                if crashed:
+                    running = transaction.running_on([identity.holder])
+                    rescuer.take_back_crashed(
+                        transaction, [row for row in running if row.job_id in crashed]
+                    )
+            rescuer.report_crashes()
+            totals["ran"] += len(crashed)
+            totals["crashed"] += len(crashed)
             for (claimed, end, duration_ms), result in zip(ends, results, strict=True):
                 if not isinstance(result, list):
                     recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
@@ -581,7 +643,12 @@ def drain(
         with contextlib.suppress(StoreError):
             store.workers.stop(identity.holder)
     return DrainSummary(
-        totals["ran"], totals["succeeded"], totals["failed"], totals["retrying"], totals["snoozed"]
+        totals["ran"],
+        totals["succeeded"],
+        totals["failed"],
+        totals["retrying"],
+        totals["snoozed"],
+        totals["crashed"],
     )
 
 

@@ -1,0 +1,263 @@
+"""Handlers registered with `executor="process"` run in child processes: a stuck
+one is killed at its deadline (recorded timed_out, its slot free at once) and
+retried; what it raises comes back as its own class, so a retry policy
+matches it; a child that dies is a crash of its job, counted as a worker's
+death is; a child is held to its memory limit and replaced after
+`max_jobs_per_child`; and CPU-bound handlers in children leave the
+scheduler's ticks on time. On the real clock, with real processes, on each
+backend.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from headgate import Headgate, JobContext, Retry, RuntimeConfig, ValidationError, WorkerConfig
+from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
+
+LATE_MS = 500
+"""The most a tick may commit late beside four CPU-bound handlers: generous for a
+two-core machine also running another test process (seen: 237 ms), and short
+of what the same handlers cost it as threads sharing its GIL (0.8-1.6 s late,
+benchmarks/host_fit.py)."""
+QUICK = WorkerConfig(poll_interval_ms=50, heartbeat_ttl_ms=2_000, rescue_interval_ms=200)
+
+
+class NotWorthRetrying(Exception):
+    """A handler's own error, refused by its retry policy."""
+
+
+class NeedsTwoArguments(Exception):
+    """An error whose __init__ pickling cannot call again (it takes two arguments)."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(f"{code}: {why}")
+        self.code = code
+
+
+def spin_first_time(job: JobContext) -> dict[str, int]:
+    """Loops forever on its first attempt (ignoring job.cancelled), returns on the next."""
+    if job.attempt == 1:
+        while True:
+            pass
+    return {"pid": os.getpid(), "attempt": job.attempt}
+
+
+def report_pid(job: JobContext) -> int:
+    return os.getpid()
+
+
+def refuse(job: JobContext) -> None:
+    raise NotWorthRetrying("bad input")
+
+
+def raise_two_arguments(job: JobContext) -> None:
+    raise NeedsTwoArguments(7, "no")
+
+
+def die(job: JobContext) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def allocate(job: JobContext) -> int:
+    block = bytearray(400 * 1024 * 1024)
+    return len(block)
+
+
+def burn_cpu(job: JobContext) -> int:
+    """Pure Python arithmetic for about five seconds: it holds its GIL throughout."""
+    ends = time.monotonic() + 5.0
+    count = 0
+    while time.monotonic() < ends:
+        count += 1
+    return count
+
+
+@pytest.fixture
+def make(store_url: str) -> Iterator[Callable[..., Headgate]]:
+    made: list[Headgate] = []
+
+    def build(**kwargs: object) -> Headgate:
+        hg = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=2_000), **kwargs)  # type: ignore[arg-type]
+        made.append(hg)
+        return hg
+
+    yield build
+    for hg in made:
+        hg.close()
+
+
+def wait_for(hg: Headgate, job_id: str, states: set[str], within_s: float = 20.0) -> str:
+    ends = time.monotonic() + within_s
+    while time.monotonic() < ends:
+        state = hg.get_job(job_id).state
+        if state in states:
+            return state
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} is {hg.get_job(job_id).state}, not one of {states}")
+
+
+def test_a_handler_in_an_infinite_loop_is_killed_at_its_deadline_and_retried(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    hg.handler("spin", executor="process", timeout_ms=1_500, retry=Retry(intervals_s=(0,)))(
+        spin_first_time
+    )
+    hg.start(QUICK, scheduler=False)
+    job = hg.enqueue("spin")
+    wait_for(hg, job.id, {"completed"}, within_s=30)
+    done = hg.get_job(job.id)
+    assert isinstance(done.result, dict)
+    assert done.result["attempt"] == 2
+    first = done.attempt_history[-1]
+    assert (first.attempt, first.outcome) == (1, "timed_out")
+    assert first.error_type == "TimeoutError"
+    assert first.started_at_ms is not None
+    # Killed at the deadline: the retry started within a moment of it, not after a thread
+    # stuck in a loop gave its slot back (it never would).
+    second = done.attempt_history[0]
+    assert second.started_at_ms is not None
+    assert second.started_at_ms - first.started_at_ms < 1_500 + 1_500
+    assert done.result["pid"] != os.getpid()
+    assert hg.workers()[0].overdue == 0
+
+
+def test_a_stuck_child_holds_no_slot_after_its_deadline(make: Callable[..., Headgate]) -> None:
+    hg = make()
+    hg.handler("spin", executor="process", timeout_ms=1_000, max_attempts=1)(spin_first_time)
+    hg.handler("pid", executor="process")(report_pid)
+    hg.start(WorkerConfig(queues={"default": 1}, poll_interval_ms=50), scheduler=False)
+    stuck = hg.enqueue("spin")
+    after = hg.enqueue("pid")
+    assert wait_for(hg, stuck.id, {"failed"}) == "failed"
+    assert wait_for(hg, after.id, {"completed"}) == "completed"
+
+
+def test_an_exception_comes_back_as_its_class_for_the_retry_policy(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    policy = Retry(fail_on=(NotWorthRetrying,), intervals_s=(0,))
+    hg.handler("refuse", executor="process", retry=policy, max_attempts=5)(refuse)
+    hg.handler("two", executor="process", max_attempts=1)(raise_two_arguments)
+    hg.start(QUICK, scheduler=False)
+    refused = hg.enqueue("refuse")
+    two = hg.enqueue("two")
+    assert wait_for(hg, refused.id, {"failed"}) == "failed"
+    job = hg.get_job(refused.id)
+    assert job.attempts == 1  # not retried: the policy saw NotWorthRetrying itself
+    assert job.attempt_history[0].error_type == f"{__name__}.NotWorthRetrying"
+    assert job.attempt_history[0].error_message == "bad input"
+    assert wait_for(hg, two.id, {"failed"}) == "failed"
+    ended = hg.get_job(two.id).attempt_history[0]
+    assert (ended.error_type, ended.error_message) == (f"{__name__}.NeedsTwoArguments", "7: no")
+
+
+def test_a_child_that_dies_is_a_crash_and_quarantines_at_the_crash_limit(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    hg.handler("die", executor="process")(die)
+    hg.start(WorkerConfig(poll_interval_ms=50, crash_limit=2), scheduler=False)
+    job = hg.enqueue("die", {"n": 1})
+    assert wait_for(hg, job.id, {"quarantined"}) == "quarantined"
+    ended = hg.get_job(job.id)
+    assert ended.crash_count == 2
+    assert ended.attempts == 0
+    assert [a.outcome for a in ended.attempt_history][-1] == "crashed"
+    assert hg.workers()[0].running == 0  # the worker itself lives on
+
+
+def test_a_child_over_its_memory_limit_fails_the_attempt(make: Callable[..., Headgate]) -> None:
+    hg = make()
+    hg.handler("allocate", executor="process", max_attempts=1)(allocate)
+    hg.start(WorkerConfig(poll_interval_ms=50, child_memory_limit_mb=256), scheduler=False)
+    job = hg.enqueue("allocate")
+    assert wait_for(hg, job.id, {"failed"}) == "failed"
+    assert hg.get_job(job.id).attempt_history[0].error_type == "MemoryError"
+
+
+def test_a_child_is_kept_and_replaced_after_max_jobs_per_child(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    hg.handler("pid", executor="process")(report_pid)
+    hg.start(
+        WorkerConfig(queues={"default": 1}, poll_interval_ms=50, max_jobs_per_child=2),
+        scheduler=False,
+    )
+    pids = []
+    for _ in range(4):
+        job = hg.enqueue("pid")
+        wait_for(hg, job.id, {"completed"})
+        pids.append(hg.get_job(job.id).result)
+    assert pids[0] == pids[1] != pids[2] == pids[3]
+    assert os.getpid() not in pids
+
+
+def test_drain_runs_a_process_handler_in_a_child(make: Callable[..., Headgate]) -> None:
+    hg = make()
+    hg.handler("pid", executor="process")(report_pid)
+    hg.handler("die", executor="process")(die)
+    job = hg.enqueue("pid")
+    crashing = hg.enqueue("die")
+    summary = hg.drain(timeout=20)
+    # A crashed job is due again at once: drain runs it until the crash limit (3).
+    assert (summary.succeeded, summary.crashed) == (1, 3)
+    assert hg.get_job(job.id).result not in (None, os.getpid())
+    crashed = hg.get_job(crashing.id)
+    assert (crashed.state, crashed.crash_count) == ("quarantined", 3)
+
+
+class CommitTimes(EnqueueHook):
+    """When each tick's job committed, by tick."""
+
+    def __init__(self) -> None:
+        self.late_ms: dict[int, int | None] = {}
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        committed = result.committed_at_ms
+        self.late_ms[context.tick_ms] = None if committed is None else committed - context.tick_ms
+
+
+def test_cpu_bound_handlers_in_children_leave_the_ticks_on_time(
+    make: Callable[..., Headgate],
+) -> None:
+    commits = CommitTimes()
+    hg = make(hooks=[commits])
+    hg.handler("burn", executor="process", timeout_ms=60_000)(burn_cpu)
+    hg.start(WorkerConfig(queues={"default": 4}, poll_interval_ms=50))
+    burning = [hg.enqueue("burn", {"n": each}) for each in range(4)]
+    for job in burning:
+        wait_for(hg, job.id, {"running"})
+    hg.put_schedule("tick", spec="@every:1000", kind="nothing", queue="ticks")
+    time.sleep(3.6)
+    assert all(hg.get_job(job.id).state == "running" for job in burning)
+    assert len(commits.late_ms) >= 3
+    late = {tick: ms for tick, ms in commits.late_ms.items() if ms is None or ms > LATE_MS}
+    assert not late, f"ticks committed late (ms): {late}"
+
+
+def test_a_process_handler_must_be_a_module_level_sync_function(hg: Headgate) -> None:
+    def nested(job: JobContext) -> None:
+        return None
+
+    async def asynchronous(job: JobContext) -> None:
+        return None
+
+    with pytest.raises(ValidationError, match="executor.*top level of a module"):
+        hg.handler("nested", executor="process")(nested)
+    with pytest.raises(ValidationError, match="executor.*sync handlers"):
+        hg.handler("async", executor="process")(asynchronous)
+    with pytest.raises(ValidationError, match="executor.*'thread' or 'process'"):
+        hg.handler("fork", executor="fork")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="child_memory_limit_mb"):
+        WorkerConfig(child_memory_limit_mb=1)
+    with pytest.raises(ValueError, match="max_jobs_per_child"):
+        WorkerConfig(max_jobs_per_child=0)
