@@ -16,8 +16,13 @@
    each, awaiting one `hg.aenqueue_many`, or calling `hg.enqueue` in its
    `async def` (what the issue found blocking the loop). Target: ping p99
    within a few ms of idle.
+4. The process executor: how late a 1 s schedule's ticks commit while four
+   CPU-bound sync handlers run (none, as threads, as `executor="process"`
+   children); and 2,000 no-op jobs claimed, run and completed by 4 slots,
+   as threads and in children (the cost of the hop to a child).
 
-Run: python -m benchmarks.host_fit [--backend sqlite|postgresql] [--quick] [--only bulk|tx|async]
+Run: python -m benchmarks.host_fit [--backend sqlite|postgresql] [--quick]
+     [--only bulk|tx|async|process]
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select
 
 from benchmarks._common import fresh_database, print_table, raw_engine
 from benchmarks.scheduler import quiet_json_logs
-from headgate import Headgate
+from headgate import Headgate, JobContext, WorkerConfig
+from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate._store.sql.schema import LIVE, events
 
 CHUNK = 500
@@ -296,11 +302,88 @@ def async_host(backend: str, seconds: float) -> list[list[object]]:
     return rows
 
 
+# 4. The process executor ----------------------------------------------------------
+
+
+def burn(job: JobContext) -> int:
+    """Pure Python for `payload["s"]` seconds: it holds its interpreter's GIL."""
+    ends = time.monotonic() + float(job.payload["s"])  # type: ignore[index, arg-type]
+    count = 0
+    while time.monotonic() < ends:
+        count += 1
+    return count
+
+
+def nothing(job: JobContext) -> None:
+    return None
+
+
+class _CommitTimes(EnqueueHook):
+    def __init__(self) -> None:
+        self.late_ms: list[int] = []
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        if result.committed_at_ms is not None:
+            self.late_ms.append(result.committed_at_ms - context.tick_ms)
+
+
+def tick_lateness(backend: str, executor: str | None, seconds: float) -> list[object]:
+    commits = _CommitTimes()
+    with fresh_database(backend) as url:
+        hg = Headgate(url, hooks=[commits])
+        try:
+            hg.handler("burn", executor=executor or "thread", timeout_s=600)(burn)
+            hg.start(WorkerConfig(queues={"default": 4}, poll_interval_ms=50))
+            if executor is not None:
+                for each in range(4):
+                    hg.enqueue("burn", {"s": seconds + 2, "n": each})
+                time.sleep(1.0)
+            hg.put_schedule("tick", spec="@every:1000", kind="tick", queue="ticks")
+            time.sleep(seconds)
+        finally:
+            hg.close()
+    late = commits.late_ms or [0]
+    return [
+        backend,
+        "none" if executor is None else f"4 x {executor}",
+        len(commits.late_ms),
+        statistics.median(late),
+        max(late),
+    ]
+
+
+def hop_cost(backend: str, count: int) -> list[object]:
+    rates = []
+    for executor in ("thread", "process"):
+        with fresh_database(backend) as url:
+            hg = Headgate(url)
+            try:
+                hg.handler("nothing", executor=executor)(nothing)  # type: ignore[arg-type]
+                hg.enqueue_many([{"kind": "nothing"}] * 4)
+                hg.start(WorkerConfig(queues={"default": 4}, poll_interval_ms=50))
+                _wait_idle(hg)  # the children are started
+                hg.enqueue_many([{"kind": "nothing"}] * count)
+                began = time.perf_counter()
+                _wait_idle(hg)
+                rates.append(count / (time.perf_counter() - began))
+            finally:
+                hg.close()
+    return [backend, count, round(rates[0]), round(rates[1]), f"{rates[1] / rates[0]:.2f}"]
+
+
+def _wait_idle(hg: Headgate) -> None:
+    while True:
+        status = hg.queue_status("default")
+        if status.pending == status.running == 0:
+            return
+        time.sleep(0.01)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--backend", choices=["sqlite", "postgresql"])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["bulk", "tx", "async"])
+    parser.add_argument("--only", choices=["bulk", "tx", "async", "process"])
     args = parser.parse_args()
     quiet_json_logs()
     backends = [args.backend] if args.backend else ["sqlite", "postgresql"]
@@ -348,6 +431,24 @@ def main() -> None:
                 "p99 - idle p99",
             ],
             [row for backend in backends for row in async_host(backend, seconds)],
+        )
+    if args.only in (None, "process"):
+        seconds = 4.0 if args.quick else 10.0
+        print_table(
+            "Lateness of a 1 s schedule's ticks (commit - tick, ms) beside four CPU-bound "
+            "sync handlers",
+            ["backend", "handlers running", "ticks", "p50", "max"],
+            [
+                tick_lateness(backend, executor, seconds)
+                for backend in backends
+                for executor in (None, "thread", "process")
+            ],
+        )
+        count = 500 if args.quick else 2_000
+        print_table(
+            "No-op jobs claimed, run and completed by 4 slots (jobs/s)",
+            ["backend", "jobs", "threads", "children", "children/threads"],
+            [hop_cost(backend, count) for backend in backends],
         )
 
 

@@ -31,7 +31,7 @@ from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._redact import masked
-from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, WorkerConfig
+from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, MIN_CHILD_MEMORY_MB, WorkerConfig
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -161,6 +161,22 @@ def _build_parser() -> argparse.ArgumentParser:
         default=30.0,
         metavar="S",
         help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
+    )
+    worker.add_argument(
+        "--max-jobs-per-child",
+        type=_int_in(1, 10**9),
+        default=None,
+        metavar="N",
+        help='replace each child process of executor="process" handlers after N jobs '
+        "(default: kept)",
+    )
+    worker.add_argument(
+        "--child-memory-limit-mb",
+        type=_int_in(MIN_CHILD_MEMORY_MB, 2**30),
+        default=None,
+        metavar="MB",
+        help="hold each such child to this much address space; beyond it the handler gets "
+        "MemoryError (default: no limit)",
     )
     worker.set_defaults(handler=_worker)
 
@@ -407,7 +423,13 @@ def _worker(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     for handled in (signal.SIGTERM, signal.SIGINT):
         signal.signal(handled, lambda *_: stopping.set())
-    hg.start(WorkerConfig(queues=queues, shutdown_timeout_s=args.shutdown_timeout), scheduler=False)
+    config = WorkerConfig(
+        queues=queues,
+        shutdown_timeout_s=args.shutdown_timeout,
+        max_jobs_per_child=args.max_jobs_per_child,
+        child_memory_limit_mb=args.child_memory_limit_mb,
+    )
+    hg.start(config, scheduler=False)
     print(f"headgate: worker running the handlers of {args.app}", file=sys.stderr)
     try:
         stopping.wait()

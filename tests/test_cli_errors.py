@@ -337,6 +337,8 @@ def test_bad_options_are_refused_in_one_line(
         (["worker", "--app", "x:y", "--shutdown-timeout", "inf"], BAD_INPUT),
         (["worker", "--app", "x:y", "--shutdown-timeout", "1e400"], BAD_INPUT),
         (["worker", "--app", "x:y", "--shutdown-timeout", "-1"], BAD_INPUT),
+        (["worker", "--app", "x:y", "--max-jobs-per-child", "0"], BAD_INPUT),
+        (["worker", "--app", "x:y", "--child-memory-limit-mb", "8"], BAD_INPUT),
         (["worker", "--app", "x:y", "--queue", "a=0"], BAD_INPUT),
         (["worker", "--app", "no_such_module:hg"], NOT_FOUND_OR_STORE),
         (["serve", "--port", "99999"], BAD_INPUT),

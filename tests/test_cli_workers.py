@@ -30,6 +30,11 @@ APP = textwrap.dedent(
     def wait(job: JobContext) -> None:
         Path(job.payload["path"]).write_text("started")
         job.cancelled.wait(60)
+
+    @hg.handler("pid", queue="files", executor="process")
+    def pid(job: JobContext) -> int:
+        import os
+        return os.getpid()
     """
 )
 
@@ -106,6 +111,39 @@ def test_sigterm_gives_back_a_job_still_running_after_the_shutdown_timeout(
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_a_worker_replaces_its_handlers_child_processes_after_max_jobs_per_child(
+    tmp_path: Path,
+) -> None:
+    database = _app(tmp_path)
+    command = [headgate_command(), "worker", "--app", "myservice_jobs:hg", "--queue", "files=1"]
+    worker = subprocess.Popen(
+        [*command, "--max-jobs-per-child", "2", "--child-memory-limit-mb", "1024"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            pids = []
+            for _ in range(3):
+                job = client.enqueue("pid", queue="files")
+                deadline = time.monotonic() + 30
+                while client.get_job(job.id).state != "completed":
+                    assert time.monotonic() < deadline, client.get_job(job.id)
+                    time.sleep(0.05)
+                pids.append(client.get_job(job.id).result)
+            assert pids[0] == pids[1] != pids[2], "two jobs per child, then a new child"
+            assert worker.pid not in pids
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=20) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    output = worker.stdout.read() if worker.stdout else ""
+    assert "Traceback" not in output
 
 
 def test_serve_runs_the_apps_handlers_beside_the_api(tmp_path: Path) -> None:

@@ -119,3 +119,20 @@ def test_the_async_example_enqueues_on_and_off_the_hosts_transaction(tmp_path: P
     result = _run(example.code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["pending 2"]
+
+
+def test_the_process_executor_example_kills_the_stuck_attempt_and_retries(tmp_path: Path) -> None:
+    example = next(e for e in examples_in(README) if 'executor="process"' in e.code)
+    (tmp_path / "reports.py").write_text(example.code)
+    result = subprocess.run(
+        [sys.executable, "reports.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "completed {'in_a_child': True, 'total': 499500} ['succeeded', 'timed_out']"
+    )

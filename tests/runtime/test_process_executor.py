@@ -251,11 +251,11 @@ def test_a_process_handler_must_be_a_module_level_sync_function(hg: Headgate) ->
     async def asynchronous(job: JobContext) -> None:
         return None
 
-    with pytest.raises(ValidationError, match="executor.*top level of a module"):
+    with pytest.raises(ValidationError, match=r"executor.*top level of a module"):
         hg.handler("nested", executor="process")(nested)
-    with pytest.raises(ValidationError, match="executor.*sync handlers"):
+    with pytest.raises(ValidationError, match=r"executor.*sync handlers"):
         hg.handler("async", executor="process")(asynchronous)
-    with pytest.raises(ValidationError, match="executor.*'thread' or 'process'"):
+    with pytest.raises(ValidationError, match=r"executor.*'thread' or 'process'"):
         hg.handler("fork", executor="fork")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="child_memory_limit_mb"):
         WorkerConfig(child_memory_limit_mb=1)
