@@ -24,14 +24,11 @@ from zoneinfo import ZoneInfo
 from headgate import ops
 from headgate._app import Headgate
 from headgate._cli_operate import add_min_interval, add_operator_commands, runtime_config
-from headgate._domain.admission import MAX_QUEUE_LENGTH
-from headgate._domain.names import identifier_problem
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._redact import masked
-from headgate._runtime.config import MAX_SHUTDOWN_TIMEOUT_S, MIN_CHILD_MEMORY_MB, WorkerConfig
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -42,6 +39,7 @@ from headgate._serving import (
     listening_sockets,
 )
 from headgate._version import installed_version
+from headgate._worker_flags import add_worker_flags, int_in, seconds_in, worker_config
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -107,7 +105,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_db(serve)
     _add_app(serve)
     serve.add_argument("--host", default="127.0.0.1", help="listen address (127.0.0.1)")
-    serve.add_argument("--port", type=_int_in(0, 65535), default=8080, help="listen port (8080)")
+    serve.add_argument("--port", type=int_in(0, 65535), default=8080, help="listen port (8080)")
     serve.add_argument(
         "--allowed-host",
         action="append",
@@ -120,7 +118,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--header-timeout",
-        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        type=seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
         default=defaults.header_timeout_s,
         metavar="S",
         help="close a connection whose request headers are not complete in S seconds "
@@ -128,7 +126,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--body-timeout",
-        type=_seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        type=seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
         default=defaults.body_timeout_s,
         metavar="S",
         help="close a connection whose request body is not complete in S seconds after its "
@@ -136,57 +134,28 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-connections",
-        type=_int_in(1, MAX_CONNECTIONS),
+        type=int_in(1, MAX_CONNECTIONS),
         default=defaults.max_connections,
         metavar="N",
         help=f"past N open connections, answer 503 ({defaults.max_connections})",
     )
-    add_min_interval(serve, _int_in)
+    add_min_interval(serve, int_in)
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
         "worker", help="run the workers of an app's handlers (no scheduler, no web server)"
     )
     _add_app(worker, required=True)
-    worker.add_argument(
-        "--queue",
-        action="append",
-        type=_queue_capacity,
-        metavar="NAME=N",
-        help="serve this queue with N jobs at once (repeatable; default: the handlers' queues)",
-    )
-    worker.add_argument(
-        "--shutdown-timeout",
-        type=_seconds_in(0, MAX_SHUTDOWN_TIMEOUT_S),
-        default=30.0,
-        metavar="S",
-        help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
-    )
-    worker.add_argument(
-        "--max-jobs-per-child",
-        type=_int_in(1, 10**9),
-        default=None,
-        metavar="N",
-        help='replace each child process of executor="process" handlers after N jobs '
-        "(default: kept)",
-    )
-    worker.add_argument(
-        "--child-memory-limit-mb",
-        type=_int_in(MIN_CHILD_MEMORY_MB, 2**30),
-        default=None,
-        metavar="MB",
-        help="hold each such child to this much address space; beyond it the handler gets "
-        "MemoryError (default: no limit)",
-    )
+    add_worker_flags(worker)
     worker.set_defaults(handler=_worker)
 
     ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
     ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
     ticks.add_argument(
-        "--count", type=_int_in(1, MAX_TICKS), default=3, help="ticks per spec (default 3)"
+        "--count", type=int_in(1, MAX_TICKS), default=3, help="ticks per spec (default 3)"
     )
     ticks.add_argument(
-        "--after-ms", type=_int_in(0, MAX_INSTANT_MS), default=None, help="start, epoch ms"
+        "--after-ms", type=int_in(0, MAX_INSTANT_MS), default=None, help="start, epoch ms"
     )
     ticks.set_defaults(handler=_print_ticks)
 
@@ -206,7 +175,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild into scratch tables and report rows that differ from the live ones",
     )
-    rebuild_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
+    rebuild_parser.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
     rebuild_parser.set_defaults(handler=_rebuild)
 
     events = commands.add_parser("events", help="inspect and replay the event log")
@@ -216,8 +185,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_db(replay_parser)
     replay_parser.add_argument("--to", metavar="URL", help="a fresh database to replay into")
-    replay_parser.add_argument("--until", type=_int_in(0, MAX_POSITION), metavar="POSITION")
-    replay_parser.add_argument("--batch-size", type=_int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
+    replay_parser.add_argument("--until", type=int_in(0, MAX_POSITION), metavar="POSITION")
+    replay_parser.add_argument("--batch-size", type=int_in(1, MAX_BATCH), default=DEFAULT_BATCH)
     replay_parser.set_defaults(handler=_replay)
     show = event_commands.add_parser("show", help="print events")
     _add_db(show)
@@ -227,11 +196,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="only this stream: a stream id (schedule-nightly), or a schedule's or job's id",
     )
     show.add_argument(
-        "--limit", type=_int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
+        "--limit", type=int_in(1, MAX_SHOWN), default=50, help="at most N events (50)"
     )
-    show.add_argument("--after", type=_int_in(0, MAX_POSITION), default=0, metavar="POSITION")
+    show.add_argument("--after", type=int_in(0, MAX_POSITION), default=0, metavar="POSITION")
     show.set_defaults(handler=_show)
-    add_operator_commands(commands, _add_db, _int_in)
+    add_operator_commands(commands, _add_db, int_in)
     return parser
 
 
@@ -274,50 +243,6 @@ def load_app(reference: str) -> Headgate:
     if not isinstance(found, Headgate):
         raise ValueError(f"--app: {reference} is a {type(found).__name__}, not a Headgate")
     return found
-
-
-def _queue_capacity(text: str) -> tuple[str, int]:
-    name, _, count = text.partition("=")
-    if not name or not count.isdigit() or not 1 <= int(count) <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=N with N from 1 to 1000")
-    problem = identifier_problem(name, MAX_QUEUE_LENGTH)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"queue {name!r}: {problem}")
-    return name, int(count)
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from `low` to `high`."""
-
-    def parse(text: str) -> int:
-        value = _integer(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be {low}-{high}, got {value}")
-        return value
-
-    return parse
-
-
-def _seconds_in(low: float, high: float) -> Callable[[str], float]:
-    """An argparse type: seconds from `low` to `high` (nan and infinity refused)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if not low <= value <= high:  # nan compares false: refused as well
-            raise argparse.ArgumentTypeError(f"must be {low:g}-{high:g} seconds, got {text}")
-        return value
-
-    return parse
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -419,17 +344,10 @@ def _worker(args: argparse.Namespace) -> int:
     timeout to finish, the rest are given back, and the process exits 0."""
     configure_logging()
     hg = load_app(args.app)
-    queues = dict(args.queue) if args.queue else None
     stopping = threading.Event()
     for handled in (signal.SIGTERM, signal.SIGINT):
         signal.signal(handled, lambda *_: stopping.set())
-    config = WorkerConfig(
-        queues=queues,
-        shutdown_timeout_s=args.shutdown_timeout,
-        max_jobs_per_child=args.max_jobs_per_child,
-        child_memory_limit_mb=args.child_memory_limit_mb,
-    )
-    hg.start(config, scheduler=False)
+    hg.start(worker_config(args), scheduler=False)
     print(f"headgate: worker running the handlers of {args.app}", file=sys.stderr)
     try:
         stopping.wait()
