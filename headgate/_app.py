@@ -665,10 +665,16 @@ class Headgate(AsyncOperations):
         options: JobOptions,
         periodic_origin: object = None,
         connection: object = None,
+        *,
+        job_id: str | None = None,
     ) -> Job:
-        """enqueue with its options as a JobOptions made beforehand."""
+        """enqueue with its options as a JobOptions made beforehand; `job_id`, a
+        UUID made beforehand (`_domain.ids.new_job_id`), names the job before it is written (for an
+        integration that enqueues at its host's commit, and must say the id first)."""
         options = self._chosen_at_enqueue(kind, options)
-        row = self._commands.enqueue(kind, payload, options, periodic_origin, within=connection)
+        row = self._commands.enqueue(
+            kind, payload, options, periodic_origin, within=connection, job_id=job_id
+        )
         if connection is None:  # a host's commit wakes the workers itself
             self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
         if self._handlers.get(row.kind) is None:

@@ -51,6 +51,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.ids import (
     fingerprint_of_text,
+    job_id_problem,
     manual_job_id,
     new_job_id,
     new_job_ids,
@@ -463,12 +464,16 @@ class Commands:
         payload: JsonValue,
         options: JobOptions,
         periodic_origin: object = None,
+        *,
         within: object = None,
+        job_id: str | None = None,
     ) -> JobRow:
         """An ordinary job with its `options` (its queue chosen: the caller knows
         the handlers), to run at `options.run_at_ms` (None: now); written in the
         host's transaction `within` (a SQLAlchemy Connection or Session) when
         given (`EventLog.write_within`), else committed before it returns.
+        `job_id`, made beforehand with `new_job_id`, names it for a host that
+        must tell its id before the write (an enqueue at its commit).
 
         With `periodic_origin` (schedule, tick) the job is credited to that tick,
         and one job per tick holds: it takes the tick's own identity (the id and
@@ -482,7 +487,13 @@ class Commands:
         """
         assert options.queue is not None, "the caller chooses the queue"
         origin = _origin(periodic_origin)
-        job_id = new_job_id()
+        chosen = job_id is not None
+        if job_id is None:
+            job_id = new_job_id()
+        elif origin is not None:
+            raise ValidationError("job_id", "a tick's job takes the tick's own id")
+        else:
+            require("job_id", job_id_problem(job_id))
         if origin is not None:
             tick_key = tick_unique_key(origin.schedule_id, origin.tick_ms)
             if options.unique_key not in (None, tick_key):
@@ -505,10 +516,10 @@ class Commands:
         payload_text = self._validated_payload(job)
         stream = job_stream(job.job_id)
         with self._writing(within) as transaction:
-            if origin is None:
-                transaction.new_streams([stream])  # new_job_id's: nobody has it yet
-            else:
+            if origin is not None:
                 _require_unclaimed_tick(transaction, origin, job.unique_key or "")
+            elif not chosen:  # new_job_id's: nobody has it yet (a chosen one, NO_STREAM checks)
+                transaction.new_streams([stream])
             job = self._admit(transaction, job, payload_text)
             (recorded,) = _append_one(transaction, [StreamAppend(stream, NO_STREAM, (job,))])
             transaction.notify_enqueued([job.queue])

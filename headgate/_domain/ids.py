@@ -106,3 +106,16 @@ def fingerprint_of_text(kind: str, canonical_payload: str) -> str:
     canonical JSON text (what `require_payload` returns and the store holds)."""
     digest = hashlib.sha256(f"{kind}\x00{canonical_payload}".encode())
     return digest.hexdigest()[:32]
+
+
+def job_id_problem(value: object) -> str | None:
+    """The rule a job id chosen beforehand breaks (it is `new_job_id`'s form), or None."""
+    if not isinstance(value, str):
+        return f"must be a string, got {type(value).__name__}"
+    try:
+        parsed = uuid.UUID(value)
+    except ValueError:
+        return f"must be a UUID (as new_job_id makes), got {value!r}"
+    if str(parsed) != value:
+        return f"must be a UUID in its canonical form {str(parsed)!r}"
+    return None

@@ -1,0 +1,1 @@
+"""Integrations with host frameworks, each importing its framework only when used."""

@@ -1,0 +1,233 @@
+"""`HeadgateBackend`: Django tasks as Headgate jobs.
+
+Settings::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "headgate.contrib.django.HeadgateBackend",
+            "QUEUES": ["default", "emails"],  # the queues tasks may name
+            "OPTIONS": {"max_attempts": 5, "timeout_s": 300},
+        }
+    }
+
+OPTIONS, every one optional:
+
+* `database`: the Django database alias the store lives in ("default"). Its
+  tables sit beside Django's; an enqueue inside `transaction.atomic()` on it
+  is written in that transaction, so the job commits or rolls back with the
+  caller's rows.
+* `url`: a store elsewhere (a Headgate store URL) instead. An enqueue inside
+  an atomic block on `database` is then written at its commit
+  (`transaction.on_commit`), under an id chosen at once; a process that dies
+  between the commit and that write loses the job, as with every on_commit.
+* `executor`, and the job options of a handler (`max_attempts`, `timeout_s` or
+  `timeout_ms`, `start_within_ms`, `rate_class`): every task's job defaults,
+  as for `Headgate.handler`. Headgate retries a failed task (25 attempts with
+  backoff by default); `"max_attempts": 1` is Django's own habit.
+
+Each task is a handler of kind `Task.module_path`, on its `queue_name`, with
+its `priority` and `run_after`. Its result is the job (`get_result(id)`).
+`python manage.py headgate_worker` runs the tasks of every installed app's
+`tasks` module.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, transaction
+
+from headgate._app import Headgate
+from headgate._domain.ids import new_job_id
+from headgate._domain.options import JobOptions, job_options
+from headgate._errors import NotFound, ValidationError
+from headgate._runtime.handlers import Executor, handler_spec, require_executor
+from headgate.contrib.django._tasks import (
+    READY,
+    BaseTaskBackend,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
+from headgate.contrib.django.connection import lent, store_url
+from headgate.contrib.django.results import payload_of, result_of, task_of
+from headgate.contrib.django.runner import run_task
+
+JOB_DEFAULTS: Final = frozenset(
+    {"max_attempts", "timeout_s", "timeout_ms", "start_within_ms", "rate_class"}
+)
+"""The handler options OPTIONS may set for every task (queue and priority are each
+task's own)."""
+OWN_OPTIONS: Final = frozenset({"database", "url", "executor"})
+
+
+class HeadgateBackend(BaseTaskBackend):
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self._shared = _shared(alias, self.options)
+
+    @property
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
+        """The tasks of this backend this process has seen, by kind (module path)."""
+        return dict(self._shared.tasks)
+
+    @property
+    def headgate(self) -> Headgate:
+        """This backend's Headgate (one per alias and process), opened on first use."""
+        return self._shared.headgate()
+
+    def validate_task(self, task: Task[Any, Any]) -> None:
+        """Django's checks, then the task's handler is registered (so that a
+        worker, or `headgate.drain()` in a test, runs it)."""
+        super().validate_task(task)
+        self._shared.register(task)
+
+    def enqueue(self, task: Task[Any, Any], args: Any, kwargs: Any) -> TaskResult[Any]:
+        self.validate_task(task)
+        payload = payload_of(args, kwargs)
+        run_at = task.run_after
+        options = JobOptions(
+            queue=task.queue_name,
+            priority=task.priority,
+            run_at_ms=None if run_at is None else int(run_at.timestamp() * 1000),
+        )
+        hg = self.headgate
+        database = self._shared.database
+        host = connections[database]
+        if not host.in_atomic_block:
+            job = hg.enqueue_job(task.module_path, payload, options)
+        elif self._shared.same_database:
+            with lent(host) as connection:
+                job = hg.enqueue_job(task.module_path, payload, options, connection=connection)
+        else:
+            return self._enqueue_on_commit(task, payload, options, database)
+        result = result_of(job, task, self.alias)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult[Any]:
+        try:
+            job = self.headgate.get_job(result_id)
+        except (NotFound, ValidationError):
+            raise TaskResultDoesNotExist(result_id) from None
+        return result_of(job, task_of(job.kind), self.alias)
+
+    def _enqueue_on_commit(
+        self, task: Task[Any, Any], payload: Any, options: JobOptions, database: str
+    ) -> TaskResult[Any]:
+        job_id = new_job_id()
+        write = functools.partial(
+            self.headgate.enqueue_job, task.module_path, payload, options, job_id=job_id
+        )
+        transaction.on_commit(write, using=database)
+        args, kwargs = payload["args"], payload["kwargs"]
+        result: TaskResult[Any] = TaskResult(
+            task=task,
+            id=job_id,
+            status=READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+
+@dataclass
+class _Shared:
+    """What every thread's instance of one backend alias shares in a process."""
+
+    alias: str
+    database: str
+    url: str | None
+    executor: Executor
+    defaults: dict[str, Any]
+    """Every task's job options (`Headgate.handler`'s keywords), checked."""
+    tasks: dict[str, Task[Any, Any]] = field(default_factory=dict)
+    opened: Headgate | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def same_database(self) -> bool:
+        return self.url is None
+
+    def headgate(self) -> Headgate:
+        with self.lock:
+            if self.opened is None:
+                url = self.url or store_url(connections[self.database].settings_dict)
+                self.opened = Headgate(url)
+                for task in self.tasks.values():
+                    self._add_handler(self.opened, task)
+            return self.opened
+
+    def register(self, task: Task[Any, Any]) -> None:
+        with self.lock:
+            if task.module_path in self.tasks:
+                return
+            self.tasks[task.module_path] = task
+            if self.opened is not None:
+                self._add_handler(self.opened, task)
+
+    def _add_handler(self, hg: Headgate, task: Task[Any, Any]) -> None:
+        register = hg.handler(
+            task.module_path, executor=self.executor, queue=task.queue_name, **self.defaults
+        )
+        register(run_task)
+
+
+_SHARED: dict[str, _Shared] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared(alias: str, options: Mapping[str, Any]) -> _Shared:
+    with _SHARED_LOCK:
+        shared = _SHARED.get(alias)
+        if shared is None:
+            shared = _SHARED[alias] = _configured(alias, options)
+        return shared
+
+
+def _configured(alias: str, options: Mapping[str, Any]) -> _Shared:
+    where = f"TASKS[{alias!r}]['OPTIONS']"
+    unknown = sorted(set(options) - JOB_DEFAULTS - OWN_OPTIONS)
+    if unknown:
+        known = ", ".join(sorted(JOB_DEFAULTS | OWN_OPTIONS))
+        raise ImproperlyConfigured(f"{where}: unknown option {unknown[0]!r} (known: {known})")
+    database = options.get("database", "default")
+    url = options.get("url")
+    if not isinstance(database, str) or (url is not None and not isinstance(url, str)):
+        raise ImproperlyConfigured(f"{where}: 'database' and 'url' are strings")
+    try:
+        executor = require_executor(options.get("executor", "thread"))
+        defaults = {name: options[name] for name in JOB_DEFAULTS if name in options}
+        handler_spec("task", run_task, JobOptions(**job_options(defaults)), executor=executor)
+    except ValidationError as error:
+        raise ImproperlyConfigured(f"{where}: {error}") from None
+    return _Shared(alias, database, url, executor, defaults)
+
+
+def forget_backends() -> None:
+    """Close every backend's Headgate and forget them (for tests that change TASKS)."""
+    with _SHARED_LOCK:
+        shared = list(_SHARED.values())
+        _SHARED.clear()
+    for each in shared:
+        if each.opened is not None:
+            each.opened.close()

@@ -1,0 +1,273 @@
+"""Django's Tasks framework on Headgate, in a small Django project
+(tests/django_project), on SQLite and PostgreSQL: enqueue, run, result; an
+enqueue inside `transaction.atomic()` commits and rolls back with the
+caller's rows; a store in another database is written at the commit; and
+`manage.py headgate_worker` runs the project's tasks until SIGTERM.
+
+Each test runs its Django in a child process: Django's settings are one per
+process, and each test has a database of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BACKENDS, drop_postgres_schema, fresh_postgres_url
+
+ROOT = Path(__file__).resolve().parents[2]
+PREAMBLE = """
+import json
+import django
+django.setup()
+from django.core.management import call_command
+from django.db import transaction
+from django_tasks import task_backends
+from django_tasks.exceptions import TaskResultDoesNotExist
+from tests.django_project.shop.models import Order
+from tests.django_project.shop.tasks import count_orders, mail, note, refuse, ship
+call_command("migrate", run_syncdb=True, verbosity=0)
+backend = task_backends["default"]
+"""
+
+
+@pytest.fixture(params=BACKENDS)
+def project_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a Django process of the test project, on a new database."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.django_project.settings",
+        "HEADGATE_DJANGO_ELSEWHERE": str(tmp_path / "elsewhere.db"),
+        "PYTHONPATH": str(ROOT),
+    }
+    if request.param == "sqlite":
+        env["HEADGATE_DJANGO_DATABASE"] = f"sqlite:///{tmp_path / 'project.db'}"
+        yield env
+        return
+    server = request.getfixturevalue("postgres_server_url")
+    url, schema = fresh_postgres_url(server)
+    env["HEADGATE_DJANGO_DATABASE"] = url
+    yield env
+    drop_postgres_schema(server, schema)
+
+
+def run_django(env: dict[str, str], code: str) -> list[object]:
+    """Run `code` after the preamble in a Django process; what it printed, as JSON lines."""
+    finished = subprocess.run(
+        [sys.executable, "-c", PREAMBLE + textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    return [
+        json.loads(line)
+        for line in finished.stdout.splitlines()
+        if line.startswith(("[", "{", '"'))
+    ]
+
+
+def test_a_task_is_enqueued_run_and_its_result_read(project_env: dict[str, str]) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        order = Order.objects.create(item="book")
+        result = ship.enqueue(order.id)
+        before = result.status
+        mailed = mail.using(run_after=None).enqueue("ada@example.com")
+        failing = refuse.enqueue("out of stock")
+        backend.headgate.drain(timeout=30, queues=["default", "emails"])
+        result.refresh()
+        mailed.refresh()
+        again = ship.get_result(result.id)
+        failed = refuse.get_result(failing.id)
+        job = backend.headgate.get_job(result.id)
+        print(json.dumps({
+            "before": before, "status": result.status, "value": result.return_value,
+            "attempts": result.attempts, "again": again.return_value,
+            "mailed": mailed.return_value, "mail_queue": backend.headgate.get_job(mailed.id).queue,
+            "mail_priority": backend.headgate.get_job(mailed.id).priority,
+            "failed": failed.status,
+            "error": failed.errors[0].exception_class_path,
+            "error_class_is_value_error": failed.errors[0].exception_class is ValueError,
+            "kind": job.kind, "payload": job.payload,
+            "finished": result.finished_at is not None and result.enqueued_at is not None,
+        }))
+        """,
+    )
+    assert seen == {
+        "before": "READY",
+        "status": "SUCCESSFUL",
+        "value": {"shipped": "book"},
+        "attempts": 1,
+        "again": {"shipped": "book"},
+        "mailed": "mailed ada@example.com on attempt 1",
+        "mail_queue": "emails",
+        "mail_priority": 10,
+        "failed": "FAILED",
+        "error": "builtins.ValueError",
+        "error_class_is_value_error": True,
+        "kind": "tests.django_project.shop.tasks.ship",
+        "payload": {"args": [1], "kwargs": {}},
+        "finished": True,
+    }
+
+
+def test_an_enqueue_in_an_atomic_block_commits_and_rolls_back_with_it(
+    project_env: dict[str, str],
+) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        from headgate import NotFound
+        hg = backend.headgate
+        try:
+            with transaction.atomic():
+                order = Order.objects.create(item="lamp")
+                rolled_back = ship.enqueue(order.id)
+                raise RuntimeError("payment declined")
+        except RuntimeError:
+            pass
+        try:
+            ship.get_result(rolled_back.id)
+            gone = False
+        except TaskResultDoesNotExist:
+            gone = True
+        with transaction.atomic():
+            order = Order.objects.create(item="desk")
+            kept = ship.enqueue(order.id)
+            try:
+                hg.get_job(kept.id)  # the store's own connection: not committed yet
+                seen_before_commit = True
+            except NotFound:
+                seen_before_commit = False
+        state_after_commit = hg.get_job(kept.id).state
+        hg.drain(timeout=30)
+        print(json.dumps({
+            "gone": gone, "orders": sorted(Order.objects.values_list("item", flat=True)),
+            "seen_before_commit": seen_before_commit, "after_commit": state_after_commit,
+            "value": ship.get_result(kept.id).return_value,
+            "jobs": len(hg.list_jobs().jobs),
+        }))
+        """,
+    )
+    assert seen == {
+        "gone": True,
+        "orders": ["desk"],
+        "seen_before_commit": False,
+        "after_commit": "pending",
+        "value": {"shipped": "desk"},
+        "jobs": 1,
+    }
+
+
+def test_a_store_in_another_database_is_written_at_the_commit(
+    project_env: dict[str, str],
+) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        elsewhere = task_backends["elsewhere"]
+        try:
+            with transaction.atomic():
+                dropped = note.enqueue("never")
+                raise RuntimeError("rolled back")
+        except RuntimeError:
+            pass
+        with transaction.atomic():
+            kept = note.enqueue("kept")
+            during = [job.id for job in elsewhere.headgate.list_jobs().jobs]
+        after = [job.id for job in elsewhere.headgate.list_jobs().jobs]
+        elsewhere.headgate.drain(timeout=30)
+        print(json.dumps({
+            "during": during, "after": after == [kept.id],
+            "dropped": dropped.id in after,
+            "value": note.get_result(kept.id).return_value,
+        }))
+        """,
+    )
+    assert seen == {"during": [], "after": True, "dropped": False, "value": "KEPT"}
+
+
+def test_the_worker_command_runs_the_projects_tasks_until_sigterm(
+    project_env: dict[str, str],
+) -> None:
+    run_django(project_env, "print('[]')")  # the tables
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "django", "headgate_worker", "--queue", "emails=2"],
+        cwd=ROOT,
+        env=project_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        (result_id,) = run_django(project_env, 'print(json.dumps(mail.enqueue("bob").id))')
+        deadline = time.monotonic() + 30
+        while True:
+            (status,) = run_django(
+                project_env, f"print(json.dumps(mail.get_result({result_id!r}).status))"
+            )
+            if status == "SUCCESSFUL" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == "SUCCESSFUL"
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    output = worker.stdout.read() if worker.stdout else ""
+    assert "worker running 3 task(s) of TASKS['default'] on emails" in output
+    assert "Traceback" not in output
+
+
+def test_a_backend_with_the_process_executor_runs_its_tasks_in_children(
+    project_env: dict[str, str],
+) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        import os
+        Order.objects.create(item="chair")
+        result = count_orders.enqueue()
+        task_backends["children"].headgate.drain(timeout=60)
+        value = count_orders.get_result(result.id).return_value
+        print(json.dumps({"orders": value["orders"], "in_a_child": value["pid"] != os.getpid()}))
+        """,
+    )
+    assert seen == {"orders": 1, "in_a_child": True}
+
+
+def test_bad_options_name_the_option(project_env: dict[str, str], tmp_path: Path) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        from django.core.exceptions import ImproperlyConfigured
+        from headgate.contrib.django import HeadgateBackend
+        said = []
+        for options in ({"max_atempts": 3}, {"max_attempts": 0}, {"executor": "fork"}):
+            try:
+                HeadgateBackend("bad" + str(len(said)), {"OPTIONS": options})
+                said.append(None)
+            except ImproperlyConfigured as error:
+                said.append(str(error))
+        print(json.dumps(said))
+        """,
+    )
+    assert isinstance(seen, list)
+    assert "unknown option 'max_atempts'" in seen[0]
+    assert "max_attempts" in seen[1]
+    assert "executor" in seen[2]
