@@ -136,3 +136,13 @@ def test_the_process_executor_example_kills_the_stuck_attempt_and_retries(tmp_pa
     assert result.stdout.splitlines()[-1] == (
         "completed {'in_a_child': True, 'total': 499500} ['succeeded', 'timed_out']"
     )
+
+
+def test_the_django_example_enqueues_in_the_transaction_and_runs_the_task(
+    tmp_path: Path,
+) -> None:
+    example = next(e for e in examples_in(README) if "HeadgateBackend" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "SUCCESSFUL welcome, ada"
+    assert (tmp_path / "site.db").exists()

@@ -108,13 +108,20 @@ class _Child:
 
 
 class ChildPool:
-    """The idle children of one worker pool (or drain), started as needed."""
+    """The children of one worker pool (or drain): started as needed, or kept
+    ready (`warm`), each one attempt at a time."""
 
     def __init__(self, limits: ChildLimits, preload: Iterable[str] = ()) -> None:
         self._limits = limits
         self._context = multiprocessing.get_context("forkserver")
-        self._preload = sorted({name for name in preload if name != "__main__"})
+        self._preload = sorted({"headgate", *preload} - {"__main__"})
+        """Imported once in the forkserver, so that a child starts in milliseconds."""
         self._idle: list[_Child] = []
+        self._alive = 0
+        """Children started and not yet retired, idle or busy."""
+        self._wanted = 0
+        """Children to keep alive (`warm`): one is started when one is retired."""
+        self._filling = False
         self._lock = threading.Lock()
         self._closed = False
 
@@ -126,7 +133,7 @@ class ChildPool:
         try:
             child.connection.send(request)
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as error:
-            child.kill()
+            self._drop(child, kill=True)
             if isinstance(error, OSError):
                 attempt.child_died(f"its child process could not be reached: {error}")
             else:
@@ -134,20 +141,31 @@ class ChildPool:
             return
         self._await(child, attempt)
 
+    def warm(self, count: int) -> None:
+        """Keep `count` children alive from now on, started in the background: the
+        first attempts, and each after a child is killed or replaced, then find
+        one ready (a handler's timeout counts from its claim)."""
+        with self._lock:
+            self._wanted = max(self._wanted, count)
+            if self._filling or self._closed or self._alive >= self._wanted:
+                return
+            self._filling = True
+        threading.Thread(target=self._fill, name="headgate-children", daemon=True).start()
+
     def close(self) -> None:
         """Stop the idle children; a busy one is killed when its attempt is given back."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
         for child in idle:
-            child.retire()
+            self._drop(child, kill=False)
 
     def _await(self, child: _Child, attempt: ChildAttempt) -> None:
         cancelled = attempt.context.cancelled
         while True:
             ready = wait([child.connection, child.process.sentinel], WATCH_INTERVAL_S)
             if cancelled.is_set():
-                child.kill()
+                self._drop(child, kill=True)
                 attempt.handler_killed()
                 return
             if child.connection in ready:
@@ -161,27 +179,37 @@ class ChildPool:
             if child.connection in ready or child.process.sentinel in ready:
                 child.process.join(timeout=1.0)
                 code = child.process.exitcode
-                child.retire()
+                self._drop(child, kill=False)
                 attempt.child_died(_death(code))
                 return
 
     def _answered(self, child: _Child, attempt: ChildAttempt, answer: tuple[str, Any]) -> None:
         child.jobs += 1
         tag, value = answer
-        if tag == "result":
-            self._give_back(child, worn=False)
+        error = None if tag == "result" else _exception_from(value)
+        most = self._limits.max_jobs_per_child
+        spent = isinstance(error, MemoryError) or (most is not None and child.jobs >= most)
+        kept = not spent
+        if kept:
+            with self._lock:
+                kept = not self._closed
+                if kept:
+                    self._idle.append(child)
+        if not kept:
+            self._drop(child, kill=False)
+        if error is None:
             attempt.handler_ended(result=value)
-            return
-        error = _exception_from(value)
-        self._give_back(child, worn=isinstance(error, MemoryError))
-        attempt.handler_ended(error=error)
+        else:
+            attempt.handler_ended(error=error)
 
     def _take(self) -> _Child:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        if self._preload:
-            self._context.set_forkserver_preload(self._preload)
+        return self._started()
+
+    def _started(self) -> _Child:
+        self._context.set_forkserver_preload(self._preload)
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
             target=serve_parent,
@@ -191,16 +219,40 @@ class ChildPool:
         )
         process.start()
         theirs.close()
+        with self._lock:
+            self._alive += 1
         return _Child(process, ours)
 
-    def _give_back(self, child: _Child, *, worn: bool) -> None:
-        most = self._limits.max_jobs_per_child
-        spent = worn or (most is not None and child.jobs >= most)
+    def _drop(self, child: _Child, *, kill: bool) -> None:
+        """Retire (or kill) a child, and start another if fewer are alive than wanted."""
+        if kill:
+            child.kill()
+        else:
+            child.retire()
         with self._lock:
-            if not spent and not self._closed:
-                self._idle.append(child)
+            self._alive -= 1
+            wanted = self._wanted
+        if wanted:
+            self.warm(wanted)
+
+    def _fill(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._closed or self._alive >= self._wanted:
+                        return
+                child = self._started()
+                with self._lock:
+                    if not self._closed:
+                        self._idle.append(child)
+                        continue
+                self._drop(child, kill=False)
                 return
-        child.retire()
+        except OSError:
+            log.warning("could not start a child process for handlers", exc_info=True)
+        finally:
+            with self._lock:
+                self._filling = False
 
 
 def _fields_of(context: JobContext) -> dict[str, Any]:

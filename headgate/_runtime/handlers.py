@@ -190,6 +190,11 @@ class HandlerRegistry:
             if spec.executor == "process"
         )
 
+    def child_slots(self, capacity: Mapping[str, int]) -> int:
+        """The most attempts of process handlers that can run at once in `capacity`."""
+        queues = {spec.queue for spec in self._by_kind.values() if spec.executor == "process"}
+        return sum(slots for queue, slots in capacity.items() if queue in queues)
+
     def timeouts_ms(self) -> dict[str, int]:
         """kind -> its jobs' default timeout (what a claim gives a job without its own)."""
         return {kind: spec.timeout_ms for kind, spec in self._by_kind.items()}

@@ -125,12 +125,13 @@ class WorkerPool:
         """Attempts whose timeout is recorded while their handler still runs: each
         holds a thread until it returns."""
         self._lock = threading.Lock()
+        self._children = ChildPool(config.child_limits, handlers.child_modules())
         self._attempts = AttemptRunner(
             clock,
             AttemptRules.of(config),
             on_end=self._attempt_ended,
             recorder=recorder,
-            children=ChildPool(config.child_limits, handlers.child_modules()),
+            children=self._children,
         )
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -159,6 +160,7 @@ class WorkerPool:
     def start(self) -> None:
         self._started_at_ms = self._clock.now_ms()
         self._threads.ensure(sum(self.capacity.values()))
+        self._children.warm(self._handlers.child_slots(self.capacity))
         self._attempts.start()
         if self._config.listen:
             self._listener = self._store.listen(self._on_enqueued)
@@ -576,12 +578,15 @@ def drain(
         kinds=tuple(sorted(handlers.kinds())),
     )
     next_beat = 0.0
+    children = ChildPool(settings.child_limits, handlers.child_modules())
+    if handlers.child_modules():
+        children.warm(1)  # one at a time here: ready for the first, and after each kill
     attempts = AttemptRunner(
         clock,
         AttemptRules.of(settings),
         recorder=recorder,
         name="headgate-drain-deadlines",
-        children=ChildPool(settings.child_limits, handlers.child_modules()),
+        children=children,
     )
     rescuer = Rescuer(store, clock, identity, settings, recorder=recorder)
     attempts.start()
@@ -601,43 +606,15 @@ def drain(
             if not taken:
                 break
             ran = _run_each(attempts, taken)
-            now = clock.now_ms()
-            crashed = {a.claim.job_id for a, outcome in ran if outcome.crashed is not None}
-            ends = [
-                (
-                    attempt.claim,
-                    end_append(attempt, outcome, identity.holder, now),
-                    outcome.ended_at_ms - attempt.started_at_ms,
-                )
-                for attempt, outcome in ran
-                if outcome.crashed is None
-            ]
-            with store.log.write() as transaction:
-                results = transaction.append_units(
-                    [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
-                )
-                if crashed:
-                    running = transaction.running_on([identity.holder])
-                    rescuer.take_back_crashed(
-                        transaction, [row for row in running if row.job_id in crashed]
-                    )
-            rescuer.report_crashes()
-            totals["ran"] += len(crashed)
-            totals["crashed"] += len(crashed)
-            for (claimed, end, duration_ms), result in zip(ends, results, strict=True):
-                if not isinstance(result, list):
-                    recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
-                    continue
-                outcome = job_units.attempt_outcome(end)
-                recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
-                event = end.events[0]
-                totals["ran"] += 1
-                if isinstance(event, JobAttemptFailed):
-                    totals["retrying" if event.retry_at_ms is not None else "failed"] += 1
-                elif isinstance(event, JobSnoozed):
-                    totals["snoozed"] += 1
-                else:
-                    totals["succeeded"] += 1
+            _record_drained(
+                store,
+                rescuer,
+                identity.holder,
+                ran,
+                now=clock.now_ms(),
+                totals=totals,
+                recorder=recorder,
+            )
     finally:
         attempts.stop()
         with contextlib.suppress(StoreError):
@@ -650,6 +627,56 @@ def drain(
         totals["snoozed"],
         totals["crashed"],
     )
+
+
+def _record_drained(
+    store: Store,
+    rescuer: Rescuer,
+    holder: str,
+    ran: Sequence[tuple[Attempt, Outcome]],
+    *,
+    now: int,
+    totals: Counter[str],
+    recorder: Recorder,
+) -> None:
+    """Record the ends of what one drain turn ran, in one write (a crashed child's
+    job as a crash), and count them in `totals`."""
+    crashed = {a.claim.job_id for a, outcome in ran if outcome.crashed is not None}
+    ends = [
+        (
+            attempt.claim,
+            end_append(attempt, outcome, holder, now),
+            outcome.ended_at_ms - attempt.started_at_ms,
+        )
+        for attempt, outcome in ran
+        if outcome.crashed is None
+    ]
+    with store.log.write() as transaction:
+        results = transaction.append_units(
+            [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
+        )
+        if crashed:
+            running = transaction.running_on([holder])
+            rescuer.take_back_crashed(
+                transaction, [row for row in running if row.job_id in crashed]
+            )
+    rescuer.report_crashes()
+    totals["ran"] += len(crashed)
+    totals["crashed"] += len(crashed)
+    for (claimed, end, duration_ms), result in zip(ends, results, strict=True):
+        if not isinstance(result, list):
+            recorder.attempt_ended(claimed.queue, claimed.kind, "refused", None)
+            continue
+        outcome = job_units.attempt_outcome(end)
+        recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
+        event = end.events[0]
+        totals["ran"] += 1
+        if isinstance(event, JobAttemptFailed):
+            totals["retrying" if event.retry_at_ms is not None else "failed"] += 1
+        elif isinstance(event, JobSnoozed):
+            totals["snoozed"] += 1
+        else:
+            totals["succeeded"] += 1
 
 
 def claim_due(
