@@ -123,6 +123,8 @@ class ChildPool:
         """Children to keep alive (`warm`): one is started when one is retired."""
         self._filling = False
         self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        """Told when a child becomes idle."""
         self._closed = False
 
     def run(self, function: Callable[[JobContext], Any], attempt: ChildAttempt) -> None:
@@ -141,10 +143,18 @@ class ChildPool:
             return
         self._await(child, attempt)
 
-    def warm(self, count: int) -> None:
+    def warm(self, count: int, *, wait_s: float = 0.0) -> None:
         """Keep `count` children alive from now on, started in the background: the
         first attempts, and each after a child is killed or replaced, then find
-        one ready (a handler's timeout counts from its claim)."""
+        one ready (a handler's timeout counts from its claim). `wait_s`: wait up
+        to this long for the first to be ready (the forkserver's own start, once
+        per process, takes a second or so)."""
+        self._start_filling(count)
+        if wait_s > 0:
+            with self._ready:
+                self._ready.wait_for(lambda: bool(self._idle) or self._closed, wait_s)
+
+    def _start_filling(self, count: int) -> None:
         with self._lock:
             self._wanted = max(self._wanted, count)
             if self._filling or self._closed or self._alive >= self._wanted:
@@ -157,6 +167,7 @@ class ChildPool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._ready.notify_all()
         for child in idle:
             self._drop(child, kill=False)
 
@@ -233,7 +244,7 @@ class ChildPool:
             self._alive -= 1
             wanted = self._wanted
         if wanted:
-            self.warm(wanted)
+            self._start_filling(wanted)
 
     def _fill(self) -> None:
         try:
@@ -245,6 +256,7 @@ class ChildPool:
                 with self._lock:
                     if not self._closed:
                         self._idle.append(child)
+                        self._ready.notify_all()
                         continue
                 self._drop(child, kill=False)
                 return

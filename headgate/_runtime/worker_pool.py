@@ -69,6 +69,9 @@ from headgate._store.port import (
 )
 
 log = get_logger("headgate.workers")
+CHILD_START_WAIT_S = 10.0
+"""How long start() waits for the first child of process handlers to be ready, so
+that the first attempts' timeouts are not spent starting one."""
 
 
 @dataclass
@@ -160,7 +163,7 @@ class WorkerPool:
     def start(self) -> None:
         self._started_at_ms = self._clock.now_ms()
         self._threads.ensure(sum(self.capacity.values()))
-        self._children.warm(self._handlers.child_slots(self.capacity))
+        self._children.warm(self._handlers.child_slots(self.capacity), wait_s=CHILD_START_WAIT_S)
         self._attempts.start()
         if self._config.listen:
             self._listener = self._store.listen(self._on_enqueued)
@@ -580,7 +583,7 @@ def drain(
     next_beat = 0.0
     children = ChildPool(settings.child_limits, handlers.child_modules())
     if handlers.child_modules():
-        children.warm(1)  # one at a time here: ready for the first, and after each kill
+        children.warm(1, wait_s=CHILD_START_WAIT_S)  # one runs at a time: ready after a kill
     attempts = AttemptRunner(
         clock,
         AttemptRules.of(settings),
