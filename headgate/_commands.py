@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Final
 
+from headgate import _tracing as tracing
 from headgate._domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
     MAX_NOTE_LENGTH,
@@ -504,25 +505,28 @@ class Commands:
                 )
             job_id = tick_job_id(origin.schedule_id, origin.tick_ms)
             options = options.keyed(tick_key)
-        job = JobEnqueued(
-            job_id,
-            require_kind(kind),
-            payload,
-            options,
-            origin.schedule_id if origin else None,
-            origin.tick_ms if origin else None,
-        )
-        # Checked before the write lock: a bad request must not queue behind writers.
-        payload_text = self._validated_payload(job)
-        stream = job_stream(job.job_id)
-        with self._writing(within) as transaction:
-            if origin is not None:
-                _require_unclaimed_tick(transaction, origin, job.unique_key or "")
-            elif not chosen:  # new_job_id's: nobody has it yet (a chosen one, NO_STREAM checks)
-                transaction.new_streams([stream])
-            job = self._admit(transaction, job, payload_text)
-            (recorded,) = _append_one(transaction, [StreamAppend(stream, NO_STREAM, (job,))])
-            transaction.notify_enqueued([job.queue])
+        checked_kind = require_kind(kind)
+        with tracing.enqueue_span(checked_kind, options.queue) as carried:
+            job = JobEnqueued(
+                job_id,
+                checked_kind,
+                payload,
+                options,
+                origin.schedule_id if origin else None,
+                origin.tick_ms if origin else None,
+                trace_context=carried,
+            )
+            # Checked before the write lock: a bad request must not queue behind writers.
+            payload_text = self._validated_payload(job)
+            stream = job_stream(job.job_id)
+            with self._writing(within) as transaction:
+                if origin is not None:
+                    _require_unclaimed_tick(transaction, origin, job.unique_key or "")
+                elif not chosen:  # new_job_id's: nobody has it yet (a chosen one: NO_STREAM)
+                    transaction.new_streams([stream])
+                job = self._admit(transaction, job, payload_text)
+                (recorded,) = _append_one(transaction, [StreamAppend(stream, NO_STREAM, (job,))])
+                transaction.notify_enqueued([job.queue])
         row = JOBS.apply(None, recorded)  # the row its projection made of it, not read back
         assert row is not None
         return row
@@ -544,10 +548,22 @@ class Commands:
         chunk, a note naming the job. Without `within`, chunks before a failure
         stay written (a note says how many); with it, every chunk is in the
         host's one transaction, which commits or rolls back all of them."""
+        queues = {new.options.queue for new in jobs}
+        kinds = {new.kind for new in jobs}
+        with tracing.enqueue_span(
+            kinds.pop() if len(kinds) == 1 else "many kinds",
+            queues.pop() if len(queues) == 1 else None,
+            len(jobs),
+        ) as carried:
+            return self._enqueue_checked(jobs, within, chunk, carried)
+
+    def _enqueue_checked(
+        self, jobs: Sequence[NewJob], within: object, chunk: int, carried: str | None
+    ) -> list[JobRow]:
         checked: list[tuple[JobEnqueued, str]] = []
         keys: dict[str, int] = {}
         for index, (new, job_id) in enumerate(zip(jobs, new_job_ids(len(jobs)), strict=True)):
-            job = JobEnqueued(job_id, new.kind, new.payload, new.options)
+            job = JobEnqueued(job_id, new.kind, new.payload, new.options, trace_context=carried)
             try:
                 payload_text = self._validated_payload(job)
             except ValidationError as error:

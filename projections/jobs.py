@@ -86,6 +86,8 @@ class JobRow:
     """The rate limit it starts under; None: none."""
     fair_turn: int = 0
     """Its turn among its queue's partitions, claimed after priority (`fair_share`)."""
+    trace_context: str | None = None
+    """The trace its attempts continue or link to (`JobEnqueued.trace_context`)."""
 
 
 def key(recorded: RecordedEvent) -> str | None:
@@ -132,6 +134,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "partition_key": options.partition_key,
         "rate_class": options.rate_class,
         "fair_turn": event.fair_turn,
+        "trace_context": event.trace_context,
     }
 
 

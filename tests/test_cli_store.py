@@ -40,7 +40,7 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert out[0].split()[0] == "1"
     assert "schedule-s0 v1  ScheduleDefined/v4" in out[0]
     assert out[1].strip().startswith('{"declared":null,"declared_by":null,"definition":{')
-    assert "job-job-for-s0-60000 v1  JobEnqueued/v5" in out[2]
+    assert "job-job-for-s0-60000 v1  JobEnqueued/v6" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
     assert "EnqueueAttempted/v3" in capsys.readouterr().out
 
@@ -55,7 +55,7 @@ def test_events_show_takes_a_schedule_or_job_id_for_its_stream(
     assert main(["events", "show", "--db", store_url, "--stream", "job-for-s0-120000"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2
-    assert "job-job-for-s0-120000 v1  JobEnqueued/v5" in out[0]
+    assert "job-job-for-s0-120000 v1  JobEnqueued/v6" in out[0]
 
 
 def test_events_show_refuses_a_stream_it_cannot_find(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from headgate._domain.events import (
     DomainEvent,
     EnqueueAttempted,
+    JobEnqueued,
     JobFinished,
     JobState,
     ManualRunRequested,
@@ -91,3 +92,19 @@ def test_a_field_added_to_a_definition_reads_as_its_default_in_older_events() ->
     assert event == schedule_defined(
         "s", "@every:60000", "k", "default", None, "skip", 1, False, 60000
     )
+
+
+def test_a_job_enqueued_before_jobs_carried_a_trace_reads_with_none() -> None:
+    """JobEnqueued v5, as stored before v6 added `trace_context`."""
+    body = (
+        '{"fair_turn":3,"job_id":"j","kind":"k","options":{"max_attempts":null,'
+        '"partition_key":"p","priority":null,"queue":"default","rate_class":null,'
+        '"run_at_ms":null,"start_within_ms":null,"timeout_ms":null,"unique_key":null},'
+        '"payload":{"n":1},"periodic_schedule_id":null,"periodic_tick_ms":null,'
+        '"run_now_schedule_id":null,"serial":false}'
+    )
+    event = decode("JobEnqueued", 5, body)
+    assert isinstance(event, JobEnqueued)
+    assert (event.trace_context, event.fair_turn, event.payload) == (None, 3, {"n": 1})
+    assert event.options.partition_key == "p"
+    assert encode(event)[1] == 6

@@ -176,10 +176,12 @@ class JobEnqueued(DomainEvent):
     later reads as its default in older events.
 
     `fair_turn` is its place among the partitions of its queue, given by the
-    admission gate (`fair_share.turn`): not part of what the job is, so two
-    enqueues of the same job compare equal whatever turn each was given."""
+    admission gate (`fair_share.turn`), and `trace_context` the trace its
+    enqueue or tick was part of (W3C trace context as JSON text, or None): not
+    part of what the job is, so two enqueues of the same job compare equal
+    whatever turn or trace each had."""
 
-    schema_version: ClassVar[int] = 5
+    schema_version: ClassVar[int] = 6
 
     job_id: str
     kind: str
@@ -190,6 +192,7 @@ class JobEnqueued(DomainEvent):
     run_now_schedule_id: str | None = None
     serial: bool = False
     fair_turn: int = field(default=0, compare=False)
+    trace_context: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if (self.periodic_schedule_id is None) != (self.periodic_tick_ms is None):

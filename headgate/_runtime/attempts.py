@@ -31,10 +31,12 @@ loop, or `AttemptRunner.run_here` in `drain()`'s calling thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from headgate import _tracing as tracing
 from headgate._clock import Clock
 from headgate._domain.job_rules import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -167,8 +169,31 @@ class Attempt:
 
     # running the handler ----------------------------------------------------
 
+    @contextlib.contextmanager
+    def traced(self) -> Iterator[None]:
+        """Its span, around the handler's run (`_tracing`), told how it ended."""
+        claim = self.claim
+        origin = claim.periodic_origin
+        with tracing.attempt_span(
+            kind=claim.kind,
+            queue=claim.queue,
+            job_id=claim.job_id,
+            attempt=claim.attempt,
+            first=claim.first_run,
+            carried=claim.trace_context,
+            origin=None if origin is None else (origin.schedule_id, origin.tick_ms),
+        ) as span:
+            try:
+                yield
+            finally:
+                tracing.attempt_ended(span, *_traced_outcome(self._outcome))
+
     def run(self) -> None:
         """Run a sync handler here, to its end."""
+        with self.traced():
+            self._run()
+
+    def _run(self) -> None:
         try:
             result = self.spec.function(self.context)
         except BaseException as error:  # the host's code: whatever it raises fails the attempt
@@ -181,6 +206,10 @@ class Attempt:
 
     async def run_async(self) -> None:
         """Run an async handler on the running loop, to its end or its cancellation."""
+        with self.traced():
+            await self._run_async()
+
+    async def _run_async(self) -> None:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:
@@ -339,6 +368,19 @@ def end_append(
     )
 
 
+def _traced_outcome(outcome: Outcome | None) -> tuple[str, str | None]:
+    """How a span tells an attempt's end: its outcome and its error's type."""
+    if outcome is None:
+        return "not recorded", None
+    if outcome.crashed is not None:
+        return "crashed", "ChildProcessError"
+    if outcome.snooze_ms is not None:
+        return "snoozed", None
+    if outcome.error is not None:
+        return ("timed_out" if outcome.timed_out else "failed"), outcome.error.error_type
+    return "succeeded", None
+
+
 def _is_ctrl_c(error: BaseException) -> bool:
     return isinstance(error, KeyboardInterrupt) and (
         threading.current_thread() is threading.main_thread()
@@ -406,7 +448,8 @@ class AttemptRunner:
         if attempt.spec.is_async:
             asyncio.run(attempt.run_async())
         elif attempt.spec.executor == "process":
-            self._children.run(attempt.spec.function, attempt)
+            with attempt.traced():
+                self._children.run(attempt.spec.function, attempt)
         else:
             attempt.run()
         return attempt.outcome

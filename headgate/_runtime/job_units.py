@@ -57,6 +57,13 @@ class Claim:
     blamed_fingerprint: str | None = None
     """The job's fingerprint when, at the claim, it carried blame for crashes:
     a completion clears it."""
+    trace_context: str | None = None
+    """The trace its enqueue or tick was part of (`_tracing`)."""
+
+    @property
+    def first_run(self) -> bool:
+        """Its first run: no attempt ended, no crash, no snooze before it."""
+        return self.attempt == 1 and self.crash_count == 0 and self.snoozes == 0
 
 
 def expired(row: JobRow) -> StreamAppend:
@@ -91,6 +98,7 @@ def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Cla
         run_at_ms=row.run_at_ms,
         claimed_version=row.version,
         blamed_fingerprint=blamed,
+        trace_context=row.trace_context,
     )
 
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
+from headgate import _tracing as tracing
 from headgate._clock import Clock
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.events import Outcome
@@ -56,6 +59,9 @@ class TickProcessor:
         self._cancel = threading.Event()
         self._hooks = HookRunner(hooks, hook_timeout_ms, self._cancel)
         self._writer = BatchWriter(log, self._limits, InstantTiming(clock, self._cancel))
+        self._spans: dict[str, Any] = {}
+        """The ticks' spans, by job id, from their planning to their record."""
+        self._spans_lock = threading.Lock()
 
     def fire(
         self, rows: Sequence[ScheduleRow], fence: Fence | None, at_ms: int | None = None
@@ -70,13 +76,56 @@ class TickProcessor:
         """Plan the ticks due at `at_ms` (default now), at most `max_ticks` of them,
         and run the before-enqueue hooks on them."""
         now = self._clock.now_ms() if at_ms is None else at_ms
-        return plan_batch(rows, now, self._max_ticks, self._limits, then=self._hooks.before)
+        prepared = plan_batch(rows, now, self._max_ticks, self._limits, then=self._hooks.before)
+        if tracing.enabled():
+            self._trace(prepared)
+        return prepared
 
     def commit(
         self, prepared: PreparedBatch, fence: Fence | None, at_ms: int | None = None
     ) -> BatchReport:
-        """Write the prepared batch (see BatchWriter.write)."""
-        return self._writer.write(prepared, fence, at_ms)
+        """Write the prepared batch (see BatchWriter.write); the ticks' spans end
+        with what was recorded of each."""
+        try:
+            report = self._writer.write(prepared, fence, at_ms)
+        except BaseException as error:
+            self._end_spans(prepared, {}, failed=type(error).__name__)
+            raise
+        self._end_spans(prepared, {r.context.job_id: r for r in report.recorded})
+        return report
+
+    def _trace(self, prepared: PreparedBatch) -> None:
+        """Start each tick's span; its job carries the span's trace context."""
+        for plan in prepared.plans:
+            for index, tick in enumerate(plan.ticks):
+                span = tracing.start_tick_span(
+                    plan.schedule_id, tick.context.tick_ms, tick.context.job_id, tick.job.kind
+                )
+                with self._spans_lock:
+                    self._spans[tick.context.job_id] = span
+                job = replace(tick.job, trace_context=tracing.context_of(span))
+                plan.ticks[index] = replace(tick, candidate=replace(tick.candidate, job=job))
+
+    def _end_spans(
+        self, prepared: PreparedBatch, recorded: dict[str, TickRecord], failed: str = ""
+    ) -> None:
+        for plan in prepared.plans:
+            for tick in plan.ticks:
+                with self._spans_lock:
+                    span = self._spans.pop(tick.context.job_id, None)
+                record = recorded.get(tick.context.job_id)
+                if record is not None:
+                    decision = record.decision
+                    tracing.end_tick_span(
+                        span,
+                        decision.outcome.value,
+                        decision.reason.value,
+                        failed=decision.outcome is Outcome.FAILED,
+                    )
+                else:
+                    tracing.end_tick_span(
+                        span, "not recorded", failed or "not written", failed=bool(failed)
+                    )
 
     def finish(self, report: BatchReport) -> None:
         """Log every recorded attempt and queue its after-enqueue hooks (they run

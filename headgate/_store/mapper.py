@@ -134,6 +134,11 @@ def _job_fair_turn_v4_to_v5(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {"serial": False, **body, "fair_turn": 0}
 
 
+def _job_trace_v5_to_v6(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v6 no job carried a trace context."""
+    return {**body, "trace_context": None}
+
+
 def _schedule_definition_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Before v4 a schedule's definition was fields of the event; now one
     ScheduleDefinition (its jobs' options nested in it), and nothing declared
@@ -188,6 +193,7 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(ScheduleDefined), 2): _schedule_timing_v2_to_v3,
     (type_name(JobEnqueued), 3): _job_options_nested_v3_to_v4,
     (type_name(JobEnqueued), 4): _job_fair_turn_v4_to_v5,
+    (type_name(JobEnqueued), 5): _job_trace_v5_to_v6,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,
