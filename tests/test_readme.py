@@ -146,3 +146,14 @@ def test_the_django_example_enqueues_in_the_transaction_and_runs_the_task(
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "SUCCESSFUL welcome, ada"
     assert (tmp_path / "site.db").exists()
+
+
+def test_the_tracing_example_puts_the_enqueue_and_the_attempt_in_the_hosts_trace(
+    tmp_path: Path,
+) -> None:
+    example = next(e for e in examples_in(README) if "TracerProvider" in e.code)
+    result = _run(example.code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "['POST /orders', 'enqueue invoice.send', 'run invoice.send'] 1"
+    )
