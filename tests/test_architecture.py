@@ -106,9 +106,13 @@ def _users_of(package: str) -> set[str]:
 
 def test_only_the_sql_adapter_knows_a_database_and_only_store_opening_picks_a_store() -> None:
     """`_store.opening` picks the implementation by URL for the composition roots;
-    `ops` (store maintenance) is SQL's own."""
+    `ops` (store maintenance) is SQL's own. The Django integration's `connection`
+    lends Django's own DBAPI connection to SQLAlchemy (an enqueue in Django's
+    transaction), so it knows SQLAlchemy too, but not the SQL store."""
     drivers = _importing("headgate", DRIVERS)
-    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == set()
+    lends = "headgate.contrib.django.connection"
+    assert {m for m in drivers if not m.startswith("headgate._store.sql")} == {lends}
+    assert [i for i in MODULES[lends] if i.startswith("headgate._store")] == []
     assert _users_of("headgate._store.sql") == {"headgate._store.opening", "headgate.ops"}
     assert _users_of("headgate._store.memory") == {"headgate._store.opening"}
     assert _users_of("headgate._store.opening") == {"headgate._app"}

@@ -149,6 +149,8 @@ class ChildPool:
         one ready (a handler's timeout counts from its claim). `wait_s`: wait up
         to this long for the first to be ready (the forkserver's own start, once
         per process, takes a second or so)."""
+        if count <= 0:
+            return
         self._start_filling(count)
         if wait_s > 0:
             with self._ready:
