@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import time
 from collections.abc import Callable, Iterator
 
@@ -21,10 +22,12 @@ from headgate import Headgate, JobContext, Retry, RuntimeConfig, ValidationError
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 
 LATE_MS = 500
-"""The most a tick may commit late beside four CPU-bound handlers: generous for a
-two-core machine also running another test process (seen: 237 ms), and short
-of what the same handlers cost it as threads sharing its GIL (0.8-1.6 s late,
-benchmarks/host_fit.py)."""
+"""The most the median tick may commit late beside four CPU-bound handlers:
+generous for a two-core machine also running another test process (seen: 237
+ms), and half of what the same handlers cost it as threads sharing its GIL
+(median 1.0-1.9 s late, benchmarks/host_fit.py). The median, not every tick:
+under a loaded CI box one tick can wait on the OS for a core, which says
+nothing about the GIL."""
 QUICK = WorkerConfig(poll_interval_ms=50, heartbeat_ttl_ms=2_000, rescue_interval_ms=200)
 
 
@@ -70,8 +73,8 @@ def allocate(job: JobContext) -> int:
 
 
 def burn_cpu(job: JobContext) -> int:
-    """Pure Python arithmetic for about five seconds: it holds its GIL throughout."""
-    ends = time.monotonic() + 5.0
+    """Pure Python arithmetic for about eight seconds: it holds its GIL throughout."""
+    ends = time.monotonic() + 8.0
     count = 0
     while time.monotonic() < ends:
         count += 1
@@ -241,11 +244,13 @@ def test_cpu_bound_handlers_in_children_leave_the_ticks_on_time(
     for job in burning:
         wait_for(hg, job.id, {"running"})
     hg.put_schedule("tick", spec="@every:1000", kind="nothing", queue="ticks")
-    time.sleep(3.6)
+    time.sleep(5.6)
     assert all(hg.get_job(job.id).state == "running" for job in burning)
-    assert len(commits.late_ms) >= 3
-    late = {tick: ms for tick, ms in commits.late_ms.items() if ms is None or ms > LATE_MS}
-    assert not late, f"ticks committed late (ms): {late}"
+    lateness = dict(commits.late_ms)
+    assert len(lateness) >= 4
+    assert None not in lateness.values(), f"a tick did not commit: {lateness}"
+    median = statistics.median(ms for ms in lateness.values() if ms is not None)
+    assert median <= LATE_MS, f"ticks committed late (ms): {lateness}"
 
 
 def test_a_process_handler_must_be_a_module_level_sync_function(hg: Headgate) -> None:
