@@ -14,8 +14,10 @@ at once), can be held to a memory limit, and runs on a core of its own.
   replaced; one that raised MemoryError is replaced too.
 * The thread that runs the attempt waits on the child's pipe and its process.
   When the attempt is told to stop (its deadline passed, its job was
-  cancelled, the worker gave it back), the child is killed with SIGKILL;
-  nothing it would have returned is recorded (the attempt has settled).
+  cancelled, the worker gave it back), the child is killed with SIGKILL,
+  with every process it started: each child leads a process group of its
+  own, and the whole group is killed. Nothing it would have returned is
+  recorded (the attempt has settled).
 * A child that dies on its own (a signal, `os._exit`, the kernel's OOM killer)
   is a crash of its job, recorded as a worker's death would be: the crash
   count goes up, and the crash limit quarantines the job.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing
+import os
 import pickle
 import resource
 import signal
@@ -92,6 +95,11 @@ class _Child:
         self.jobs = 0
 
     def kill(self) -> None:
+        """SIGKILL the child's process group (the processes its handler started
+        too), then the child itself: it may not lead its group yet."""
+        if self.process.pid is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(OSError, ValueError):
             self.process.kill()
         self.retire()
@@ -301,7 +309,9 @@ def _death(exitcode: int | None) -> str:
 
 def serve_parent(connection: Connection, memory_limit_mb: int | None) -> None:
     """A child's life: run each handler its parent sends, answer, until the pipe
-    closes. Ctrl-C is the parent's to act on, so the child ignores it."""
+    closes. It leads a process group of its own, so that a kill reaches what
+    its handlers start; Ctrl-C is the parent's to act on, so it ignores it."""
+    os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if memory_limit_mb is not None:
         limit = memory_limit_mb * 1024 * 1024

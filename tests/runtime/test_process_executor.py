@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import signal
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +52,14 @@ def spin_first_time(job: JobContext) -> dict[str, int]:
         while True:
             pass
     return {"pid": os.getpid(), "attempt": job.attempt}
+
+
+def start_a_sleeper_then_spin(job: JobContext) -> None:
+    """Starts a process of its own (its pid in the payload's file), then loops."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    Path(job.payload["pid_file"]).write_text(str(sleeper.pid))  # type: ignore[index,arg-type]
+    while True:
+        pass
 
 
 def report_pid(job: JobContext) -> int:
@@ -133,6 +144,34 @@ def test_a_handler_in_an_infinite_loop_is_killed_at_its_deadline_and_retried(
     while hg.workers()[0].overdue and time.monotonic() < ends:
         time.sleep(0.05)
     assert hg.workers()[0].overdue == 0
+
+
+def test_a_child_killed_at_its_deadline_takes_the_processes_it_started_with_it(
+    make: Callable[..., Headgate], tmp_path: Path
+) -> None:
+    hg = make()
+    hg.handler("sleeper", executor="process", timeout_ms=1_000, max_attempts=1)(
+        start_a_sleeper_then_spin
+    )
+    hg.start(QUICK, scheduler=False)
+    pid_file = tmp_path / "sleeper.pid"
+    job = hg.enqueue("sleeper", {"pid_file": str(pid_file)})
+    assert wait_for(hg, job.id, {"failed"}) == "failed"
+    assert hg.get_job(job.id).attempt_history[0].outcome == "timed_out"
+    sleeper = int(pid_file.read_text())
+    ends = time.monotonic() + 5
+    while _alive(sleeper) and time.monotonic() < ends:
+        time.sleep(0.05)
+    assert not _alive(sleeper), "the handler's own process outlived its killed child"
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_a_stuck_child_holds_no_slot_after_its_deadline(make: Callable[..., Headgate]) -> None:
