@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import textwrap
@@ -35,6 +36,13 @@ APP = textwrap.dedent(
     def pid(job: JobContext) -> int:
         import os
         return os.getpid()
+
+    @hg.handler("nap", queue="files", executor="process", timeout_ms=60_000)
+    def nap(job: JobContext) -> str:
+        import os, time
+        Path(job.payload["path"]).write_text(str(os.getpid()))
+        time.sleep(job.payload["seconds"])
+        return "slept"
     """
 )
 
@@ -144,6 +152,71 @@ def test_a_worker_replaces_its_handlers_child_processes_after_max_jobs_per_child
             worker.kill()
     output = worker.stdout.read() if worker.stdout else ""
     assert "Traceback" not in output
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _worker_of_naps(tmp_path: Path) -> subprocess.Popen[str]:
+    """A worker leading a process group of its own, as under a supervisor."""
+    return subprocess.Popen(
+        [headgate_command(), "worker", "--app", "myservice_jobs:hg", "--queue", "files=1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_sigterm_to_the_workers_group_lets_a_job_in_a_child_finish(tmp_path: Path) -> None:
+    # systemd, dumb-init and supervisord's stopasgroup signal the whole group at a
+    # deploy: the job's child must not die of it and count a crash.
+    database = _app(tmp_path)
+    worker = _worker_of_naps(tmp_path)
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            started = tmp_path / "nap.pid"
+            job = client.enqueue("nap", {"path": str(started), "seconds": 1.5}, queue="files")
+            _wait_for(started)
+            os.killpg(worker.pid, signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0
+            done = client.get_job(job.id)
+            assert (done.state, done.result, done.crash_count) == ("completed", "slept", 0)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    output = worker.stdout.read() if worker.stdout else ""
+    assert "Traceback" not in output
+
+
+def test_a_child_dies_with_its_worker_so_a_rescued_job_never_runs_twice_at_once(
+    tmp_path: Path,
+) -> None:
+    database = _app(tmp_path)
+    worker = _worker_of_naps(tmp_path)
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            started = tmp_path / "nap.pid"
+            client.enqueue("nap", {"path": str(started), "seconds": 60}, queue="files")
+            _wait_for(started)
+            child = int(started.read_text())
+            assert child != worker.pid and _running(child)
+            worker.kill()  # SIGKILL: the worker cannot tell its child anything
+            worker.wait(timeout=10)
+            deadline = time.monotonic() + 5
+            while _running(child) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not _running(child), "the child ran on after its worker died"
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
 def test_serve_runs_the_apps_handlers_beside_the_api(tmp_path: Path) -> None:

@@ -20,7 +20,16 @@ at once), can be held to a memory limit, and runs on a core of its own.
   recorded (the attempt has settled).
 * A child that dies on its own (a signal, `os._exit`, the kernel's OOM killer)
   is a crash of its job, recorded as a worker's death would be: the crash
-  count goes up, and the crash limit quarantines the job.
+  count goes up, and the crash limit quarantines the job. Its death is its
+  end of the pipe closing (the forkserver, which reports exit codes, may be
+  gone while the child lives). An idle child found dead is replaced, not
+  blamed on the next job.
+* A child outlives neither its worker nor a stop signal meant for it: it
+  holds a lifeline, a pipe only its worker writes to, and kills itself and
+  its group when that closes (the worker died, even by SIGKILL), so a job
+  rescued from a dead worker is never run twice at once. It ignores SIGTERM
+  and SIGINT, which a supervisor sends a whole group or cgroup at a deploy:
+  its worker's graceful stop decides what happens to its job.
 * What the handler raises comes back pickled, so a retry policy matches its
   class. An exception that does not survive pickling comes back as an
   instance of its own class made without its __init__, or, if even that
@@ -81,6 +90,9 @@ class ChildAttempt(Protocol):
     def child_died(self, why: str) -> None:
         """Its child died without an answer: a crash."""
 
+    def withdraw(self) -> bool:
+        """Give it back unrecorded (the caller was interrupted)."""
+
 
 @dataclass(frozen=True)
 class _Request:
@@ -89,10 +101,13 @@ class _Request:
 
 
 class _Child:
-    def __init__(self, process: BaseProcess, connection: Connection) -> None:
+    def __init__(self, process: BaseProcess, connection: Connection, lifeline: Connection) -> None:
         self.process = process
         self.connection = connection
+        self.lifeline = lifeline
+        """Never written to: the child kills itself when it closes."""
         self.jobs = 0
+        self.dropped = False
 
     def kill(self) -> None:
         """SIGKILL the child's process group (the processes its handler started
@@ -105,9 +120,11 @@ class _Child:
         self.retire()
 
     def retire(self) -> None:
-        """Close its pipe (an idle child exits at that) and reap it."""
+        """Close its pipes (an idle child exits at that) and reap it."""
         with contextlib.suppress(OSError):
             self.connection.close()
+        with contextlib.suppress(OSError):
+            self.lifeline.close()
         self.process.join(timeout=1.0)
         if self.process.is_alive():
             with contextlib.suppress(OSError, ValueError):
@@ -139,17 +156,44 @@ class ChildPool:
         """Run `function`, the attempt's handler, in a child, and tell the attempt
         how it ended; returns when it has (the calling thread waits)."""
         request = _Request(function, _fields_of(attempt.context))
-        child = self._take()
         try:
-            child.connection.send(request)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError) as error:
-            self._drop(child, kill=True)
-            if isinstance(error, OSError):
-                attempt.child_died(f"its child process could not be reached: {error}")
-            else:
-                attempt.handler_ended(error=error)
+            child = self._sent(request)
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            attempt.handler_ended(error=error)  # its payload or its handler cannot travel
             return
-        self._await(child, attempt)
+        except OSError as error:
+            attempt.handler_ended(error=ChildProcessError(f"no child process to run it: {error}"))
+            return
+        except BaseException:
+            attempt.withdraw()
+            raise
+        try:
+            self._await(child, attempt)
+        except Exception as error:  # a fault of this side, not the handler's: it fails the attempt
+            self._drop(child, kill=True)
+            attempt.handler_ended(error=error)
+        except BaseException:  # Ctrl-C in a drain: the job is given back, its child killed
+            self._drop(child, kill=True)
+            attempt.withdraw()
+            raise
+
+    def _sent(self, request: _Request) -> _Child:
+        """A child that took `request`. One whose pipe broke (it died idle) is
+        replaced once, not blamed on the job."""
+        for tries_left in (1, 0):
+            child = self._take()
+            try:
+                child.connection.send(request)
+            except OSError:
+                self._drop(child, kill=True)
+                if tries_left:
+                    continue
+                raise
+            except BaseException:
+                self._drop(child, kill=True)
+                raise
+            return child
+        raise AssertionError("unreachable")
 
     def warm(self, count: int, *, wait_s: float = 0.0) -> None:
         """Keep `count` children alive from now on, started in the background: the
@@ -184,25 +228,27 @@ class ChildPool:
     def _await(self, child: _Child, attempt: ChildAttempt) -> None:
         cancelled = attempt.context.cancelled
         while True:
-            ready = wait([child.connection, child.process.sentinel], WATCH_INTERVAL_S)
+            ready = wait([child.connection], WATCH_INTERVAL_S)
             if cancelled.is_set():
                 self._drop(child, kill=True)
                 attempt.handler_killed()
                 return
-            if child.connection in ready:
-                try:
-                    answer = child.connection.recv()
-                except (EOFError, OSError):
-                    answer = None
-                if answer is not None:
-                    self._answered(child, attempt, answer)
-                    return
-            if child.connection in ready or child.process.sentinel in ready:
+            if not ready:
+                continue
+            try:
+                answer = child.connection.recv()
+            except (EOFError, OSError):
                 child.process.join(timeout=1.0)
                 code = child.process.exitcode
-                self._drop(child, kill=False)
+                self._drop(child, kill=True)
                 attempt.child_died(_death(code))
                 return
+            except Exception as error:  # an answer this process cannot load
+                self._drop(child, kill=True)
+                attempt.handler_ended(error=TypeError(f"its answer could not be read: {error}"))
+                return
+            self._answered(child, attempt, answer)
+            return
 
     def _answered(self, child: _Child, attempt: ChildAttempt, answer: tuple[str, Any]) -> None:
         child.jobs += 1
@@ -216,36 +262,56 @@ class ChildPool:
                 kept = not self._closed
                 if kept:
                     self._idle.append(child)
-        if not kept:
-            self._drop(child, kill=False)
+        # The attempt is told before a spent child is reaped, which can take a
+        # while: its end is its handler's, not its child's exit.
         if error is None:
             attempt.handler_ended(result=value)
         else:
             attempt.handler_ended(error=error)
+        if not kept:
+            self._drop(child, kill=False)
 
     def _take(self) -> _Child:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return self._started()
+        """An idle child (one found dead meanwhile is replaced), or a new one."""
+        while True:
+            with self._lock:
+                child = self._idle.pop() if self._idle else None
+            if child is None:
+                return self._started()
+            if not child.dropped and _answers(child):
+                return child
+            self._drop(child, kill=True)
 
     def _started(self) -> _Child:
         self._context.set_forkserver_preload(self._preload)
         ours, theirs = self._context.Pipe()
+        life_read, life_write = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=serve_parent,
-            args=(theirs, self._limits.memory_limit_mb),
+            args=(theirs, life_read, self._limits.memory_limit_mb),
             name="headgate-child",
             daemon=True,
         )
-        process.start()
-        theirs.close()
+        try:
+            process.start()
+        except BaseException:
+            for end in (ours, life_write):
+                end.close()
+            raise
+        finally:
+            theirs.close()
+            life_read.close()
         with self._lock:
             self._alive += 1
-        return _Child(process, ours)
+        return _Child(process, ours, life_write)
 
     def _drop(self, child: _Child, *, kill: bool) -> None:
-        """Retire (or kill) a child, and start another if fewer are alive than wanted."""
+        """Retire (or kill) a child, and start another if fewer are alive than
+        wanted; once per child."""
+        with self._lock:
+            if child.dropped:
+                return
+            child.dropped = True
         if kill:
             child.kill()
         else:
@@ -292,6 +358,15 @@ def _fields_of(context: JobContext) -> dict[str, Any]:
     }
 
 
+def _answers(child: _Child) -> bool:
+    """Whether an idle child's end of the pipe is open (a dead one's reads as
+    closed: ready, and nothing to read)."""
+    try:
+        return not child.connection.poll(0)
+    except (EOFError, OSError):
+        return False
+
+
 def _death(exitcode: int | None) -> str:
     if exitcode is None:
         return "its child process stopped answering"
@@ -307,12 +382,15 @@ def _death(exitcode: int | None) -> str:
 # the child's side ---------------------------------------------------------------
 
 
-def serve_parent(connection: Connection, memory_limit_mb: int | None) -> None:
+def serve_parent(connection: Connection, lifeline: Connection, memory_limit_mb: int | None) -> None:
     """A child's life: run each handler its parent sends, answer, until the pipe
     closes. It leads a process group of its own, so that a kill reaches what
-    its handlers start; Ctrl-C is the parent's to act on, so it ignores it."""
+    its handlers start; stop signals are its parent's to act on, so it ignores
+    them; and it dies with its group when its lifeline closes."""
     os.setpgid(0, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
+    threading.Thread(target=_die_with_parent, args=(lifeline,), daemon=True).start()
     if memory_limit_mb is not None:
         limit = memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -321,7 +399,20 @@ def serve_parent(connection: Connection, memory_limit_mb: int | None) -> None:
             request = connection.recv()
         except (EOFError, OSError):
             return
+        except Exception as error:  # a request it cannot load (its handler's module): the answer
+            connection.send(("error", _exception_payload(error)))
+            continue
         connection.send(_answer(request))
+
+
+def _die_with_parent(lifeline: Connection) -> None:
+    """Wait for the lifeline to close (nothing is ever sent on it), then kill
+    this child's group: its parent is gone, and no one else would stop it."""
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv()
+    with contextlib.suppress(OSError):
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    os._exit(1)
 
 
 def _answer(request: _Request) -> tuple[str, Any]:
@@ -330,8 +421,8 @@ def _answer(request: _Request) -> tuple[str, Any]:
     except BaseException as error:  # the host's code: whatever it raises is its answer
         return ("error", _exception_payload(error))
     try:
-        pickle.dumps(result)
-    except Exception as error:  # a result that cannot travel fails the attempt
+        pickle.loads(pickle.dumps(result))
+    except Exception as error:  # a result that cannot travel (there and back) fails the attempt
         return ("error", _exception_payload(TypeError(f"its result cannot be sent back: {error}")))
     return ("result", result)
 

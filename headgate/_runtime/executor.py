@@ -14,6 +14,10 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from headgate._logs import get_logger
+
+log = get_logger("headgate.workers")
+
 
 class ThreadRunner:
     """A fixed set of daemon threads, growable, taking work from one queue."""
@@ -49,7 +53,10 @@ class ThreadRunner:
             work = self._work.get()
             if work is None:
                 return
-            work()
+            try:
+                work()
+            except Exception:  # a fault in the work's own handling: this thread serves on
+                log.exception("a handler thread's work raised", thread=self._name)
 
 
 class LoopRunner:

@@ -62,6 +62,10 @@ def start_a_sleeper_then_spin(job: JobContext) -> None:
         pass
 
 
+def return_what_cannot_come_back(job: JobContext) -> object:
+    return {"error": NeedsTwoArguments(1, "pickles, and cannot be made again from its pickle")}
+
+
 def report_pid(job: JobContext) -> int:
     return os.getpid()
 
@@ -203,6 +207,44 @@ def test_an_exception_comes_back_as_its_class_for_the_retry_policy(
     assert wait_for(hg, two.id, {"failed"}) == "failed"
     ended = hg.get_job(two.id).attempt_history[0]
     assert (ended.error_type, ended.error_message) == (f"{__name__}.NeedsTwoArguments", "7: no")
+
+
+def test_a_result_that_cannot_come_back_fails_its_attempt_at_once(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    hg.handler("odd", executor="process", max_attempts=1, timeout_ms=30_000)(
+        return_what_cannot_come_back
+    )
+    hg.handler("pid", executor="process")(report_pid)
+    hg.start(WorkerConfig(queues={"default": 1}, poll_interval_ms=50), scheduler=False)
+    began = time.monotonic()
+    odd = hg.enqueue("odd")
+    assert wait_for(hg, odd.id, {"failed"}) == "failed"
+    assert time.monotonic() - began < 10, "failed when it answered, not at its timeout"
+    ended = hg.get_job(odd.id).attempt_history[0]
+    assert (ended.outcome, ended.error_type) == ("failed", "TypeError")
+    after = hg.enqueue("pid")  # its one slot still serves
+    assert wait_for(hg, after.id, {"completed"}) == "completed"
+
+
+def test_an_idle_child_that_died_is_replaced_not_blamed_on_the_next_job(
+    make: Callable[..., Headgate],
+) -> None:
+    hg = make()
+    hg.handler("pid", executor="process")(report_pid)
+    hg.start(WorkerConfig(queues={"default": 1}, poll_interval_ms=50), scheduler=False)
+    first = hg.enqueue("pid")
+    wait_for(hg, first.id, {"completed"})
+    child = hg.get_job(first.id).result
+    assert isinstance(child, int)
+    os.kill(child, signal.SIGKILL)
+    time.sleep(0.2)
+    second = hg.enqueue("pid")
+    assert wait_for(hg, second.id, {"completed"}) == "completed"
+    ran = hg.get_job(second.id)
+    assert (ran.crash_count, ran.attempts) == (0, 1)
+    assert ran.result != child
 
 
 def test_a_child_that_dies_is_a_crash_and_quarantines_at_the_crash_limit(
