@@ -173,6 +173,48 @@ def test_an_enqueue_in_an_atomic_block_commits_and_rolls_back_with_it(
     }
 
 
+def test_a_lent_connection_is_left_as_django_had_it(project_env: dict[str, str]) -> None:
+    # A nested atomic block is a savepoint: its job rolls back with it alone.
+    (seen,) = run_django(
+        project_env,
+        """
+        from django.db import connection
+        from django.db.models.functions import Floor
+        hg = backend.headgate
+        def handlers():
+            return len(getattr(connection.connection, "_notice_handlers", ()))
+        with transaction.atomic():
+            order = Order.objects.create(item="lamp")
+            kept = ship.enqueue(order.id)
+            before = handlers()
+            try:
+                with transaction.atomic():
+                    inner = ship.enqueue(order.id)
+                    raise RuntimeError("the inner block fails")
+            except RuntimeError:
+                pass
+            for _ in range(3):
+                ship.enqueue(order.id)
+            grown = handlers() - before
+        floors = list(Order.objects.annotate(f=Floor("id")).values_list("f", flat=True))
+        matched = Order.objects.filter(id__regex="^[0-9]+$").count()
+        ids = {job.id for job in hg.list_jobs().jobs}
+        print(json.dumps({
+            "grown": grown, "floors": [int(f) for f in floors], "matched": matched,
+            "kept": kept.id in ids, "inner": inner.id in ids, "jobs": len(ids),
+        }))
+        """,
+    )
+    assert seen == {
+        "grown": 0,
+        "floors": [1],
+        "matched": 1,
+        "kept": True,
+        "inner": False,
+        "jobs": 4,
+    }
+
+
 def test_a_store_in_another_database_is_written_at_the_commit(
     project_env: dict[str, str],
 ) -> None:

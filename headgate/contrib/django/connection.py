@@ -5,7 +5,9 @@ inside its transaction.
 A lent connection is Django's own DBAPI connection behind a SQLAlchemy
 `Connection`. Django keeps the transaction and the connection's life:
 SQLAlchemy's commit, rollback and close of it do nothing, so only Django's
-`atomic` block decides whether the job commits with the host's rows.
+`atomic` block decides whether the job commits with the host's rows. Nor does
+SQLAlchemy's set-up of a new connection (SQL functions, notice handlers)
+reach it: lent again at each enqueue, it would pile up on Django's.
 """
 
 from __future__ import annotations
@@ -75,6 +77,16 @@ class _Lent:
 
     def close(self) -> None:
         """Django closes its connections itself."""
+
+    def create_function(self, *args: Any, **kwargs: Any) -> None:
+        """SQLAlchemy's SQLite dialect would put its own REGEXP and FLOOR on every
+        connection it is given, over Django's (which differ on NULLs and
+        numbers); Django's stay."""
+
+    def add_notice_handler(self, *args: Any, **kwargs: Any) -> None:
+        """SQLAlchemy's psycopg dialect would add a notice handler to every
+        connection it is given, one more at each enqueue; Django's connection
+        keeps its own."""
 
 
 _ENGINES: dict[str, Engine] = {}
