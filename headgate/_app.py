@@ -681,6 +681,13 @@ class Headgate(AsyncOperations):
             self._serving.warn_if_unserved(row.queue, row.kind, row.job_id)
         return Job.from_row(row)
 
+    def check_job(self, kind: str, payload: JsonValue, options: JobOptions) -> None:
+        """What enqueue_job checks before it writes (the payload, the queue its
+        kind goes to), raising its ValidationError, with nothing written: for an
+        integration that enqueues later, at its host's commit."""
+        self._chosen_at_enqueue(kind, options)
+        self._commands.check_payload(payload)
+
     def enqueue_many(
         self, jobs: Iterable[Mapping[str, object]], *, connection: object = None
     ) -> list[Job]:

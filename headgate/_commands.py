@@ -628,6 +628,10 @@ class Commands:
         """The store's own write transaction, or one in the host's (`within`)."""
         return self._log.write() if within is None else self._log.write_within(within)
 
+    def check_payload(self, payload: JsonValue) -> None:
+        """A job's payload checked as enqueue checks it (ValidationError), unwritten."""
+        require_payload(payload, self._limits.max_payload_bytes)
+
     def cancel_job(self, job_id: str) -> JobRow:
         """Cancel a pending or running job (a running one's worker is told to stop, and
         whatever its handler returns is not recorded)."""

@@ -215,6 +215,28 @@ def test_a_lent_connection_is_left_as_django_had_it(project_env: dict[str, str])
     }
 
 
+def test_a_block_that_reads_first_enqueues_while_the_store_writes_meanwhile(
+    project_env: dict[str, str],
+) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        import threading, time
+        hg = backend.headgate
+        Order.objects.create(item="lamp")
+        other = threading.Thread(target=lambda: hg.enqueue("elsewhere.kind"))
+        with transaction.atomic():
+            order = Order.objects.get(item="lamp")  # a read first
+            other.start()  # the store writes, from another thread, meanwhile
+            time.sleep(0.3)
+            job = ship.enqueue(order.id)
+        other.join(timeout=30)
+        print(json.dumps(sorted(job.kind for job in hg.list_jobs().jobs)))
+        """,
+    )
+    assert seen == ["elsewhere.kind", "tests.django_project.shop.tasks.ship"]
+
+
 def test_a_store_in_another_database_is_written_at_the_commit(
     project_env: dict[str, str],
 ) -> None:
@@ -241,6 +263,31 @@ def test_a_store_in_another_database_is_written_at_the_commit(
         """,
     )
     assert seen == {"during": [], "after": True, "dropped": False, "value": "KEPT"}
+
+
+def test_a_store_in_another_database_checks_at_the_enqueue_and_spares_other_callbacks(
+    project_env: dict[str, str],
+) -> None:
+    (seen,) = run_django(
+        project_env,
+        """
+        from headgate import ValidationError
+        elsewhere = task_backends["elsewhere"]
+        with transaction.atomic():
+            try:
+                note.enqueue("x" * 2_000_000)
+                refused = None
+            except ValidationError as error:
+                refused = error.field
+        lost_at_commit = []
+        with transaction.atomic():
+            note.enqueue("lost")
+            elsewhere.headgate.close()  # the store is gone by the commit
+            transaction.on_commit(lambda: lost_at_commit.append("the host's own callback ran"))
+        print(json.dumps({"refused": refused, "after": lost_at_commit}))
+        """,
+    )
+    assert seen == {"refused": "payload", "after": ["the host's own callback ran"]}
 
 
 def test_the_worker_command_runs_the_projects_tasks_until_sigterm(

@@ -15,7 +15,15 @@ from sqlalchemy.engine import make_url
 
 _url = make_url(os.environ["HEADGATE_DJANGO_DATABASE"])
 if _url.get_backend_name() == "sqlite":
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": _url.database}}
+    # IMMEDIATE, as docs/how-to/django.md advises: a deferred block that reads
+    # first cannot write once a worker's write has committed meanwhile.
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _url.database,
+            "OPTIONS": {"transaction_mode": "IMMEDIATE"},
+        }
+    }
 else:
     DATABASES = {
         "default": {

@@ -33,7 +33,6 @@ its `priority` and `run_after`. Its result is the job (`get_result(id)`).
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from headgate._app import Headgate
 from headgate._domain.ids import new_job_id
 from headgate._domain.options import JobOptions, job_options
 from headgate._errors import NotFound, ValidationError
+from headgate._logs import get_logger
 from headgate._runtime.handlers import Executor, handler_spec, require_executor
 from headgate.contrib.django._tasks import (
     READY,
@@ -58,6 +58,8 @@ from headgate.contrib.django._tasks import (
 from headgate.contrib.django.connection import lent, store_url
 from headgate.contrib.django.results import payload_of, result_of, task_of
 from headgate.contrib.django.runner import run_task
+
+log = get_logger("headgate.django")
 
 JOB_DEFAULTS: Final = frozenset(
     {"max_attempts", "timeout_s", "timeout_ms", "start_within_ms", "rate_class"}
@@ -126,11 +128,25 @@ class HeadgateBackend(BaseTaskBackend):
     def _enqueue_on_commit(
         self, task: Task[Any, Any], payload: Any, options: JobOptions, database: str
     ) -> TaskResult[Any]:
+        hg = self.headgate
+        hg.check_job(task.module_path, payload, options)  # a bad argument fails here, not at commit
         job_id = new_job_id()
-        write = functools.partial(
-            self.headgate.enqueue_job, task.module_path, payload, options, job_id=job_id
-        )
-        transaction.on_commit(write, using=database)
+
+        def write() -> None:
+            try:
+                hg.enqueue_job(task.module_path, payload, options, job_id=job_id)
+            except Exception as error:
+                log.error(
+                    "a task to enqueue at its commit was not written: it is lost",
+                    job_id=job_id,
+                    kind=task.module_path,
+                    error_type=type(error).__name__,
+                )
+                raise
+
+        # robust: a failure is logged (by Django too) and the host's other
+        # on_commit callbacks still run; its rows are committed by now.
+        transaction.on_commit(write, using=database, robust=True)
         args, kwargs = payload["args"], payload["kwargs"]
         result: TaskResult[Any] = TaskResult(
             task=task,
