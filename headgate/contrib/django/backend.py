@@ -53,6 +53,7 @@ from headgate.contrib.django._tasks import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
+    task_backends,
     task_enqueued,
 )
 from headgate.contrib.django.connection import lent, store_url
@@ -88,6 +89,10 @@ class HeadgateBackend(BaseTaskBackend):
     def headgate(self) -> Headgate:
         """This backend's Headgate (one per alias and process), opened on first use."""
         return self._shared.headgate()
+
+    def keeps_store_in(self, database: str) -> bool:
+        """Whether this backend's store lives in the Django database `database`."""
+        return self._shared.same_database and self._shared.database == database
 
     def validate_task(self, task: Task[Any, Any]) -> None:
         """Django's checks, then the task's handler is registered (so that a
@@ -247,3 +252,30 @@ def forget_backends() -> None:
     for each in shared:
         if each.opened is not None:
             each.opened.close()
+
+
+def open_stores_on(sender: object, connection: Any, **_: object) -> None:
+    """Open the store of every Headgate task backend kept in the database Django
+    has just connected to (Django's `connection_created`), before Django begins
+    a transaction on it: opening a store writes (its schema), and inside an
+    atomic block on SQLite the write lock is the block's, so a store first
+    opened by an enqueue there would wait for a lock it can never get.
+
+    A store that cannot open now (an in-memory test database, a store not
+    yet reachable) is left to open at its first use, which raises there."""
+    from django.conf import settings  # noqa: PLC0415 (read at the signal, once Django is set up)
+
+    for alias in getattr(settings, "TASKS", {}):
+        try:
+            backend = task_backends[alias]
+            if not isinstance(backend, HeadgateBackend):
+                continue
+            if backend.keeps_store_in(connection.alias):
+                backend.headgate  # noqa: B018 (opened on first use)
+        except Exception as error:
+            log.warning(
+                "a Headgate task backend's store did not open with its database; "
+                "it opens at its first use",
+                backend=alias,
+                error_type=type(error).__name__,
+            )
