@@ -546,8 +546,9 @@ class Commands:
         as one batch and all of it or none: a job the gate refuses (a unique key
         held, a quarantined fingerprint, a full queue) raises its error for the
         chunk, a note naming the job. Without `within`, chunks before a failure
-        stay written (a note says how many); with it, every chunk is in the
-        host's one transaction, which commits or rolls back all of them."""
+        stay written (a note says how many); with it, every chunk is written in
+        one savepoint of the host's transaction, and a refusal undoes them all
+        (whether the host then commits or rolls back)."""
         queues = {new.options.queue for new in jobs}
         kinds = {new.kind for new in jobs}
         with tracing.enqueue_span(
@@ -577,12 +578,19 @@ class Commands:
                     )
             checked.append((job, payload_text))
         rows: list[JobRow] = []
+        if within is not None:
+            # One write in the host's transaction (one savepoint): a refused job
+            # undoes the whole call even if the host catches it and commits.
+            with self._writing(within) as transaction:
+                for start in range(0, len(checked), chunk):
+                    rows.extend(self._admit_chunk(transaction, checked[start : start + chunk]))
+            return rows
         for start in range(0, len(checked), chunk):
             try:
-                with self._writing(within) as transaction:
+                with self._writing(None) as transaction:
                     rows.extend(self._admit_chunk(transaction, checked[start : start + chunk]))
             except Exception as error:
-                if start and within is None:
+                if start:
                     error.add_note(
                         f"enqueue_many: jobs[0:{start}] of {len(checked)} were enqueued "
                         "before this error, the rest were not"

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Column, Engine, Integer, MetaData, String, Table, create_engine, select
 from sqlalchemy.orm import Session
 
-from headgate import Headgate, JobContext, ValidationError
+from headgate import DuplicateJob, Headgate, JobContext, ValidationError
 from headgate.testing import FakeClock
 from tests.conftest import MEMORY_URL
 from tests.runtime.conftest import START_MS
@@ -81,6 +81,23 @@ def test_a_failed_enqueue_undoes_only_itself(hg: Headgate, host: Engine) -> None
             hg.enqueue("ship", unique_key="order-1", connection=connection)
         hg.enqueue("ship", unique_key="order-2", connection=connection)
     assert sorted(str(job.unique_key) for job in hg.list_jobs().jobs) == ["order-1", "order-2"]
+    with host.connect() as connection:
+        assert len(connection.execute(select(orders)).all()) == 1
+
+
+def test_a_refused_job_undoes_the_whole_batch_even_when_the_host_commits(
+    hg: Headgate, host: Engine
+) -> None:
+    hg.enqueue("ship", unique_key="taken")
+    items: list[dict[str, object]] = [{"kind": "ship"} for _ in range(550)]  # two chunks
+    items.append({"kind": "ship", "unique_key": "taken"})
+    with host.begin() as connection:
+        connection.execute(orders.insert().values(id=1, item="book"))
+        with pytest.raises(DuplicateJob):
+            hg.enqueue_many(items, connection=connection)
+        hg.enqueue("ship", unique_key="after", connection=connection)
+    # the host caught the refusal and committed: its row and its later job, no job of the batch
+    assert sorted(str(job.unique_key) for job in hg.list_jobs().jobs) == ["after", "taken"]
     with host.connect() as connection:
         assert len(connection.execute(select(orders)).all()) == 1
 
