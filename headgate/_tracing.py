@@ -14,7 +14,10 @@ otherwise every function here does nothing.
   processed again.
 
 No payload, result or error text goes into a span: the kind, queue, job id,
-attempt and, for a tick, its schedule and tick instant.
+attempt and, for a tick, its schedule and tick instant; an error by its type
+alone (the SDK's own recording of an exception, with its message and
+traceback, is switched off). Nor is the caller's baggage kept in the job: it
+often names users or tenants, and a job's row and event keep it for good.
 """
 
 from __future__ import annotations
@@ -59,9 +62,17 @@ def enqueue_span(kind: str, queue: str | None, count: int = 1) -> Iterator[str |
         attributes["messaging.batch.message_count"] = count
     tracer = trace.get_tracer(TRACER)
     with tracer.start_as_current_span(
-        f"enqueue {kind}", kind=SpanKind.PRODUCER, attributes=attributes
+        f"enqueue {kind}",
+        kind=SpanKind.PRODUCER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
-        yield _carried(span)
+        try:
+            yield _carried(span)
+        except BaseException as error:
+            _failed(span, error)
+            raise
 
 
 def start_tick_span(schedule_id: str, tick_ms: int, job_id: str, kind: str) -> Any:
@@ -127,7 +138,12 @@ def attempt_span(
     linked = trace.get_current_span(parent).get_span_context() if parent is not None else None
     if first and parent is not None:
         started = tracer.start_as_current_span(
-            f"run {kind}", context=parent, kind=SpanKind.CONSUMER, attributes=attributes
+            f"run {kind}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
         )
     else:
         links = [Link(linked)] if linked is not None and linked.is_valid else []
@@ -137,9 +153,15 @@ def attempt_span(
             kind=SpanKind.CONSUMER,
             attributes=attributes,
             links=links,
+            record_exception=False,
+            set_status_on_exception=False,
         )
     with started as span:
-        yield span
+        try:
+            yield span
+        except BaseException as error:
+            _failed(span, error)
+            raise
 
 
 def attempt_ended(span: Any, outcome: str, error_type: str | None = None) -> None:
@@ -152,11 +174,19 @@ def attempt_ended(span: Any, outcome: str, error_type: str | None = None) -> Non
         span.set_status(Status(StatusCode.ERROR))
 
 
+def _failed(span: Span, error: BaseException) -> None:
+    """An exception leaving a span, by its type alone: spans start with the SDK's
+    recording of it (an event with its message and traceback) switched off."""
+    span.set_attribute("error.type", type(error).__qualname__)
+    span.set_status(Status(StatusCode.ERROR))
+
+
 def _carried(span: Span) -> str | None:
     if not span.get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=trace.set_span_in_context(span))
+    carrier.pop("baggage", None)
     text = json.dumps(carrier, sort_keys=True, separators=(",", ":"))
     if len(text) > MAX_CONTEXT_CHARS:
         text = json.dumps({"traceparent": carrier.get("traceparent", "")}, separators=(",", ":"))

@@ -10,13 +10,14 @@ import json
 from collections.abc import Callable, Iterator
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
-from headgate import Headgate, JobContext, Retry
+from headgate import DuplicateJob, Headgate, JobContext, Retry
+from headgate._domain.streams import job_stream
 from headgate.testing import FakeClock
 from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import fire
@@ -45,6 +46,39 @@ def _no_secret_in(spans: list[ReadableSpan]) -> None:
     for span in spans:
         assert SECRET not in json.dumps(dict(span.attributes or {}), default=str)
         assert SECRET not in span.name
+        assert SECRET not in str(span.status.description)
+        for event in span.events:
+            assert SECRET not in event.name
+            assert SECRET not in json.dumps(dict(event.attributes or {}), default=str)
+
+
+def test_a_refused_enqueue_says_its_errors_type_and_not_its_text(
+    hg: Headgate, spans: InMemorySpanExporter
+) -> None:
+    hg.enqueue("mail", unique_key=f"user:{SECRET}")
+    with pytest.raises(DuplicateJob):
+        hg.enqueue("mail", unique_key=f"user:{SECRET}")
+    refused = named(spans, "enqueue mail")[-1]
+    assert refused.attributes is not None
+    assert refused.attributes["error.type"] == "DuplicateJob"
+    assert refused.status.status_code is StatusCode.ERROR
+    _no_secret_in(named(spans, ""))
+
+
+def test_a_job_carries_its_trace_and_not_the_callers_baggage(
+    hg: Headgate, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("the-host")
+    with tracer.start_as_current_span("POST /signup"):
+        token = context.attach(baggage.set_baggage("user.email", SECRET))
+        try:
+            job = hg.enqueue("mail")
+        finally:
+            context.detach(token)
+    (recorded,) = hg._store.log.read_stream(job_stream(job.id))
+    carried = recorded.event.trace_context
+    assert carried is not None and "traceparent" in json.loads(carried)
+    assert SECRET not in carried
 
 
 @AND_MEMORY
