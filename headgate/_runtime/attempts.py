@@ -325,6 +325,8 @@ class Attempt:
                 f"snoozed {self.claim.snoozes} times already; the limit is "
                 f"{self._rules.max_snoozes} (WorkerConfig.max_snoozes)"
             )
+        if isinstance(error, InvalidResult):  # a child's handler's result, checked there
+            return Outcome(now_ms, error=error_record(error, keep_messages=keep))
         if error is not None:
             return Outcome(
                 now_ms,

@@ -52,6 +52,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Final, Protocol
 
+from headgate._domain.job_rules import DEFAULT_MAX_RESULT_BYTES, InvalidResult, checked_result
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._runtime.handlers import JobContext
@@ -71,6 +72,9 @@ class ChildLimits:
     memory_limit_mb: int | None = None
     """The child's address space (RLIMIT_AS) in MiB; beyond it allocations raise
     MemoryError in the handler. None: no limit."""
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """A result is checked against this in the child, so that one too large
+    never crosses to the worker (InvalidResult, as for a thread's handler)."""
 
 
 class ChildAttempt(Protocol):
@@ -288,7 +292,7 @@ class ChildPool:
         life_read, life_write = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=serve_parent,
-            args=(theirs, life_read, self._limits.memory_limit_mb),
+            args=(theirs, life_read, self._limits),
             name="headgate-child",
             daemon=True,
         )
@@ -382,7 +386,7 @@ def _death(exitcode: int | None) -> str:
 # the child's side ---------------------------------------------------------------
 
 
-def serve_parent(connection: Connection, lifeline: Connection, memory_limit_mb: int | None) -> None:
+def serve_parent(connection: Connection, lifeline: Connection, limits: ChildLimits) -> None:
     """A child's life: run each handler its parent sends, answer, until the pipe
     closes. It leads a process group of its own, so that a kill reaches what
     its handlers start; stop signals are its parent's to act on, so it ignores
@@ -391,8 +395,8 @@ def serve_parent(connection: Connection, lifeline: Connection, memory_limit_mb: 
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, signal.SIG_IGN)
     threading.Thread(target=_die_with_parent, args=(lifeline,), daemon=True).start()
-    if memory_limit_mb is not None:
-        limit = memory_limit_mb * 1024 * 1024
+    if limits.memory_limit_mb is not None:
+        limit = limits.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     while True:
         try:
@@ -402,7 +406,7 @@ def serve_parent(connection: Connection, lifeline: Connection, memory_limit_mb: 
         except Exception as error:  # a request it cannot load (its handler's module): the answer
             connection.send(("error", _exception_payload(error)))
             continue
-        connection.send(_answer(request))
+        connection.send(_answer(request, limits.max_result_bytes))
 
 
 def _die_with_parent(lifeline: Connection) -> None:
@@ -415,16 +419,17 @@ def _die_with_parent(lifeline: Connection) -> None:
     os._exit(1)
 
 
-def _answer(request: _Request) -> tuple[str, Any]:
+def _answer(request: _Request, max_result_bytes: int) -> tuple[str, Any]:
+    """The handler's result, checked here (plain JSON within the limit: what
+    travels back is then small and always loads), or what it raised."""
     try:
         result = request.function(JobContext(**request.context))
     except BaseException as error:  # the host's code: whatever it raises is its answer
         return ("error", _exception_payload(error))
     try:
-        pickle.loads(pickle.dumps(result))
-    except Exception as error:  # a result that cannot travel (there and back) fails the attempt
-        return ("error", _exception_payload(TypeError(f"its result cannot be sent back: {error}")))
-    return ("result", result)
+        return ("result", checked_result(result, max_result_bytes))
+    except InvalidResult as invalid:
+        return ("error", _exception_payload(invalid))
 
 
 def _exception_payload(error: BaseException) -> tuple[bytes | None, str, str, str]:

@@ -174,7 +174,9 @@ class WorkerConfig:
 
     @property
     def child_limits(self) -> ChildLimits:
-        return ChildLimits(self.max_jobs_per_child, self.child_memory_limit_mb)
+        return ChildLimits(
+            self.max_jobs_per_child, self.child_memory_limit_mb, self.max_result_bytes
+        )
 
     @property
     def heartbeat_every_ms(self) -> int:

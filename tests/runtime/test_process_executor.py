@@ -223,9 +223,25 @@ def test_a_result_that_cannot_come_back_fails_its_attempt_at_once(
     assert wait_for(hg, odd.id, {"failed"}) == "failed"
     assert time.monotonic() - began < 10, "failed when it answered, not at its timeout"
     ended = hg.get_job(odd.id).attempt_history[0]
-    assert (ended.outcome, ended.error_type) == ("failed", "TypeError")
+    assert ended.outcome == "failed"
+    assert str(ended.error_type).endswith("InvalidResult"), ended.error_type
     after = hg.enqueue("pid")  # its one slot still serves
     assert wait_for(hg, after.id, {"completed"}) == "completed"
+
+
+def return_two_megabytes(job: JobContext) -> str:
+    return "x" * 2_000_000
+
+
+def test_a_result_over_the_limit_is_refused_in_the_child(make: Callable[..., Headgate]) -> None:
+    hg = make()
+    hg.handler("big", executor="process", max_attempts=1)(return_two_megabytes)
+    hg.start(WorkerConfig(poll_interval_ms=50, max_result_bytes=1_000), scheduler=False)
+    big = hg.enqueue("big")
+    assert wait_for(hg, big.id, {"failed"}) == "failed"
+    ended = hg.get_job(big.id).attempt_history[0]
+    assert str(ended.error_type).endswith("InvalidResult")
+    assert "the limit is 1000" in str(ended.error_message)
 
 
 def test_an_idle_child_that_died_is_replaced_not_blamed_on_the_next_job(
