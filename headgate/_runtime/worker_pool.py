@@ -277,8 +277,7 @@ class WorkerPool:
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
                 )
-                if crashed:
-                    self._record_crashes(transaction, crashed)
+                recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
         except StoreError:
             self._rescuer.forget_crashes()
@@ -286,10 +285,13 @@ class WorkerPool:
                 "could not record jobs' ends; trying again", ended=len(ended), exc_info=True
             )
             return
+        except BaseException:
+            self._rescuer.forget_crashes()
+            raise
         for (attempt, append, ended_at), result in zip(ends, results, strict=True):
             self._settle(attempt, append, result, ended_at_ms=ended_at)
         if crashed:
-            self._settle_crashes(crashed)
+            self._settle_crashes(crashed, recorded)
         for claimed, spec in claims:
             self._start(claimed, spec)
 
@@ -391,9 +393,12 @@ class WorkerPool:
             **origin_fields(claimed),
         )
 
-    def _record_crashes(self, transaction: WriteTransaction, crashed: Sequence[Attempt]) -> None:
+    def _record_crashes(
+        self, transaction: WriteTransaction, crashed: Sequence[Attempt]
+    ) -> set[str]:
         """Record a crash of each job whose child process died: as a worker's death
-        is (crash count, quarantine at the crash limit), the job alone to blame."""
+        is (crash count, quarantine at the crash limit), the job alone to blame.
+        The ids of the jobs recorded: one cancelled or rescued meanwhile is not."""
         ids = {attempt.claim.job_id: attempt.claim.attempt for attempt in crashed}
         rows = [
             row
@@ -401,14 +406,24 @@ class WorkerPool:
             if row.job_id in ids and row.attempts + 1 == ids[row.job_id]
         ]
         self._rescuer.take_back_crashed(transaction, rows)
+        return {row.job_id for row in rows}
 
-    def _settle_crashes(self, crashed: Sequence[Attempt]) -> None:
+    def _settle_crashes(self, crashed: Sequence[Attempt], recorded: set[str]) -> None:
         self._rescuer.report_crashes()
         for attempt in crashed:
             claimed = attempt.claim
             with self._lock:
                 if self._runs.get(claimed.job_id) is attempt:
                     del self._runs[claimed.job_id]
+            if claimed.job_id not in recorded:
+                log.info(
+                    "a handler's child process died after its job had moved on; "
+                    "nothing is recorded",
+                    job_id=claimed.job_id,
+                    kind=claimed.kind,
+                    attempt=claimed.attempt,
+                )
+                continue
             self.stats.crashed += 1
             self._recorder.attempt_ended(claimed.queue, claimed.kind, "crashed", None)
             log.warning(
