@@ -136,26 +136,17 @@ def attempt_span(
         attributes["headgate.schedule_id"], attributes["headgate.tick_ms"] = origin
     tracer = trace.get_tracer(TRACER)
     linked = trace.get_current_span(parent).get_span_context() if parent is not None else None
-    if first and parent is not None:
-        started = tracer.start_as_current_span(
-            f"run {kind}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-    else:
-        links = [Link(linked)] if linked is not None and linked.is_valid else []
-        started = tracer.start_as_current_span(
-            f"run {kind}",
-            context=_ROOT,
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
+    continues = first and parent is not None
+    links = [] if continues or linked is None or not linked.is_valid else [Link(linked)]
+    started = tracer.start_as_current_span(
+        f"run {kind}",
+        context=parent if continues else _ROOT,
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
     with started as span:
         try:
             yield span

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from headgate import Headgate
+from tests.processes import process_running
 from tests.web.serving import headgate_command, serving, wait_until_answering
 
 APP = textwrap.dedent(
@@ -154,15 +155,6 @@ def test_a_worker_replaces_its_handlers_child_processes_after_max_jobs_per_child
     assert "Traceback" not in output
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead and not yet reaped, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
 def _worker_of_naps(tmp_path: Path) -> subprocess.Popen[str]:
     """A worker leading a process group of its own, as under a supervisor."""
     return subprocess.Popen(
@@ -207,13 +199,13 @@ def test_a_child_dies_with_its_worker_so_a_rescued_job_never_runs_twice_at_once(
             client.enqueue("nap", {"path": str(started), "seconds": 60}, queue="files")
             _wait_for(started)
             child = int(started.read_text())
-            assert child != worker.pid and _running(child)
+            assert child != worker.pid and process_running(child)
             worker.kill()  # SIGKILL: the worker cannot tell its child anything
             worker.wait(timeout=10)
             deadline = time.monotonic() + 5
-            while _running(child) and time.monotonic() < deadline:
+            while process_running(child) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert not _running(child), "the child ran on after its worker died"
+            assert not process_running(child), "the child ran on after its worker died"
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)

@@ -23,6 +23,7 @@ import pytest
 
 from headgate import Headgate, JobContext, Retry, RuntimeConfig, ValidationError, WorkerConfig
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from tests.processes import process_running
 
 LATE_MS = 500
 """The most the median tick may commit late beside four CPU-bound handlers:
@@ -164,18 +165,9 @@ def test_a_child_killed_at_its_deadline_takes_the_processes_it_started_with_it(
     assert hg.get_job(job.id).attempt_history[0].outcome == "timed_out"
     sleeper = int(pid_file.read_text())
     ends = time.monotonic() + 5
-    while _alive(sleeper) and time.monotonic() < ends:
+    while process_running(sleeper) and time.monotonic() < ends:
         time.sleep(0.05)
-    assert not _alive(sleeper), "the handler's own process outlived its killed child"
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
+    assert not process_running(sleeper), "the handler's own process outlived its killed child"
 
 
 def test_a_stuck_child_holds_no_slot_after_its_deadline(make: Callable[..., Headgate]) -> None:
