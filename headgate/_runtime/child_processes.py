@@ -12,7 +12,7 @@ at once), can be held to a memory limit, and runs on a core of its own.
   module-level function, and the module's top level must not start anything.
 * A child is kept for the next attempt, up to `max_jobs_per_child`, then
   replaced; one that raised MemoryError is replaced too.
-* The thread that runs the attempt waits on the child's pipe and its process.
+* The thread that runs the attempt waits on the child's pipe.
   When the attempt is told to stop (its deadline passed, its job was
   cancelled, the worker gave it back), the child is killed with SIGKILL,
   with every process it started: each child leads a process group of its
