@@ -6,11 +6,17 @@ imported. It checks the version and the package data, then serves: a schedule
 created over the API ticks, the console and Swagger UI answer, a worker runs
 the tick's job with a handler, and a PostgreSQL URL without the extra says
 which extra to install. Each wait has a deadline; the first failure exits 1.
+A server that does not come up in time is made to print every thread's stack
+(faulthandler, on SIGABRT) before the failure is reported, with what it wrote
+and what else kept the machine busy, so that a slow start can be told from a
+hang.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -24,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 DEADLINE_S = 30.0
+START_DEADLINE_S = 90.0
+"""For serve to listen: a fresh venv's first start on a loaded machine."""
 SERVING_LINE = re.compile(r"headgate: serving .* on (http://\S+)/\n")
 HANDLER_MODULE = """\
 from pathlib import Path
@@ -46,15 +54,19 @@ def check(condition: bool, what: str) -> None:
     print(f"smoke: ok: {what}")
 
 
-def wait_for(what: str, probe: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
+class TimedOut(Exception):
+    pass
+
+
+def wait_for(what: str, probe: Callable[[], Any], deadline_s: float = DEADLINE_S) -> Any:
+    started = time.monotonic()
+    while time.monotonic() < started + deadline_s:
         found = probe()
         if found:
-            print(f"smoke: ok: {what}")
+            print(f"smoke: ok: {what} ({time.monotonic() - started:.1f} s)")
             return found
         time.sleep(0.2)
-    sys.exit(f"smoke: FAILED: {what} (not within {DEADLINE_S:.0f} s)")
+    raise TimedOut(f"{what} (not within {deadline_s:.0f} s)")
 
 
 def request(url: str, method: str = "GET", body: object = None) -> tuple[int, bytes]:
@@ -113,15 +125,19 @@ def check_postgresql_needs_its_extra(directory: Path) -> None:
     )
 
 
-def serve(directory: Path, db: str) -> tuple[subprocess.Popen[bytes], str]:
-    err = directory / "serve.err"
-    with err.open("wb") as stderr:
-        process = subprocess.Popen(
+def start_serving(directory: Path, db: str) -> subprocess.Popen[bytes]:
+    with (directory / "serve.err").open("wb") as stderr:
+        return subprocess.Popen(
             [Path(sys.executable).with_name("headgate"), "serve", "--port", "0", "--db", db],
             cwd=directory,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
+
+
+def serving_address(process: subprocess.Popen[bytes], directory: Path) -> str:
+    err = directory / "serve.err"
 
     def printed() -> str | None:
         if process.poll() is not None:
@@ -129,14 +145,33 @@ def serve(directory: Path, db: str) -> tuple[subprocess.Popen[bytes], str]:
         found = SERVING_LINE.search(err.read_text())
         return found[1] if found else None
 
-    return process, wait_for("headgate serve listens", printed)
+    try:
+        address: str = wait_for("headgate serve listens", printed, START_DEADLINE_S)
+    except TimedOut:
+        process.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        raise
+    return address
+
+
+def print_machine_load() -> None:
+    print(f"smoke: load average {os.getloadavg()}", file=sys.stderr)
+    busiest = subprocess.run(
+        ["ps", "-eo", "pid,ppid,pcpu,etime,args", "--sort=-pcpu"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    print("\n".join(busiest.splitlines()[:15]), file=sys.stderr)
 
 
 def check_serving(directory: Path) -> None:
     db = f"sqlite:///{directory / 'smoke.db'}"
-    server, base = serve(directory, db)
+    server = start_serving(directory, db)
     worker: subprocess.Popen[bytes] | None = None
     try:
+        base = serving_address(server, directory)
         status, _ = request(
             f"{base}/api/v1/periodic/smoke",
             "PUT",
@@ -173,10 +208,10 @@ def check_serving(directory: Path) -> None:
             process.send_signal(signal.SIGTERM)
             check(process.wait(timeout=DEADLINE_S) == 0, f"{name} stops cleanly on SIGTERM")
     finally:
-        for process in (worker, server):
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.wait()
+        for left in (worker, server):
+            if left is not None and left.poll() is None:
+                left.kill()
+                left.wait()
 
 
 def main() -> None:
@@ -184,7 +219,13 @@ def main() -> None:
         directory = Path(scratch)
         check_installed()
         check_postgresql_needs_its_extra(directory)
-        check_serving(directory)
+        try:
+            check_serving(directory)
+        except TimedOut as timed_out:
+            for written in sorted(directory.glob("*.err")):
+                print(f"smoke: {written.name}:\n{written.read_text()[-4000:]}", file=sys.stderr)
+            print_machine_load()
+            sys.exit(f"smoke: FAILED: {timed_out}")
     print("smoke: passed")
 
 
