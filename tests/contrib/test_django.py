@@ -360,3 +360,45 @@ def test_bad_options_name_the_option(project_env: dict[str, str], tmp_path: Path
     assert "unknown option 'max_atempts'" in seen[0]
     assert "max_attempts" in seen[1]
     assert "executor" in seen[2]
+
+
+def test_a_store_that_cannot_open_with_its_database_is_warned_of_once(tmp_path: Path) -> None:
+    """An in-memory SQLite database cannot hold a store other processes open:
+    the warning comes at the first connection, not at every one Django opens
+    (one per thread)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.django_project.settings",
+        "HEADGATE_DJANGO_DATABASE": "sqlite:///:memory:",
+        "HEADGATE_DJANGO_ELSEWHERE": str(tmp_path / "elsewhere.db"),
+        "PYTHONPATH": str(ROOT),
+    }
+    code = """
+        import django
+        django.setup()
+        import threading
+        from django.db import connections
+        for _ in range(3):  # a connection of its own per thread
+            opening = threading.Thread(target=lambda: connections["default"].ensure_connection())
+            opening.start()
+            opening.join()
+        """
+    finished = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr
+    warned = [
+        line
+        for line in (finished.stdout + finished.stderr).splitlines()
+        if "did not open with its database" in line
+    ]
+    assert sorted(line.split("backend=")[1].split()[0] for line in warned) == [
+        "children",
+        "default",
+    ], warned

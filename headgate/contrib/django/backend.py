@@ -254,6 +254,10 @@ def forget_backends() -> None:
             each.opened.close()
 
 
+_WARNED_NOT_OPENED: set[str] = set()
+"""The task backends whose store did not open with their database, warned of."""
+
+
 def open_stores_on(sender: object, connection: Any, **_: object) -> None:
     """Open the store of every Headgate task backend kept in the database Django
     has just connected to (Django's `connection_created`), before Django begins
@@ -262,7 +266,8 @@ def open_stores_on(sender: object, connection: Any, **_: object) -> None:
     opened by an enqueue there would wait for a lock it can never get.
 
     A store that cannot open now (an in-memory test database, a store not
-    yet reachable) is left to open at its first use, which raises there."""
+    yet reachable) is left to open at its first use, which raises there; it
+    is warned of once per backend, not at every connection Django opens."""
     from django.conf import settings  # noqa: PLC0415 (read at the signal, once Django is set up)
 
     for alias in getattr(settings, "TASKS", {}):
@@ -273,6 +278,11 @@ def open_stores_on(sender: object, connection: Any, **_: object) -> None:
             if backend.keeps_store_in(connection.alias):
                 backend.headgate  # noqa: B018 (opened on first use)
         except Exception as error:
+            with _SHARED_LOCK:
+                warned = alias in _WARNED_NOT_OPENED
+                _WARNED_NOT_OPENED.add(alias)
+            if warned:
+                continue
             log.warning(
                 "a Headgate task backend's store did not open with its database; "
                 "it opens at its first use",
