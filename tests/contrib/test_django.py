@@ -60,10 +60,10 @@ def project_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict
     drop_postgres_schema(server, schema)
 
 
-def run_django(env: dict[str, str], code: str) -> list[object]:
-    """Run `code` after the preamble in a Django process; what it printed, as JSON lines."""
+def run_python(env: dict[str, str], code: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a Python process of its own, which must exit 0."""
     finished = subprocess.run(
-        [sys.executable, "-c", PREAMBLE + textwrap.dedent(code)],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -72,6 +72,12 @@ def run_django(env: dict[str, str], code: str) -> list[object]:
         check=False,
     )
     assert finished.returncode == 0, finished.stderr
+    return finished
+
+
+def run_django(env: dict[str, str], code: str) -> list[object]:
+    """Run `code` after the preamble in a Django process; what it printed, as JSON lines."""
+    finished = run_python(env, PREAMBLE + textwrap.dedent(code))
     return [
         json.loads(line)
         for line in finished.stdout.splitlines()
@@ -383,16 +389,7 @@ def test_a_store_that_cannot_open_with_its_database_is_warned_of_once(tmp_path: 
             opening.start()
             opening.join()
         """
-    finished = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert finished.returncode == 0, finished.stderr
+    finished = run_python(env, textwrap.dedent(code))
     warned = [
         line
         for line in (finished.stdout + finished.stderr).splitlines()
