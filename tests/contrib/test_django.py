@@ -40,23 +40,26 @@ backend = task_backends["default"]
 """
 
 
-@pytest.fixture(params=BACKENDS)
-def project_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The environment of a Django process of the test project, on a new database."""
-    env = {
+def project_environment(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of a Django process of the test project on `database_url`."""
+    return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.django_project.settings",
+        "HEADGATE_DJANGO_DATABASE": database_url,
         "HEADGATE_DJANGO_ELSEWHERE": str(tmp_path / "elsewhere.db"),
         "PYTHONPATH": str(ROOT),
     }
+
+
+@pytest.fixture(params=BACKENDS)
+def project_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of a Django process of the test project, on a new database."""
     if request.param == "sqlite":
-        env["HEADGATE_DJANGO_DATABASE"] = f"sqlite:///{tmp_path / 'project.db'}"
-        yield env
+        yield project_environment(f"sqlite:///{tmp_path / 'project.db'}", tmp_path)
         return
     server = request.getfixturevalue("postgres_server_url")
     url, schema = fresh_postgres_url(server)
-    env["HEADGATE_DJANGO_DATABASE"] = url
-    yield env
+    yield project_environment(url, tmp_path)
     drop_postgres_schema(server, schema)
 
 
@@ -372,13 +375,7 @@ def test_a_store_that_cannot_open_with_its_database_is_warned_of_once(tmp_path: 
     """An in-memory SQLite database cannot hold a store other processes open:
     the warning comes at the first connection, not at every one Django opens
     (one per thread)."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.django_project.settings",
-        "HEADGATE_DJANGO_DATABASE": "sqlite:///:memory:",
-        "HEADGATE_DJANGO_ELSEWHERE": str(tmp_path / "elsewhere.db"),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = project_environment("sqlite:///:memory:", tmp_path)
     code = """
         import django
         django.setup()
