@@ -244,18 +244,19 @@ def _configured(alias: str, options: Mapping[str, Any]) -> _Shared:
     return _Shared(alias, database, url, executor, defaults)
 
 
+_WARNED_NOT_OPENED: set[str] = set()
+"""The task backends whose store did not open with their database, warned of."""
+
+
 def forget_backends() -> None:
     """Close every backend's Headgate and forget them (for tests that change TASKS)."""
     with _SHARED_LOCK:
         shared = list(_SHARED.values())
         _SHARED.clear()
+        _WARNED_NOT_OPENED.clear()
     for each in shared:
         if each.opened is not None:
             each.opened.close()
-
-
-_WARNED_NOT_OPENED: set[str] = set()
-"""The task backends whose store did not open with their database, warned of."""
 
 
 def open_stores_on(sender: object, connection: Any, **_: object) -> None:
