@@ -7,8 +7,33 @@ exception types or messages.
 
 from __future__ import annotations
 
+from typing import Any
 
-class HeadgateError(Exception):
+
+def _rebuilt(
+    kind: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
+) -> BaseException:
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class KeptWhole(Exception):
+    """An exception that crosses a process boundary (pickle) as it was raised.
+
+    Pickle rebuilds an exception by calling its class with its `args`, which an
+    `__init__` that takes other arguments than its message refuses (Snooze takes
+    seconds, ValidationError a field and a rule): this one is rebuilt from its
+    args and attributes without calling `__init__` again. A handler run with
+    `executor="process"` raises it in its child and the worker gets it whole.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+class HeadgateError(KeptWhole):
     """Base class of every error Headgate raises on purpose."""
 
 

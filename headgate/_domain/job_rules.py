@@ -38,6 +38,7 @@ from headgate._domain.events import (
     JobQuarantined,
 )
 from headgate._domain.retry import DEFAULT_RETRY, Retry
+from headgate._errors import KeptWhole
 from headgate._json import JsonValue, canonical_json
 
 DEFAULT_MAX_ATTEMPTS: Final = 25
@@ -105,7 +106,7 @@ def _seconds(milliseconds: int) -> str:
     return str(whole) if rest == 0 else f"{whole}.{rest:03d}".rstrip("0")
 
 
-class InvalidResult(Exception):
+class InvalidResult(KeptWhole):
     """A handler returned what the store cannot keep: the attempt fails with this."""
 
 

@@ -32,6 +32,7 @@ from headgate._domain.cron_fields import (
     parse_field,
 )
 from headgate._domain.wallclock import WallClock
+from headgate._errors import KeptWhole
 
 MAX_SPEC_LENGTH: Final = 512
 MAX_EVERY_MS: Final = 10**12  # about 31.7 years
@@ -60,7 +61,7 @@ form (which is also what is stored: `@daily` and `0 0 * * *` are one schedule)."
 MAX_INSTANT_MS: Final = 253_402_300_799_999
 
 
-class InvalidSpec(ValueError):
+class InvalidSpec(KeptWhole, ValueError):
     """A schedule specification was rejected; the message says why."""
 
 

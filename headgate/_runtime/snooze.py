@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from headgate._errors import ValidationError
+from headgate._errors import KeptWhole, ValidationError
 
 MAX_SNOOZE_S: Final = 7 * 24 * 3600.0
 DEFAULT_MAX_SNOOZES: Final = 100
 
 
-class Snooze(Exception):
+class Snooze(KeptWhole):
     """Raise from a handler to run its job again `seconds` from now, its attempt
     not counted."""
 
@@ -37,6 +37,6 @@ class Snooze(Exception):
         return max(int(self.seconds * 1000), 1)
 
 
-class SnoozeLimitExceeded(Exception):
+class SnoozeLimitExceeded(KeptWhole):
     """A job snoozed more often than `WorkerConfig.max_snoozes` allows: its attempt
     fails instead."""

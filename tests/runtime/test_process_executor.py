@@ -21,7 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from headgate import Headgate, JobContext, Retry, RuntimeConfig, ValidationError, WorkerConfig
+from headgate import (
+    Headgate,
+    JobContext,
+    Retry,
+    RuntimeConfig,
+    Snooze,
+    ValidationError,
+    WorkerConfig,
+)
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from tests.processes import process_running
 
@@ -77,6 +85,12 @@ def refuse(job: JobContext) -> None:
 
 def raise_two_arguments(job: JobContext) -> None:
     raise NeedsTwoArguments(7, "no")
+
+
+def snooze_first_time(job: JobContext) -> int:
+    if job.snoozes == 0:
+        raise Snooze(0.1)
+    return job.snoozes
 
 
 def die(job: JobContext) -> None:
@@ -199,6 +213,20 @@ def test_an_exception_comes_back_as_its_class_for_the_retry_policy(
     assert wait_for(hg, two.id, {"failed"}) == "failed"
     ended = hg.get_job(two.id).attempt_history[0]
     assert (ended.error_type, ended.error_message) == (f"{__name__}.NeedsTwoArguments", "7: no")
+
+
+def test_a_snooze_in_a_child_snoozes_its_job(make: Callable[..., Headgate]) -> None:
+    hg = make()
+    hg.handler("snooze", executor="process", max_attempts=1)(snooze_first_time)
+    hg.start(QUICK, scheduler=False)
+    job = hg.enqueue("snooze")
+    assert wait_for(hg, job.id, {"completed", "failed"}) == "completed"
+    done = hg.get_job(job.id)
+    assert done.result == 1
+    assert [attempt.outcome for attempt in reversed(done.attempt_history)] == [
+        "snoozed",
+        "succeeded",
+    ]
 
 
 def test_a_result_that_cannot_come_back_fails_its_attempt_at_once(
