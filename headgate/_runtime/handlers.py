@@ -24,14 +24,30 @@ from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
 
 
+class Cancellation(threading.Event):
+    """Whether a handler should stop, read as a bool and waitable.
+
+    `if job.cancelled:` is true once it is set, as `job.cancelled.is_set()` is;
+    `job.cancelled.wait(5)` sleeps up to five seconds, and wakes at once when it
+    is set (a sleep a handler should end when told to)."""
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+    def __repr__(self) -> str:
+        return f"Cancellation({self.is_set()})"
+
+
 @dataclass(frozen=True)
 class JobContext:
     """One run of a job, as its handler sees it. Made by Headgate only.
 
-    `cancelled` is set when the handler should stop: its deadline passed, an
-    operator cancelled the job, or the worker is shutting down and gave the job
-    back. A sync handler should check it in long loops (an async one is
-    cancelled at its deadline); whatever it returns after that is not recorded.
+    `cancelled` becomes true when the handler should stop: its deadline passed,
+    an operator cancelled the job, a newer tick cancelled it
+    (`overlap="cancel_previous"`), or the worker is shutting down and gave the
+    job back. A sync handler checks it in long loops (`if job.cancelled:
+    return`) or sleeps on it (`job.cancelled.wait(seconds)`); an async one is
+    cancelled. Whatever a handler returns after it is set is not recorded.
     """
 
     id: str
@@ -46,7 +62,7 @@ class JobContext:
     periodic_origin: PeriodicOrigin | None
     deadline_ms: int
     """When this attempt times out (store time, epoch ms)."""
-    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    cancelled: Cancellation = field(default_factory=Cancellation, compare=False)
     snoozes: int = 0
     """Times its handler snoozed the job before (`headgate.Snooze`); attempts do not
     count them."""

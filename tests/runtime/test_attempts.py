@@ -98,6 +98,26 @@ def test_a_sync_handler_past_its_timeout_is_told_to_stop_and_recorded_timed_out_
     assert told == [True, True], "both were told at their deadline, and their results refused"
 
 
+def test_job_cancelled_reads_as_a_bool_that_turns_true_when_the_job_is_told_to_stop(
+    hg: Headgate, clock: FakeClock
+) -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    @hg.handler("slow", timeout_s=1, max_attempts=1)
+    def slow(job: JobContext) -> None:
+        told_before = told_after = False
+        if job.cancelled:
+            told_before = True
+        clock.advance(1_001)
+        job.cancelled.wait(5)
+        if job.cancelled:
+            told_after = True
+        seen.append((told_before, told_after))
+
+    _by_drain(hg, "slow")
+    assert seen == [(False, True)]
+
+
 def test_a_result_returned_after_the_deadline_is_refused_even_before_anyone_looked(
     hg: Headgate, clock: FakeClock
 ) -> None:
