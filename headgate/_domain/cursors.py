@@ -10,11 +10,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Final
 
 from headgate._errors import ValidationError
 
 MAX_CURSOR_LENGTH = 512
+_RULE: Final = "is not a cursor returned by this list; pass next_cursor back unchanged"
+_MS: Final = re.compile(r"[0-9]{1,19}")
+"""A time in a cursor: ASCII digits only (`str.isdigit` takes "²", which `int` refuses)."""
 MAX_PAGE: Final = 200
 """The most items a listing's page holds (the enqueue history: 100, all it shows)."""
 
@@ -31,14 +35,16 @@ def encode_cursor(kind: str, position: int | str) -> str:
 
 
 def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) -> int | str:
-    rule = "is not a cursor returned by this list; pass next_cursor back unchanged"
+    """The position of a cursor `encode_cursor` made for `kind`; anything else,
+    whatever a client crafted, is ValidationError("cursor", ...), never a
+    store's error: an integer position is within 0..2**63-1."""
     if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LENGTH:
-        raise ValidationError("cursor", rule)
+        raise ValidationError("cursor", _RULE)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         decoded = json.loads(raw)
-    except (binascii.Error, ValueError):
-        raise ValidationError("cursor", rule) from None
+    except (binascii.Error, ValueError, RecursionError):
+        raise ValidationError("cursor", _RULE) from None
     if (
         not isinstance(decoded, list)
         or len(decoded) != 2
@@ -46,7 +52,7 @@ def decode_cursor(kind: str, cursor: str, position_type: type[int] | type[str]) 
         or type(decoded[1]) is not position_type
         or not _storable(decoded[1])
     ):
-        raise ValidationError("cursor", rule)
+        raise ValidationError("cursor", _RULE)
     position: int | str = decoded[1]
     return position
 
@@ -57,20 +63,20 @@ def encode_timed_cursor(kind: str, at_ms: int, key: str) -> str:
 
 
 def decode_timed_cursor(kind: str, cursor: str) -> tuple[int, str]:
-    """(time, id) of a cursor `encode_timed_cursor` made for `kind`."""
+    """(time, id) of a cursor `encode_timed_cursor` made for `kind`: the time
+    ASCII digits within a 64-bit integer, the id not empty."""
     position = str(decode_cursor(kind, cursor, str))
     at_ms, _, key = position.partition(":")
-    if not at_ms.isdigit() or not key:
-        raise ValidationError(
-            "cursor", "is not a cursor returned by this list; pass next_cursor back unchanged"
-        )
+    if _MS.fullmatch(at_ms) is None or int(at_ms) >= 2**63 or not key:
+        raise ValidationError("cursor", _RULE)
     return int(at_ms), key
 
 
 def _storable(value: int | str) -> bool:
-    """A value both databases can compare: a 64-bit integer, or clean UTF-8 text."""
+    """A value both databases can compare: a 64-bit integer not negative (an
+    event id), or clean UTF-8 text."""
     if isinstance(value, int):
-        return -(2**63) <= value < 2**63
+        return 0 <= value < 2**63
     return is_clean_text(value, 255)
 
 
