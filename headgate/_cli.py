@@ -133,6 +133,14 @@ def _build_parser() -> argparse.ArgumentParser:
         f"headers ({defaults.body_timeout_s:g})",
     )
     serve.add_argument(
+        "--send-timeout",
+        type=seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
+        default=defaults.send_timeout_s,
+        metavar="S",
+        help="close a connection whose client leaves its response unread S seconds in all "
+        f"({defaults.send_timeout_s:g})",
+    )
+    serve.add_argument(
         "--max-connections",
         type=int_in(1, MAX_CONNECTIONS),
         default=defaults.max_connections,
@@ -287,7 +295,12 @@ def _serve(args: argparse.Namespace) -> int:
         app = create_app(hg, allowed_hosts=allowed_hosts)
         store = f"the store of {args.app}" if args.app else masked(args.db)
         address = address_of(args.host, sockets)
-        limits = ClientLimits(args.header_timeout, args.body_timeout, args.max_connections)
+        limits = ClientLimits(
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            send_timeout_s=args.send_timeout,
+            max_connections=args.max_connections,
+        )
         with hg:  # close() stops the runtime and releases the lease
             # A stop asked for while the runtime starts is kept for after it: then
             # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and

@@ -6,16 +6,22 @@ Slow clients. uvicorn closes an idle keep-alive connection after
 of a response, and the first byte received cancels it: a connection that never
 completes its headers, or trickles a body a byte at a time, is held open for
 ever, and a few hundred of them (slow loris) take every slot `limit_concurrency`
-allows, so everyone else gets 503. ASGI middleware cannot help: the app is
-called only once the headers are complete. So the HTTP protocol itself carries
-the deadlines (`SlowClientGuard`, uvicorn's h11 protocol with two timers): a
-request's headers must be complete within `header_timeout_s` of the connection
-being ready for them (opened, or done with the previous request), and its body
-within `body_timeout_s` of its headers; past either the connection is closed.
-Nothing times a request once it has been received: a slow handler, or a long
-response, is the app's business. `limit_concurrency` is the connection limit:
-past it uvicorn answers 503, and the deadlines bound how long any connection
-can hold its slot without a complete request.
+allows, so everyone else gets 503. The same holds the other way: a client that
+asks for a large file and never reads it leaves its response waiting, for ever,
+for room in the connection's buffers. ASGI middleware cannot help: the app is
+called only once the headers are complete, and its `send` simply waits. So the
+HTTP protocol itself carries the deadlines (`SlowClientGuard`, uvicorn's h11
+protocol with timers): a request's headers must be complete within
+`header_timeout_s` of the connection being ready for them (opened, or done with
+the previous request), and its body within `body_timeout_s` of its headers; and
+a response may wait on its client, while the client leaves what was sent unread
+(the transport's buffer full: asyncio has paused writing), `send_timeout_s` in
+all. Past any of them the connection is closed (aborted, when data it was sent
+is still unread: a graceful close would wait for the client to read it).
+Nothing else times a request: a slow handler is the app's business, and a long
+response to a client that keeps reading it is served to the end.
+`limit_concurrency` is the connection limit: past it uvicorn answers 503, and
+the deadlines bound how long any connection can hold its slot.
 """
 
 from __future__ import annotations
@@ -78,19 +84,29 @@ class _Server(uvicorn.Server):
 
 class SlowClientGuard(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose request's headers or
-    body are not complete in time (see the module docstring).
+    body are not complete in time, or whose client leaves its response unread
+    too long (see the module docstring).
 
     The phase a connection is in is h11's state of the client: IDLE until a
     request's headers are complete, SEND_BODY until its body is, then DONE (the
     app's turn) until the response ends and the next cycle starts at IDLE. Each
     change of phase replaces the one timer; the timer, on firing, closes the
     transport, which ends a request being read as a client disconnect would.
+
+    The send clock is separate: it runs while asyncio has paused writing (the
+    client is not taking what it was sent), stops when writing resumes, and
+    adds up over a request's response (from its headers' end to the next
+    request's); past `send_timeout_s` in all the transport is aborted, which
+    wakes the app's waiting `send` as a disconnect.
     """
 
     limits: ClassVar[ClientLimits] = ClientLimits()
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: str | None = None
+    _send_deadline: asyncio.TimerHandle | None = None
+    _stalled_since: float | None = None
+    _stalled_s: float = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -104,13 +120,27 @@ class SlowClientGuard(H11Protocol):
         super().on_response_complete()
         self._follow()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled_since is not None or self.transport.is_closing():
+            return
+        self._stalled_since = self.loop.time()
+        remaining = max(0.0, self.limits.send_timeout_s - self._stalled_s)
+        self._send_deadline = self.loop.call_later(remaining, self._send_expired)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_clock()
+
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._cancel()  # the connection is the WebSocket protocol's from here on
+        self._stop_send_clock()
         self._waiting_for = "upgrade"
         super().handle_websocket_upgrade(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
+        self._stop_send_clock()
         super().connection_lost(exc)
 
     def _follow(self) -> None:
@@ -120,6 +150,8 @@ class SlowClientGuard(H11Protocol):
         waiting_for = {h11.IDLE: "headers", h11.SEND_BODY: "body"}.get(state)
         if waiting_for == self._waiting_for:
             return
+        if self._waiting_for == "headers":
+            self._stalled_s = 0.0  # a new request: its response gets the whole send time
         self._cancel()
         self._waiting_for = waiting_for
         if waiting_for is None or self.transport.is_closing():
@@ -134,10 +166,24 @@ class SlowClientGuard(H11Protocol):
             self._deadline.cancel()
             self._deadline = None
 
+    def _stop_send_clock(self) -> None:
+        if self._stalled_since is not None:
+            self._stalled_s += self.loop.time() - self._stalled_since
+            self._stalled_since = None
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+            self._send_deadline = None
+
     def _expired(self) -> None:
         self._deadline = None
-        if not self.transport.is_closing():
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()  # close() would wait for the client to read it
+        elif not self.transport.is_closing():
             self.transport.close()
+
+    def _send_expired(self) -> None:
+        self._send_deadline = None
+        self.transport.abort()
 
 
 def guard_for(limits: ClientLimits) -> type[SlowClientGuard]:

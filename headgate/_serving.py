@@ -57,6 +57,8 @@ class ClientLimits:
     """From the connection being ready for a request to its headers' end."""
     body_timeout_s: float = 30.0
     """From the end of the headers to the end of the body."""
+    send_timeout_s: float = 30.0
+    """How long, in all, a response may wait on a client that does not take it."""
     max_connections: int = 256
     """Past it, requests are answered 503 until connections close."""
 

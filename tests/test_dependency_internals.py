@@ -74,9 +74,10 @@ def test_uvicorn_still_has_the_h11_protocol_the_slow_client_guard_extends() -> N
     from headgate._serving import ClientLimits
 
     hooks = ("connection_made", "data_received", "on_response_complete", "connection_lost")
-    for name in (*hooks, "handle_websocket_upgrade"):
+    flow = ("pause_writing", "resume_writing")
+    for name in (*hooks, *flow, "handle_websocket_upgrade"):
         assert callable(getattr(H11Protocol, name, None)), (
-            f"uvicorn's H11Protocol.{name} is gone: the header and body deadlines of "
+            f"uvicorn's H11Protocol.{name} is gone: the header, body and send deadlines of "
             "`headgate serve` are no longer armed; update headgate/_http_server.py"
         )
     source = inspect.getsource(H11Protocol.__init__)

@@ -56,3 +56,21 @@ def test_docs_under_a_mount_and_behind_the_token(hg: Headgate) -> None:
             # The assets are open, as the console's are; the document is not.
             headers = bearer if reference.endswith("openapi.json") else {}
             assert client.get(reference, headers=headers).status_code == 200, reference
+
+
+def test_only_the_files_the_page_loads_are_served(client: TestClient) -> None:
+    """The package's source maps (up to 1.9 MB each) and the bundles the page does
+    not load are 404: open to anyone, they were only more to make the server send."""
+    for name in (
+        "swagger-ui-bundle.js.map",
+        "swagger-ui.css.map",
+        "swagger-ui-es-bundle.js",
+        "swagger-ui.js",
+        "index.html",
+        "oauth2-redirect.html",
+    ):
+        response = client.get(f"/static/swagger-ui/{name}")
+        assert response.status_code == 404, name
+        assert response.headers["x-content-type-options"] == "nosniff"
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png"):
+        assert client.get(f"/static/swagger-ui/{name}").status_code == 200, name

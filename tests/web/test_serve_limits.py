@@ -223,6 +223,17 @@ def slow_clients(address: tuple[str, int]) -> Iterator[SlowClients]:
         clients.close()
 
 
+def _non_reader(address: tuple[str, int], path: str) -> socket.socket:
+    """A connection that asks for `path` and never reads the answer; its receive
+    buffer kept small, so the server's fill at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+    sock.settimeout(5)
+    sock.connect(address)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return sock
+
+
 def test_serve_closes_slow_clients_and_answers_the_rest(tmp_path: Path) -> None:
     header_s, body_s = 1.5, 3.0
     with serving_printed(
@@ -249,17 +260,62 @@ def test_serve_closes_slow_clients_and_answers_the_rest(tmp_path: Path) -> None:
     assert "Traceback" not in output, output
 
 
+def test_serve_frees_the_slots_of_clients_that_never_read_a_large_file(tmp_path: Path) -> None:
+    """The attack of issue 36: unauthenticated clients ask for Swagger UI's bundle
+    (1.5 MB; its 1.9 MB source map is no longer served) and never read it. Every
+    request, the probes' too, gets 503 only until the send deadline closes them."""
+    send_s = 2.0
+    flags = ("--send-timeout", str(send_s), "--max-connections", "4")
+    with serving_printed(tmp_path, *flags) as served:
+        host, port = served.base.removeprefix("http://").rsplit(":", 1)
+        assets = f"{served.base}/static/swagger-ui"
+        assert _get(f"{assets}/swagger-ui-bundle.js.map")[0] == 404
+        readers = [
+            _non_reader((host, int(port)), "/static/swagger-ui/swagger-ui-bundle.js")
+            for _ in range(3)
+        ]
+        try:
+            opened = time.monotonic()
+            assert _get(f"{served.base}/healthz")[0] == 503, "every slot is held"
+            while (status := _get(f"{served.base}/healthz")[0]) != 200:
+                assert status == 503
+                assert time.monotonic() - opened < send_s + 2 * SLACK_S, "slots held past it"
+                time.sleep(0.1)
+            assert time.monotonic() - opened >= send_s * 0.9, "freed before the send deadline"
+        finally:
+            for sock in readers:
+                sock.close()
+        served.process.terminate()
+        assert served.process.wait(timeout=30) == 0
+        assert "Traceback" not in served.output(), served.output()
+
+
 # the protocol, in this process -------------------------------------------------
 
 
+BIG_BYTES = 16 * 1024 * 1024
+"""/big's answer: far more than a connection's buffers hold."""
+CHUNK = b"x" * 65536
+
+
 async def _app(scope: dict[str, object], receive: object, send: object) -> None:
-    """Reads the body, then sleeps as long as the query says: a slow handler."""
+    """Reads the body, then sleeps as long as the query says: a slow handler;
+    /big answers BIG_BYTES, a chunk at a time, as a static file is sent."""
     assert scope["type"] == "http"
     assert callable(receive) and callable(send)
     more = True
     while more:
         message = await receive()
         more = message.get("more_body", False)
+    if scope["path"] == "/big":
+        length = str(BIG_BYTES).encode()
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", length)]}
+        )
+        for _ in range(BIG_BYTES // len(CHUNK)):
+            await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return
     query = bytes(scope["query_string"]).decode()  # type: ignore[arg-type]
     await asyncio.sleep(float(query or 0))
     await send(
@@ -273,11 +329,17 @@ class Guarded:
     address: tuple[str, int]
     server: uvicorn.Server
 
-    def wait_for_connections(self, count: int) -> None:
-        deadline = time.monotonic() + 10
-        while len(self.server.server_state.connections) < count:
-            assert time.monotonic() < deadline, f"the server never held {count} connections"
+    def wait_for_connections(self, count: int, within: float = 10) -> None:
+        """Until the server holds `count` connections, at least, or (0) none."""
+        deadline = time.monotonic() + within
+        while not self._holds(count):
+            held = len(self.server.server_state.connections)
+            assert time.monotonic() < deadline, f"the server holds {held}, not {count}"
             time.sleep(0.01)
+
+    def _holds(self, count: int) -> bool:
+        held = len(self.server.server_state.connections)
+        return held == 0 if count == 0 else held >= count
 
 
 @contextmanager
@@ -307,10 +369,14 @@ def guarded_server(limits: ClientLimits) -> Iterator[Guarded]:
             sock.close()
 
 
-def _request(address: tuple[str, int], query: str = "", timeout: float = 10) -> bytes:
+def _request(
+    address: tuple[str, int], query: str = "", timeout: float = 10, path: str = "/"
+) -> bytes:
     with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(f"GET /?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        return b"".join(iter(lambda: sock.recv(4096), b""))
+        sock.sendall(
+            f"GET {path}?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+        )
+        return b"".join(iter(lambda: sock.recv(1 << 20), b""))
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> float:
@@ -362,6 +428,33 @@ def test_past_the_connection_limit_requests_get_503_until_slow_ones_are_closed()
         clients.watch(until_s=1.0 + SLACK_S)
         assert max(clients.close_times(clients.headers)) <= 1.0 + SLACK_S
         assert _request(guarded.address).startswith(b"HTTP/1.1 200")
+
+
+def test_clients_that_never_read_their_answer_are_closed_at_the_send_deadline() -> None:
+    """They hold every slot (503 for everyone) only until the send deadline."""
+    limits = ClientLimits(
+        header_timeout_s=60, body_timeout_s=60, send_timeout_s=1.0, max_connections=4
+    )
+    with guarded_server(limits) as guarded:
+        readers = [_non_reader(guarded.address, "/big") for _ in range(3)]
+        try:
+            guarded.wait_for_connections(3)
+            opened = time.monotonic()
+            assert _request(guarded.address).startswith(b"HTTP/1.1 503")
+            guarded.wait_for_connections(0, within=1.0 + SLACK_S)
+            assert time.monotonic() - opened >= 0.8, "not before the send deadline"
+            assert _request(guarded.address).startswith(b"HTTP/1.1 200")
+        finally:
+            for sock in readers:
+                sock.close()
+
+
+def test_a_client_that_reads_a_long_answer_gets_all_of_it() -> None:
+    """The send deadline counts only the time the client leaves the answer unread."""
+    with guarded_server(ClientLimits(send_timeout_s=1.0)) as guarded:
+        response = _request(guarded.address, path="/big")
+    assert response.startswith(b"HTTP/1.1 200")
+    assert response.endswith(CHUNK) and len(response) > BIG_BYTES
 
 
 def test_answers_on_a_keep_alive_connection_are_not_held_back_by_nagle() -> None:
