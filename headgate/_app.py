@@ -74,11 +74,13 @@ from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
     NotFound,
     SchemaBehind,
+    SchemaIncomplete,
     SchemaTooNew,
     StoreClosed,
     StoreError,
     StoreUnavailable,
     ValidationError,
+    error_type_of,
 )
 from headgate._forksafe import renew_in_forked_children
 from headgate._json import JsonValue
@@ -143,6 +145,7 @@ _NOT_READY_BECAUSE: dict[type[StoreError], str] = {
     StoreClosed: "store_closed",
     SchemaBehind: "schema_behind",
     SchemaTooNew: "schema_too_new",
+    SchemaIncomplete: "schema_incomplete",
 }
 """Readiness reasons by error; any other store error: `store_unreachable`."""
 
@@ -1081,13 +1084,14 @@ class Headgate(AsyncOperations):
         return self._metrics.collector
 
     def readiness(self) -> Readiness:
-        """Whether this Headgate can serve: reads the store's schema revision now and
-        says why not instead of raising (a probe's question: see GET /readyz)."""
+        """Whether this Headgate can serve: reads the store's schema revision and
+        each of its tables now, and says why not instead of raising (a probe's
+        question: see GET /readyz)."""
         try:
             revision = self._store.schema_revision()
         except StoreError as error:
             reason = _NOT_READY_BECAUSE.get(type(error), "store_unreachable")
-            return Readiness(False, reason, str(error))
+            return Readiness(False, reason, masked(str(error)), error_type=error_type_of(error))
         return Readiness(True, schema_revision=revision)
 
     def compact(self) -> CompactionReport:

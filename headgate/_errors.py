@@ -94,6 +94,11 @@ class SchemaTooNew(StoreError):
     """The database was migrated by a newer Headgate than this one."""
 
 
+class SchemaIncomplete(StoreError):
+    """The store is at this Headgate's revision but lacks a table it needs (dropped
+    by hand, or a restore of part of it): every read of that table fails."""
+
+
 class DuplicateTickJobs(StoreError):
     """The store holds ticks with more than one job (made by enqueues that named a
     tick the scheduler had fired, before one job per tick was enforced): the
@@ -148,3 +153,11 @@ class TickHasJob(DuplicateJob):
         self.args = (f"tick {tick_ms} of schedule {schedule_id!r} already has its job {job_id}",)
         self.schedule_id = schedule_id
         self.tick_ms = tick_ms
+
+
+def error_type_of(error: BaseException) -> str:
+    """`error`'s class, and the driver's class behind it when it was translated
+    (`StoreUnavailable from OperationalError`): what a log line says a failure was."""
+    cause = error.__cause__
+    shown = type(error).__name__
+    return shown if cause is None else f"{shown} from {type(cause).__name__}"

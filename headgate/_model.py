@@ -557,12 +557,15 @@ class Readiness:
     ready: bool
     reason: str | None = None
     """Why not, as a stable code: `store_unreachable`, `store_closed`,
-    `schema_behind` or `schema_too_new`."""
+    `schema_behind`, `schema_too_new` or `schema_incomplete` (a table missing)."""
     detail: str | None = None
-    """The error behind the reason, for the operator's log: it may name the
-    store's host and carry the driver's message."""
+    """The error behind the reason, for the operator's log, its passwords masked:
+    it may name the store's host and carry the driver's message."""
     schema_revision: int | None = None
     """The store's schema revision, when it answered with this build's."""
+    error_type: str | None = None
+    """The class of the error behind the reason, and of the driver's error behind
+    that (`StoreUnavailable from OperationalError`)."""
 
 
 @dataclass(frozen=True)

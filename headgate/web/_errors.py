@@ -24,10 +24,14 @@ from headgate._errors import (
     StoreClosed,
     StoreUnavailable,
     ValidationError,
+    error_type_of,
 )
 from headgate._logs import get_logger
+from headgate._redact import masked
 
 MAX_BODY_BYTES: Final = 1024 * 1024
+_LOGGED_MESSAGE: Final = 500
+"""The most characters of an error's message a log line carries."""
 _FASTAPI_UNPARSABLE_BODY: Final = "There was an error parsing the body"
 """FastAPI's 400 when its JSON decoder fails with something other than a syntax error."""
 log = get_logger("headgate.web")
@@ -90,8 +94,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return error(503, "the server is shutting down; retry shortly")
 
     @app.exception_handler(StoreUnavailable)
-    async def _unavailable(_: Request, exc: StoreUnavailable) -> Response:
-        log.warning("store unavailable", path=_.url.path)
+    async def _unavailable(request: Request, exc: StoreUnavailable) -> Response:
+        # The cause goes to the log only (it may name the store's host), masked.
+        log.warning(
+            "store unavailable",
+            path=request.url.path,
+            error_type=error_type_of(exc),
+            error=masked(str(exc))[:_LOGGED_MESSAGE],
+        )
         return error(503, "the store is unavailable; retry shortly")
 
     @app.exception_handler(RequestValidationError)

@@ -2,8 +2,10 @@
 
 `/healthz`: the process answers (it reads nothing, so a store outage never gets
 a healthy process restarted). `/readyz`: it can serve, its store answering at
-this build's schema revision. Both are open without the API token (probes
-carry none) and left out of the OpenAPI document: they are for the
+this build's schema revision with every table the API reads there and readable
+(a row of each, every column: a table dropped by hand would make every API call
+a 503 while the revision still read right). Both are open without the API token
+(probes carry none) and left out of the OpenAPI document: they are for the
 infrastructure, not API clients (docs/reference/http-api.md documents them). A reason is a stable
 code and a sentence; the error behind it, which may name the store's host, goes
 only to the log.
@@ -25,6 +27,7 @@ _REASONS: Final = {
     "store_closed": "this Headgate was closed",
     "schema_behind": "the store's schema is behind this build: start a process that migrates it",
     "schema_too_new": "a newer Headgate migrated the store: upgrade this one",
+    "schema_incomplete": "a table this build needs is missing from the store: see the log",
 }
 router = APIRouter(include_in_schema=False)
 
@@ -42,7 +45,9 @@ def readyz(request: Request) -> JSONResponse:
     if readiness.ready:
         return JSONResponse({"status": "ready", "schema_revision": readiness.schema_revision})
     reason = readiness.reason or "store_unreachable"
-    log.warning("not ready", reason=reason, detail=readiness.detail)
+    log.warning(
+        "not ready", reason=reason, error_type=readiness.error_type, detail=readiness.detail
+    )
     return JSONResponse(
         {"status": "unavailable", "reason": reason, "message": _REASONS[reason]},
         status_code=503,

@@ -100,3 +100,59 @@ def test_probes_need_no_token_even_when_mounted(hg: Headgate) -> None:
 def test_probes_are_not_part_of_the_api_document(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert not {"/healthz", "/readyz"} & set(paths)
+
+
+def _drop_table(store_url: str, table: str) -> None:
+    store = SqlStore(store_url, FakeClock())
+    cascade = " CASCADE" if store.backend.name == "postgresql" else ""
+    with store.engine.begin() as connection:
+        connection.execute(text(f"DROP TABLE {table}{cascade}"))
+    store.close()
+
+
+def test_readyz_is_503_when_a_table_the_api_reads_is_missing(hg: Headgate, store_url: str) -> None:
+    """The revision still reads right; every call that reads the table would fail."""
+    _drop_table(store_url, "headgate_jobs")
+    with TestClient(create_app(hg, api_token="")) as client, capture_logs() as logs:
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "unavailable",
+        "reason": "schema_incomplete",
+        "message": "a table this build needs is missing from the store: see the log",
+    }
+    (logged,) = [line for line in logs if line["event"] == "not ready"]
+    assert logged["error_type"] == "SchemaIncomplete"
+    assert "lacks the table(s) headgate_jobs" in logged["detail"]
+
+
+def test_readyz_is_503_when_a_column_cannot_be_read(hg: Headgate, store_url: str) -> None:
+    store = SqlStore(store_url, FakeClock())
+    with store.engine.begin() as connection:
+        connection.execute(text("ALTER TABLE headgate_queue_turns DROP COLUMN turn"))
+    store.close()
+    with TestClient(create_app(hg, api_token="")) as client, capture_logs() as logs:
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    (logged,) = [line for line in logs if line["event"] == "not ready"]
+    assert logged["error_type"].startswith("Store")  # the driver's error, translated
+    assert "turn" in logged["detail"] and "reading the store's tables" in logged["detail"]
+
+
+def test_a_503_logs_its_cause_masked(hg: Headgate, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable(*_: object, **__: object) -> None:
+        try:
+            raise OSError("connection refused")
+        except OSError as cause:
+            raise StoreUnavailable(
+                "listing jobs: store unavailable: postgresql://app:hunter2@db/app refused"
+            ) from cause
+
+    monkeypatch.setattr(hg, "list_jobs", unavailable)
+    with TestClient(create_app(hg, api_token=""), base_url=LOCAL) as client, capture_logs() as logs:
+        response = client.get("/api/v1/jobs")
+    assert response.status_code == 503
+    assert "refused" not in response.text, "the cause stays in the log"
+    (logged,) = [line for line in logs if line["event"] == "store unavailable"]
+    assert logged["error_type"] == "StoreUnavailable from OSError"
+    assert logged["error"] == "listing jobs: store unavailable: postgresql://app:***@db/app refused"

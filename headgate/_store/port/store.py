@@ -62,10 +62,13 @@ class Store(ABC):
 
     @abstractmethod
     def schema_revision(self) -> int:
-        """The store's schema revision, read from it now, when it is this Headgate's.
-        Raises StoreUnavailable when the store cannot be reached, SchemaBehind or
-        SchemaTooNew when it is not (another build, or a restore, changed it
-        since it was opened), StoreClosed after `close`."""
+        """The store's schema revision, read from it now, when it is this Headgate's
+        and each of its tables is there and readable (what serving needs: a
+        readiness probe's question). Raises StoreUnavailable when the store
+        cannot be reached, SchemaBehind or SchemaTooNew when it is not at this
+        revision (another build, or a restore, changed it since it was opened),
+        SchemaIncomplete when a table is missing (StoreUnavailable or StoreError
+        when one is there but cannot be read), StoreClosed after `close`."""
 
     @abstractmethod
     def listen(self, on_enqueued: Callable[[str | None], None]) -> Listener | None:

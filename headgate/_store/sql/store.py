@@ -23,11 +23,12 @@ from headgate._store.sql.migrations import (
     require_current,
     require_existing,
     require_revision,
+    require_tables,
     schema_version,
 )
 from headgate._store.sql.projector import Projector
 from headgate._store.sql.queries import SqlReads
-from headgate._store.sql.schema import LIVE
+from headgate._store.sql.schema import LIVE, LOG
 from headgate._store.sql.worker_rows import SqlWorkers
 
 
@@ -91,6 +92,7 @@ class SqlStore(Store):
             raise StoreClosed("reading the schema version: the store is closed")
         revision = schema_version(self.engine)
         require_revision(revision, shown_url(self.database.url))
+        require_tables(self.engine, LOG, shown_url(self.database.url))
         return revision
 
     def listen(self, on_enqueued: Callable[[str | None], None]) -> Listener | None:

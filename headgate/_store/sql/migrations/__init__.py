@@ -29,10 +29,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, MetaData, func, inspect, select, text
 from sqlalchemy.engine import URL, Connection
 
-from headgate._errors import SchemaBehind, SchemaTooNew, StoreNotFound
+from headgate._errors import SchemaBehind, SchemaIncomplete, SchemaTooNew, StoreNotFound
 from headgate._logs import get_logger
 from headgate._store.port import SCHEMA_REVISION
 from headgate._store.sql.backends import backend_named, backend_of
@@ -49,6 +49,7 @@ __all__ = [
     "require_current",
     "require_existing",
     "require_revision",
+    "require_tables",
     "revision_id",
     "schema_version",
 ]
@@ -167,6 +168,29 @@ def require_revision(current: int, shown: str) -> None:
             "reads migrates nothing: run one that migrates (headgate serve, headgate "
             "projections rebuild, or Headgate(url) in code), then this again"
         )
+
+
+def require_tables(engine: Engine, metadata: MetaData, shown: str) -> None:
+    """Every table of `metadata` there, and each column of each one readable, in
+    one statement (a row at most of each): what serving needs, beyond the
+    revision, which a table dropped by hand leaves as it was. SchemaIncomplete
+    names the tables missing; a table there but unreadable (a column missing,
+    no privilege) is the driver's error, translated."""
+    with translated_errors("reading the store's tables"), engine.connect() as connection:
+        missing = sorted(set(metadata.tables) - set(inspect(connection).get_table_names()))
+        if missing:
+            raise SchemaIncomplete(
+                f"the store at {shown} lacks the table(s) {', '.join(missing)} of its "
+                f"schema revision {revision_id(LATEST_VERSION)}: restore the store from a "
+                "backup (a migration does not make them again at the same revision)"
+            )
+        probes = [
+            select(func.count())
+            .select_from(select(*table.columns).limit(1).subquery())
+            .scalar_subquery()
+            for table in metadata.sorted_tables
+        ]
+        connection.execute(select(*probes)).one()
 
 
 def _current_version(connection: Connection) -> int | None:
