@@ -306,6 +306,7 @@ class Headgate(AsyncOperations):
             self.config.limits,
             max_ticks=self.config.max_ticks_per_batch,
             on_enqueued=self._tick_jobs_enqueued,
+            on_jobs_taken=self._tell_workers_jobs_taken,
             recorder=self._metrics,
             hook_timeout_ms=self.config.hook_timeout_ms,
         )
@@ -814,11 +815,10 @@ class Headgate(AsyncOperations):
     def cancel_job(self, job_id: str) -> Job:
         """Cancel a pending or running job; JobStateConflict from any other state. A
         running one's handler is told (`job.cancelled`): at once in this process,
-        at its worker's next heartbeat elsewhere."""
+        and in another as soon as it hears of it (on PostgreSQL a notification, on
+        SQLite its next look at the file, within about 50 ms)."""
         job = Job.from_row(self._commands.cancel_job(job_id))
-        pool = self._pool
-        if pool is not None:
-            pool.check_now()
+        self._tell_workers_jobs_taken()
         return job
 
     def retry_job(self, job_id: str) -> Job:
@@ -1119,3 +1119,8 @@ class Headgate(AsyncOperations):
 
     def _tick_jobs_enqueued(self) -> None:
         self._poke_workers(due_now=True)
+
+    def _tell_workers_jobs_taken(self) -> None:
+        pool = self._pool
+        if pool is not None:
+            pool.check_now()

@@ -59,7 +59,7 @@ from headgate._domain.ids import (
     tick_job_id,
     tick_unique_key,
 )
-from headgate._domain.lifecycle import FINISHED_AS, JobAction, allows, refusal
+from headgate._domain.lifecycle import FINISHED_AS, JobAction, JobState, allows, refusal
 from headgate._domain.limits import ConcurrencyLimit, RateLimit, scope_of
 from headgate._domain.names import fingerprint_problem, require
 from headgate._domain.options import JobOptions, ScheduleDefinition
@@ -661,6 +661,8 @@ class Commands:
             _append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
             if isinstance(event, JobRetried):
                 transaction.notify_enqueued([row.queue])
+            elif row.state == JobState.RUNNING:
+                transaction.notify_jobs_taken()
             updated = transaction.job(job_id)
         assert updated is not None
         return updated

@@ -161,6 +161,9 @@ class FaultyTransaction(WriteTransaction):
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self._inner.notify_enqueued(queues)
 
+    def notify_jobs_taken(self) -> None:
+        self._inner.notify_jobs_taken()
+
 
 class FaultyLog(EventLog):
     def __init__(self, inner: EventLog, faults: Faults) -> None:

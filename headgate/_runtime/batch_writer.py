@@ -173,6 +173,8 @@ class BatchWriter:
         }
         if enqueued:
             transaction.notify_enqueued(enqueued)
+        if any(record is not None and record.takes_running_jobs for _, record in units):
+            transaction.notify_jobs_taken()
         changed: set[str] = set()
         for plan, (_, record), result in zip(owners, units, results, strict=True):
             if isinstance(result, ConcurrencyConflict):

@@ -36,6 +36,7 @@ from headgate._domain.events import (
     Outcome,
 )
 from headgate._domain.ids import fingerprint_of_text, tick_job_id, tick_unique_key
+from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JobOptions
 from headgate._domain.overlap import OverlapPolicy, is_serial
 from headgate._domain.spec import InvalidSpec, ScheduleSpec, parse_spec
@@ -112,6 +113,12 @@ class TickRecord:
     decision: Decision
     due_at_ms: int | None = None
     """The instant the tick was due at (None: the tick itself)."""
+
+    @property
+    def takes_running_jobs(self) -> bool:
+        """It cancels a running job of its schedule (cancel_previous): that job's
+        worker is to be told at once, wherever it runs."""
+        return any(live.state == JobState.RUNNING for live in self.decision.cancels)
 
 
 REALIGNED: Final = None

@@ -45,13 +45,16 @@ class TickProcessor:
         max_ticks: int = 1_000,
         *,
         on_enqueued: Callable[[], None] | None = None,
+        on_jobs_taken: Callable[[], None] | None = None,
         recorder: Recorder = NO_METRICS,
         hook_timeout_ms: int = DEFAULT_HOOK_TIMEOUT_MS,
     ) -> None:
         """`on_enqueued` is told after a batch enqueued jobs (wakes this process's
-        workers); `recorder` of every attempt recorded; `hook_timeout_ms` is each
-        hook call's budget."""
+        workers), `on_jobs_taken` after it cancelled running jobs (this process's
+        workers tell their handlers at once); `recorder` of every attempt
+        recorded; `hook_timeout_ms` is each hook call's budget."""
         self._on_enqueued = on_enqueued
+        self._on_jobs_taken = on_jobs_taken
         self._recorder = recorder
         self._clock = clock
         self._limits = limits or AdmissionLimits()
@@ -132,6 +135,10 @@ class TickProcessor:
         on a thread of their own: see `settle`)."""
         if self._on_enqueued is not None and any(r.decision.append_job for r in report.recorded):
             self._on_enqueued()
+        if self._on_jobs_taken is not None and any(
+            record.takes_running_jobs for record in report.recorded
+        ):
+            self._on_jobs_taken()
         for record in report.recorded:
             _log_attempt(record, report.committed_at_ms)
             self._count(record, report.committed_at_ms)

@@ -60,6 +60,7 @@ from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
+    JOBS_TAKEN,
     Claimant,
     Listener,
     Store,
@@ -72,6 +73,10 @@ log = get_logger("headgate.workers")
 CHILD_START_WAIT_S = 10.0
 """How long start() waits for the first child of process handlers to be ready, so
 that the first attempts' timeouts are not spent starting one."""
+MAYBE_TAKEN_EVERY_MS = 50
+"""The least time between two looks at the running jobs for a commit that may
+have cancelled one (SQLite's wake-ups do not say): its handler is told within
+about this much of the cancel."""
 
 
 @dataclass
@@ -150,6 +155,11 @@ class WorkerPool:
         self._next_beat_ms = 0
         self._next_rescue_ms = 0
         self._next_check_ms = 0
+        self._check_asked = threading.Event()
+        """Look at the running jobs at the next turn: one was cancelled."""
+        self._check_maybe = False
+        """Something was committed, maybe a cancel (SQLite cannot say what)."""
+        self._checked_at_ms = 0
         self._next_scheduled_ms: int | None = None
         self._due_now = False
         """The run_at of the earliest job scheduled for later, when one was seen."""
@@ -184,9 +194,9 @@ class WorkerPool:
         self._wake.set()
 
     def check_now(self) -> None:
-        """A job may have been taken from this worker (an operator cancelled it):
-        look at the running jobs now, not at the next heartbeat."""
-        self._next_check_ms = 0
+        """A job may have been taken from this worker (an operator or a newer tick
+        cancelled it): look at the running jobs now, not at the next heartbeat."""
+        self._check_asked.set()
         self._wake.set()
 
     def stop(self, timeout_s: float | None = None) -> None:
@@ -233,14 +243,27 @@ class WorkerPool:
         now = self._clock.now_ms()
         if now >= self._next_beat_ms:
             self._beat(now)
-        if now >= self._next_check_ms:
+        if self._check_asked.is_set() or now >= self._next_check_ms or self._maybe_taken(now):
+            self._check_asked.clear()  # before the reads: one asked meanwhile looks again
+            self._check_maybe = False
             self._notice_lost_jobs()
+            self._checked_at_ms = now
             self._next_check_ms = now + self._config.heartbeat_every_ms
         if now >= self._next_rescue_ms and not self._stopping.is_set():
             self._rescuer.run_once()  # before claiming: the dead's jobs are claimable now
             self._next_rescue_ms = now + self._config.rescue_interval_ms
         claiming = not self._stopping.is_set() and self._heartbeat_fresh(now)
         self._write(claiming=claiming, release=final)
+
+    def _maybe_taken(self, now_ms: int) -> bool:
+        """Woken by a commit that may have cancelled a job running here, and not
+        looked within `MAYBE_TAKEN_EVERY_MS`: every commit wakes a SQLite store's
+        workers, and each look reads every running job."""
+        return (
+            self._check_maybe
+            and now_ms - self._checked_at_ms >= MAYBE_TAKEN_EVERY_MS
+            and self.running > 0
+        )
 
     def _sleep_s(self) -> float:
         """Until the next thing due: a poll, a heartbeat, a rescue, or a job
@@ -251,6 +274,8 @@ class WorkerPool:
             self._next_beat_ms,
             self._next_rescue_ms,
         ]
+        if self._check_maybe:
+            due.append(self._checked_at_ms + MAYBE_TAKEN_EVERY_MS)
         if self._next_scheduled_ms is not None:
             due.append(self._next_scheduled_ms)
             self._next_scheduled_ms = None
@@ -529,7 +554,15 @@ class WorkerPool:
             return bool(self._runs)
 
     def _on_enqueued(self, queue: str | None) -> None:
-        if queue is None or queue in self.capacity:
+        """Heard from the store: a queue's enqueue, jobs taken from their workers
+        (`JOBS_TAKEN`), or, where the store cannot say what (None: SQLite), a
+        commit, which may have been either."""
+        if queue == JOBS_TAKEN:
+            self.check_now()
+        elif queue is None:
+            self._check_maybe = True
+            self._wake.set()
+        elif queue in self.capacity:
             self._wake.set()
 
     def _warn_of_kinds_nobody_serves(self) -> None:

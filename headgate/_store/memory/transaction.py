@@ -31,7 +31,14 @@ from headgate._store.memory.events import LogChanges, StoredEvent
 from headgate._store.memory.schema import LIVE_UNIQUE_KEY, TICK_ORIGIN
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.tables import TableChanges
-from headgate._store.port import ANY_VERSION, Unit, UnitResult, WorkerRow, WriteTransaction
+from headgate._store.port import (
+    ANY_VERSION,
+    JOBS_TAKEN,
+    Unit,
+    UnitResult,
+    WorkerRow,
+    WriteTransaction,
+)
 
 WHERE = "writing to the store"
 
@@ -228,6 +235,9 @@ class MemoryWriteTransaction(WriteTransaction):
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self.enqueued_on.update(queues)
+
+    def notify_jobs_taken(self) -> None:
+        self.enqueued_on.add(JOBS_TAKEN)
 
     # Admission facts
 

@@ -46,7 +46,14 @@ from headgate._store.port.event_log import (
     UnitResult,
 )
 from headgate._store.port.figures import StoreFigures
-from headgate._store.port.job_queue import JobFilter, JobQueue, JobReads, LimitsState, Listener
+from headgate._store.port.job_queue import (
+    JOBS_TAKEN,
+    JobFilter,
+    JobQueue,
+    JobReads,
+    LimitsState,
+    Listener,
+)
 from headgate._store.port.leases import Claimant, Fence, Lease, Leases
 from headgate._store.port.paging import Page
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
@@ -62,6 +69,7 @@ from headgate._store.port.workers import (
 __all__ = [
     "ANY_VERSION",
     "DAY_MS",
+    "JOBS_TAKEN",
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",

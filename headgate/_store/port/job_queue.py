@@ -6,6 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from headgate._domain.limits import RunningKey, Slots
 from headgate._projections import (
@@ -102,6 +103,15 @@ class JobQueue(ABC):
         listen (see `Store.listen`) for these queues; nothing where the backend
         cannot notify (they poll)."""
 
+    @abstractmethod
+    def notify_jobs_taken(self) -> None:
+        """When this transaction commits, tell the listening workers of every
+        process (their listener hears `JOBS_TAKEN`) that running jobs were taken
+        from their workers (cancelled): each looks at its running jobs now and
+        tells the handlers of those no longer its own to stop. Where the backend
+        cannot say what changed (SQLite: any commit wakes a listener with None),
+        a worker looks at its running jobs when woken."""
+
 
 class JobReads(ABC):
     """The jobs as workers, the API and the console read them, each read on its
@@ -160,6 +170,11 @@ class LimitsState:
             self.running,
             self.started,
         )
+
+
+JOBS_TAKEN: Final = "!taken"
+"""What a listener hears after `notify_jobs_taken`: no queue's name (a queue's
+starts with a letter or digit)."""
 
 
 class Listener(ABC):

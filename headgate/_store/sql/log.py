@@ -39,6 +39,7 @@ from headgate._errors import (
 from headgate._projections import JobRow, ScheduleRow
 from headgate._store.port import (
     ANY_VERSION,
+    JOBS_TAKEN,
     EventLog,
     Fence,
     Unit,
@@ -300,6 +301,9 @@ class SqlWriteTransaction(WriteTransaction):
 
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self._enqueued_on.update(queues)
+
+    def notify_jobs_taken(self) -> None:
+        self._enqueued_on.add(JOBS_TAKEN)
 
     def gate_facts(
         self, candidates: Sequence[Candidate], count_queues: Collection[str]

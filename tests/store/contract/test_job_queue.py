@@ -23,7 +23,7 @@ from headgate._domain.events import (
 from headgate._domain.streams import queue_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation, ValidationError
 from headgate._json import canonical_json
-from headgate._store.port import NO_STREAM, JobFilter, Store, StreamAppend
+from headgate._store.port import JOBS_TAKEN, NO_STREAM, JobFilter, Store, StreamAppend
 from headgate.testing import FakeClock
 from tests.store.builders import claim, create_schedule, enqueue, enqueued, fire_tick
 from tests.store.contract.conftest import StoreFactory
@@ -391,6 +391,42 @@ def test_an_enqueue_notifies_listeners_when_it_commits_only(
         assert arrived.wait(10)
         time.sleep(0.2)
         assert sorted(heard) == ["q", "r"] if None not in heard else set(heard) == {None}
+    finally:
+        listener.close()
+
+
+def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committed(
+    store: Store, make_store: StoreFactory
+) -> None:
+    """`notify_jobs_taken` is heard as JOBS_TAKEN where the backend names what it
+    heard (PostgreSQL, memory), or as a commit (None: SQLite), whose workers
+    then look at their running jobs; never before the commit, nor after a
+    rollback."""
+    heard: list[str | None] = []
+    arrived = threading.Event()
+
+    def on_heard(what: str | None) -> None:
+        heard.append(what)
+        arrived.set()
+
+    listener = make_store().listen(on_heard)
+    if listener is None:
+        pytest.skip("this backend does not notify: its workers poll")
+    try:
+        time.sleep(0.3)  # the listener connects
+        with pytest.raises(RuntimeError), store.log.write() as transaction:
+            transaction.notify_jobs_taken()
+            raise RuntimeError("never committed")
+        time.sleep(0.2)
+        assert heard == []
+        with store.log.write() as transaction:
+            transaction.notify_jobs_taken()
+            transaction.append_units(
+                [[StreamAppend("job-n", NO_STREAM, (enqueued("n", "k", "q", {}),))]]
+            )
+        assert arrived.wait(10)
+        time.sleep(0.2)
+        assert set(heard) in ({JOBS_TAKEN}, {None})
     finally:
         listener.close()
 
