@@ -260,6 +260,7 @@ def _serve(args: argparse.Namespace) -> int:
     # The web stack is imported here, not at the top: other commands start without it.
     from headgate import _http_server  # noqa: PLC0415
     from headgate.web import create_app  # noqa: PLC0415
+    from headgate.web._headers import answer_headers  # noqa: PLC0415
     from headgate.web._hosts import (  # noqa: PLC0415
         LOOPBACK_HOSTS,
         allowed_hosts_from,
@@ -312,7 +313,13 @@ def _serve(args: argparse.Namespace) -> int:
             hg.start()
             if not stop_asked.is_set():
                 serving = f"headgate: serving {store} on {address}"
-                _http_server.serve(app, sockets, limits, lambda: print(serving, file=sys.stderr))
+                _http_server.serve(
+                    app,
+                    sockets,
+                    limits,
+                    lambda: print(serving, file=sys.stderr),
+                    headers=answer_headers(),
+                )
     finally:
         for sock in sockets:
             sock.close()

@@ -20,8 +20,13 @@ all. Past any of them the connection is closed (aborted, when data it was sent
 is still unread: a graceful close would wait for the client to read it).
 Nothing else times a request: a slow handler is the app's business, and a long
 response to a client that keeps reading it is served to the end.
-`limit_concurrency` is the connection limit: past it uvicorn answers 503, and
-the deadlines bound how long any connection can hold its slot.
+`limit_concurrency` is the connection limit: past it the protocol answers 503,
+and the deadlines bound how long any connection can hold its slot.
+
+The answers the server makes itself, before the app (400 for a request it
+cannot parse, 503 past the connection limit), carry the headers the app's
+own have (`headers`, from `web._headers.answer_headers`: nosniff, no framing,
+a CSP that runs nothing), which uvicorn's own do not.
 """
 
 from __future__ import annotations
@@ -29,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
 import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from headgate._logs import MaskSecrets
 from headgate._serving import BACKLOG, ClientLimits
@@ -51,12 +56,14 @@ def serve(
     sockets: list[socket.socket],
     limits: ClientLimits,
     on_started: Callable[[], None],
+    headers: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
     """Serve `app` on `sockets` until SIGTERM or SIGINT (uvicorn's graceful
-    shutdown); `on_started` once it accepts connections."""
+    shutdown); `on_started` once it accepts connections. `headers` go on the
+    answers the server makes itself (see the module docstring)."""
     config = uvicorn.Config(
         app,
-        http=guard_for(limits),
+        http=guard_for(limits, headers),
         limit_concurrency=limits.max_connections,
         timeout_keep_alive=KEEP_ALIVE_S,
         backlog=BACKLOG,
@@ -101,6 +108,7 @@ class SlowClientGuard(H11Protocol):
     """
 
     limits: ClassVar[ClientLimits] = ClientLimits()
+    answer_headers: ClassVar[tuple[tuple[bytes, bytes], ...]] = ()
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: str | None = None
@@ -119,6 +127,53 @@ class SlowClientGuard(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._follow()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's own limit check answers with a 503 of its own, without the
+        # headers: it is off, and handle_events makes the same check.
+        self.limit_concurrency = None
+        self._app = self.app
+
+    def handle_events(self) -> None:
+        # uvicorn's check, this connection counted as it counts it, made before
+        # uvicorn reads the events and starts the app it is given for a request.
+        limit = self.limits.max_connections
+        busy = len(self.connections) >= limit or len(self.tasks) >= limit
+        self.app = self._busy if busy else self._app
+        super().handle_events()
+
+    async def _busy(self, scope: Any, receive: Any, send: Any) -> None:
+        self.logger.warning("Exceeded concurrency limit.")
+        body = b"Service Unavailable"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                    *self.answer_headers,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's, with the answer headers."""
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"connection", b"close"),
+            *self.answer_headers,
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=STATUS_PHRASES[400]),
+            h11.Data(data=msg.encode("ascii")),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -186,6 +241,10 @@ class SlowClientGuard(H11Protocol):
         self.transport.abort()
 
 
-def guard_for(limits: ClientLimits) -> type[SlowClientGuard]:
-    """The protocol class uvicorn instantiates per connection, with these limits."""
-    return type("SlowClientGuard", (SlowClientGuard,), {"limits": limits})
+def guard_for(
+    limits: ClientLimits, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> type[SlowClientGuard]:
+    """The protocol class uvicorn instantiates per connection, with these limits,
+    and these headers on the answers it makes itself."""
+    attributes = {"limits": limits, "answer_headers": tuple(headers)}
+    return type("SlowClientGuard", (SlowClientGuard,), attributes)

@@ -191,6 +191,17 @@ def delete_schedule(request: Request, schedule_id: str) -> Response:
     return Response(status_code=204)
 
 
+def _utf8_header(name: str, value: str) -> str:
+    """A header's value as the UTF-8 its client sent (httpx, requests and fetch send
+    text as UTF-8), not the latin-1 Starlette reads every header as: the same key
+    from any client is the same key. ValidationError (422) for bytes that are not
+    UTF-8."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise ValidationError(name, "header is not valid UTF-8") from None
+
+
 @router.post(
     "/periodic/{schedule_id}/run", status_code=202, response_model=RunOut, summary="Enqueue now"
 )
@@ -201,7 +212,7 @@ def run_now(
 ) -> RunOut:
     if idempotency_key is None:
         raise ValidationError("Idempotency-Key", "header is required")
-    result = _hg(request).run_now(schedule_id, idempotency_key)
+    result = _hg(request).run_now(schedule_id, _utf8_header("Idempotency-Key", idempotency_key))
     return RunOut(id=result.job_id, replayed=result.replayed)
 
 

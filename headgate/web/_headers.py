@@ -14,6 +14,13 @@ HTML pages get the console's policy: its own script and styles only, no inline
 script, style or handler, no plugins, no <base>, forms posting only to itself.
 A route that needs another policy (/docs) sets its own; frame-ancestors is
 added to it. Anything else (JSON, metrics, static files) gets `default-src 'none'`.
+HTML pages are also `Cache-Control: no-store` (unless a route says otherwise):
+a logged-in page carries the session's CSRF token, which no cache, the
+browser's back-forward one included, should keep.
+
+`headgate serve`'s HTTP server answers some requests itself, before the app (a
+request it cannot parse: 400; past the connection limit: 503): `answer_headers`
+gives it the same headers, as any non-HTML answer of the app has them.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from headgate.web._errors import ASGIApp, Message, Receive, Scope, Send
 CONSOLE_POLICY: Final = "default-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'"
 OTHER_POLICY: Final = "default-src 'none'; base-uri 'none'; form-action 'none'"
 _CSP: Final = b"content-security-policy"
+_CACHE_CONTROL: Final = b"cache-control"
 _FORBIDDEN_IN_SOURCE: Final = frozenset(';,"\\')
 
 
@@ -57,17 +65,26 @@ def frame_options(sources: Sequence[str] | None) -> str | None:
     return None
 
 
+def _fixed_headers(frame_ancestors: Sequence[str] | None) -> list[tuple[bytes, bytes]]:
+    fixed = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
+    framing = frame_options(frame_ancestors)
+    if framing is not None:
+        fixed.append((b"x-frame-options", framing.encode()))
+    return fixed
+
+
+def answer_headers(frame_ancestors: Sequence[str] | None = None) -> list[tuple[bytes, bytes]]:
+    """Every header SecurityHeaders gives a response that is not HTML: for the
+    answers the HTTP server makes itself (see the module)."""
+    policy = f"{OTHER_POLICY}; {frame_ancestors_directive(frame_ancestors)}".encode()
+    return [(_CSP, policy), *_fixed_headers(frame_ancestors)]
+
+
 class SecurityHeaders:
     def __init__(self, app: ASGIApp, frame_ancestors: Sequence[str] | None = None) -> None:
         self.app = app
         self.ancestors = frame_ancestors_directive(frame_ancestors).encode()
-        framing = frame_options(frame_ancestors)
-        self.fixed: list[tuple[bytes, bytes]] = [
-            (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"same-origin"),
-        ]
-        if framing is not None:
-            self.fixed.append((b"x-frame-options", framing.encode()))
+        self.fixed = _fixed_headers(frame_ancestors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,10 +102,12 @@ class SecurityHeaders:
         names = {name.lower() for name, _ in headers}
         kept = [(n, v) for n, v in headers if n.lower() != _CSP]
         policy = next((v for n, v in headers if n.lower() == _CSP), None)
+        content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+        is_html = content_type.split(b";", 1)[0].strip().lower() == b"text/html"
         if policy is None:
-            content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
-            is_html = content_type.split(b";", 1)[0].strip().lower() == b"text/html"
             policy = (CONSOLE_POLICY if is_html else OTHER_POLICY).encode()
         kept.append((_CSP, policy + b"; " + self.ancestors))
         kept.extend((n, v) for n, v in self.fixed if n not in names)
+        if is_html and _CACHE_CONTROL not in names:
+            kept.append((_CACHE_CONTROL, b"no-store"))
         return kept

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -153,6 +156,35 @@ class TestEvents:
         }
 
 
+def _raw_post(app: object, path: str, idempotency_key: bytes) -> tuple[int, bytes]:
+    """POST `path` straight to the ASGI app, the header's bytes as given."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), (b"idempotency-key", idempotency_key)],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))  # type: ignore[operator]
+    body = b"".join(bytes(m.get("body", b"")) for m in sent[1:])  # type: ignore[arg-type]
+    return int(sent[0]["status"]), body  # type: ignore[call-overload]
+
+
 class TestRunNow:
     def test_the_same_key_twice_is_one_job(self, client: TestClient) -> None:
         before = client.put("/api/v1/periodic/nightly", json=NIGHTLY).json()
@@ -174,6 +206,29 @@ class TestRunNow:
     def test_unknown_schedule(self, client: TestClient) -> None:
         response = client.post("/api/v1/periodic/ghost/run", headers={"Idempotency-Key": "k"})
         assert response.status_code == 404
+
+    def test_a_key_that_is_not_ascii_is_read_as_the_utf8_it_was_sent_as(
+        self, client: TestClient, hg: Headgate
+    ) -> None:
+        """The same key from Python and over HTTP is one job (it was read as latin-1)."""
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        from_python = hg.run_now("nightly", "clé-ü-1")
+        headers = {"Idempotency-Key": "clé-ü-1".encode()}
+        over_http = client.post("/api/v1/periodic/nightly/run", headers=headers)
+        assert over_http.status_code == 202
+        assert over_http.json() == {"id": from_python.job_id, "replayed": True}
+
+    def test_a_key_that_is_not_utf8_is_a_422(self, client: TestClient) -> None:
+        """Sent as the ASGI scope has it (the test client re-encodes every header as
+        UTF-8): latin-1 bytes, as a client that does not send UTF-8 would."""
+        client.put("/api/v1/periodic/nightly", json=NIGHTLY)
+        status, body = _raw_post(
+            client.app, "/api/v1/periodic/nightly/run", "clé".encode("latin-1")
+        )
+        assert (status, json.loads(body)) == (
+            422,
+            {"error": "Idempotency-Key: header is not valid UTF-8"},
+        )
 
 
 class TestJobs:

@@ -102,6 +102,17 @@ def test_the_login_pages_keep_to_the_policy_too(token_client: TestClient) -> Non
             assert pattern.search(response.text) is None, f"{name} has an {what}"
 
 
+def test_pages_are_not_stored_by_any_cache_as_they_carry_the_csrf_token(
+    token_client: TestClient,
+) -> None:
+    assert token_client.post("/login", json={"token": "s3cret"}).status_code == 200
+    for path in ("/", "/login", "/docs", "/jobs"):
+        response = token_client.get(path)
+        assert 'name="csrf-token"' in response.text, path
+        assert response.headers["cache-control"] == "no-store", path
+    assert "cache-control" not in token_client.get("/static/console.js").headers
+
+
 def test_docs_get_a_policy_swagger_ui_runs_under_with_its_start_from_a_file(
     client: TestClient,
 ) -> None:

@@ -32,6 +32,7 @@ import uvicorn
 from headgate import Headgate
 from headgate._http_server import guard_for
 from headgate._serving import ClientLimits, listening_sockets
+from headgate.web._headers import answer_headers
 from tests.web.serving import headgate_command, server_environment, serving_printed
 
 SLACK_S = 3.0
@@ -234,6 +235,23 @@ def _non_reader(address: tuple[str, int], path: str) -> socket.socket:
     return sock
 
 
+def _holding_readers(address: tuple[str, int], path: str, count: int) -> list[socket.socket]:
+    """`count` non-readers each answered 200 (seen by peeking, which takes nothing
+    from the buffers): their connections hold a slot each. One answered 503 (the
+    server still counting a connection just closed) is opened again."""
+    readers: list[socket.socket] = []
+    deadline = time.monotonic() + 30
+    while len(readers) < count:
+        assert time.monotonic() < deadline, "the server never answered the non-readers"
+        sock = _non_reader(address, path)
+        if sock.recv(12, socket.MSG_PEEK | socket.MSG_WAITALL) == b"HTTP/1.1 200":
+            readers.append(sock)
+        else:
+            sock.close()
+            time.sleep(0.1)
+    return readers
+
+
 def test_serve_closes_slow_clients_and_answers_the_rest(tmp_path: Path) -> None:
     header_s, body_s = 1.5, 3.0
     with serving_printed(
@@ -270,13 +288,12 @@ def test_serve_frees_the_slots_of_clients_that_never_read_a_large_file(tmp_path:
         host, port = served.base.removeprefix("http://").rsplit(":", 1)
         assets = f"{served.base}/static/swagger-ui"
         assert _get(f"{assets}/swagger-ui-bundle.js.map")[0] == 404
-        readers = [
-            _non_reader((host, int(port)), "/static/swagger-ui/swagger-ui-bundle.js")
-            for _ in range(3)
-        ]
+        _assert_guarded(_raw((host, int(port)), b"\x16\x03\x01 not HTTP\r\n\r\n"), 400)
+        opened = time.monotonic()
+        readers = _holding_readers((host, int(port)), "/static/swagger-ui/swagger-ui-bundle.js", 3)
         try:
-            opened = time.monotonic()
-            assert _get(f"{served.base}/healthz")[0] == 503, "every slot is held"
+            probe = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            _assert_guarded(_raw((host, int(port)), probe), 503)  # every slot is held
             while (status := _get(f"{served.base}/healthz")[0]) != 200:
                 assert status == 503
                 assert time.monotonic() - opened < send_s + 2 * SLACK_S, "slots held past it"
@@ -348,7 +365,7 @@ def guarded_server(limits: ClientLimits) -> Iterator[Guarded]:
     sockets = listening_sockets("127.0.0.1", 0)
     config = uvicorn.Config(
         _app,
-        http=guard_for(limits),
+        http=guard_for(limits, answer_headers()),
         limit_concurrency=limits.max_connections,
         lifespan="off",
         log_level="warning",
@@ -455,6 +472,42 @@ def test_a_client_that_reads_a_long_answer_gets_all_of_it() -> None:
         response = _request(guarded.address, path="/big")
     assert response.startswith(b"HTTP/1.1 200")
     assert response.endswith(CHUNK) and len(response) > BIG_BYTES
+
+
+OTHER_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
+def _raw(address: tuple[str, int], request: bytes) -> bytes:
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(request)
+        return b"".join(iter(lambda: sock.recv(1 << 20), b""))
+
+
+def _assert_guarded(response: bytes, status: int) -> None:
+    """`response` has `status` and the headers every answer of the app has."""
+    head, *_ = response.split(b"\r\n\r\n", 1)
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    assert status_line.startswith(f"HTTP/1.1 {status} "), status_line
+    headers = {name.lower(): value.strip() for name, _, value in (h.partition(":") for h in lines)}
+    assert headers["x-content-type-options"] == "nosniff", headers
+    assert headers["x-frame-options"] == "DENY", headers
+    assert headers["referrer-policy"] == "same-origin", headers
+    assert headers["content-security-policy"] == OTHER_CSP, headers
+
+
+def test_the_answers_the_server_makes_itself_carry_the_security_headers() -> None:
+    """A request it cannot parse (400) and one past the connection limit (503)."""
+    limits = ClientLimits(header_timeout_s=5, body_timeout_s=5, max_connections=3)
+    with guarded_server(limits) as guarded:
+        _assert_guarded(_raw(guarded.address, b"NOT HTTP\r\n\r\n"), 400)
+        _assert_guarded(
+            _raw(guarded.address, b"GET / HTTP/1.1\r\nHost: x\r\nA\x00: b\r\n\r\n"), 400
+        )
+        with slow_clients(guarded.address) as clients:
+            clients.open_headers(3)
+            guarded.wait_for_connections(3)
+            _assert_guarded(_request(guarded.address), 503)
+        assert _request(guarded.address).startswith(b"HTTP/1.1 200"), "the app's own, as it was"
 
 
 def test_answers_on_a_keep_alive_connection_are_not_held_back_by_nagle() -> None:
