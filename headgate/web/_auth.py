@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from headgate.web._errors import ASGIApp, Receive, Scope, Send, log
-from headgate.web._guard import bearer_credentials, session_cookie
+from headgate.web._guard import bearer_credentials, cookie_session
 from headgate.web._probes import HEALTH_PATHS
 from headgate.web._session import Sessions, token_bytes
 from headgate.web._templates import SESSION_STATE, page
@@ -88,7 +88,7 @@ class TokenAuth:
         bearer = bearer_credentials(scope)
         refusal: Response | None = None
         if _is_open(path) or bearer is None:
-            session = None if bearer is not None else self.sessions.verify(session_cookie(scope))
+            session = None if bearer is not None else cookie_session(scope, self.sessions)
             if session is not None:
                 scope.setdefault("state", {})[SESSION_STATE] = session
             if session is None and not _is_open(path):

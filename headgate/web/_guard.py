@@ -58,7 +58,7 @@ from headgate.web._errors import (
     request_header,
     request_header_bytes,
 )
-from headgate.web._session import COOKIE, CSRF_HEADER, Sessions
+from headgate.web._session import COOKIE, CSRF_HEADER, Session, Sessions
 
 READ_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 SAME_ORIGIN_FETCHES: Final = frozenset({"same-origin", "none"})
@@ -126,6 +126,12 @@ def session_cookie(scope: Scope) -> str | None:
     return None if cookies is None else cookie_parser(cookies).get(COOKIE)
 
 
+def cookie_session(scope: Scope, sessions: Sessions) -> Session | None:
+    """The login session the request's cookie holds, if it was issued on the
+    origin the request reached (a cookie reaches every port of its host name)."""
+    return sessions.verify(session_cookie(scope), own_origin(scope))
+
+
 class WriteGuard:
     """Refuses cross-site writes (see the module); `sessions` is None when no
     token is configured, and then no cookie authorises anything."""
@@ -177,7 +183,7 @@ class WriteGuard:
                 "with a form: send application/json (or no body)"
             )
         if self.sessions is not None and bearer_credentials(scope) is None:
-            session = self.sessions.verify(session_cookie(scope))
+            session = cookie_session(scope, self.sessions)
             if session is not None and not self.sessions.csrf_matches(
                 session, request_header(scope, CSRF_HEADER.encode())
             ):

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from headgate.web._auth import client_address, record_failure, token_matches, too_many_attempts
 from headgate.web._console import format_ms
-from headgate.web._guard import own_origin, session_cookie
+from headgate.web._guard import cookie_session, own_origin
 from headgate.web._session import COOKIE, LEGACY_COOKIE, Sessions
 from headgate.web._templates import page, request_session
 from headgate.web._throttle import FailureThrottle, client_key
@@ -61,11 +61,16 @@ async def login(request: Request) -> JSONResponse:
         record_failure(throttle, request.scope, "login failed")
         return JSONResponse({"error": "token: wrong or missing"}, status_code=401)
     throttle.succeeded(client)
-    session = sessions.issue()
+    origin = own_origin(request.scope)
+    if origin is None:  # no Host: the Host check answers such requests first
+        return JSONResponse({"error": "host: the request names no host"}, status_code=400)
+    session = sessions.issue(origin)
     response = JSONResponse({"ok": True, "expires_at_ms": session.expires_at_ms})
     # Sent only to this app (not to the rest of a host that mounts it), never
     # to scripts, never from another site's page, and only over HTTPS when the
-    # console is reached by HTTPS (behind a proxy too: X-Forwarded-Proto).
+    # console is reached by HTTPS (behind a proxy too: X-Forwarded-Proto). The
+    # browser sends it to every port of the host name all the same: the
+    # session is valid on this origin alone (`_session`).
     response.set_cookie(
         COOKIE,
         session.value,
@@ -82,7 +87,7 @@ async def login(request: Request) -> JSONResponse:
 @router.post("/logout")
 def logout(request: Request) -> JSONResponse:
     sessions: Sessions | None = request.app.state.sessions
-    session = None if sessions is None else sessions.verify(session_cookie(request.scope))
+    session = None if sessions is None else cookie_session(request.scope, sessions)
     if sessions is not None and session is not None:
         sessions.revoke(session)
     response = JSONResponse({"ok": True, "logged_out": session is not None})

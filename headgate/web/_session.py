@@ -1,10 +1,19 @@
 """The console's login session: a signed cookie value with an expiry, never the token.
 
-A value is `v1.<expires_at_ms>.<nonce>.<signature>`, the signature an HMAC-SHA256
-of the rest under a key derived from the API token and a secret: the token
-itself never leaves the server, a value forged or altered is refused, and one
-whose expiry has passed is refused. Changing the token changes the key, which
-ends every session made under the old one.
+A value is `v2.<expires_at_ms>.<nonce>.<signature>`, the signature an HMAC-SHA256
+of the rest and of the origin it was issued on (scheme, host and port, as the
+client reached the app: `_guard.own_origin`) under a key derived from the API
+token and a secret: the token itself never leaves the server, a value forged or
+altered is refused, one whose expiry has passed is refused, and one presented
+on any other origin is no session there. Changing the token changes the key,
+which ends every session made under the old one.
+
+Why the origin: a browser sends a cookie to every port of the host name it was
+set for (cookies ignore ports), so a console on `127.0.0.1:8080` hands its
+session to whatever else listens on `127.0.0.1`; another console there (a second
+Headgate, sharing the secret) refuses it. A program that has the value can
+still present it to this origin by name, which no cookie setting prevents: the
+console wants a host name of its own (docs/how-to/security.md).
 
 The secret is random per app unless the host gives one (`session_secret=`, or
 $HEADGATE_SESSION_SECRET): with the random one, a restart ends the sessions,
@@ -39,7 +48,7 @@ LIFETIME_MS: Final = 12 * 60 * 60 * 1000
 value left in a browser stops working by the next one."""
 CSRF_HEADER: Final = "x-csrf-token"
 MAX_REVOKED: Final = 10_000
-_VERSION: Final = "v1"
+_VERSION: Final = "v2"
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,11 @@ def token_bytes(token: str) -> bytes:
         return token.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return token.encode("utf-8", "surrogatepass")
+
+
+def _bound(body: str, origin: str) -> str:
+    """What a session's signature covers: its body and the origin it was issued on."""
+    return f"{body}\x00{origin}"
 
 
 def _b64(raw: bytes) -> str:
@@ -82,26 +96,29 @@ class Sessions:
         self.lifetime_ms = lifetime_ms
         self._revoked: OrderedDict[str, int] = OrderedDict()
 
-    def issue(self) -> Session:
+    def issue(self, origin: str) -> Session:
+        """A new session, valid on `origin` alone (`scheme://host[:port]`)."""
         expires = self._clock.now_ms() + self.lifetime_ms
         body = f"{_VERSION}.{expires}.{secrets.token_urlsafe(16)}"
-        return self._session(f"{body}.{self._sign('session', body)}", expires)
+        return self._session(f"{body}.{self._sign('session', _bound(body, origin))}", expires)
 
-    def verify(self, value: str | None) -> Session | None:
-        """The session `value` names, if it is one of ours, unexpired and not revoked.
+    def verify(self, value: str | None, origin: str | None) -> Session | None:
+        """The session `value` names, if it is one of ours, issued on `origin`
+        (the request's own; None: it has none), unexpired and not revoked.
 
         Anything else is no session, never an error: the value is whatever the
         browser sent, which a page on a sibling domain can set (cookie tossing),
         so a byte no issued value holds (they are all ASCII) must not break a
         route that would answer without it."""
-        if not value or not value.isascii() or value in self._revoked:
+        if not value or not origin or not value.isascii() or value in self._revoked:
             return None
         body, _, signature = value.rpartition(".")
         version, _, rest = body.partition(".")
         expires_text, _, nonce = rest.partition(".")
         if version != _VERSION or not nonce or not expires_text.isdigit():
             return None
-        if not hmac.compare_digest(signature.encode(), self._sign("session", body).encode()):
+        expected = self._sign("session", _bound(body, origin))
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
             return None
         expires = int(expires_text)
         if expires <= self._clock.now_ms():
