@@ -161,6 +161,11 @@ class FaultyTransaction(WriteTransaction):
     def notify_enqueued(self, queues: Collection[str]) -> None:
         self._inner.notify_enqueued(queues)
 
+    def late_jobs(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
+    ) -> list[JobRow]:
+        return self._inner.late_jobs(queues, kinds, now_ms, limit)
+
     def notify_jobs_taken(self) -> None:
         self._inner.notify_jobs_taken()
 

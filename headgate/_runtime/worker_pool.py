@@ -593,6 +593,10 @@ def _counts(stats: PoolStats) -> dict[str, int]:
 
 
 DRAIN_BATCH = 100
+EXPIRED_BATCH = 500
+"""Late jobs read and recorded expired per statement."""
+MAX_EXPIRED_PER_CLAIM = 5_000
+"""The most late jobs one claim's transaction expires; the rest, at the next."""
 
 
 def drain(
@@ -738,9 +742,12 @@ def claim_due(
     recorder: Recorder = NO_METRICS,
 ) -> list[tuple[Claim, HandlerSpec]]:
     """Claim the due jobs of the registered kinds that fit `capacity`, in this
-    transaction, each with the handler that runs it. A claimed job past its start
-    deadline is recorded expired in the same transaction instead, and not run."""
+    transaction, each with the handler that runs it. The pending jobs past their
+    start deadline are recorded expired first, in bulk, so they take none of the
+    capacity; one that passed it meanwhile (beyond the bulk's bound) is expired
+    in the same transaction instead of run."""
     now = transaction.now_ms
+    _expire_late(transaction, capacity, handlers, now, recorder)
     rows = transaction.claim(capacity, handlers.timeouts_ms(), worker_id, now)
     late = [row for row in rows if row.start_by_ms is not None and row.start_by_ms < now]
     if late:
@@ -766,6 +773,28 @@ def claim_due(
             )
         )
     return taken
+
+
+def _expire_late(
+    transaction: WriteTransaction,
+    capacity: Mapping[str, int],
+    handlers: HandlerRegistry,
+    now_ms: int,
+    recorder: Recorder,
+) -> None:
+    """Record expired the pending jobs of these queues and kinds whose start
+    deadline has passed, up to `MAX_EXPIRED_PER_CLAIM` in this transaction."""
+    queues = [queue for queue, slots in capacity.items() if slots > 0]
+    kinds = handlers.kinds()
+    left = MAX_EXPIRED_PER_CLAIM
+    while left > 0:
+        late = transaction.late_jobs(queues, kinds, now_ms, min(EXPIRED_BATCH, left))
+        if not late:
+            return
+        transaction.append_units([[job_units.expired(row)] for row in late])
+        for row in late:
+            _expired(row, now_ms, recorder)
+        left -= len(late)
 
 
 def _expired(row: JobRow, now_ms: int, recorder: Recorder) -> None:

@@ -331,6 +331,23 @@ def running_on(models: ReadModels, worker_ids: Collection[str]) -> list[JobRow]:
     return _rows(models.jobs, keys)
 
 
+def late_jobs(
+    models: ReadModels,
+    queues: Collection[str],
+    kinds: Collection[str],
+    now_ms: int,
+    limit: int,
+) -> list[JobRow]:
+    wanted = set(kinds)
+    late = [
+        row
+        for queue in queues
+        for row in _pending(models, queue)
+        if row.kind in wanted and row.start_by_ms is not None and row.start_by_ms < now_ms
+    ]
+    return sorted(late, key=lambda row: (row.start_by_ms, row.job_id))[:limit]
+
+
 def pending_like(models: ReadModels, kind: str, payload: str, limit: int) -> list[JobRow]:
     pending = (row for _, row in models.jobs.items() if row.state == JobState.PENDING)
     like = [row for row in pending if row.kind == kind and row.payload == payload]

@@ -227,6 +227,11 @@ class MemoryWriteTransaction(WriteTransaction):
             queries.recent_starts(rates, self._rate_starts, now_ms),
         )
 
+    def late_jobs(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
+    ) -> list[JobRow]:
+        return queries.late_jobs(self.models, queues, kinds, now_ms, limit)
+
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return queries.running_on(self.models, worker_ids)
 

@@ -87,6 +87,16 @@ class JobQueue(ABC):
         the claims of the jobs it finds running."""
 
     @abstractmethod
+    def late_jobs(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
+    ) -> list[JobRow]:
+        """Pending jobs of these kinds on these queues (paused ones included) whose
+        start deadline (`start_by_ms`) is before `now_ms`, the earliest deadline
+        first (then by id), at most `limit`: what a worker expires in bulk before
+        it claims, so late jobs take none of its slots. Read on an index of the
+        pending jobs that have a deadline, by deadline."""
+
+    @abstractmethod
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         """Jobs in state running on these workers."""
 

@@ -89,32 +89,48 @@ def write_transaction(engine: Engine, where: str) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def translated_errors(where: str) -> Iterator[None]:
-    """Re-raise driver errors as Headgate's own, keeping the original as the cause."""
+    """Re-raise driver errors as Headgate's own, keeping the original as the cause
+    (its text masked: see `_mask_in_place`)."""
     try:
         yield
     except StoreError:
         raise
-    except sa_exc.IntegrityError as error:
+    except sa_exc.SQLAlchemyError as error:
+        _mask_in_place(error)
+        raise _translated(error, where) from error
+
+
+def _translated(error: sa_exc.SQLAlchemyError, where: str) -> StoreError:
+    if isinstance(error, sa_exc.IntegrityError):
         detail = _first_line(error)
         if any(b.dialect.is_stream_version_conflict(detail) for b in (SQLITE, POSTGRESQL)):
-            raise ConcurrencyConflict(None, None, None) from error
+            return ConcurrencyConflict(None, None, None)
         if any(b.dialect.is_tick_origin_conflict(detail) for b in (SQLITE, POSTGRESQL)):
-            raise ConstraintViolation(
+            return ConstraintViolation(
                 f"{where}: a second job for one (schedule, tick) was refused: each tick has "
                 f"one job (ux_headgate_jobs_periodic_origin): {detail}"
-            ) from error
-        raise ConstraintViolation(f"{where}: a constraint rejected the write: {detail}") from error
-    except (
-        sa_exc.OperationalError,
-        sa_exc.InterfaceError,
-        sa_exc.TimeoutError,
-        sa_exc.DisconnectionError,
-    ) as error:
-        raise StoreUnavailable(f"{where}: store unavailable: {_first_line(error)}") from error
-    except sa_exc.DBAPIError as error:
-        raise StoreError(f"{where}: store error: {_first_line(error)}") from error
-    except sa_exc.SQLAlchemyError as error:
-        raise StoreError(f"{where}: {_first_line(error)}") from error
+            )
+        return ConstraintViolation(f"{where}: a constraint rejected the write: {detail}")
+    if isinstance(
+        error,
+        sa_exc.OperationalError
+        | sa_exc.InterfaceError
+        | sa_exc.TimeoutError
+        | sa_exc.DisconnectionError,
+    ):
+        return StoreUnavailable(f"{where}: store unavailable: {_first_line(error)}")
+    if isinstance(error, sa_exc.DBAPIError):
+        return StoreError(f"{where}: store error: {_first_line(error)}")
+    return StoreError(f"{where}: {_first_line(error)}")
+
+
+def _mask_in_place(error: BaseException) -> None:
+    """The driver's error and the one SQLAlchemy wraps it in, their texts masked
+    (`_redact`): they stay the cause, whose type a log line names, and a driver
+    may quote a password (a mistyped URL's, read as a database or host name)."""
+    for each in (error, getattr(error, "orig", None)):
+        if isinstance(each, BaseException) and each.args:
+            each.args = tuple(masked(arg) if isinstance(arg, str) else arg for arg in each.args)
 
 
 def _first_line(error: sa_exc.SQLAlchemyError) -> str:

@@ -270,6 +270,13 @@ class SqlWriteTransaction(WriteTransaction):
         self._no_blame = not blame_seen
         return self._learn_versions(rows)
 
+    def late_jobs(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
+    ) -> list[JobRow]:
+        return self._learn_versions(
+            queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
+        )
+
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._learn_versions(queries.running_on(self.connection, worker_ids))
 

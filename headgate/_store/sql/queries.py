@@ -68,6 +68,7 @@ from headgate._store.sql.schema import (
     LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
+    PENDING_WITH_DEADLINE_WHERE,
     RUNNING_WHERE,
     UNDECLARED_WHERE,
 )
@@ -92,6 +93,7 @@ SURROGATES_END: Final = 0xDFFF
 _LIVE_UNIQUE_KEY: Final = text(LIVE_UNIQUE_KEY_WHERE)
 _CLAIMABLE: Final = text(CLAIMABLE_WHERE)
 _RUNNING: Final = text(RUNNING_WHERE)
+_PENDING_WITH_DEADLINE: Final = text(PENDING_WITH_DEADLINE_WHERE)
 _LIVE_TICKS: Final = text(LIVE_TICKS_WHERE)
 _EARLIER: Final = "earlier"
 _NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
@@ -296,6 +298,39 @@ def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobR
         _RUNNING, dialect_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
     )
     return [JobRow(*row) for row in connection.execute(query)]
+
+
+def late_jobs(
+    connection: Connection,
+    queues: Collection[str],
+    kinds: Collection[str],
+    now_ms: int,
+    limit: int,
+) -> list[JobRow]:
+    if not queues or not kinds:
+        return []
+    query = late_jobs_query(dialect_of(connection), queues, kinds, now_ms, limit)
+    return [JobRow(*row) for row in connection.execute(query)]
+
+
+def late_jobs_query(
+    dialect: Dialect, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
+) -> Select[Any]:
+    """On the index of pending jobs with a deadline, by deadline: the late ones
+    are its first entries. The queue is compared as an expression, which no
+    index serves: SQLite would otherwise read every pending job of the queues
+    (the queue and state index) to sort the few late ones."""
+    return (
+        select(*_JOB_ROW_COLUMNS)
+        .where(
+            _PENDING_WITH_DEADLINE,
+            _jobs.c.start_by_ms < now_ms,
+            dialect.is_one_of(_jobs.c.queue.concat(""), sorted(queues)),
+            dialect.is_one_of(_jobs.c.kind, sorted(kinds)),
+        )
+        .order_by(_jobs.c.start_by_ms, _jobs.c.job_id)
+        .limit(limit)
+    )
 
 
 def pending_like(connection: Connection, kind: str, payload: str, limit: int) -> list[JobRow]:

@@ -59,6 +59,8 @@ CLAIMABLE_WHERE: Final = "state = 'pending'"
 run_at_ms, job_id)."""
 LIVE_PARTITIONED_WHERE: Final = "state IN ('pending', 'running') AND partition_key IS NOT NULL"
 """A partition's latest turn in its lane, read when the gate admits one of its jobs."""
+PENDING_WITH_DEADLINE_WHERE: Final = "state = 'pending' AND start_by_ms IS NOT NULL"
+"""Pending jobs by start deadline: those past it are expired in bulk before a claim."""
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
@@ -416,6 +418,13 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         jobs.c.job_id,
         sqlite_where=text(RUN_NOW_WHERE),
         postgresql_where=text(RUN_NOW_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_start_by",
+        jobs.c.start_by_ms,
+        jobs.c.job_id,
+        sqlite_where=text(PENDING_WITH_DEADLINE_WHERE),
+        postgresql_where=text(PENDING_WITH_DEADLINE_WHERE),
     )
     Index(
         f"ix_{prefix}jobs_running",

@@ -20,7 +20,8 @@ from headgate._domain.events import (
     QueuePaused,
     QueueResumed,
 )
-from headgate._domain.streams import queue_stream
+from headgate._domain.options import JobOptions
+from headgate._domain.streams import job_stream, queue_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation, ValidationError
 from headgate._json import canonical_json
 from headgate._store.port import JOBS_TAKEN, NO_STREAM, JobFilter, Store, StreamAppend
@@ -429,6 +430,54 @@ def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committe
         assert set(heard) in ({JOBS_TAKEN}, {None})
     finally:
         listener.close()
+
+
+def _with_deadline(
+    job_id: str, run_at_ms: int, start_within_ms: int, *, queue: str = "q", kind: str = "k"
+) -> StreamAppend:
+    options = JobOptions.restored(queue=queue, run_at_ms=run_at_ms, start_within_ms=start_within_ms)
+    return StreamAppend(
+        job_stream(job_id), NO_STREAM, (JobEnqueued(job_id, kind, {"n": job_id}, options),)
+    )
+
+
+def test_late_jobs_are_the_pending_ones_past_their_start_deadline_earliest_first(
+    store: Store, clock: FakeClock
+) -> None:
+    now = clock.now_ms()
+    store.log.append_units(
+        [
+            [_with_deadline("later", now - 5_000, 4_000)],  # due by now - 1_000
+            [_with_deadline("earliest", now - 9_000, 1_000)],  # by now - 8_000
+            [_with_deadline("on-time", now - 1_000, 5_000)],  # by now + 4_000
+            [_with_deadline("elsewhere", now - 9_000, 1_000, queue="other")],
+            [_with_deadline("unhandled", now - 9_000, 1_000, kind="nobody")],
+            [_with_deadline("running", now - 9_000, 1_000)],
+        ]
+    )
+    enqueue(store, "no-deadline", run_at_ms=now - 500)
+    with store.log.write() as transaction:
+        late = transaction.late_jobs(["q"], ["k"], now, 10)
+        assert [row.job_id for row in late] == ["earliest", "running", "later"]
+        assert [row.job_id for row in transaction.late_jobs(["q"], ["k"], now, 1)] == ["earliest"]
+        assert transaction.late_jobs(["q"], [], now, 10) == []
+        assert transaction.late_jobs([], ["k"], now, 10) == []
+        assert [
+            row.job_id for row in transaction.late_jobs(["q", "other"], ["k", "nobody"], now, 10)
+        ] == [
+            "earliest",
+            "elsewhere",
+            "running",
+            "unhandled",
+            "later",
+        ]
+        claimed = transaction.claim({"q": 1}, {"k": 60_000}, "w", now)
+    assert [row.job_id for row in claimed] == ["earliest"]
+    with store.log.write() as transaction:
+        assert [row.job_id for row in transaction.late_jobs(["q"], ["k"], now, 10)] == [
+            "running",
+            "later",
+        ], "a running job is no longer late to start"
 
 
 def _tick_job(job_id: str, tick_ms: int, unique_key: str | None = None) -> JobEnqueued:

@@ -49,6 +49,7 @@ from headgate._store.sql.queries import (
     earliest_due_query,
     job_counts_query,
     jobs_query,
+    late_jobs_query,
     oldest_pending_query,
     schedule_count_query,
     schedules_query,
@@ -96,6 +97,17 @@ from tests.store.builders import attempted, defined, enqueued
 def test_the_bounded_reads_use_their_index(
     store: SqlStore, query: Select[object] | None, index: str
 ) -> None:
+    _assert_read_on(store, query, index)
+
+
+def test_late_jobs_are_read_on_the_deadline_index(store: SqlStore) -> None:
+    """What a worker expires before each claim: a read of the few late jobs, not
+    of every pending one."""
+    query = late_jobs_query(store.database.dialect, ["q", "r"], ["k"], 1_704_067_200_000, 500)
+    _assert_read_on(store, query, "ix_headgate_jobs_start_by")
+
+
+def _assert_read_on(store: SqlStore, query: Select[Any] | None, index: str) -> None:
     assert query is not None
     with store.engine.connect() as connection:
         compiled = query.compile(connection, compile_kwargs={"literal_binds": True})

@@ -530,7 +530,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -548,19 +548,25 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def _as_revision_18_left_it(connection: Connection) -> None:
+    """Undo revision 19 (late jobs by start deadline)."""
+    connection.execute(text("DROP INDEX ix_headgate_jobs_start_by"))
+
+
 def _as_revision_17_left_it(connection: Connection) -> None:
-    """Undo revision 18 (a job's trace context)."""
+    """Undo revisions 19 and 18 (a job's trace context)."""
+    _as_revision_18_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN trace_context"))
 
 
 def _as_revision_16_left_it(connection: Connection) -> None:
-    """Undo revisions 18 and 17 (the kinds a worker runs)."""
+    """Undo revisions 19 to 17 (the kinds a worker runs)."""
     _as_revision_17_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_workers DROP COLUMN kinds"))
 
 
 def _as_revision_15_left_it(connection: Connection) -> None:
-    """Undo revisions 18 to 16 (fair-share lanes)."""
+    """Undo revisions 19 to 16 (fair-share lanes)."""
     _as_revision_16_left_it(connection)
     connection.execute(text("DROP TABLE headgate_queue_turns"))
     connection.execute(text("DROP INDEX ix_headgate_jobs_partition_turns"))
@@ -580,7 +586,7 @@ def _as_revision_15_left_it(connection: Connection) -> None:
 
 
 def _as_revision_14_left_it(connection: Connection) -> None:
-    """Undo revisions 18 to 15 (limits, rate classes, fair share)."""
+    """Undo revisions 19 to 15 (limits, rate classes, fair share)."""
     _as_revision_15_left_it(connection)
     for table in (
         "headgate_concurrency_limits",
@@ -616,13 +622,13 @@ def _as_revision_14_left_it(connection: Connection) -> None:
 
 
 def _as_revision_13_left_it(connection: Connection) -> None:
-    """Undo revisions 18 to 14 (snoozes)."""
+    """Undo revisions 19 to 14 (snoozes)."""
     _as_revision_14_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN snoozes"))
 
 
 def _as_revision_12_left_it(connection: Connection) -> None:
-    """Undo revisions 18 to 13 (overlap policies and start deadlines)."""
+    """Undo revisions 19 to 13 (overlap policies and start deadlines)."""
     _as_revision_13_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
     for table, column in (
@@ -643,7 +649,7 @@ def _as_revision_12_left_it(connection: Connection) -> None:
 
 
 def _as_revision_10_left_it(connection: Connection) -> None:
-    """Undo revisions 18 to 12 (paused queues) and 11 (priorities, in the claim index)."""
+    """Undo revisions 19 to 12 (paused queues) and 11 (priorities, in the claim index)."""
     _as_revision_12_left_it(connection)
     connection.execute(text("DROP TABLE headgate_paused_queues"))
     connection.execute(
@@ -675,7 +681,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -710,7 +716,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16, 17, 18]
+        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -743,7 +749,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16, 17, 18]
+        assert migrate(engine) == [15, 16, 17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -788,7 +794,7 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16, 17, 18]
+        assert migrate(engine) == [16, 17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -817,7 +823,7 @@ def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_q
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [17, 18]
+        assert migrate(engine) == [17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -861,7 +867,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
