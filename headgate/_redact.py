@@ -14,6 +14,15 @@ line: see `_logs`), so the rule lives here once:
   (SQLAlchemy's) hands the rest of the password to the driver as the host name,
   which the driver's message then quotes on its own: so what follows each `@`
   of such a password is remembered too (`passwords_in`);
+* the same in anything URL-like, malformed included: a token (a run without
+  whitespace, starting a line or after a space, a quote, a bracket, `=`, `,`,
+  `;`) shaped `[anything/]user:PASSWORD@...`, as a mistyped URL is written
+  (`u:PW@host`, `//u:PW@h/db`, `postgresql:/u:PW@h`, `postgresql//u:PW@h`).
+  Which `:` begins the password is a guess there, so the earliest one that can
+  is taken: more of the URL may be hidden (`postgresql:***@h` for
+  `postgresql:u:PW@h`), never less of the secret. Text that merely holds a
+  colon and an `@` in one token (`kind:a@b`) is masked too: a small price;
+  an e-mail address (no `:` before its `@`) and `host:port` are left alone;
 * the value of every parameter whose name ends in `password`: in a URL's query
   (`?password=`, `sslpassword=`, its name percent-encoded or not), in a libpq
   connection string (`password=... `), in a mapping's repr (`'password': '...'`);
@@ -40,10 +49,28 @@ masking every occurrence of a two-letter string would make log lines unreadable.
 MAX_REMEMBERED: Final = 64
 
 _USERINFO_PASSWORD: Final = re.compile(
-    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/]*:)(?P<password>\S*)(?=@)"
+    r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/]*:)"
+    r"(?P<password>\S*(?=@)|[^\s@/]+(?:[ \t]+[^\s@/]+){1,4}(?=@))"
 )
-"""`scheme://user:` and everything to the last `@` before the next whitespace.
+"""`scheme://user:` and everything to the last `@` before the next whitespace, or
+(a password typed with spaces in it) to the next `@` a few words on, with no `/`
+between (`postgresql://db:5432/app failed for ada@example.com` holds none).
 The user part may hold an `@` (SQLAlchemy reads `a@b:pw@host` as user `a@b`)."""
+_LOOSE_USERINFO: Final = re.compile(
+    r"""(?<![^\s'"(<\[{,;=|>])"""  # a token's start
+    r"""(?P<head>[^\s'":/\\@]*[:/\\]*[/\\][^\s'":/\\]*:|[^\s'":/\\]+:(?![/\\]))"""
+    r"""(?P<password>\S*)(?=@)"""
+)
+"""`user:` (after anything ending in slashes: `//`, `scheme:/`, `scheme//`) at a
+token's start, and everything to the token's last `@`: a URL however mistyped.
+A user or a slash before the `:` is needed (`"key":"a@b"` in JSON is no URL), and
+a `:` followed by a slash is a scheme's (`postgresql://app@db` holds no password)."""
+_WHOLE_URL_USERINFO: Final = re.compile(
+    r"""\s*(?:[^\s'":/\\@]*[:/\\]*[/\\][^'":/\\]*:|[^'":/\\]+:(?![/\\]))(?P<password>.*)@""",
+    re.DOTALL,
+)
+"""A URL given whole (to be opened) read as the loose rule reads a token, its
+password allowed spaces: a password typed unencoded with a space in it."""
 _QUERY_PARAMETER: Final = re.compile(r"(?P<head>[?&;](?P<key>[^=&;#\s]+)=)(?P<value>[^&;#\s]*)")
 """`?name=value` in a URL's query; the name percent-decoded before it is judged."""
 _PASSWORD_FIELD: Final = re.compile(
@@ -63,6 +90,8 @@ def masked(text: str) -> str:
     """`text` with every password in it replaced by `***` (see the module docstring)."""
     if "://" in text:
         text = _USERINFO_PASSWORD.sub(_mask_userinfo, text)
+    if "@" in text and ":" in text:
+        text = _LOOSE_USERINFO.sub(_mask_userinfo, text)
     if "=" in text:
         text = _QUERY_PARAMETER.sub(_mask_parameter, text)
     if "password" in text.lower():
@@ -95,8 +124,10 @@ def passwords_in(url: str) -> list[str]:
     """The passwords `masked` would hide in a URL, and the pieces of them a parser
     may take for something else (see the module): to remember before it is opened."""
     found = []
-    for match in _USERINFO_PASSWORD.finditer(url):
-        found += [match["password"], *_pieces_after_at_signs(match["password"])]
+    whole = _WHOLE_URL_USERINFO.match(url)
+    userinfo = [*_USERINFO_PASSWORD.finditer(url), *_LOOSE_USERINFO.finditer(url)]
+    for password in [m["password"] for m in userinfo] + ([whole["password"]] if whole else []):
+        found += [password, *_pieces_after_at_signs(password)]
     for rule in (_QUERY_PARAMETER, _PASSWORD_FIELD):
         found += [m["value"].strip("'\"") for m in rule.finditer(url) if _is_password(m["key"])]
     return found
@@ -109,7 +140,7 @@ def _pieces_after_at_signs(password: str) -> list[str]:
 
 
 def _mask_userinfo(match: re.Match[str]) -> str:
-    return match["head"] + MASK if match["password"] != "" else match[0]
+    return match["head"] + MASK if match["password"] not in ("", MASK) else match[0]
 
 
 def _mask_parameter(match: re.Match[str]) -> str:

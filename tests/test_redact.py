@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import structlog
@@ -61,6 +62,37 @@ SECRET = "MARKER-PW-123"
             "from postgresql://a:one1@h1/x to postgresql://b:two2@h2/y",
             "from postgresql://a:***@h1/x to postgresql://b:***@h2/y",
         ),
+        # a mistyped URL: no scheme, slashes missing or doubled, a stray character
+        ("u:PW@host", "u:***@host"),
+        ("u:PW@", "u:***@"),
+        ("u:PW@h:5432/db", "u:***@h:5432/db"),
+        ("//u:PW@h/db", "//u:***@h/db"),
+        ("//:PW@h/db", "//:***@h/db"),
+        ("postgresql:/u:PW@h/db", "postgresql:/u:***@h/db"),
+        ("postgresql//u:PW@h/db", "postgresql//u:***@h/db"),
+        ("postgresql:://u:PW@h/db", "postgresql:://u:***@h/db"),
+        ("postgresql:\\\\u:PW@h/db", "postgresql:\\\\u:***@h/db"),
+        ("postgresql\\://u:PW@h/db", "postgresql\\://u:***@h/db"),
+        ("postgresql ://u:PW@h/db", "postgresql ://u:***@h/db"),
+        ("1postgresql://u:PW@h/db", "1postgresql://u:***@h/db"),
+        ("postgresql:u:PW@h/db", "postgresql:***@h/db"),  # which `:`? the earliest
+        ("u:p:w@h", "u:***@h"),
+        ("u:p/w@h", "u:***@h"),
+        ("u:p@ss@h", "u:***@h"),
+        ("//u:/pw@h", "//u:***@h"),
+        ("postgresql://u:P W@h/db", "postgresql://u:***@h/db"),  # a space in the password
+        # ... quoted, in a message, as a flag's value, in a driver's error
+        (
+            "error: store URL: 'u:PW@host' is not a database URL",
+            "error: store URL: 'u:***@host' is not a database URL",
+        ),
+        ("unrecognized arguments: --store u:PW@host", "unrecognized arguments: --store u:***@host"),
+        ("--db=u:PW@host", "--db=u:***@host"),
+        (
+            'FATAL: database "u:PW@h/db" does not exist',
+            'FATAL: database "u:***@h/db" does not exist',
+        ),
+        ("{'url': 'u:PW@h'}", "{'url': 'u:***@h'}"),
     ],
 )
 def test_a_password_is_masked_however_it_is_spelled(text: str, shown: str) -> None:
@@ -77,6 +109,14 @@ def test_a_password_is_masked_however_it_is_spelled(text: str, shown: str) -> No
         "http://[::1]:8080/api/v1/periodic?limit=50&cursor=abc",
         "spec: bad cron '61 * * * *': minute 61 out of range 0-59",
         "postgresql://app:@db/app",
+        "postgresql://app@db/app",
+        "postgresql:/app@db/app",
+        "postgresql://db:5432/app failed for ada@example.com",
+        "user@host:5432/db",
+        "git@github.com:owner/repo",
+        "mail to=ada@example.com at 12:30",
+        '{"to":"ada@example.com","at":"12:30"}',
+        '{"to": "ada@example.com"}',
     ],
 )
 def test_text_without_a_password_is_left_as_it_is(text: str) -> None:
@@ -91,6 +131,29 @@ def test_a_remembered_password_is_masked_wherever_it_appears() -> None:
     assert masked('invalid percent-encoded token: "Zq%ZZ-remembered"') == (
         'invalid percent-encoded token: "***"'
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "password"),
+    [
+        ("u:Kq7-loose@host", "Kq7-loose"),
+        ("postgresql:/u:Kq7-loose@h/db", "Kq7-loose"),
+        ("postgresql://u:Kq7 spaced@h/db", "Kq7 spaced"),
+        ("postgresql:/u:Kq7 spaced@h/db", "Kq7 spaced"),
+    ],
+)
+def test_the_password_of_a_mistyped_url_is_remembered(url: str, password: str) -> None:
+    """A driver may quote it outside the URL (percent-encoded, or a part of it as
+    a database name): remembered, it is masked there too."""
+    assert password in passwords_in(url)
+    remember_secrets(*passwords_in(url))
+    shown = masked(f"no store at {quote(url, safe='/:')}; no database {password!r}")
+    assert password not in shown and quote(password, safe="") not in shown, shown
+
+
+def test_a_url_without_a_password_remembers_nothing() -> None:
+    for url in ("postgresql://app@db/app", "sqlite:////var/lib/h.db", "postgresql:/app@db/app"):
+        assert passwords_in(url) == []
 
 
 def test_parsing_a_store_url_remembers_its_password_in_each_spelling() -> None:

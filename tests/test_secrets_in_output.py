@@ -303,7 +303,26 @@ def _bad_urls(marked: MarkedStore) -> dict[str, str]:
         "an unsupported scheme": f"mysql://root:{MARKER}@127.0.0.1/x",
         "a schema that holds no store": marked.url,
         "an unencoded @ in the password": marked.with_password_written(f"p@{MARKER}"),
+        **{f"mistyped: {case}": url for case, url in MISTYPED_URLS.items()},
     }
+
+
+MISTYPED_URLS: dict[str, str] = {
+    "no scheme": f"postgres:{MARKER}@127.0.0.1:1/x",
+    "no scheme, no host": f"postgres:{MARKER}@",
+    "slashes, no scheme": f"//postgres:{MARKER}@127.0.0.1:1/x",
+    "one slash": f"postgresql:/postgres:{MARKER}@127.0.0.1:1/x",
+    "no colon": f"postgresql//postgres:{MARKER}@127.0.0.1:1/x",
+    "no slashes": f"postgresql:postgres:{MARKER}@127.0.0.1:1/x",
+    "three slashes": f"postgresql+psycopg:///postgres:{MARKER}@127.0.0.1:1/x",
+    "backslashes": f"postgresql:\\\\postgres:{MARKER}@127.0.0.1:1/x",
+    "a space before": f" postgresql://postgres:{MARKER}@127.0.0.1:1/x",
+    "a space in the scheme": f"postgresql ://postgres:{MARKER}@127.0.0.1:1/x",
+    "a space in the password": f"postgresql://postgres:{MARKER} x@127.0.0.1:1/x",
+    "a colon in the password": f"postgres:x:{MARKER}@127.0.0.1:1/x",
+}
+"""Near-misses of a store URL, each with the marker as its password: the rule
+cannot parse them, and must mask them still (`_redact`'s loose rule)."""
 
 
 STORE_COMMANDS = [
@@ -431,6 +450,30 @@ def test_worker_shows_the_password_nowhere(marked: MarkedStore, tmp_path: Path) 
     assert worker.returncode == 0, output
     assert "worker running the handlers of marked_app:hg" in output
     _unseen("`headgate worker`", output)
+
+
+@pytest.mark.parametrize("case", [*MISTYPED_URLS, "a SQLite path"])
+def test_the_command_shows_no_password_of_a_mistyped_url(case: str, tmp_path: Path) -> None:
+    """The installed `headgate` command, as a person would run it: the URL as
+    --db, as HEADGATE_DB, and as a flag argparse does not know (quoted back)."""
+    url = MISTYPED_URLS.get(case, f"sqlite:///postgres:{MARKER}@h/x.db")
+    for argv, env in (
+        (["jobs", "list", "--db", url], {}),
+        (["jobs", "list"], {"HEADGATE_DB": url}),
+        (["jobs", "list", "--store", url], {}),
+    ):
+        finished = subprocess.run(
+            [headgate_command(), *argv],
+            cwd=tmp_path,
+            env={**server_environment(), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert finished.returncode in (1, 2), f"{argv}: {finished.stdout}{finished.stderr}"
+        assert finished.stderr.startswith("error: "), finished.stderr
+        _unseen(f"`headgate {' '.join(argv)}`", finished.stdout + finished.stderr)
 
 
 # the library's surface --------------------------------------------------------
