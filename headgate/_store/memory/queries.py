@@ -277,15 +277,15 @@ def recent_starts(
     }
 
 
-def starts_kept(starts: list[int], limit: int, now_ms: int) -> list[int]:
+def starts_kept(starts: list[int], limit: int, per_ms: int, now_ms: int) -> list[int]:
     """A rate class's starts that a window can still count: within the widest
-    window, and no older than its `limit`-th newest (with ties), as the SQL
-    store's claim keeps them."""
+    window, and either inside its own window or no older than its `limit`-th
+    newest (with ties), as the SQL store's claim keeps them."""
     recent = sorted(at for at in starts if at > now_ms - MAX_RATE_WINDOW_MS)
     if len(recent) <= limit:
         return recent
     oldest_kept = recent[-limit]
-    return [at for at in recent if at >= oldest_kept]
+    return [at for at in recent if at >= oldest_kept or at > now_ms - per_ms]
 
 
 def turns(

@@ -215,9 +215,11 @@ class MemoryWriteTransaction(WriteTransaction):
         limits, rates = queries.limits(self.models)
         if not limits and not rates:
             return None
-        kept = {rate.rate_class: rate.max_starts for rate in rates}
+        kept = {rate.rate_class: rate for rate in rates}
         self._rate_starts = {
-            name: queries.starts_kept(starts, kept[name], now_ms) if name in kept else starts
+            name: queries.starts_kept(starts, kept[name].max_starts, kept[name].per_ms, now_ms)
+            if name in kept
+            else starts
             for name, starts in self._rate_starts.items()
         }
         return Slots.counted(

@@ -289,16 +289,26 @@ _OLDEST_KEPT: Final = (
     .offset(_LAST_KEPT)
     .scalar_subquery()
 )
+_WINDOW_SINCE = bindparam("window_since", type_=BigInteger)
 _FORGET_STARTS: Final = Prepared(
     delete(rate_starts).where(
         rate_starts.c.rate_class == _RATE_CLASS,
-        or_(rate_starts.c.started_at_ms <= _SINCE, rate_starts.c.started_at_ms < _OLDEST_KEPT),
+        or_(
+            rate_starts.c.started_at_ms <= _SINCE,
+            and_(
+                rate_starts.c.started_at_ms <= _WINDOW_SINCE,
+                rate_starts.c.started_at_ms < _OLDEST_KEPT,
+            ),
+        ),
     )
 )
 """Forget the starts of a class no window can count: older than the widest
-window, or behind its newest `limit` (whatever its window, only those decide
-whether it is used up: so a widened window still counts what started before
-it was widened). `last_kept` is the oldest kept start's place, from 0."""
+window a class may have (a day), or both outside its window and behind its
+newest `limit`. Every start inside its window is kept, so a limit lowered and
+raised again within it still counts them; outside it, the newest `limit` are
+kept, so a widened window still counts what started before it was widened.
+What is kept stays bounded: inside the window, no more than the limits in
+force let start. `last_kept` is the oldest kept start's place, from 0."""
 _STARTS_SINCE: Final = Prepared(
     select(func.count()).where(
         rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE
@@ -332,10 +342,14 @@ def _slots(connection: Connection, now_ms: int) -> Slots | None:
     started: dict[str, int] = {}
     for name, rate in rates.items():
         forget_before = now_ms - MAX_RATE_WINDOW_MS
-        _FORGET_STARTS.run(
-            connection, rate_class=name, since=forget_before, last_kept=rate.limit - 1
-        )
         since = now_ms - rate.per_ms
+        _FORGET_STARTS.run(
+            connection,
+            rate_class=name,
+            since=forget_before,
+            window_since=since,
+            last_kept=rate.limit - 1,
+        )
         ((count,),) = _STARTS_SINCE.run(connection, rate_class=name, since=since)
         started[name] = int(count)
     return Slots.counted(limits, rates, running, started)

@@ -164,6 +164,31 @@ def test_a_rate_class_starts_at_most_its_limit_in_any_window(
     assert one.reads.job("m2") is not None
 
 
+def test_a_rate_limit_lowered_and_raised_within_its_window_still_counts_every_start(
+    store: Store, clock: FakeClock
+) -> None:
+    """5 per 10 s, 5 started; lowered to 1 (a claim under it forgets nothing it
+    may count again), raised back to 5 two seconds later: still used up until
+    the first starts leave the window, not 4 more at once."""
+    window = 10_000
+    for n in range(10):
+        _job(store, f"m{n}", rate_class="mail")
+    stream = rate_stream("mail")
+    store.log.append(stream, NO_STREAM, [RateLimitSet("mail", 5, window)])
+    for n in range(5):
+        assert _claim(store, {"q": 1}, clock) == [f"m{n}"]
+        clock.advance(100)
+    clock.advance(500)
+    store.log.append(stream, 1, [RateLimitSet("mail", 1, window)])
+    assert _claim(store, {"q": 10}, clock) == []
+    clock.advance(1_000)
+    store.log.append(stream, 2, [RateLimitSet("mail", 5, window)])
+    assert _claim(store, {"q": 10}, clock) == [], "the five starts still count"
+    assert store.reads.limits_state(clock.now_ms()).started == {"mail": 5}
+    clock.advance(window - 2_000)
+    assert _claim(store, {"q": 10}, clock) == ["m5"], "the first start left the window"
+
+
 def test_claims_take_the_lowest_fair_turn_within_a_priority(store: Store, clock: FakeClock) -> None:
     _job(store, "a-late-turn", partition_key="a", fair_turn=7)
     clock.advance(1)
