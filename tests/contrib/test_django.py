@@ -134,6 +134,46 @@ def test_a_task_is_enqueued_run_and_its_result_read(project_env: dict[str, str])
     }
 
 
+def test_a_result_whose_kind_names_no_task_imports_nothing(
+    project_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A job's kind is any text an enqueue gave (the HTTP API's too): get_result
+    finds its task among the registered ones, and never imports the module the
+    kind names, whose import-time code would run."""
+    (tmp_path / "trap_module.py").write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'imported')!r}).write_text('ran')\n"
+        "def task(): ...\n"
+    )
+    (seen,) = run_django(
+        project_env,
+        f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        job = backend.headgate.enqueue("trap_module.task", {{"args": [], "kwargs": {{}}}})
+        try:
+            backend.get_result(job.id)
+            said = None
+        except TaskResultDoesNotExist as error:
+            said = str(error)
+        order = ship.enqueue(Order.objects.create(item="lamp").id)
+        print(json.dumps({{
+            "said": said, "job": job.id,
+            "imported": "trap_module" in sys.modules,
+            "a task's own": backend.get_result(order.id).task.module_path,
+        }}))
+        """,
+    )
+    assert seen == {
+        "said": f"{seen['job']}: its job's kind 'trap_module.task' is no task of the backend "
+        "'default' in this process (a task is known once the module defining it is imported)",
+        "job": seen["job"],
+        "imported": False,
+        "a task's own": "tests.django_project.shop.tasks.ship",
+    }
+    assert not (tmp_path / "imported").exists(), "the module a job's kind named was imported"
+
+
 def test_an_enqueue_in_an_atomic_block_commits_and_rolls_back_with_it(
     project_env: dict[str, str],
 ) -> None:

@@ -26,7 +26,9 @@ OPTIONS, every one optional:
   backoff by default); `"max_attempts": 1` is Django's own habit.
 
 Each task is a handler of kind `Task.module_path`, on its `queue_name`, with
-its `priority` and `run_after`. Its result is the job (`get_result(id)`).
+its `priority` and `run_after`. Its result is the job (`get_result(id)`), whose
+task is found among the tasks this process has registered, never by importing
+the module a job's kind names.
 `python manage.py headgate_worker` runs the tasks of every installed app's
 `tasks` module.
 """
@@ -57,7 +59,7 @@ from headgate.contrib.django._tasks import (
     task_enqueued,
 )
 from headgate.contrib.django.connection import lent, store_url
-from headgate.contrib.django.results import payload_of, result_of, task_of
+from headgate.contrib.django.results import payload_of, registered_task, result_of
 from headgate.contrib.django.runner import run_task
 
 log = get_logger("headgate.django")
@@ -128,7 +130,8 @@ class HeadgateBackend(BaseTaskBackend):
             job = self.headgate.get_job(result_id)
         except (NotFound, ValidationError):
             raise TaskResultDoesNotExist(result_id) from None
-        return result_of(job, task_of(job.kind), self.alias)
+        task = registered_task(job.kind, self._shared.tasks, result_id, self.alias)
+        return result_of(job, task, self.alias)
 
     def _enqueue_on_commit(
         self, task: Task[Any, Any], payload: Any, options: JobOptions, database: str

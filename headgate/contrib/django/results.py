@@ -54,8 +54,27 @@ def arguments_of(payload: JsonValue) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
+def registered_task(
+    kind: str, tasks: Mapping[str, Task[Any, Any]], result_id: str, backend: str
+) -> Task[Any, Any]:
+    """The task among `tasks` (those a backend has registered) whose jobs have this
+    kind. Nothing is imported: a job's kind is whatever its enqueue said (the
+    HTTP API takes any), so importing the module it names would run that
+    module's code. A task registers itself when its module is imported (Django's
+    `@task`), as every caller of `Task.get_result` has done."""
+    task = tasks.get(kind)
+    if task is None:
+        raise TaskResultDoesNotExist(
+            f"{result_id}: its job's kind {kind!r} is no task of the backend {backend!r} in "
+            "this process (a task is known once the module defining it is imported)"
+        )
+    return task
+
+
 def task_of(kind: str) -> Task[Any, Any]:
-    """The task whose jobs have this kind (its module is imported if need be)."""
+    """The task whose jobs have this kind (its module is imported if need be): for
+    the handler of a backend's own jobs, whose kinds are its registered tasks',
+    in a child process that has not imported them yet."""
     try:
         found = import_string(kind)
     except ImportError as error:
