@@ -123,6 +123,11 @@ class SqliteConnector(Connector):
             ),
         )
         page_size = self.PAGE_SIZE
+        path = str(url.database)
+
+        @event.listens_for(engine, "do_connect")
+        def _create_owner_only(*_: Any) -> None:
+            create_owner_only(path)
 
         @event.listens_for(engine, "connect")
         def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -377,6 +382,24 @@ class SqliteMaintenance(Maintenance):
 
 def _unopenable(path: Path, reason: str) -> StoreUnopenable:
     return StoreUnopenable(f"store URL: cannot open the SQLite database {path}: {reason}")
+
+
+OWNER_ONLY: Final = 0o600
+
+
+def create_owner_only(path: str) -> None:
+    """Create the database file, empty, readable and writable by its owner alone,
+    unless it exists: it holds every payload, result and error, and SQLite would
+    create it as the umask allows (world-readable, 0644, under the usual 022).
+    SQLite gives its `-wal` and `-shm` files the database file's mode, so they
+    are owner-only too. An existing file keeps the mode it has (an operator may
+    have opened it to a group on purpose). A file that cannot be created here is
+    left to SQLite, whose error, translated, names the store."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY)
+    except OSError:  # it exists (nearly always), or SQLite says why it cannot be made
+        return
+    os.close(descriptor)
 
 
 def _why_sqlite_cannot_open(path: Path) -> str | None:
