@@ -1063,6 +1063,18 @@ class Headgate(AsyncOperations):
         up, oldest first."""
         return roll_up_closed_minutes(self._store, self.clock.now_ms())
 
+    def revoke_session(self, session_id: str, expires_at_ms: int) -> None:
+        """End a login session (`headgate.web`'s console logout) in every process on
+        this store, restarted ones included, until `expires_at_ms`, when it would
+        have expired anyway. `session_id`: the session's own id (1 to 64 of
+        base64url's characters; else ValueError), not its secret value."""
+        self._store.sessions.revoke(session_id, expires_at_ms)
+
+    def session_revoked(self, session_id: str) -> bool:
+        """Whether `revoke_session` ended this session (in any process) and it has
+        not expired since: read from the store at each call."""
+        return self._store.sessions.is_revoked(session_id)
+
     def lease_status(self) -> LeaseStatus | None:
         """Who holds the scheduler duty now, or None when nobody does."""
         lease = self._leases.status(SCHEDULER_LEASE)

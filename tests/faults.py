@@ -242,6 +242,7 @@ class FaultyStore(Store):
         self.workers = inner.workers
         self.reads = FaultyReads(inner.reads, self.faults)
         self.activity = inner.activity
+        self.sessions = inner.sessions
 
     def schema_revision(self) -> int:
         if self.faults.before_schema_read is not None:

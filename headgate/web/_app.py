@@ -71,7 +71,12 @@ def create_app(
     frame_ancestors_directive(frame_ancestors)  # refuses a bad source now, not per response
     secret = session_secret or os.environ.get(SESSION_SECRET_ENVIRONMENT) or None
     sessions = (
-        Sessions(token, hg.clock, secret.encode("utf-8", "surrogatepass") if secret else None)
+        Sessions(
+            token,
+            hg.clock,
+            secret.encode("utf-8", "surrogatepass") if secret else None,
+            revocations=hg,
+        )
         if token
         else None
     )

@@ -25,7 +25,12 @@ sessions the others made.
 A session's CSRF token is an HMAC of its value under the same key: the console
 page carries it (a <meta> tag) and console.js sends it back as X-CSRF-Token with
 every write, which a page on another origin can neither read nor compute.
-Logging out revokes the value in this process (bounded: see `Sessions.revoke`).
+
+Logging out ends the session in the store (`Headgate.revoke_session`, by its
+nonce, never its value), so every process on it refuses the cookie from then
+on, restarted ones too; each request a cookie would authorise asks the store.
+A store that cannot answer that question authorises no cookie (logged): the
+request is treated as one without a session until it can.
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ import base64
 import hashlib
 import hmac
 import secrets
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from headgate._clock import Clock
+from headgate._errors import StoreError
+from headgate._logs import get_logger
 
 COOKIE: Final = "headgate_session"
 LEGACY_COOKIE: Final = "headgate_token"
@@ -47,8 +53,8 @@ LIFETIME_MS: Final = 12 * 60 * 60 * 1000
 """A working day: long enough not to interrupt an operator, short enough that a
 value left in a browser stops working by the next one."""
 CSRF_HEADER: Final = "x-csrf-token"
-MAX_REVOKED: Final = 10_000
 _VERSION: Final = "v2"
+log = get_logger("headgate.web")
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,16 @@ class Session:
     value: str
     expires_at_ms: int
     csrf_token: str
+    session_id: str
+    """Its nonce: what a logout records (the value itself stays in the cookie)."""
+
+
+class Revocations(Protocol):
+    """Where ended sessions are kept for every process: the Headgate's store."""
+
+    def revoke_session(self, session_id: str, expires_at_ms: int) -> None: ...
+
+    def session_revoked(self, session_id: str) -> bool: ...
 
 
 def token_bytes(token: str) -> bytes:
@@ -85,6 +101,8 @@ class Sessions:
         clock: Clock,
         secret: bytes | None = None,
         lifetime_ms: int = LIFETIME_MS,
+        *,
+        revocations: Revocations,
     ) -> None:
         secret = secret if secret is not None else secrets.token_bytes(32)
         self._key = hmac.new(
@@ -94,23 +112,26 @@ class Sessions:
         ).digest()
         self._clock = clock
         self.lifetime_ms = lifetime_ms
-        self._revoked: OrderedDict[str, int] = OrderedDict()
+        self._revocations = revocations
 
     def issue(self, origin: str) -> Session:
         """A new session, valid on `origin` alone (`scheme://host[:port]`)."""
         expires = self._clock.now_ms() + self.lifetime_ms
-        body = f"{_VERSION}.{expires}.{secrets.token_urlsafe(16)}"
-        return self._session(f"{body}.{self._sign('session', _bound(body, origin))}", expires)
+        nonce = secrets.token_urlsafe(16)
+        body = f"{_VERSION}.{expires}.{nonce}"
+        value = f"{body}.{self._sign('session', _bound(body, origin))}"
+        return self._session(value, expires, nonce)
 
     def verify(self, value: str | None, origin: str | None) -> Session | None:
         """The session `value` names, if it is one of ours, issued on `origin`
-        (the request's own; None: it has none), unexpired and not revoked.
+        (the request's own; None: it has none), unexpired and not ended by a
+        logout (the store is asked, once the rest holds).
 
         Anything else is no session, never an error: the value is whatever the
         browser sent, which a page on a sibling domain can set (cookie tossing),
         so a byte no issued value holds (they are all ASCII) must not break a
         route that would answer without it."""
-        if not value or not origin or not value.isascii() or value in self._revoked:
+        if not value or not origin or not value.isascii():
             return None
         body, _, signature = value.rpartition(".")
         version, _, rest = body.partition(".")
@@ -121,9 +142,9 @@ class Sessions:
         if not hmac.compare_digest(signature.encode(), expected.encode()):
             return None
         expires = int(expires_text)
-        if expires <= self._clock.now_ms():
+        if expires <= self._clock.now_ms() or self._revoked(nonce):
             return None
-        return self._session(value, expires)
+        return self._session(value, expires, nonce)
 
     def csrf_matches(self, session: Session, offered: str | None) -> bool:
         return offered is not None and hmac.compare_digest(
@@ -131,19 +152,23 @@ class Sessions:
         )
 
     def revoke(self, session: Session) -> None:
-        """Refuse `session` from now on, in this process. Expired entries are
-        dropped first; past MAX_REVOKED (only a holder of the token can log in,
-        so only they can fill it) the oldest entry goes."""
-        now = self._clock.now_ms()
-        for value, expires in list(self._revoked.items()):
-            if expires <= now:
-                del self._revoked[value]
-        self._revoked[session.value] = session.expires_at_ms
-        while len(self._revoked) > MAX_REVOKED:
-            self._revoked.popitem(last=False)
+        """End `session` in every process on the store, from now until it would
+        have expired anyway. A store error is raised: the logout did not hold."""
+        self._revocations.revoke_session(session.session_id, session.expires_at_ms)
 
-    def _session(self, value: str, expires: int) -> Session:
-        return Session(value, expires, self._sign("csrf", value))
+    def _revoked(self, session_id: str) -> bool:
+        try:
+            return self._revocations.session_revoked(session_id)
+        except StoreError as error:
+            log.warning(
+                "a console session could not be checked against the store's logouts; "
+                "treated as none",
+                error=type(error).__name__,
+            )
+            return True
+
+    def _session(self, value: str, expires: int, session_id: str) -> Session:
+        return Session(value, expires, self._sign("csrf", value), session_id)
 
     def _sign(self, purpose: str, text: str) -> str:
         message = f"{purpose}\x00{text}".encode("utf-8", "surrogatepass")

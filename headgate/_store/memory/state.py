@@ -40,6 +40,9 @@ class MemoryState:
         self.rate_starts: dict[str, list[int]] = {}
         """Per rate class, when its jobs within the window were claimed (operational
         state, as the SQL store's rate_starts table)."""
+        self.revoked_sessions: dict[str, int] = {}
+        """Each ended login session's id, with when it would have expired
+        (operational state, as the SQL store's revoked_sessions table)."""
         self.queue_turns: dict[Lane, int] = {}
         """Each lane's current fair-share turn (operational state, as the SQL
         store's queue_turns table)."""

@@ -14,6 +14,7 @@ from headgate._store.memory.leases import MemoryLeases
 from headgate._store.memory.log import MemoryEventLog
 from headgate._store.memory.notifications import MemoryListener
 from headgate._store.memory.reads import MemoryReads
+from headgate._store.memory.sessions import MemorySessionRevocations
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.workers import MemoryWorkers
 from headgate._store.port import (
@@ -53,6 +54,7 @@ class MemoryStore(Store):
     workers: MemoryWorkers
     reads: MemoryReads
     activity: MemoryActivityLog
+    sessions: MemorySessionRevocations
 
     def __init__(self, clock: Clock, state: MemoryState | None = None) -> None:
         self.clock = clock
@@ -65,6 +67,7 @@ class MemoryStore(Store):
         self.workers = MemoryWorkers(self.state, clock, self._is_closed)
         self.reads = MemoryReads(self.state)
         self.activity = MemoryActivityLog(self.state)
+        self.sessions = MemorySessionRevocations(self.state, clock, self._is_closed)
 
     def __repr__(self) -> str:
         return "MemoryStore('memory://')"

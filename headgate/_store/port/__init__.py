@@ -21,6 +21,7 @@ transaction that changes what it reads) and the part read on its own:
 | store figures, for metrics (`figures`) | | `StoreFigures` |
 | leases (`leases`) | (a `Fence` on the write) | `Leases` |
 | the activity roll-up (`activity`) | | `ActivityLog` |
+| ended login sessions (`sessions`) | | `SessionRevocations` |
 
 `WriteTransaction` composes the first column, `Reads` the read models of the
 second, and `Store` holds the parts with `compact` (by the domain's retention
@@ -57,6 +58,11 @@ from headgate._store.port.job_queue import (
 from headgate._store.port.leases import Claimant, Fence, Lease, Leases
 from headgate._store.port.paging import Page
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
+from headgate._store.port.sessions import (
+    MAX_SESSION_ID_LENGTH,
+    SessionRevocations,
+    is_session_id,
+)
 from headgate._store.port.store import SCHEMA_REVISION, Reads, Store, WriteTransaction
 from headgate._store.port.workers import (
     ProcessIdentity,
@@ -70,6 +76,7 @@ __all__ = [
     "ANY_VERSION",
     "DAY_MS",
     "JOBS_TAKEN",
+    "MAX_SESSION_ID_LENGTH",
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",
@@ -94,6 +101,7 @@ __all__ = [
     "Reads",
     "ScheduleLookups",
     "ScheduleReads",
+    "SessionRevocations",
     "Store",
     "StoreFigures",
     "StreamAppend",
@@ -104,4 +112,5 @@ __all__ = [
     "WorkerRow",
     "Workers",
     "WriteTransaction",
+    "is_session_id",
 ]

@@ -21,9 +21,10 @@ from headgate._store.port.figures import StoreFigures
 from headgate._store.port.job_queue import JobQueue, JobReads, Listener
 from headgate._store.port.leases import Fence, Leases
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
+from headgate._store.port.sessions import SessionRevocations
 from headgate._store.port.workers import WorkerRescue, Workers
 
-SCHEMA_REVISION: Final = 19
+SCHEMA_REVISION: Final = 20
 """The revision of the data this build keeps: the SQL adapter's newest migration
 (`LATEST_VERSION` is this; a test checks that versions/ ends there). A store of
 this build's own, like the memory store, is always at it."""
@@ -59,6 +60,8 @@ class Store(ABC):
     workers: Workers
     reads: Reads
     activity: ActivityLog
+    sessions: SessionRevocations
+    """The console's ended login sessions (`sessions`)."""
 
     @abstractmethod
     def schema_revision(self) -> int:

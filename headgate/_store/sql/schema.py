@@ -205,6 +205,17 @@ activity = Table(
 a day of minutes, written once a minute by the scheduler lease's holder."""
 
 
+revoked_sessions = Table(
+    f"{TABLE_PREFIX}revoked_sessions",
+    LOG,
+    Column("session_id", String(64), primary_key=True),
+    Column("expires_at_ms", BigInteger, nullable=False),
+    Index(f"ix_{TABLE_PREFIX}revoked_sessions_expires", "expires_at_ms"),
+)
+"""The console's ended login sessions, each until it would have expired anyway
+(`SessionRevocations`): operational state, dropped once expired."""
+
+
 rebuild_claims = Table(
     f"{TABLE_PREFIX}rebuild_claims",
     LOG,

@@ -29,6 +29,7 @@ from headgate._store.sql.migrations import (
 from headgate._store.sql.projector import Projector
 from headgate._store.sql.queries import SqlReads
 from headgate._store.sql.schema import LIVE, LOG
+from headgate._store.sql.sessions import SqlSessionRevocations
 from headgate._store.sql.worker_rows import SqlWorkers
 
 
@@ -47,6 +48,7 @@ class SqlStore(Store):
     workers: SqlWorkers
     reads: SqlReads
     activity: SqlActivityLog
+    sessions: SqlSessionRevocations
 
     def __init__(
         self,
@@ -74,6 +76,7 @@ class SqlStore(Store):
         self.workers = SqlWorkers(self.database)
         self.reads = SqlReads(self.database.engine)
         self.activity = SqlActivityLog(self.database)
+        self.sessions = SqlSessionRevocations(self.database)
 
     def __repr__(self) -> str:
         return f"SqlStore({shown_url(self.database.url)!r})"
