@@ -117,6 +117,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "its interfaces' addresses)",
     )
     serve.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        default=None,
+        help="believe X-Forwarded-For, -Proto and -Host from these proxies only: IP addresses "
+        "and networks, comma-separated, or '*' for any (default: from none)",
+    )
+    serve.add_argument(
         "--header-timeout",
         type=seconds_in(MIN_CLIENT_TIMEOUT_S, MAX_CLIENT_TIMEOUT_S),
         default=defaults.header_timeout_s,
@@ -260,6 +267,7 @@ def _serve(args: argparse.Namespace) -> int:
     # The web stack is imported here, not at the top: other commands start without it.
     from headgate import _http_server  # noqa: PLC0415
     from headgate.web import create_app  # noqa: PLC0415
+    from headgate.web._forwarded import trusted_proxies_from  # noqa: PLC0415
     from headgate.web._headers import answer_headers  # noqa: PLC0415
     from headgate.web._hosts import (  # noqa: PLC0415
         LOOPBACK_HOSTS,
@@ -287,13 +295,21 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        try:
+            trusted_proxies_from(args.forwarded_allow_ips)
+        except ValueError as error:
+            reason = str(error).removeprefix("forwarded_allow_ips: ")
+            print(f"error: headgate serve: --forwarded-allow-ips: {reason}", file=sys.stderr)
+            return EXIT_USAGE
         _warn_if_open_to_others(args.host)
         answered = answered_names(allowed_hosts)
         if answered is None or len(answered) > len(LOOPBACK_HOSTS):
             _say_which_hosts_are_answered(answered)
         configure_logging()
         hg = load_app(args.app) if args.app else Headgate(args.db, config=runtime_config(args))
-        app = create_app(hg, allowed_hosts=allowed_hosts)
+        app = create_app(
+            hg, allowed_hosts=allowed_hosts, forwarded_allow_ips=args.forwarded_allow_ips
+        )
         store = f"the store of {args.app}" if args.app else masked(args.db)
         address = address_of(args.host, sockets)
         limits = ClientLimits(

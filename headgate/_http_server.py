@@ -66,6 +66,9 @@ def serve(
         http=guard_for(limits, headers),
         limit_concurrency=limits.max_connections,
         timeout_keep_alive=KEEP_ALIVE_S,
+        # Forwarded headers are the app's to believe, from the proxies it is told
+        # of (web._forwarded); uvicorn's own would believe them from 127.0.0.1.
+        proxy_headers=False,
         backlog=BACKLOG,
         lifespan="on",
         log_level="warning",

@@ -29,6 +29,7 @@ from headgate.web._errors import (
     install_error_handlers,
     log,
 )
+from headgate.web._forwarded import ForwardedHeaders, trusted_proxies_from
 from headgate.web._guard import WriteGuard
 from headgate.web._headers import SecurityHeaders, frame_ancestors_directive
 from headgate.web._hosts import HostCheck, allowed_hosts_from
@@ -46,6 +47,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     frame_ancestors: Sequence[str] | None = None,
     session_secret: str | None = None,
+    forwarded_allow_ips: Iterable[str] | None = None,
 ) -> FastAPI:
     """The control API (/api/v1, OpenAPI at /openapi.json, Swagger UI at /docs), the
     console (/), the Prometheus metrics (/metrics) and the probes (/healthz, /readyz).
@@ -63,12 +65,15 @@ def create_app(
     CSP sources that may frame the console (default: none may; `_headers`).
     `session_secret`: what the console's login sessions are signed with besides
     the token, shared by processes behind one address; defaults to
-    $HEADGATE_SESSION_SECRET, else random per app (`_session`). A bad value of
-    any raises ValueError naming it.
+    $HEADGATE_SESSION_SECRET, else random per app (`_session`).
+    `forwarded_allow_ips`: the proxies (IP addresses, networks, or "*") whose
+    X-Forwarded-For, -Proto and -Host are believed; by default none's
+    (`_forwarded`). A bad value of any raises ValueError naming it.
     """
     token = (api_token if api_token is not None else os.environ.get("HEADGATE_API_TOKEN")) or None
     hosts = allowed_hosts_from(allowed_hosts)
     frame_ancestors_directive(frame_ancestors)  # refuses a bad source now, not per response
+    proxies = trusted_proxies_from(forwarded_allow_ips)
     secret = session_secret or os.environ.get(SESSION_SECRET_ENVIRONMENT) or None
     sessions = (
         Sessions(
@@ -116,8 +121,9 @@ def create_app(
     app.mount(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
-    # Outermost last: Host check, write guard, auth, body limits, the routes;
-    # the security headers wrap even the error middleware (_GuardedApp).
+    # Outermost last: forwarded headers, Host check, write guard, auth, body
+    # limits, the routes; the security headers wrap even the error middleware
+    # (_GuardedApp).
     app.add_middleware(BodyLimits)
     if token and sessions is not None:
         app.add_middleware(
@@ -127,6 +133,7 @@ def create_app(
         app.add_middleware(WarnIfMountedWithRuntime)
     app.add_middleware(WriteGuard, sessions=sessions)
     app.add_middleware(HostCheck, allowed=hosts)
+    app.add_middleware(ForwardedHeaders, trusted=proxies)
     return app
 
 

@@ -8,7 +8,8 @@ Basic credentials too) is judged by its cookie, and those are the writes the
 write guard asks a CSRF token of: both ask `_guard.bearer_credentials` which
 requests are a bearer client's. A wrong bearer token
 counts towards the client's login throttle (`_throttle`) and is logged with the
-client's address, never with what was offered.
+client's address (and the trusted proxy's it came through, `_forwarded`), never
+with what was offered.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from headgate.web._errors import ASGIApp, Receive, Scope, Send, log
+from headgate.web._forwarded import forwarded_by
 from headgate.web._guard import bearer_credentials, cookie_session
 from headgate.web._probes import HEALTH_PATHS
 from headgate.web._session import Sessions, token_bytes
@@ -58,10 +60,17 @@ def too_many_attempts(retry_after_s: int) -> JSONResponse:
 
 def record_failure(throttle: FailureThrottle, scope: Scope, event: str) -> None:
     address = client_address(scope)
-    if throttle.failed(client_key(address)):
-        log.warning(f"{event}; client throttled", client=address, failures=throttle.limit)
+    fields: dict[str, object] = {"client": address}
+    proxy = forwarded_by(scope)
+    if proxy is not None:
+        fields["via"] = proxy
+    throttled = throttle.failed(client_key(address))
+    if throttled == "client":
+        log.warning(f"{event}; client throttled", failures=throttle.limit, **fields)
+    elif throttled == "all":
+        log.warning(f"{event}; every client throttled", failures=throttle.total_limit, **fields)
     else:
-        log.warning(event, client=address)
+        log.warning(event, **fields)
 
 
 def _is_open(path: str) -> bool:

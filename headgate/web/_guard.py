@@ -30,15 +30,12 @@ nothing changed) when:
 A plain API client (curl, httpx: no Origin, no Sec-Fetch-Site, no cookie) passes.
 
 The app's own origin is the scheme and host (with port) the request reached it
-by: `X-Forwarded-Proto` and `X-Forwarded-Host` when present (the first, the
-client-facing proxy's, of a list), else the connection's scheme and `Host`.
-Trusting those headers here costs nothing. A browser cannot send them: they are
-not CORS-safelisted, so a page on another origin that sets them turns its write
-into a preflighted request the app does not grant, and a form cannot set headers
-at all. A client that is not a browser can send them, and any Origin it likes,
-but it holds none of the operator's cookies, and this rule exists only to stop a
-browser from lending those to another site: such a client still needs the token.
-The Host check (`_hosts`) looks at `Host` alone, for the same reason reversed.
+by: the scheme the request came by and `Host`, or, from a proxy the operator
+trusts (`_forwarded`, which takes the headers out of anyone else's request),
+`X-Forwarded-Proto` (already the scope's scheme) and `X-Forwarded-Host` (the
+first, the client-facing proxy's, of a list). Behind a proxy that is not named,
+the origin is the proxy's view of the app, and a browser's writes through it are
+refused, saying so. The Host check (`_hosts`) looks at `Host` alone.
 """
 
 from __future__ import annotations
@@ -96,8 +93,9 @@ def canonical_origin(scheme: str, authority: str) -> str | None:
 
 
 def own_origin(scope: Scope) -> str | None:
-    """This app's origin as the client reached it (see the module)."""
-    scheme = _first(request_header(scope, b"x-forwarded-proto")) or str(scope.get("scheme", "http"))
+    """This app's origin as the client reached it (see the module): X-Forwarded-Host
+    is in the request only when a trusted proxy sent it."""
+    scheme = str(scope.get("scheme", "http"))
     host = _first(request_header(scope, b"x-forwarded-host")) or request_header(scope, b"host")
     return None if host is None else canonical_origin(scheme, host)
 
@@ -174,7 +172,8 @@ class WriteGuard:
                 return "origin", (
                     f"Origin {origin[:_SHOWN]!r} is not this app's origin {expected!r} "
                     "(behind a proxy on another name or scheme, have it send "
-                    "X-Forwarded-Host and X-Forwarded-Proto)"
+                    "X-Forwarded-Host and X-Forwarded-Proto, and name it in "
+                    "--forwarded-allow-ips)"
                 )
         content_type = (request_header(scope, b"content-type") or "").split(";", 1)[0]
         if content_type.strip().lower() in FORM_CONTENT_TYPES:

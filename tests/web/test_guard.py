@@ -24,6 +24,8 @@ from headgate.web import create_app
 from tests.web.conftest import LOCAL
 
 TOKEN = "s3cret"
+PROXY = ("127.0.0.1", 50000)
+"""The test client's address when it plays a proxy on this machine."""
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SCHEDULE = {"kind": "report", "spec": "@every:60000"}
 BODIES: dict[tuple[str, str], object] = {
@@ -308,9 +310,10 @@ def test_the_console_behind_a_proxy_under_a_prefix_knows_its_own_origin(
     hg: Headgate, filled: Fixture
 ) -> None:
     """The proxy serves https://ops.example.com/scheduler/ from the app mounted at
-    /scheduler on 127.0.0.1:8080, and says so with X-Forwarded-Host and -Proto."""
+    /scheduler on 127.0.0.1:8080, and says so with X-Forwarded-Host and -Proto,
+    which are believed as the proxy is named."""
     host = FastAPI()
-    host.mount("/scheduler", create_app(hg, api_token=""))
+    host.mount("/scheduler", create_app(hg, api_token="", forwarded_allow_ips=["127.0.0.1"]))
     proxied = {
         "Host": "127.0.0.1:8080",
         "X-Forwarded-Host": "ops.example.com",
@@ -318,7 +321,7 @@ def test_the_console_behind_a_proxy_under_a_prefix_knows_its_own_origin(
         "Sec-Fetch-Site": "same-origin",
     }
     pause = "/scheduler/api/v1/periodic/nightly/pause"
-    with TestClient(host, base_url=LOCAL) as client:
+    with TestClient(host, base_url=LOCAL, client=PROXY) as client:
         for origin in ("https://evil.example", "http://ops.example.com", "https://127.0.0.1:8080"):
             before = filled.state()
             refused = client.post(pause, headers={**proxied, "Origin": origin})
@@ -333,6 +336,35 @@ def test_the_console_behind_a_proxy_under_a_prefix_knows_its_own_origin(
             served = client.post(pause, headers={**proxied, "Origin": origin})
             assert served.status_code == 200, (origin, served.text)
     assert hg.get_schedule("nightly").paused
+
+
+def test_forwarded_headers_from_a_proxy_not_named_are_not_believed(
+    hg: Headgate, filled: Fixture
+) -> None:
+    """By default no proxy is trusted: X-Forwarded-Host and -Proto, from loopback
+    too, are not the app's origin, and the refusal says what to name."""
+    proxied = {
+        "Host": "127.0.0.1:8080",
+        "X-Forwarded-Host": "ops.example.com",
+        "X-Forwarded-Proto": "https",
+        "Sec-Fetch-Site": "same-origin",
+    }
+    pause = "/api/v1/periodic/nightly/pause"
+    for trusted in (None, ["10.0.0.0/8"]):
+        app = create_app(hg, api_token="", forwarded_allow_ips=trusted)
+        with TestClient(app, base_url=LOCAL, client=PROXY) as client:
+            refused = client.post(pause, headers={**proxied, "Origin": "https://ops.example.com"})
+            assert refused.status_code == 403, trusted
+            assert "--forwarded-allow-ips" in refused.json()["error"]
+            assert not hg.get_schedule("nightly").paused
+            served = client.post(pause, headers={**proxied, "Origin": "http://127.0.0.1:8080"})
+            assert served.status_code == 200, (trusted, served.text)
+            client.post("/api/v1/periodic/nightly/resume")
+
+
+def test_a_bad_proxy_address_is_refused_at_start(hg: Headgate) -> None:
+    with pytest.raises(ValueError, match=r"forwarded_allow_ips: 'proxy\.internal' is not an IP"):
+        create_app(hg, api_token="", forwarded_allow_ips=["127.0.0.1", "proxy.internal"])
 
 
 def test_a_refusal_is_logged_with_its_rule(open_app: FastAPI, filled: Fixture) -> None:

@@ -17,7 +17,13 @@ from structlog.testing import capture_logs
 from headgate import Headgate
 from headgate.testing import FakeClock
 from headgate.web import create_app
-from headgate.web._throttle import MAX_CLIENTS, FailureThrottle, client_key
+from headgate.web._throttle import (
+    MAX_CLIENTS,
+    TOTAL_LIMIT,
+    WINDOW_MS,
+    FailureThrottle,
+    client_key,
+)
 from tests.web.conftest import LOCAL
 
 TOKEN = "s3cret-t0ken"
@@ -133,11 +139,14 @@ class TestSession:
             value = _log_in(client)
         assert _with_cookie(create_app(hg, api_token=TOKEN), value) == 200
 
-    def test_the_cookie_is_secure_behind_a_tls_proxy(self, client: TestClient) -> None:
-        response = client.post(
-            "/login", json={"token": TOKEN}, headers={"X-Forwarded-Proto": "https"}
-        )
-        assert "secure" in response.headers["set-cookie"].lower()
+    def test_the_cookie_is_secure_behind_a_tls_proxy(self, hg: Headgate) -> None:
+        """Behind a proxy the operator names; one not named is not believed."""
+        tls = {"X-Forwarded-Proto": "https"}
+        for trusted, secure in ((["127.0.0.1"], True), (None, False)):
+            app = create_app(hg, api_token=TOKEN, forwarded_allow_ips=trusted)
+            with TestClient(app, base_url=LOCAL, client=("127.0.0.1", 1)) as client:
+                response = client.post("/login", json={"token": TOKEN}, headers=tls)
+            assert ("secure" in response.headers["set-cookie"].lower()) is secure, trusted
 
     def test_a_cookie_that_is_not_ascii_is_no_session_on_any_route(self, app: FastAPI) -> None:
         """A page on a sibling domain can set the cookie (cookie tossing): a value
@@ -271,6 +280,71 @@ class TestFailures:
         assert client_key("::ffff:192.0.2.1") == "192.0.2.1"
         clock.advance(300_000)
         assert throttle.retry_after_s(client_key("2001:db8::1")) is None
+
+    def test_x_forwarded_for_from_a_proxy_not_named_is_not_the_client(self, app: FastAPI) -> None:
+        """Issue 36: from loopback, a fresh X-Forwarded-For per guess was a fresh client."""
+        with (
+            TestClient(app, base_url=LOCAL, client=("127.0.0.1", 1)) as client,
+            capture_logs() as logs,
+        ):
+            statuses = [
+                client.get(
+                    "/api/v1/periodic",
+                    headers={"Authorization": "Bearer no", "X-Forwarded-For": f"198.51.100.{n}"},
+                ).status_code
+                for n in range(15)
+            ]
+        assert statuses == [401] * 10 + [429] * 5
+        assert {e["client"] for e in logs if "client" in e} == {"127.0.0.1"}
+        assert "198.51.100" not in repr(logs) and all("via" not in e for e in logs)
+
+    def test_behind_a_named_proxy_each_client_it_forwards_counts_alone(self, hg: Headgate) -> None:
+        app = create_app(hg, api_token=TOKEN, forwarded_allow_ips=["127.0.0.1", "10.0.0.0/8"])
+
+        def guess(forwarded_for: str) -> int:
+            headers = {"Authorization": "Bearer no", "X-Forwarded-For": forwarded_for}
+            return client.get("/api/v1/periodic", headers=headers).status_code
+
+        with (
+            TestClient(app, base_url=LOCAL, client=("127.0.0.1", 1)) as client,
+            capture_logs() as logs,
+        ):
+            # What the client wrote comes first; the nearest address that is no
+            # named proxy is the client, whatever stands before it.
+            chains = [f"6.6.6.{n}, 203.0.113.5, 10.1.2.3" for n in range(10)]
+            assert [guess(chain) for chain in chains] == [401] * 10
+            assert guess("203.0.113.5") == 429
+            assert guess("203.0.113.6:4711") == 401, "another client, its port left out"
+            assert guess("[2001:db8::1]:443") == 401
+        refused = [e for e in logs if e["event"].startswith("bearer token refused")]
+        assert {(e["client"], e["via"]) for e in refused} == {
+            ("203.0.113.5", "127.0.0.1"),
+            ("203.0.113.6", "127.0.0.1"),
+            ("2001:db8::1", "127.0.0.1"),
+        }
+        assert "6.6.6" not in repr(logs)
+
+    def test_failures_count_in_total_and_past_it_every_client_waits_but_known_ones(
+        self, app: FastAPI, clock: FakeClock
+    ) -> None:
+        """Many addresses, each under its own limit, cannot guess on for ever: past
+        TOTAL_LIMIT failures in the window everyone gets 429, except a client that
+        offered the right token within it."""
+
+        def attempt(address: str, token: str) -> int:
+            with TestClient(app, base_url=LOCAL, client=(address, 1)) as client:
+                headers = {"Authorization": f"Bearer {token}"}
+                return client.get("/api/v1/periodic", headers=headers).status_code
+
+        assert attempt("192.0.2.1", TOKEN) == 200  # the operator's tool, known
+        with capture_logs() as logs:
+            for n in range(TOTAL_LIMIT):
+                assert attempt(f"198.51.100.{n // 5}", "wrong") == 401, n
+        assert logs[-1]["event"] == "bearer token refused; every client throttled"
+        assert attempt("203.0.113.9", TOKEN) == 429, "a correct guess is not confirmed"
+        assert attempt("192.0.2.1", TOKEN) == 200
+        clock.advance(WINDOW_MS)
+        assert attempt("203.0.113.9", TOKEN) == 200
 
 
 class TestTokens:

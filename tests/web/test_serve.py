@@ -346,3 +346,61 @@ def test_serve_refuses_a_bad_minimum_interval_in_one_line(
     )
     assert (result.returncode, result.stderr) == (2, message + "\n")
     assert list(tmp_path.iterdir()) == [], "a refused serve created a store"
+
+
+def _raw_status(base: str, request: str) -> int:
+    """The status of `request`, sent as it is on a connection of its own."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request.encode())
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    return int(answer.split(b" ", 2)[1])
+
+
+def _guess(base: str, forwarded_for: str) -> int:
+    return _raw_status(
+        base,
+        "GET /api/v1/periodic HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        f"Authorization: Bearer wrong\r\nX-Forwarded-For: {forwarded_for}\r\n\r\n",
+    )
+
+
+def test_serve_throttles_wrong_tokens_whatever_x_forwarded_for_claims(tmp_path: Path) -> None:
+    """Issue 36: from loopback, each guess claiming a fresh X-Forwarded-For was a
+    fresh client (1,800 guesses in 2 s, no 429), logged by the forged address."""
+    environment = {"HEADGATE_API_TOKEN": "the-token"}
+    with serving_printed(tmp_path, env=environment) as served:
+        statuses = [_guess(served.base, f"198.51.100.{n}") for n in range(30)]
+        output = served.output()
+    assert statuses == [401] * 10 + [429] * 20
+    assert "198.51.100" not in output, "no forged address is logged"
+    assert output.count('"client": "127.0.0.1"') == 10, output
+
+
+def test_serve_believes_x_forwarded_for_from_the_proxies_it_is_told(tmp_path: Path) -> None:
+    environment = {"HEADGATE_API_TOKEN": "the-token"}
+    flags = ("--forwarded-allow-ips", "127.0.0.1,::1")
+    with serving_printed(tmp_path, *flags, env=environment) as served:
+        first = [_guess(served.base, f"6.6.6.{n}, 203.0.113.5") for n in range(11)]
+        other = _guess(served.base, "203.0.113.6")
+        output = served.output()
+    assert (first, other) == ([401] * 10 + [429], 401)
+    assert output.count('"client": "203.0.113.5", "via": "127.0.0.1"') == 10, output
+    assert "6.6.6" not in output
+
+
+def test_serve_refuses_a_proxy_that_is_no_address_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [headgate_command(), "serve", "--port", "0", "--forwarded-allow-ips", "proxy.internal"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: headgate serve: --forwarded-allow-ips: 'proxy.internal' is not an IP address "
+        "or network (e.g. 10.0.0.5, 10.0.0.0/8, or '*' for any)\n",
+    )
+    assert list(tmp_path.iterdir()) == [], "refused before the store is opened"

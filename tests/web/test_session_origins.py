@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
@@ -22,6 +23,9 @@ from tests.web.serving import serving, wait_until_answering
 TOKEN = "origin-s3cret"
 SECRET = {"session_secret": "shared-by-the-replicas"}
 HERE = "http://127.0.0.1:8080"
+PROXY = ("127.0.0.1", 50000)
+"""The test client's address: a proxy on this machine, whose forwarded headers
+the apps below believe (forwarded_allow_ips)."""
 
 
 def _log_in(client: TestClient) -> str:
@@ -34,9 +38,15 @@ def _log_in(client: TestClient) -> str:
     return value
 
 
+def _app(hg: Headgate) -> FastAPI:
+    return create_app(
+        hg, api_token=TOKEN, allowed_hosts=["*"], forwarded_allow_ips=[PROXY[0]], **SECRET
+    )
+
+
 def _status(hg: Headgate, base: str, value: str, **headers: str) -> int:
-    app = create_app(hg, api_token=TOKEN, allowed_hosts=["*"], **SECRET)
-    with TestClient(app, base_url=base, cookies={"headgate_session": value}) as client:
+    cookies = {"headgate_session": value}
+    with TestClient(_app(hg), base_url=base, cookies=cookies, client=PROXY) as client:
         return client.get("/api/v1/periodic", headers=headers).status_code
 
 
@@ -53,8 +63,7 @@ def _status(hg: Headgate, base: str, value: str, **headers: str) -> int:
 def test_a_session_is_no_session_on_another_origin(
     hg: Headgate, base: str, headers: dict[str, str]
 ) -> None:
-    app = create_app(hg, api_token=TOKEN, allowed_hosts=["*"], **SECRET)
-    with TestClient(app, base_url=HERE) as client:
+    with TestClient(_app(hg), base_url=HERE, client=PROXY) as client:
         value = _log_in(client)
         assert client.get("/api/v1/periodic").status_code == 200
     assert _status(hg, HERE, value) == 200, "a replica on the same origin shares it"
