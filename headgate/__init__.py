@@ -9,6 +9,7 @@ from headgate._app import Headgate
 from headgate._clock import Clock, StoreClock, SystemClock
 from headgate._domain.activity import ActivityPoint
 from headgate._domain.admission import AdmissionLimits
+from headgate._domain.job_rules import InvalidResult
 from headgate._domain.limits import EACH_PARTITION
 from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.options import JobOptions, ScheduleDefinition
@@ -25,6 +26,7 @@ from headgate._domain.spec import (
 from headgate._errors import (
     AdmissionRejected,
     ConcurrencyConflict,
+    ConstraintViolation,
     DuplicateJob,
     DuplicateTickJobs,
     HeadgateError,
@@ -33,6 +35,7 @@ from headgate._errors import (
     NotFound,
     ProjectionsRebuilding,
     SchemaBehind,
+    SchemaIncomplete,
     SchemaTooNew,
     StoreClosed,
     StoreError,
@@ -74,9 +77,9 @@ from headgate._runtime.config import RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate._runtime.snooze import Snooze, SnoozeLimitExceeded
-from headgate._version import installed_version
+from headgate._version import installed_version as _installed_version
 
-__version__ = installed_version()
+__version__ = _installed_version()
 """This Headgate's version, as the installed distribution `headgate-jobs` states it."""
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "Clock",
     "ConcurrencyConflict",
     "ConcurrencyLimitStatus",
+    "ConstraintViolation",
     "CronSpec",
     "DrainSummary",
     "DuplicateJob",
@@ -98,6 +102,7 @@ __all__ = [
     "EverySpec",
     "Headgate",
     "HeadgateError",
+    "InvalidResult",
     "InvalidSpec",
     "Job",
     "JobAttempt",
@@ -130,6 +135,7 @@ __all__ = [
     "ScheduleSpec",
     "SchedulesPage",
     "SchemaBehind",
+    "SchemaIncomplete",
     "SchemaTooNew",
     "Snooze",
     "SnoozeLimitExceeded",

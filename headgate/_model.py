@@ -207,7 +207,9 @@ class Job:
     result: JsonValue = None
     error_type: str | None = None
     """The newest failed attempt's error while the job has not completed; once it
-    has, None (each failed attempt keeps its error in `attempt_history`)."""
+    has, None (each failed attempt keeps its error in `attempt_history`). An error
+    type is named as it is imported: `ValueError`, `headgate.InvalidResult`,
+    `myapp.billing.PaymentDeclined`."""
     error_message: str | None = None
     updated_at_ms: int = 0
     attempt_history: tuple[JobAttempt, ...] = ()

@@ -1,8 +1,11 @@
-"""Helpers for testing code that uses Headgate: a clock that moves only when told."""
+"""Helpers for testing code that uses Headgate: a clock that moves only when told.
 
-from __future__ import annotations
+Its namespace is its public surface (`__all__`): what it imports is bound under
+a private name, so `from headgate.testing import *` and `dir()` show only
+`FakeClock`.
+"""
 
-import threading
+import threading as _threading
 
 __all__ = ["FakeClock"]
 
@@ -16,7 +19,7 @@ class FakeClock:
 
     def __init__(self, start_ms: int = 1_704_067_200_000) -> None:
         self._now = start_ms
-        self._moved = threading.Condition()
+        self._moved = _threading.Condition()
 
     def now_ms(self) -> int:
         with self._moved:
@@ -34,7 +37,7 @@ class FakeClock:
             self.set(self._now + delta_ms)
             return self._now
 
-    def sleep_until(self, deadline_ms: int, interrupt: threading.Event) -> None:
+    def sleep_until(self, deadline_ms: int, interrupt: _threading.Event) -> None:
         with self._moved:
             while self._now < deadline_ms and not interrupt.is_set():
                 self._moved.wait(0.005)

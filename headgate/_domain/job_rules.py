@@ -27,6 +27,7 @@ Crash counting, decided here and documented in docs/explanation/guarantees.md:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Final
 
@@ -79,10 +80,23 @@ class ErrorRecord:
 def error_record(error: BaseException, *, keep_messages: bool = True) -> ErrorRecord:
     """What a failed attempt stores of its exception: the type's qualified name and,
     unless the host keeps exception texts out of the store, the first
-    MAX_ERROR_MESSAGE characters of its text."""
+    MAX_ERROR_MESSAGE characters of its text.
+
+    The name is the one users know it by, which the API, the CLI and the console
+    show: a builtin's bare (`ValueError`), a Headgate type's as the package
+    exports it (`headgate.InvalidResult`, not the internal module it is defined
+    in; the package, loaded before any of its modules, is read from
+    `sys.modules`, not imported), any other's module and qualified name."""
     kind = type(error)
     module = kind.__module__
-    name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    name = f"{module}.{kind.__qualname__}"
+    if module == "builtins":
+        name = kind.__qualname__
+    elif (
+        module.startswith("headgate.")
+        and getattr(sys.modules.get("headgate"), kind.__qualname__, None) is kind
+    ):
+        name = f"headgate.{kind.__qualname__}"
     if not keep_messages:
         return ErrorRecord(name, None)
     text = str(error)

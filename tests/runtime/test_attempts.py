@@ -171,7 +171,7 @@ def _returns_a_set(job: JobContext) -> object:
         ),
         (_returns_json, ("completed", None, None)),
         (_returns_json_async, ("completed", None, None)),
-        (_returns_a_set, ("failed", "headgate._domain.job_rules.InvalidResult", None)),
+        (_returns_a_set, ("failed", "headgate.InvalidResult", None)),
     ],
     ids=["error", "error-async", "own-cancelled-error-async", "result", "result-async", "set"],
 )

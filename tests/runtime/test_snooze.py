@@ -52,7 +52,7 @@ def test_snoozes_past_the_limit_fail_the_attempt(hg: Headgate, clock: FakeClock)
     assert (summary.snoozed, summary.failed) == (0, 1)
     failed = hg.get_job(job.id)
     assert failed.state == "failed" and failed.snoozes == DEFAULT_MAX_SNOOZES
-    assert failed.error_type == "headgate._runtime.snooze.SnoozeLimitExceeded"
+    assert failed.error_type == "headgate.SnoozeLimitExceeded"
     assert "the limit is 100" in (failed.error_message or "")
 
 
@@ -61,7 +61,7 @@ def test_a_snooze_of_no_time_fails_the_attempt_naming_the_rule(hg: Headgate) -> 
     job = hg.enqueue("poll")
     assert hg.drain().failed == 1
     failed = hg.get_job(job.id)
-    assert failed.error_type == "headgate._errors.ValidationError"
+    assert failed.error_type == "headgate.ValidationError"
     assert "seconds" in (failed.error_message or "")
     with pytest.raises(ValidationError, match="a week"):
         Snooze(8 * 24 * 3600)

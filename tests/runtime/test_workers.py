@@ -343,7 +343,7 @@ def test_a_result_that_cannot_be_stored_fails_the_attempt_clearly(
     job = hg.enqueue("odd")
     assert hg.drain().failed == 1
     failed = hg.get_job(job.id)
-    assert failed.error_type == "headgate._domain.job_rules.InvalidResult"
+    assert failed.error_type == "headgate.InvalidResult"
     assert failed.error_message is not None and rule in failed.error_message
 
 
