@@ -7,12 +7,14 @@ attempt is timed, refused and recorded by one set of rules whoever runs it:
 * What the handler returns is its result if it is plain JSON within the
   limit (`job_rules.checked_result`); what it raises fails the attempt
   (`job_rules.error_record`), an async handler's own CancelledError included.
-* At its deadline, on the injected clock, the attempt times out: it is
-  recorded as failed (`timed_out`, with the timeout as configured), its
-  `job.cancelled` is set and an async handler is cancelled. A sync handler's
-  thread cannot be stopped: whatever it returns afterwards is refused. A
-  handler that returns at or after its deadline has timed out too, whether or
-  not the `Deadlines` service had got to it.
+* At its deadline, on the injected clock, the attempt times out: it settles
+  as failed (`timed_out`, with the timeout as configured), its
+  `job.cancelled` is set, an async handler is cancelled and a process
+  handler's child killed. A sync handler's thread cannot be stopped: it is
+  `overdue` until it returns, and whatever it returns is refused (the worker
+  pool records the timeout only then: see `worker_pool`). A handler that
+  returns at or after its deadline has timed out too, whether or not the
+  `Deadlines` service had got to it.
 * An attempt settles once: the first of its handler's end, its deadline and
   its withdrawal (given back at shutdown) decides what is recorded. A handler
   told to stop (`job.cancelled`: its job was cancelled or rescued meanwhile)
@@ -140,6 +142,10 @@ class Attempt:
         self._outcome: Outcome | None = None
         self._settled = False
         self._returned = False
+        self.returned_at_ms = 0
+        """When its handler's code returned (0 until it has)."""
+        self.killed = False
+        """Its handler's child process was killed (told to stop, at its deadline)."""
         self._cancel_task: Callable[[], None] | None = None
 
     @property
@@ -251,6 +257,8 @@ class Attempt:
         """Its child was killed because it was told to stop: nothing to record."""
         with self._lock:
             self._returned = True
+            self.killed = True
+            self.returned_at_ms = self._clock.now_ms()
         self._on_end(self, None)
 
     def child_died(self, why: str) -> None:
@@ -258,6 +266,7 @@ class Attempt:
         outcome = Outcome(self._clock.now_ms(), crashed=why)
         with self._lock:
             self._returned = True
+            self.returned_at_ms = outcome.ended_at_ms
             refused = self._settled or self.context.cancelled.is_set()
             if not refused:
                 self._settled = True
@@ -306,6 +315,7 @@ class Attempt:
         outcome = self._outcome_of(result, error, now)
         with self._lock:
             self._returned = True
+            self.returned_at_ms = now
             refused = self._settled or self.context.cancelled.is_set()
             if not refused:
                 self._settled = True
@@ -463,21 +473,54 @@ class AttemptRunner:
 
     def _ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
         self._deadlines.forget(attempt)
-        claim = attempt.claim
-        if outcome is None:
-            log.info(
-                "a handler returned after its attempt was settled; its outcome is dropped",
-                job_id=claim.job_id,
-                kind=claim.kind,
-                attempt=claim.attempt,
-            )
-        elif outcome.timed_out:
-            log.warning(
-                "handler ran past its timeout; its attempt is recorded as failed",
-                job_id=claim.job_id,
-                kind=claim.kind,
-                attempt=claim.attempt,
-                timeout_ms=claim.timeout_ms,
-                **job_units.origin_fields(claim),
-            )
+        _log_settlement(attempt, outcome)
         self._on_end(attempt, outcome)
+
+
+def _log_settlement(attempt: Attempt, outcome: Outcome | None) -> None:
+    """One line a person should read first: a deadline passed, and what became of
+    a handler that ran on past it."""
+    claim = attempt.claim
+    fields = {
+        "job_id": claim.job_id,
+        "kind": claim.kind,
+        "attempt": claim.attempt,
+        **job_units.origin_fields(claim),
+    }
+    timed_out = attempt.outcome is not None and attempt.outcome.timed_out
+    if outcome is not None and outcome.timed_out:
+        if attempt.spec.executor == "process":
+            log.warning(
+                "handler ran past its timeout; its child process is killed and the attempt "
+                "recorded timed_out",
+                timeout_ms=claim.timeout_ms,
+                **fields,
+            )
+        elif attempt.returned:
+            log.warning(
+                "handler returned past its timeout; its attempt is recorded timed_out and "
+                "what it returned is dropped",
+                timeout_ms=claim.timeout_ms,
+                **fields,
+            )
+        else:
+            log.warning(
+                "handler ran past its timeout and is told to stop (job.cancelled); its job "
+                "stays running, overdue, until it returns, then the attempt is recorded "
+                "timed_out",
+                timeout_ms=claim.timeout_ms,
+                **fields,
+            )
+    elif outcome is None and timed_out and not attempt.killed:
+        log.info(
+            "an overdue handler returned; its attempt is recorded timed_out and what it "
+            "returned is dropped",
+            overran_ms=max(attempt.returned_at_ms - claim.deadline_ms, 0),
+            **fields,
+        )
+    elif outcome is None and not timed_out:
+        log.info(
+            "a handler stopped after its job was taken from this worker (cancelled, "
+            "rescued or given back); nothing is recorded of it",
+            **fields,
+        )

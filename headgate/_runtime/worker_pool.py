@@ -14,9 +14,13 @@ outcome back to the dispatcher, which they wake.
   until a scheduled job's run_at when that is sooner.
 * Handlers run as `attempts.Attempt`s, as in `drain()`: the runner holds
   each to its deadline (timed out, retried per policy; `job.cancelled` set,
-  an async handler cancelled) and decides what is recorded. A sync handler's
-  thread cannot be killed: its slot is given back (a thread is added), it is
-  counted as overdue in the heartbeat until it returns, and whatever it
+  an async handler cancelled, a process handler's child killed) and decides
+  what is recorded. A handler whose code runs on past its deadline (a sync
+  one's thread cannot be killed) keeps its job running, counted as overdue in
+  the heartbeat, until it returns; only then is its timeout recorded and the
+  job retried. So a fleet-wide concurrency limit is never exceeded by it, and
+  the job never runs twice at once; the pool's own slot is given back (a
+  thread is added), so a stuck handler does not eat the pool. Whatever it
   returns is refused.
 * Heartbeat: renewed every quarter of its TTL, with this process's identity
   on its machine (`local_processes`); the rescuer takes back the jobs of a
@@ -332,7 +336,7 @@ class WorkerPool:
             for attempt in self._runs.values():
                 if release and self._attempts.withdraw(attempt):
                     released.append(attempt)
-                elif attempt.outcome is not None:
+                elif attempt.outcome is not None and (release or not attempt.overdue):
                     ended.append((attempt, attempt.outcome))
         return ended, released
 
@@ -475,14 +479,15 @@ class WorkerPool:
 
     def _attempt_ended(self, attempt: Attempt, outcome: Outcome | None) -> None:
         """Told by the runner, on the handler's thread or at the deadline: wake the
-        dispatcher to record it, and keep track of the threads handlers hold."""
-        if outcome is None:  # nothing to record; its thread is free
+        dispatcher to record it (an overdue one's once its handler returns), and
+        keep track of the threads handlers hold."""
+        if outcome is None:  # nothing more to record; its thread is free
             with self._lock:
                 if self._runs.get(attempt.claim.job_id) is attempt and attempt.outcome is None:
                     del self._runs[attempt.claim.job_id]  # told to stop: its job is not ours
                 self._overrunning.discard(attempt)
         elif attempt.overdue:
-            # The thread stuck in it still holds a slot: keep the capacity.
+            # The thread stuck in it still holds a slot: the pool gets another.
             self._threads.ensure(sum(self.capacity.values()) + self._overdue())
         self._wake.set()
 

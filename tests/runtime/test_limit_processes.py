@@ -142,3 +142,66 @@ def test_three_hosts_never_run_more_than_the_limit_per_partition_through_kills(
         assert any(job.crash_count for job in jobs), "a killed host was running jobs"
     finally:
         hg.close()
+
+
+OVERRUNNING_HOST = textwrap.dedent(
+    """
+    import sys, threading, time
+    from pathlib import Path
+    from headgate import Headgate, WorkerConfig
+
+    hg = Headgate(sys.argv[1])
+    log = Path(sys.argv[2])
+
+    @hg.handler("slow", timeout_s=1, max_attempts=1)
+    def slow(job):  # deaf to job.cancelled: its thread runs 3 s, past its 1 s timeout
+        with log.open("a") as out:
+            out.write(f"start {time.time()}\\n")
+        time.sleep(3)
+        with log.open("a") as out:
+            out.write(f"end {time.time()}\\n")
+
+    hg.start(WorkerConfig(queues={"default": 4}, poll_interval_ms=20), scheduler=False)
+    print("ready", flush=True)
+    threading.Event().wait()
+    """
+)
+
+
+def test_a_limit_holds_a_sync_handler_that_runs_past_its_timeout(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A thread cannot be killed: its job stays running (overdue) until it returns,
+    so the limit it counts against holds, and the job is not retried beside it."""
+    runs = tmp_path / "runs.log"
+    runs.touch()
+    with Headgate(store_url) as hg:
+        hg.set_limit(kind="slow", limit=1)
+        jobs = [hg.enqueue("slow", {"n": n}) for n in range(3)]
+        host = subprocess.Popen(
+            [sys.executable, "-c", OVERRUNNING_HOST, store_url, str(runs)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            seen_running: set[int] = set()
+            seen_overdue = 0
+            ends = time.monotonic() + 40
+            while any(hg.get_job(job.id).state != "failed" for job in jobs):
+                assert time.monotonic() < ends, [hg.get_job(job.id).state for job in jobs]
+                seen_running.update(status.running for status in hg.limits())
+                seen_overdue = max([seen_overdue, *(w.overdue for w in hg.workers())])
+                time.sleep(0.05)
+        finally:
+            host.kill()
+            host.wait()
+        assert seen_running <= {0, 1}
+        assert seen_overdue == 1, "the overdue thread shows in its worker's heartbeat"
+        assert [hg.get_job(job.id).attempt_history[0].outcome for job in jobs] == ["timed_out"] * 3
+    at_once = most = 0
+    for line in runs.read_text().splitlines():
+        at_once += 1 if line.startswith("start") else -1
+        most = max(most, at_once)
+    assert most == 1, runs.read_text()

@@ -156,6 +156,10 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     job = hg.enqueue("slow")
     _eventually(lambda: _state(hg, job.id) == "running")
     clock.advance(1_001)
+    # Its thread runs on: the job stays running, overdue, and is not retried beside it.
+    _eventually(lambda: [worker.overdue for worker in hg.workers()] == [1])
+    assert (_state(hg, job.id), hg.get_job(job.id).attempts) == ("running", 0)
+    release.set()
     _eventually(lambda: hg.get_job(job.id).attempts == 1)
     timed_out = hg.get_job(job.id)
     assert (timed_out.state, timed_out.error_type) == ("pending", "TimeoutError")
@@ -167,7 +171,6 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
         lambda: _metric(hg, "headgate_job_attempts_total", outcome="timed_out", **slow_labels) == 1
     )
     assert _metric(hg, "headgate_job_run_duration_seconds_sum", **slow_labels) == 1.001
-    release.set()
     _eventually(lambda: bool(told))
     assert told == [True], "the handler was told to stop"
     time.sleep(0.1)
