@@ -166,6 +166,9 @@ class FaultyTransaction(WriteTransaction):
     ) -> list[JobRow]:
         return self._inner.late_jobs(queues, kinds, now_ms, limit)
 
+    def rate_slot_frees_at(self, now_ms: int) -> int | None:
+        return self._inner.rate_slot_frees_at(now_ms)
+
     def notify_jobs_taken(self) -> None:
         self._inner.notify_jobs_taken()
 

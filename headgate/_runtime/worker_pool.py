@@ -11,7 +11,9 @@ outcome back to the dispatcher, which they wake.
   processes' enqueues arrive by NOTIFY on PostgreSQL, and on SQLite as a
   change of the file's data version (watched every few milliseconds);
   otherwise (`listen=False`) it polls every `poll_interval_ms`. It sleeps
-  until a scheduled job's run_at when that is sooner.
+  until a scheduled job's run_at when that is sooner, and until the work its
+  own writes make due soon: a job it snoozed or retried, and, when a claim
+  left slots free, the instant a used-up rate class frees a start.
 * Handlers run as `attempts.Attempt`s, as in `drain()`: the runner holds
   each to its deadline (timed out, retried per policy; `job.cancelled` set,
   an async handler cancelled, a process handler's child killed) and decides
@@ -281,7 +283,7 @@ class WorkerPool:
         if self._check_maybe:
             due.append(self._checked_at_ms + MAYBE_TAKEN_EVERY_MS)
         if self._next_scheduled_ms is not None:
-            due.append(self._next_scheduled_ms)
+            due.append(max(self._next_scheduled_ms, now))
             self._next_scheduled_ms = None
         return max(min(due) - now, 1) / 1000
 
@@ -308,6 +310,9 @@ class WorkerPool:
                 )
                 recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
+                rate_frees_in_ms = (
+                    _rate_frees_in_ms(transaction) if len(claims) < sum(free.values()) else None
+                )
         except StoreError:
             self._rescuer.forget_crashes()
             log.warning(
@@ -323,6 +328,17 @@ class WorkerPool:
             self._settle_crashes(crashed, recorded)
         for claimed, spec in claims:
             self._start(claimed, spec)
+        self._look_again_at(_due_again_ms([append for _, append, _ in ends]))
+        if rate_frees_in_ms is not None:
+            self._look_again_at(self._clock.now_ms() + rate_frees_in_ms)
+
+    def _look_again_at(self, due_ms: int | None) -> None:
+        """Claim again at `due_ms` (a job this worker made due later, a rate window
+        freeing), unless something sooner is due already."""
+        if due_ms is None:
+            return
+        scheduled = self._next_scheduled_ms
+        self._next_scheduled_ms = due_ms if scheduled is None else min(scheduled, due_ms)
 
     def _ends_to_record(
         self, *, release: bool
@@ -585,6 +601,26 @@ class WorkerPool:
                 kinds=orphans,
                 jobs=sum(by_kind[kind] for kind in orphans),
             )
+
+
+def _rate_frees_in_ms(transaction: WriteTransaction) -> int | None:
+    """How long from now (the store's) until a used-up rate class may start a job
+    again: a claim that left slots free may have passed over jobs of one."""
+    frees_at = transaction.rate_slot_frees_at(transaction.now_ms)
+    return None if frees_at is None else frees_at - transaction.now_ms
+
+
+def _due_again_ms(ends: Sequence[StreamAppend]) -> int | None:
+    """The earliest instant a job whose end these record runs again (a snooze, a
+    retry): the worker claims it then, not at its next poll."""
+    due = []
+    for append in ends:
+        event = append.events[0]
+        if isinstance(event, JobSnoozed):
+            due.append(event.run_at_ms)
+        elif isinstance(event, JobAttemptFailed) and event.retry_at_ms is not None:
+            due.append(event.retry_at_ms)
+    return min(due, default=None)
 
 
 def _counts(stats: PoolStats) -> dict[str, int]:

@@ -137,6 +137,15 @@ def schedule_count(models: ReadModels, search: str | None = None) -> int:
     return len(_listed(models, search))
 
 
+def spec_counts(models: ReadModels, excluding: Collection[str] = ()) -> dict[str, int]:
+    left_out = set(excluding)
+    counts: dict[str, int] = {}
+    for schedule_id, row in models.schedules.items():
+        if not row.deleted and not row.finished and schedule_id not in left_out:
+            counts[row.spec] = counts.get(row.spec, 0) + 1
+    return counts
+
+
 def declared_schedules(models: ReadModels, declared_by: str) -> list[ScheduleRow]:
     return [
         row
@@ -275,6 +284,20 @@ def recent_starts(
         )
         for rate in rates
     }
+
+
+def rate_slot_frees_at(
+    rates: Iterable[RateLimitRow], starts: Mapping[str, list[int]], now_ms: int
+) -> int | None:
+    frees = []
+    for rate in rates:
+        within = sorted(
+            (at for at in starts.get(rate.rate_class, []) if at > now_ms - rate.per_ms),
+            reverse=True,
+        )
+        if len(within) >= rate.max_starts:
+            frees.append(within[rate.max_starts - 1] + rate.per_ms)
+    return min(frees, default=None)
 
 
 def starts_kept(starts: list[int], limit: int, per_ms: int, now_ms: int) -> list[int]:

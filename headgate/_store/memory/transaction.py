@@ -234,6 +234,10 @@ class MemoryWriteTransaction(WriteTransaction):
     ) -> list[JobRow]:
         return queries.late_jobs(self.models, queues, kinds, now_ms, limit)
 
+    def rate_slot_frees_at(self, now_ms: int) -> int | None:
+        _, rates = queries.limits(self.models)
+        return queries.rate_slot_frees_at(rates, self._rate_starts, now_ms)
+
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return queries.running_on(self.models, worker_ids)
 

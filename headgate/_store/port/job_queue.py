@@ -97,6 +97,15 @@ class JobQueue(ABC):
         pending jobs that have a deadline, by deadline."""
 
     @abstractmethod
+    def rate_slot_frees_at(self, now_ms: int) -> int | None:
+        """The earliest instant after `now_ms` at which a rate class used up at
+        `now_ms` (as many starts within its window as its limit) may start a job
+        again: when the start that fills it leaves its window. None when no class
+        is used up. A worker whose claim passed over jobs sleeps until then
+        (`now_ms` is the transaction's, as its claim's: the two agree on the
+        store's clock)."""
+
+    @abstractmethod
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         """Jobs in state running on these workers."""
 

@@ -314,6 +314,15 @@ _STARTS_SINCE: Final = Prepared(
         rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE
     )
 )
+_FILLING_START: Final = Prepared(
+    select(rate_starts.c.started_at_ms)
+    .where(rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE)
+    .order_by(rate_starts.c.started_at_ms.desc())
+    .limit(1)
+    .offset(_LAST_KEPT)
+)
+"""A class's `last_kept + 1`-th newest start within its window: the start that
+uses the class up, if it is."""
 _RECORD_START: Final = Prepared(
     insert(rate_starts).values(
         rate_class=_RATE_CLASS,
@@ -543,6 +552,22 @@ def recent_starts(connection: Connection, now_ms: int) -> dict[str, int]:
         ((count,),) = _STARTS_SINCE.run(connection, rate_class=row.rate_class, since=since)
         counts[row.rate_class] = int(count)
     return counts
+
+
+def rate_slot_frees_at(connection: Connection, now_ms: int) -> int | None:
+    """When the first used-up rate class frees a start: its limit-th newest start
+    within its window, plus its window (read only)."""
+    frees = []
+    for row in rate_limits(connection):
+        filling = _FILLING_START.run(
+            connection,
+            rate_class=row.rate_class,
+            since=now_ms - row.per_ms,
+            last_kept=max(row.max_starts - 1, 0),
+        )
+        if filling:
+            frees.append(int(filling[0][0]) + row.per_ms)
+    return min(frees, default=None)
 
 
 def turns(

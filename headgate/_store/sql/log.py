@@ -277,6 +277,9 @@ class SqlWriteTransaction(WriteTransaction):
             queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
         )
 
+    def rate_slot_frees_at(self, now_ms: int) -> int | None:
+        return claiming.rate_slot_frees_at(self.connection, now_ms)
+
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._learn_versions(queries.running_on(self.connection, worker_ids))
 

@@ -189,6 +189,28 @@ def test_a_rate_limit_lowered_and_raised_within_its_window_still_counts_every_st
     assert _claim(store, {"q": 10}, clock) == ["m5"], "the first start left the window"
 
 
+def _frees_at(store: Store, now_ms: int) -> int | None:
+    with store.log.write() as transaction:
+        return transaction.rate_slot_frees_at(now_ms)
+
+
+def test_a_used_up_rate_class_says_when_it_frees_a_start(store: Store, clock: FakeClock) -> None:
+    start = clock.now_ms()
+    for n in range(4):
+        _job(store, f"m{n}", rate_class="mail")
+    assert _frees_at(store, start) is None, "no class"
+    store.log.append(rate_stream("mail"), NO_STREAM, [RateLimitSet("mail", 2, 1_000)])
+    store.log.append(rate_stream("sms"), NO_STREAM, [RateLimitSet("sms", 5, 1_000)])
+    assert _claim(store, {"q": 1}, clock) == ["m0"]
+    assert _frees_at(store, clock.now_ms()) is None, "mail has a start left"
+    clock.advance(300)
+    assert _claim(store, {"q": 5}, clock) == ["m1"]
+    assert _frees_at(store, clock.now_ms()) == start + 1_000
+    clock.advance(700)
+    assert _claim(store, {"q": 5}, clock) == ["m2"]
+    assert _frees_at(store, clock.now_ms()) == start + 300 + 1_000
+
+
 def test_claims_take_the_lowest_fair_turn_within_a_priority(store: Store, clock: FakeClock) -> None:
     _job(store, "a-late-turn", partition_key="a", fair_turn=7)
     clock.advance(1)
