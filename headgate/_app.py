@@ -60,6 +60,7 @@ from headgate._domain.options import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
     ENQUEUE_KEYWORDS,
+    SCHEDULE_KEYWORDS,
     EnqueueArgs,
     JobOptionArgs,
     JobOptions,
@@ -67,6 +68,7 @@ from headgate._domain.options import (
     ScheduleDefinition,
     definition_from,
     job_options,
+    refuse_unknown,
 )
 from headgate._domain.retry import Retry
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
@@ -428,7 +430,7 @@ class Headgate(AsyncOperations):
         a field left out is unchanged, one given as None is cleared (`end_at_ms=None`).
         NotFound for a schedule that does not exist; only the changed fields are
         checked, so a schedule stored under older rules can still be re-timed."""
-        given: dict[str, object] = dict(job_options(changes))
+        given: dict[str, object] = dict(job_options(changes, SCHEDULE_KEYWORDS))
         if spec is not None:
             given["spec"] = spec
         if kind is not None:
@@ -577,7 +579,8 @@ class Headgate(AsyncOperations):
         deadline, held to `WorkerConfig.child_memory_limit_mb`, on a core of its
         own. It must be a function at the top level of a module (its child
         imports it by name)."""
-        return self._register(kind, JobOptions(**job_options(defaults)), retry, executor)
+        options = JobOptions(**job_options(defaults, ENQUEUE_KEYWORDS))
+        return self._register(kind, options, retry, executor)
 
     def _register(
         self,
@@ -659,7 +662,11 @@ class Headgate(AsyncOperations):
         exists once the host commits, and never if the host rolls back (see
         "Enqueue in your transaction" in the README for the rules)."""
         return self.enqueue_job(
-            kind, payload, JobOptions(**job_options(options)), periodic_origin, connection
+            kind,
+            payload,
+            JobOptions(**job_options(options, ENQUEUE_KEYWORDS)),
+            periodic_origin,
+            connection,
         )
 
     def enqueue_job(
@@ -729,9 +736,7 @@ class Headgate(AsyncOperations):
                 raise ValidationError("kind", "is required")
             kind = require_kind(fields.pop("kind"))
             payload = fields.pop("payload", None)
-            for name in fields:
-                if name not in ENQUEUE_KEYWORDS:
-                    raise ValidationError(str(name), "is not a known field")
+            refuse_unknown(fields, ENQUEUE_KEYWORDS)
             try:
                 key: object = (kind, frozenset(fields.items()))
                 options = chosen.get(key)

@@ -19,9 +19,10 @@ rules stays readable and runnable.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, TypeVar
 
@@ -50,6 +51,7 @@ __all__ = [
     "PER_JOB_FIELDS",
     "SCHEDULE_DEFAULTS",
     "SCHEDULE_FIELDS",
+    "SCHEDULE_KEYWORDS",
     "EnqueueArgs",
     "JobOptionArgs",
     "JobOptions",
@@ -59,6 +61,7 @@ __all__ = [
     "definition_from",
     "job_options",
     "option_info",
+    "refuse_unknown",
 ]
 
 DEFAULT_QUEUE: Final = "default"
@@ -494,7 +497,7 @@ class ScheduleDefinition:
     def from_fields(cls, values: Mapping[str, object]) -> ScheduleDefinition:
         """A definition from its flat fields (`SCHEDULE_FIELDS`: spec and kind
         required, the rest default); an unknown field is refused by name."""
-        _refuse_unknown(values, SCHEDULE_FIELDS)
+        refuse_unknown(values, SCHEDULE_FIELDS)
         for required in ("spec", "kind"):
             if required not in values:
                 raise ValidationError(required, "is required")
@@ -525,7 +528,7 @@ class ScheduleDefinition:
         """This definition with flat `changes` applied; only the changed fields are
         checked (with the rules that tie fields together), so a schedule stored
         under older rules can still be paused or re-timed."""
-        _refuse_unknown(changes, SCHEDULE_FIELDS)
+        refuse_unknown(changes, SCHEDULE_FIELDS)
         job_changes = {k: v for k, v in changes.items() if k in _JOB_FIELD_SET}
         own = {k: v for k, v in changes.items() if k not in _JOB_FIELD_SET}
         if job_changes:
@@ -543,7 +546,7 @@ class ScheduleDefinition:
 
 
 def _with_changes(current: V, changes: Mapping[str, object]) -> V:
-    _refuse_unknown(changes, tuple(_fields_of(type(current))))
+    refuse_unknown(changes, tuple(_fields_of(type(current))))
     values = dict(current.__dict__)
     for name, value in changes.items():
         info: OptionInfo = _fields_of(type(current))[name].metadata["option"]
@@ -551,13 +554,21 @@ def _with_changes(current: V, changes: Mapping[str, object]) -> V:
     return _restored(type(current), values)
 
 
-def _refuse_unknown(values: Mapping[str, object], known: tuple[str, ...]) -> None:
+def refuse_unknown(values: Mapping[str, object], known: Collection[str]) -> None:
+    """The one check of the option names a caller gives (Python keywords, a bulk
+    item's keys): the first name not in `known` (in sorted order) is a
+    ValidationError naming it and the known name it is closest to, if one is
+    close (`prority: is not a known option (did you mean priority?)`)."""
     unknown = sorted(str(name) for name in values if name not in known)
     if not unknown:
         return
-    if unknown[0] in PER_JOB_FIELDS:
-        raise ValidationError(unknown[0], "is set per job: a schedule's ticks each have their own")
-    raise ValidationError(unknown[0], "is not a known field")
+    name = unknown[0]
+    if name in PER_JOB_FIELDS:
+        raise ValidationError(name, "is set per job: a schedule's ticks each have their own")
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    raise ValidationError(
+        name, "is not a known option" + (f" (did you mean {close[0]}?)" if close else "")
+    )
 
 
 JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
@@ -578,6 +589,8 @@ SCHEDULE_FIELDS: Final = (
     *_SCHEDULE_JOB_FIELDS,
 )
 """A schedule's definition, flat: its own fields, then its jobs' options."""
+SCHEDULE_KEYWORDS: Final = (*SCHEDULE_FIELDS, "timeout_s")
+"""The names a schedule's Python keywords take (`ScheduleArgs`, `spec`, `kind`)."""
 SCHEDULE_DEFAULTS: Final[Mapping[str, Any]] = {
     **{
         f.name: f.default
@@ -634,9 +647,13 @@ class ScheduleArgs(JobOptionArgs, total=False):
 MAX_TIMEOUT_S: Final = MAX_TIMEOUT_MS // 1000
 
 
-def job_options(values: Mapping[str, Any]) -> dict[str, Any]:
+def job_options(values: Mapping[str, Any], known: Collection[str] | None = None) -> dict[str, Any]:
     """Python keywords (`JobOptionArgs`) as JobOptions fields: `timeout_s` becomes
-    `timeout_ms` (naming `timeout_s` in its errors); both at once are refused."""
+    `timeout_ms` (naming `timeout_s` in its errors); both at once are refused. A
+    name not in `known` is refused first (`refuse_unknown`: a misspelt keyword is
+    named, not a TypeError of JobOptions); None where a later check names it."""
+    if known is not None:
+        refuse_unknown(values, known)
     if values.get("timeout_s") is None:
         return {name: value for name, value in values.items() if name != "timeout_s"}
     if values.get("timeout_ms") is not None:
@@ -655,4 +672,4 @@ def job_options(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def definition_from(**values: Any) -> ScheduleDefinition:
     """A definition from Python keywords (`ScheduleArgs`, with `spec` and `kind`)."""
-    return ScheduleDefinition.from_fields(job_options(values))
+    return ScheduleDefinition.from_fields(job_options(values, SCHEDULE_KEYWORDS))

@@ -122,7 +122,7 @@ def test_many_are_written_in_chunks_with_one_event_each(hg: Headgate) -> None:
         ({"paused": "yes"}, r"^schedules\[2\]\.paused: must be true or false"),
         ({"payload": {"x": float("nan")}}, r"^schedules\[2\]\.payload: must be plain JSON"),
         ({"queue": "a" * 200}, r"^schedules\[2\]\.queue: must be 1-128 characters"),
-        ({"colour": "red"}, r"^schedules\[2\]\.colour: is not a known field$"),
+        ({"colour": "red"}, r"^schedules\[2\]\.colour: is not a known option$"),
         ({"spec": None}, r"^schedules\[2\]\.spec: must be a string"),
     ],
 )
