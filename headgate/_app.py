@@ -42,7 +42,7 @@ from headgate._commands import (
     definitions_of,
     require_allowed,
 )
-from headgate._domain.activity import SHOWN_MS, ActivityPoint
+from headgate._domain.activity import KEEP_MS, SHOWN_MS, ActivityPoint
 from headgate._domain.admission import (
     MAX_QUEUE_LENGTH,
     kind_problem,
@@ -71,6 +71,7 @@ from headgate._domain.options import (
     refuse_unknown,
 )
 from headgate._domain.retry import Retry
+from headgate._domain.schedule_load import Ceilings
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -204,7 +205,11 @@ class Headgate(AsyncOperations):
         self._reads = self._store.reads
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
-        self._settings = Settings(self.config.limits, self.config.min_interval_ms)
+        self._settings = Settings(
+            self.config.limits,
+            self.config.min_interval_ms,
+            Ceilings(self.config.max_schedules, self.config.max_ticks_per_s),
+        )
         self._commands = Commands(self._store, self._settings)
         self._leases = self._store.leases
         self._hooks = list(hooks)
@@ -215,6 +220,9 @@ class Headgate(AsyncOperations):
         self._wake_signal = WakeSignal()
         self._processor: TickProcessor | None = None
         self._pool: WorkerPool | None = None
+        self._stopping_pool: WorkerPool | None = None
+        """The pool whose stop waits for its running handlers, while it does."""
+        self._give_back_asked = threading.Event()
         self._lifecycle = threading.Lock()
         self._holder: str | None = None
         """This process's scheduler-lease claimant while its scheduler runs."""
@@ -257,6 +265,7 @@ class Headgate(AsyncOperations):
         with self._lifecycle:
             if self.running:
                 return self
+            self._give_back_asked.clear()
             if self._declared:
                 self._declare()
             if scheduler:
@@ -345,7 +354,13 @@ class Headgate(AsyncOperations):
             self._holder = None
             _RUNNING.discard(self)
             if pool is not None:
-                pool.stop()
+                self._stopping_pool = pool
+                if self._give_back_asked.is_set():
+                    pool.give_back_now()
+                try:
+                    pool.stop()
+                finally:
+                    self._stopping_pool = None
             if scheduler is None:
                 return
             if processor is not None:
@@ -359,6 +374,16 @@ class Headgate(AsyncOperations):
                     "as soon as that write returns"
                 ) from None
             log.info("runtime stopped")
+
+    def give_back_running_jobs_now(self) -> None:
+        """Cut short a stop that waits for running handlers (what a second Ctrl-C
+        does): their jobs are given back at once, unfinished and uncounted, for
+        another worker to run. Safe from a signal handler; nothing if no stop
+        waits, or until one starts."""
+        self._give_back_asked.set()
+        pool = self._stopping_pool
+        if pool is not None:
+            pool.give_back_now()
 
     def close(self) -> None:
         try:
@@ -1049,8 +1074,10 @@ class Headgate(AsyncOperations):
         hours), oldest minute first: ticks by outcome, jobs started, succeeded,
         failed, snoozed and expired, tick lateness and pickup percentiles, queue
         depth and oldest pending age, what runs under each limit (see
-        `headgate._domain.activity` for the series). The lease holder rolls up
-        each minute once it has closed; a day is kept."""
+        `headgate._domain.activity` for the series: a bounded number a minute,
+        the deepest queues' and busiest limits' and `_other`). The lease holder
+        rolls up each minute once it has closed; a day is kept, so a `since_ms`
+        older reads from a day ago."""
         if since_ms is not None and (
             isinstance(since_ms, bool)
             or not isinstance(since_ms, int)
@@ -1059,7 +1086,8 @@ class Headgate(AsyncOperations):
             raise ValidationError(
                 "since_ms", f"must be epoch ms, 0 to {MAX_INSTANT_MS}, got {since_ms!r}"
             )
-        since = self.clock.now_ms() - SHOWN_MS if since_ms is None else since_ms
+        now = self.clock.now_ms()
+        since = now - SHOWN_MS if since_ms is None else max(since_ms, now - KEEP_MS)
         return self._store.activity.points(since)
 
     def roll_up_activity(self) -> list[int]:

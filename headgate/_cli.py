@@ -13,9 +13,7 @@ import argparse
 import importlib
 import ipaddress
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -23,12 +21,20 @@ from zoneinfo import ZoneInfo
 
 from headgate import ops
 from headgate._app import Headgate
-from headgate._cli_operate import add_min_interval, add_operator_commands, runtime_config
+from headgate._cli_operate import (
+    add_operator_commands,
+    add_runtime_settings,
+    runtime_config,
+    runtime_flags_given,
+)
+from headgate._cli_output import printable, printable_json
+from headgate._cli_signals import StopSignals
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging
 from headgate._progress import Progress
 from headgate._redact import masked
+from headgate._runtime.config import WorkerConfig
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -154,7 +160,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"past N open connections, answer 503 ({defaults.max_connections})",
     )
-    add_min_interval(serve, int_in)
+    add_runtime_settings(serve, int_in)
     serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser(
@@ -276,9 +282,11 @@ def _serve(args: argparse.Namespace) -> int:
         named_hosts,
     )
 
-    if args.app and args.min_interval_ms is not None:
+    given = runtime_flags_given(args)
+    if args.app and given:
+        setting = given[0].removeprefix("--").replace("-", "_")
         raise ValidationError(
-            "--min-interval-ms", "--app names its own Headgate: set RuntimeConfig.min_interval_ms"
+            given[0], f"--app names its own Headgate: set RuntimeConfig.{setting}"
         )
     sockets = listening_sockets(args.host, args.port)
     try:
@@ -323,11 +331,10 @@ def _serve(args: argparse.Namespace) -> int:
             # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and
             # re-raises the signal through the handlers it found, these: the process
             # carries on to exit with status 0, as a clean stop is not a failure.
-            stop_asked = threading.Event()
-            for handled in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(handled, lambda *_: stop_asked.set())
+            stop = StopSignals(hg, WorkerConfig().shutdown_timeout_s)
+            stop.install()
             hg.start()
-            if not stop_asked.is_set():
+            if not stop.asked.is_set():
                 serving = f"headgate: serving {store} on {address}"
                 _http_server.serve(
                     app,
@@ -380,13 +387,13 @@ def _worker(args: argparse.Namespace) -> int:
     timeout to finish, the rest are given back, and the process exits 0."""
     configure_logging()
     hg = load_app(args.app)
-    stopping = threading.Event()
-    for handled in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(handled, lambda *_: stopping.set())
-    hg.start(worker_config(args), scheduler=False)
+    config = worker_config(args)
+    stop = StopSignals(hg, config.shutdown_timeout_s)
+    stop.install()
+    hg.start(config, scheduler=False)
     print(f"headgate: worker running the handlers of {args.app}", file=sys.stderr)
     try:
-        stopping.wait()
+        stop.asked.wait()
     finally:
         hg.close()
     print("headgate: worker stopped", file=sys.stderr)
@@ -490,11 +497,14 @@ def _show(args: argparse.Namespace) -> int:
     logged = ops.read_events(args.db, after=args.after, limit=args.limit, stream=args.stream)
     for entry in logged:
         moment = datetime.fromtimestamp(entry.recorded_at_ms / 1000, UTC)
+        # What a caller stored reaches the terminal escaped (C1 controls and
+        # bidi overrides pass through JSON as they are): the body as JSON's escapes.
         print(
             f"{entry.position:>8}  {moment.isoformat(timespec='milliseconds')}  "
-            f"{entry.stream_id} v{entry.version}  {entry.type}/v{entry.schema_version}"
+            f"{printable(entry.stream_id)} v{entry.version}  "
+            f"{printable(entry.type)}/v{entry.schema_version}"
         )
-        print(f"          {entry.body}")
+        print(f"          {printable_json(entry.body)}")
     if not logged:
         print("no events")
     return 0

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -120,6 +121,55 @@ def test_sigterm_gives_back_a_job_still_running_after_the_shutdown_timeout(
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_ctrl_c_says_what_the_stop_waits_for_and_a_second_gives_the_jobs_back_now(
+    tmp_path: Path,
+) -> None:
+    database = _app(tmp_path)
+    worker = subprocess.Popen(
+        [headgate_command(), "worker", "--app", "myservice_jobs:hg"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(worker.stdout.readline, "")),  # type: ignore[union-attr]
+        daemon=True,
+    )
+    reader.start()
+
+    def said(text: str, within_s: float = 10) -> None:
+        deadline = time.monotonic() + within_s
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline, f"never said {text!r}: {lines}"
+            time.sleep(0.02)
+
+    try:
+        with Headgate(f"sqlite:///{database}") as client:
+            job = client.enqueue("wait", {"path": str(tmp_path / "started.txt")}, queue="files")
+            _wait_for(tmp_path / "started.txt")
+            worker.send_signal(signal.SIGINT)
+            said("running jobs have up to 30 s to finish (press Ctrl-C again to give them back")
+            said("waiting for running jobs to finish")
+            assert worker.poll() is None, "the first Ctrl-C waits for the running job"
+            began = time.monotonic()
+            worker.send_signal(signal.SIGINT)
+            assert worker.wait(timeout=10) == 0
+            assert time.monotonic() - began < 3, "the second Ctrl-C stops at once"
+            given_back = client.get_job(job.id)
+            assert (given_back.state, given_back.attempts, given_back.crash_count) == (
+                "pending",
+                0,
+                0,
+            ), "given back, as at the end of the shutdown timeout"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    reader.join(timeout=5)
+    assert any("giving running jobs back now" in line for line in lines), lines
 
 
 def test_a_worker_replaces_its_handlers_child_processes_after_max_jobs_per_child(

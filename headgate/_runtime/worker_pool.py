@@ -79,6 +79,8 @@ log = get_logger("headgate.workers")
 CHILD_START_WAIT_S = 10.0
 """How long start() waits for the first child of process handlers to be ready, so
 that the first attempts' timeouts are not spent starting one."""
+STOP_WORD_EVERY_S = 5.0
+"""How often a stop that waits for running jobs says so."""
 MAYBE_TAKEN_EVERY_MS = 50
 """The least time between two looks at the running jobs for a commit that may
 have cancelled one (SQLite's wake-ups do not say): its handler is told within
@@ -150,6 +152,7 @@ class WorkerPool:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._give_back_now = threading.Event()
         self._threads = ThreadRunner("headgate-job")
         self._loop = LoopRunner("headgate-async-jobs")
         self._listener: Listener | None = None
@@ -205,16 +208,27 @@ class WorkerPool:
         self._check_asked.set()
         self._wake.set()
 
+    def give_back_now(self) -> None:
+        """Stop waiting for running handlers (a second Ctrl-C): `stop` gives their
+        jobs back at once, as at the end of its grace. Safe from a signal handler."""
+        self._give_back_now.set()
+
     def stop(self, timeout_s: float | None = None) -> None:
-        """Stop claiming, let running handlers finish for up to the shutdown timeout,
-        give back the rest, and remove the heartbeat. Returns within the timeout
-        and a second."""
+        """Stop claiming, let running handlers finish for up to the shutdown timeout
+        (or until `give_back_now`), give back the rest, and remove the heartbeat.
+        Returns within the timeout and a second; says what it waits for."""
         grace = self._config.shutdown_timeout_s if timeout_s is None else timeout_s
         self._stopping.set()
         self._wake.set()
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and self._busy():
-            time.sleep(0.01)
+        next_word = time.monotonic()
+        while time.monotonic() < deadline and self._busy() and not self._give_back_now.is_set():
+            if time.monotonic() >= next_word:
+                self._say_what_stop_waits_for(deadline - time.monotonic())
+                next_word = time.monotonic() + STOP_WORD_EVERY_S
+            self._give_back_now.wait(0.01)
+        if self._give_back_now.is_set() and self._busy():
+            log.warning("giving running jobs back now, unfinished", running=self.running)
         self._stopped.set()
         self._wake.set()
         self._dispatcher.join(timeout=max(deadline - time.monotonic(), 0) + 1.0)
@@ -223,6 +237,18 @@ class WorkerPool:
         self._attempts.stop()
         self._threads.close()
         self._loop.close()
+
+    def _say_what_stop_waits_for(self, left_s: float) -> None:
+        with self._lock:
+            running = [attempt.claim for attempt in self._runs.values() if not attempt.settled]
+        if running:
+            log.info(
+                "stopping: waiting for running jobs to finish, then giving back the rest",
+                running=len(running),
+                kinds=sorted({claim.kind for claim in running}),
+                job_ids=[claim.job_id for claim in running[:10]],
+                seconds_left=round(left_s),
+            )
 
     @property
     def running(self) -> int:
