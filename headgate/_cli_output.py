@@ -34,6 +34,23 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
+def printable_json(text: str) -> str:
+    """JSON text with its unprintable characters (C1 controls, bidi overrides,
+    which a JSON encoder leaves as they are) written as JSON's own escapes: the
+    same document, safe for a terminal. Outside its strings JSON holds none."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _json_escape(c) for c in text)
+
+
+def _json_escape(character: str) -> str:
+    code = ord(character)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
 def print_fields(fields: Iterable[tuple[str, str]]) -> None:
     for name, value in fields:
         print(f"{name + ':':<15} {printable(value)}")

@@ -23,6 +23,13 @@ fields before they leave it, whichever way they go; where it renders the
 lines itself (`configure_logging`, and the stdlib path's exceptions) it masks
 what it renders, tracebacks included, so a store URL that reaches a line by a
 path nobody foresaw (a driver's message inside an exception) is masked too.
+
+No line carries a terminal control either: a field holds what a request sent
+(the path a cross-site write named, a key), and an escape sequence or a bidi
+override in it would reach the operator's terminal, or a newline forge a line.
+Every character that is not printable is escaped (`\\x1b`, `\\u202e`, `\\n`) in
+every field of every line, in the same places the passwords are masked; a
+rendered traceback keeps its line breaks.
 """
 
 from __future__ import annotations
@@ -38,24 +45,69 @@ import structlog
 from headgate import _structlog_compat  # noqa: F401 (registers itself)
 from headgate._redact import MASK, masked
 
-__all__ = ["MaskSecrets", "configure_logging", "get_logger", "mask_secrets"]
+__all__ = [
+    "MaskSecrets",
+    "configure_logging",
+    "escape_unprintable",
+    "escaped",
+    "get_logger",
+    "mask_secrets",
+]
 
 _RENDER: Final = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
 """`event key=value ...` for a stdlib record's message; the record carries the
 exception itself, so the host's handlers (a formatter, Sentry) render it."""
 
 
+_MULTILINE_FIELDS: Final = frozenset({"exception", "stack"})
+"""Rendered tracebacks (format_exc_info's, stack_info's): their line breaks are kept."""
+
+
+def escaped(text: str, keep: str = "") -> str:
+    """`text` with every character that is not printable (controls, C1, bidi
+    overrides, line breaks) escaped as Python writes it (`\\x1b`, `\\u202e`),
+    but those in `keep`."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
+
+
+def escape_unprintable(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> Any:
+    """A structlog processor: every field with its unprintable characters escaped
+    (after `format_exc_info`, so the rendered traceback is too, its lines kept)."""
+    for key, value in event_dict.items():
+        keep = "\n" if key in _MULTILINE_FIELDS else ""
+        event_dict[key] = _escaped_value(value, keep)
+    return event_dict
+
+
+def _escaped_value(value: object, keep: str = "") -> object:
+    if isinstance(value, str):
+        return escaped(value, keep)
+    if isinstance(value, dict):
+        return {_escaped_value(k): _escaped_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escaped_value(item) for item in value]
+    return value  # numbers, None; anything else mask_secrets made its repr, a str
+
+
 class MaskSecrets(logging.Filter):
     """A stdlib filter that masks passwords in a record's message and in its
-    exception's rendering (which the formatter then prints as it is)."""
+    exception's rendering (which the formatter then prints as it is), and
+    escapes their unprintable characters but line breaks and tabs (a message
+    of uvicorn's, a traceback, may span lines)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = masked(record.getMessage())
+        record.msg = escaped(masked(record.getMessage()), keep="\n\t")
         record.args = None
         if record.exc_info and not record.exc_text:
-            record.exc_text = masked(_FORMATTER.formatException(record.exc_info))
+            rendered = _FORMATTER.formatException(record.exc_info)
+            record.exc_text = escaped(masked(rendered), keep="\n")
         if record.stack_info:
-            record.stack_info = masked(record.stack_info)
+            record.stack_info = escaped(masked(record.stack_info), keep="\n")
         return True
 
 
@@ -99,13 +151,14 @@ class HeadgateLogger:
     def _emit(self, level: int, method: str, event: str, kwargs: dict[str, Any]) -> None:
         if structlog.is_configured():
             exc_info = kwargs.pop("exc_info", None)
-            fields = mask_secrets(None, method, {"event": event, **kwargs})
+            fields = _safe_fields(method, {"event": event, **kwargs})
             if exc_info is not None:
                 fields["exc_info"] = exc_info
             getattr(self._configured, method)(fields.pop("event"), **fields)
         elif self._stdlib.isEnabledFor(level):  # a dropped line costs no rendering
             exc_info = kwargs.pop("exc_info", method == "exception")
-            message = _RENDER(self._stdlib, method, {"event": event, **kwargs})
+            fields = escape_unprintable(None, method, {"event": event, **kwargs})
+            message = _RENDER(self._stdlib, method, fields)
             self._stdlib.log(level, message, exc_info=exc_info)
 
     def debug(self, event: str, **kwargs: Any) -> None:
@@ -123,6 +176,15 @@ class HeadgateLogger:
     def exception(self, event: str, **kwargs: Any) -> None:
         """An error, with the exception being handled."""
         self._emit(logging.ERROR, "exception", event, kwargs)
+
+
+def _safe_fields(method: str, fields: dict[str, Any]) -> MutableMapping[str, Any]:
+    """A line's fields as they may leave Headgate: passwords masked, then
+    unprintable characters escaped (a host's own renderer prints them as they are)."""
+    safe: MutableMapping[str, Any] = escape_unprintable(
+        None, method, mask_secrets(None, method, fields)
+    )
+    return safe
 
 
 def get_logger(name: str) -> HeadgateLogger:
@@ -144,6 +206,7 @@ def configure_logging(level: int = logging.INFO, json_lines: bool | None = None)
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             mask_secrets,
+            escape_unprintable,
             renderer,
         ],
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import make_url
 
+from headgate import Headgate
 from headgate._cli import main
 from headgate._store.sql.engine import create_store_engine, parse_store_url
 from headgate._store.sql.maintenance import verify
@@ -43,6 +45,23 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert "job-job-for-s0-60000 v1  JobEnqueued/v6" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0
     assert "EnqueueAttempted/v3" in capsys.readouterr().out
+
+
+def test_events_show_escapes_controls_and_bidi_overrides_in_what_was_stored(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A payload's C1 controls (CSI) and bidi overrides pass through JSON as they
+    are: printed as JSON's own escapes, the body still the same JSON."""
+    hg = Headgate(store_url, clock=FakeClock())
+    hidden = "\x9b2J\u202egnp.exe\x1b]0;title\x07\u2028\U000e0041é"
+    hg.enqueue("mail.send", {"subject": hidden})
+    hg.close()
+    assert main(["events", "show", "--db", store_url]) == 0
+    out = capsys.readouterr().out
+    assert out.isprintable() or all(c.isprintable() or c == "\n" for c in out), repr(out)
+    body = json.loads(out.splitlines()[-1])
+    assert json.dumps({"subject": hidden}) in json.dumps(body), "the same document"
+    assert "é" in out, "printable text stays as it is"
 
 
 def test_events_show_takes_a_schedule_or_job_id_for_its_stream(

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from headgate._logs import escape_unprintable
+
 SECRET = "TOPSECRET-PAYLOAD"
 
 
@@ -152,3 +154,91 @@ def test_migrating_a_store_says_one_line_and_alembic_says_nothing(tmp_path: Path
     lines = [line for line in finished.stderr.splitlines() if line.strip()]
     assert not [line for line in lines if line.startswith("alembic")], lines
     assert sum("store schema migrated" in line for line in lines) == 1, lines
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eexe.txt\nforged line"
+"""What a page can make a request carry: an OSC title, a screen clear, a C1 CSI,
+a bidi override and a line break."""
+UNPRINTABLE = ("\x1b", "\x07", "\x9b", "\u202e")
+
+
+def test_serves_log_escapes_what_a_request_carries_in_every_field() -> None:
+    """Issue 36: the write guard logs the decoded path a cross-site write named; on
+    a terminal (key=value lines) its escapes reached the operator's terminal."""
+    finished = _run(
+        f"""
+        from urllib.parse import quote
+        from fastapi.testclient import TestClient
+        from headgate import Headgate
+        from headgate._logs import configure_logging, get_logger
+        from headgate.web import create_app
+
+        configure_logging(json_lines=False)  # as on a terminal
+        hostile = {HOSTILE!r}
+        with Headgate("memory://") as hg:
+            app = create_app(hg, api_token="")
+            with TestClient(app, base_url="http://127.0.0.1") as client:
+                client.post("/api/v1/" + quote(hostile), headers={{"Origin": "http://x"}})
+            get_logger("headgate").warning(
+                hostile, nested={{hostile: [hostile]}}, error=ValueError(hostile)
+            )
+            try:
+                raise RuntimeError(hostile)
+            except RuntimeError:
+                get_logger("headgate").exception("failed")
+        """
+    )
+    assert finished.returncode == 0, finished.stderr
+    err = finished.stderr
+    assert "cross-site write refused" in err
+    for character in UNPRINTABLE:
+        assert character not in err, (character, err)
+    lines = err.splitlines()
+    (refused,) = [line for line in lines if "cross-site write refused" in line]
+    (logged,) = [line for line in lines if "nested=" in line]
+    for line in (refused, logged):
+        for shown in ("\\x1b]0;pwned", "\\x07", "\\x1b[2J", "\\x9b31m", "\\u202eexe", "\\nforged"):
+            assert shown in line, (shown, line)
+    assert "path=" in refused and "error=" in logged
+    assert "Traceback (most recent call last):\n" in err, "a traceback keeps its lines"
+
+
+def test_a_hosts_own_logging_gets_the_fields_escaped_too(tmp_path: Path) -> None:
+    """Without structlog configured (the host's stdlib logging), and with a host's
+    structlog configuration that renders fields as they are."""
+    finished = _run(
+        f"""
+        import logging, structlog
+        from headgate._logs import get_logger
+
+        hostile = {HOSTILE.replace(" ", "")!r}  # a renderer quotes (repr) one with spaces
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        get_logger("headgate").warning("refused", path=hostile)
+        structlog.configure(processors=[structlog.processors.LogfmtRenderer()])  # raw values
+        get_logger("headgate").warning("refused", path=hostile)
+        """
+    )
+    assert finished.returncode == 0, finished.stderr
+    output = finished.stderr + finished.stdout
+    assert output.count("x1b]0;pwned") == 2, output
+    for character in UNPRINTABLE:
+        assert character not in output, (character, output)
+
+
+def test_the_processor_escapes_every_field_and_keeps_a_tracebacks_lines() -> None:
+    fields = escape_unprintable(
+        None,
+        "warning",
+        {
+            "event": "a\x1bb",
+            "nested": {"k\x9b": ["\u202e", 7, None]},
+            "exception": "Traceback\n  boom\x1b[31m",
+            "plain": "é日本 ok",
+        },
+    )
+    assert fields == {
+        "event": "a\\x1bb",
+        "nested": {"k\\x9b": ["\\u202e", 7, None]},
+        "exception": "Traceback\n  boom\\x1b[31m",
+        "plain": "é日本 ok",
+    }
