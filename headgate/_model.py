@@ -280,7 +280,8 @@ class LimitSource(StrEnum):
     """Where the attempt limit or timeout a job runs under comes from."""
 
     JOB = "job"
-    """The job carries its own."""
+    """The job carries its own: given when it was enqueued, or what an attempt of
+    it ran under (recorded when the attempt ended)."""
     HANDLER = "handler"
     """The job carries none: its kind's handler's, as registered in this process."""
     DEFAULT = "default"

@@ -150,6 +150,18 @@ def start_by_ms(event: JobEnqueued, recorded_at_ms: int) -> int | None:
     return due + within
 
 
+def _ran_under(event: JobSucceeded | JobAttemptFailed | JobSnoozed) -> dict[str, int]:
+    """The attempt limit and timeout an attempt ran under (its job's own, else its
+    handler's): the job keeps them from then on, so every process shows what the
+    worker ran it with (None in logs before they were recorded: nothing changes)."""
+    ran: dict[str, int] = {}
+    if event.max_attempts is not None:
+        ran["max_attempts"] = event.max_attempts
+    if event.timeout_ms is not None:
+        ran["timeout_ms"] = event.timeout_ms
+    return ran
+
+
 _OFF_WORKER: Final = {"worker_id": None, "deadline_ms": None}
 _STARTED: Final = {"start_by_ms": None}
 """Set by every event that ends a started attempt: a start deadline holds only
@@ -192,6 +204,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "attempts": event.attempt,
             "result": canonical_json_of_plain(event.result),
             **_OFF_WORKER,
+            **_ran_under(event),
         }
     elif isinstance(event, JobAttemptFailed):
         delta = {
@@ -200,6 +213,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "error_message": event.error_message,
             **_OFF_WORKER,
             **_STARTED,
+            **_ran_under(event),
         }
         if event.retry_at_ms is None:
             delta["state"] = JobState.FAILED.value
@@ -213,6 +227,7 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
             "snoozes": event.snoozes,
             **_OFF_WORKER,
             **_STARTED,
+            **_ran_under(event),
         }
     elif isinstance(event, JobReleased):
         delta = {"state": JobState.PENDING.value, **_OFF_WORKER, **_STARTED}

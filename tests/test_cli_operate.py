@@ -329,6 +329,34 @@ def test_jobs_list_filters_and_pages(store_url: str, hg: Headgate, capsys: Captu
     assert (status, out) == (0, "no jobs\n")
 
 
+def test_jobs_show_and_the_api_say_the_limits_a_job_ran_under_whoever_enqueued_it(
+    store_url: str, capsys: Capture
+) -> None:
+    """Enqueued by a process without its handler (as the CLI or the API is), a job
+    runs under its handler's attempt limit and timeout: once an attempt ends,
+    every process shows those, not Headgate's defaults or nothing."""
+    with Headgate(store_url) as producer:
+        job = producer.enqueue("mail.send", {"to": "a@example.com"}, queue="default")
+        before = producer.get_job(job.id)
+        assert (before.max_attempts, before.timeout_ms) == (None, None)
+    with Headgate(store_url) as worker:
+
+        @worker.handler("mail.send", max_attempts=3, timeout_s=20)
+        def send(job: JobContext) -> None:
+            raise ConnectionError("smtp down")
+
+        worker.drain()
+    status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
+    assert status == 0
+    assert "max attempts:   3\n" in out
+    assert "timeout:        20000 ms\n" in out
+    shown = _json(capsys, "jobs", "show", job.id, "--db", store_url)
+    assert (shown["max_attempts"], shown["timeout_ms"]) == (3, 20_000)
+    with Headgate(store_url) as reader:
+        ran = reader.get_job(job.id)
+        assert (ran.max_attempts, ran.timeout_ms, ran.attempts) == (3, 20_000, 1)
+
+
 def test_jobs_show_has_the_attempts_and_their_errors(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
@@ -342,7 +370,7 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     assert status == 0
     assert "state:          failed" in out
     assert "max attempts:   1\n" in out
-    assert "timeout:        1800000 ms (the default, unless the handler that runs it" in out
+    assert "timeout:        1800000 ms\n" in out, "what its attempt ran under"
     assert "running:        -\n" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out

@@ -228,13 +228,18 @@ class JobClaimed(DomainEvent):
 @dataclass(frozen=True)
 class JobSucceeded(DomainEvent):
     """The attempt's handler returned; `result` is its JSON value (bounded).
-    `started_at_ms` is when the worker started the handler."""
+    `started_at_ms` is when the worker started the handler. `max_attempts` and
+    `timeout_ms` are what the attempt ran under (the job's own, else its
+    handler's): from then on the job shows them (None in logs before v2)."""
 
+    schema_version: ClassVar[int] = 2
     job_id: str
     attempt: int
     worker_id: str
     started_at_ms: int
     result: JsonValue = None
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -242,8 +247,10 @@ class JobAttemptFailed(DomainEvent):
     """The attempt's handler raised, returned something unstorable, or ran past its
     deadline. `retry_at_ms` is when the job runs again; None means it is out of
     attempts and has failed. `error_message` is truncated, and None where the host
-    keeps exception texts out of the store."""
+    keeps exception texts out of the store. `max_attempts` and `timeout_ms` as
+    for JobSucceeded."""
 
+    schema_version: ClassVar[int] = 2
     job_id: str
     attempt: int
     worker_id: str
@@ -252,19 +259,25 @@ class JobAttemptFailed(DomainEvent):
     error_message: str | None
     retry_at_ms: int | None
     timed_out: bool = False
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class JobSnoozed(DomainEvent):
     """The attempt's handler asked to run again later (`Snooze`): the job is due at
-    `run_at_ms`, its attempt not counted; `snoozes` is how often it has snoozed."""
+    `run_at_ms`, its attempt not counted; `snoozes` is how often it has snoozed.
+    `max_attempts` and `timeout_ms` as for JobSucceeded."""
 
+    schema_version: ClassVar[int] = 2
     job_id: str
     attempt: int
     worker_id: str
     started_at_ms: int
     run_at_ms: int
     snoozes: int
+    max_attempts: int | None = None
+    timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)

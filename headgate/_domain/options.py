@@ -576,7 +576,7 @@ JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
 CHOSEN_AT_ENQUEUE: Final = ("queue", "priority", "start_within_ms", "partition_key", "rate_class")
 """The options a claim reads from a job's row: what a job leaves unset is taken
 from its handler when it is enqueued (the attempt limit and timeout are taken
-when it runs)."""
+when it runs, and recorded on the job when its attempt ends)."""
 PER_JOB_FIELDS: Final = tuple(
     name for name in JOB_OPTION_FIELDS if option_info(JobOptions, name).per_job
 )

@@ -120,7 +120,15 @@ def capacity_left(capacity: Mapping[str, int], busy: Mapping[str, int]) -> dict[
 def succeeded(
     claimed: Claim, worker_id: str, started_at_ms: int, result: JsonValue
 ) -> StreamAppend:
-    event = JobSucceeded(claimed.job_id, claimed.attempt, worker_id, started_at_ms, result)
+    event = JobSucceeded(
+        claimed.job_id,
+        claimed.attempt,
+        worker_id,
+        started_at_ms,
+        result,
+        claimed.max_attempts,
+        claimed.timeout_ms,
+    )
     return _on_stream(claimed, event)
 
 
@@ -133,6 +141,8 @@ def snoozed(claimed: Claim, worker_id: str, started_at_ms: int, run_at_ms: int) 
         started_at_ms,
         run_at_ms,
         claimed.snoozes + 1,
+        claimed.max_attempts,
+        claimed.timeout_ms,
     )
     return _on_stream(claimed, event)
 
@@ -177,6 +187,8 @@ def failed(
         error.message,
         retry_at,
         timed_out,
+        claimed.max_attempts,
+        claimed.timeout_ms,
     )
     return _on_stream(claimed, event)
 

@@ -183,6 +183,12 @@ def _crash_attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {**body, "attempt": None, "claimed_at_ms": None}
 
 
+def _attempt_limits_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v2 an attempt's end did not say the attempt limit and timeout it ran
+    under: unknown, as they were."""
+    return {**body, "max_attempts": None, "timeout_ms": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
     (type_name(EnqueueAttempted), 2): _attempt_v2_to_v3,
@@ -197,6 +203,9 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,
+    (type_name(JobSucceeded), 1): _attempt_limits_v1_to_v2,
+    (type_name(JobAttemptFailed), 1): _attempt_limits_v1_to_v2,
+    (type_name(JobSnoozed), 1): _attempt_limits_v1_to_v2,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 

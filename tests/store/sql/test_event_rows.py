@@ -12,8 +12,11 @@ from sqlalchemy import insert, select, text
 from headgate._domain.events import (
     EnqueueAttempted,
     JobAbandoned,
+    JobAttemptFailed,
     JobEnqueued,
     JobQuarantined,
+    JobSnoozed,
+    JobSucceeded,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
@@ -122,6 +125,38 @@ def test_crashes_recorded_before_they_named_their_attempt_read_with_none(
     abandoned, quarantined = [e.event for e in store.log.read_stream("job-j")]
     assert abandoned == JobAbandoned("j", "w", 1, attempt=None, claimed_at_ms=None)
     assert quarantined == JobQuarantined("j", "fp", 3, attempt=None, claimed_at_ms=None)
+
+
+def test_attempt_ends_from_before_they_named_their_limits_read_with_none(
+    store: SqlStore,
+) -> None:
+    """JobSucceeded, JobAttemptFailed and JobSnoozed v1 did not say the attempt
+    limit and timeout the attempt ran under: unknown, so the job's row keeps
+    what it had (its own options, or none)."""
+    bodies = {
+        "JobSnoozed": '{"attempt":1,"job_id":"j","run_at_ms":5,"snoozes":1,'
+        '"started_at_ms":2,"worker_id":"w"}',
+        "JobAttemptFailed": '{"attempt":1,"error_message":"no","error_type":"E","job_id":"j",'
+        '"retry_at_ms":9,"started_at_ms":6,"timed_out":false,"worker_id":"w"}',
+        "JobSucceeded": '{"attempt":2,"job_id":"j","result":1,"started_at_ms":10,"worker_id":"w"}',
+    }
+    with store.engine.begin() as connection:
+        for version, (type_name, body) in enumerate(bodies.items(), start=1):
+            connection.execute(
+                insert(events).values(
+                    position=version,
+                    stream_id="job-j",
+                    version=version,
+                    type=type_name,
+                    schema_version=1,
+                    body=body,
+                    recorded_at_ms=1,
+                )
+            )
+    snoozed, failed, succeeded = [e.event for e in store.log.read_stream("job-j")]
+    assert snoozed == JobSnoozed("j", 1, "w", 2, 5, 1, max_attempts=None, timeout_ms=None)
+    assert failed == JobAttemptFailed("j", 1, "w", 6, "E", "no", 9, False, None, None)
+    assert succeeded == JobSucceeded("j", 2, "w", 10, 1, max_attempts=None, timeout_ms=None)
 
 
 def _insert(store: SqlStore, rows: list[tuple[int, str, int, str]]) -> None:
