@@ -19,7 +19,8 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from headgate._app import open_existing
 from headgate._cli_limits import add_limit_commands
@@ -38,6 +39,8 @@ from headgate._domain.options import (
     JobOptions,
     ScheduleDefinition,
 )
+from headgate._domain.schedule_load import MAX_SCHEDULES_LIMIT, MAX_TICKS_PER_S_LIMIT
+from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
@@ -61,32 +64,81 @@ MAX_PAGE = 200
 """The API's largest page."""
 HISTORY_SHOWN = 10
 """Enqueue attempts `schedules show` prints."""
-MIN_INTERVAL_ENV = "HEADGATE_MIN_INTERVAL_MS"
 
 
-def add_min_interval(parser: argparse.ArgumentParser, int_in: IntIn) -> None:
-    """The --min-interval-ms option (`serve`, `schedules put`)."""
-    parser.add_argument(
-        "--min-interval-ms",
-        type=int_in(1, MAX_MIN_INTERVAL_MS),
-        metavar="MS",
-        help="refuse specs that tick more often than this "
-        f"(default ${MIN_INTERVAL_ENV}, else {RuntimeConfig.min_interval_ms})",
-    )
+@dataclass(frozen=True)
+class RuntimeSetting:
+    """A RuntimeConfig field that `serve` and the schedule writes take as a flag
+    (`--max-schedules`) and from the environment (`HEADGATE_MAX_SCHEDULES`): its
+    name, range and help are given here once, its default and rule by
+    RuntimeConfig."""
+
+    field: str
+    highest: int
+    help: str
+    metavar: str = "N"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def environment(self) -> str:
+        return "HEADGATE_" + self.field.upper()
+
+
+RUNTIME_SETTINGS: Final = (
+    RuntimeSetting(
+        "min_interval_ms", MAX_MIN_INTERVAL_MS, "refuse specs that tick more often than this", "MS"
+    ),
+    RuntimeSetting(
+        "max_schedules",
+        MAX_SCHEDULES_LIMIT,
+        "refuse writes that would leave the store more live schedules than this",
+    ),
+    RuntimeSetting(
+        "max_ticks_per_s",
+        MAX_TICKS_PER_S_LIMIT,
+        "refuse writes that would make all schedules tick more often than this a second "
+        "(each at its busiest hour)",
+    ),
+)
+MIN_INTERVAL_ENV: Final = RUNTIME_SETTINGS[0].environment
+
+
+def add_runtime_settings(parser: argparse.ArgumentParser, int_in: IntIn) -> None:
+    """--min-interval-ms, --max-schedules, --max-ticks-per-s (`serve`, `schedules
+    put` and `update`)."""
+    for setting in RUNTIME_SETTINGS:
+        default = getattr(RuntimeConfig, setting.field)
+        parser.add_argument(
+            setting.flag,
+            type=int_in(1, setting.highest),
+            metavar=setting.metavar,
+            help=f"{setting.help} (default ${setting.environment}, else {default})",
+        )
+
+
+def runtime_flags_given(args: argparse.Namespace) -> list[str]:
+    return [s.flag for s in RUNTIME_SETTINGS if getattr(args, s.field, None) is not None]
 
 
 def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
-    """The settings a command's Headgate runs with: --min-interval-ms, else
-    $HEADGATE_MIN_INTERVAL_MS, else the default."""
-    chosen: int | None = args.min_interval_ms
-    if chosen is None and os.environ.get(MIN_INTERVAL_ENV):
-        text = os.environ[MIN_INTERVAL_ENV]
-        if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_MIN_INTERVAL_MS):
-            raise ValidationError(
-                MIN_INTERVAL_ENV, f"must be a whole number from 1 to {MAX_MIN_INTERVAL_MS}"
-            )
-        chosen = int(text)
-    return RuntimeConfig() if chosen is None else RuntimeConfig(min_interval_ms=chosen)
+    """The settings a command's Headgate runs with: each flag, else its
+    environment variable, else RuntimeConfig's default."""
+    chosen: dict[str, int] = {}
+    for setting in RUNTIME_SETTINGS:
+        value: int | None = getattr(args, setting.field, None)
+        text = os.environ.get(setting.environment)
+        if value is None and text:
+            if not (text.isascii() and text.isdigit() and 1 <= int(text) <= setting.highest):
+                raise ValidationError(
+                    setting.environment, f"must be a whole number from 1 to {setting.highest}"
+                )
+            value = int(text)
+        if value is not None:
+            chosen[setting.field] = value
+    return RuntimeConfig(**chosen)  # type: ignore[arg-type]
 
 
 def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
@@ -153,7 +205,10 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     enqueue.add_argument("kind", metavar="KIND")
     enqueue.add_argument("--payload", metavar="JSON", help="its payload, as JSON (null)")
     add_option_flags(enqueue, JOB_OPTION_FIELDS)
-    command(group, "unserved", "pending jobs no live worker runs, by queue and kind", _unserved)
+    unserved = command(
+        group, "unserved", "pending jobs no live worker runs, by queue and kind", _unserved
+    )
+    _shown_at_most(unserved, int_in)
     for name, help_text, handler in (
         ("show", "a job, its payload and result, and its newest attempts", _jobs_show),
         ("cancel", "cancel a pending or running job", _jobs_cancel),
@@ -172,14 +227,17 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     add.add_argument("fingerprint", metavar="FINGERPRINT")
     add.add_argument("--note", default="", help="why (shown by quarantine list)")
 
-    _add_queue_commands(commands, command)
+    _add_queue_commands(commands, command, int_in)
     add_limit_commands(commands, command)
 
 
-def _add_queue_commands(commands: Any, command: Callable[..., Any]) -> None:
+def _add_queue_commands(commands: Any, command: Callable[..., Any], int_in: IntIn) -> None:
     queues = commands.add_parser("queues", help="list, pause and resume queues")
     group = queues.add_subparsers(title="commands", parser_class=type(queues), required=True)
-    command(group, "list", "queues: paused or not, their jobs waiting and running", _queues_list)
+    listing = command(
+        group, "list", "queues: paused or not, their jobs waiting and running", _queues_list
+    )
+    _shown_at_most(listing, int_in)
     pause = command(
         group, "pause", "stop every process claiming a queue's jobs (running ones finish)", _pause
     )
@@ -187,6 +245,21 @@ def _add_queue_commands(commands: Any, command: Callable[..., Any]) -> None:
     pause.add_argument("--note", default="", help="why (shown by queues list)")
     resume = command(group, "resume", "let workers claim a paused queue's jobs again", _unpause)
     resume.add_argument("queue", metavar="QUEUE")
+
+
+def _shown_at_most(parser: argparse.ArgumentParser, int_in: IntIn) -> None:
+    parser.add_argument(
+        "--limit",
+        type=int_in(1, MAX_SHOWN),
+        default=PAGE_SHOWN,
+        metavar="N",
+        help=f"at most N, the busiest (default {PAGE_SHOWN}); the rest are counted",
+    )
+
+
+def _print_more(more: int, what: str) -> None:
+    if more:
+        print(f"and {more:,} more {what} (--limit N shows up to {MAX_SHOWN:,})")
 
 
 def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn) -> None:
@@ -205,7 +278,7 @@ def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn)
     )
     update.add_argument("schedule_id", metavar="ID")
     add_option_flags(update, SCHEDULE_FIELDS, changes=True)
-    add_min_interval(update, int_in)
+    add_runtime_settings(update, int_in)
     clear = command(
         group,
         "clear-overrides",
@@ -213,7 +286,7 @@ def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn)
         _schedules_clear_overrides,
     )
     clear.add_argument("schedule_id", metavar="ID")
-    add_min_interval(put, int_in)
+    add_runtime_settings(put, int_in)
 
 
 # schedules -------------------------------------------------------------------
@@ -586,12 +659,15 @@ def _print_quarantined(entry: QuarantineEntry) -> None:
 
 
 def _queues_list(args: argparse.Namespace) -> int:
+    from headgate.web._schemas import queue_weight  # noqa: PLC0415 (see top)
+
     with open_existing(args.db, read_only=True) as hg:
-        queues = hg.queues()
+        shown = busiest(hg.queues(), args.limit, queue_weight)
+    queues = shown.items
     if args.json:
         from headgate.web._schemas import QueueList, QueueOut  # noqa: PLC0415 (see top)
 
-        _print_json(QueueList(queues=[QueueOut.of(queue) for queue in queues]))
+        _print_json(QueueList(queues=[QueueOut.of(queue) for queue in queues], more=shown.more))
         return 0
     _print_table(
         ("QUEUE", "PAUSED", "PENDING", "RUNNING", "WHY"),
@@ -607,22 +683,27 @@ def _queues_list(args: argparse.Namespace) -> int:
         ),
         empty="no queues",
     )
+    _print_more(shown.more, "queues, each with fewer jobs")
     return 0
 
 
 def _unserved(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        unserved = hg.unserved()
+        shown = busiest(hg.unserved(), args.limit, lambda work: work.pending)
+    unserved = shown.items
     if args.json:
         from headgate.web._schemas import UnservedList, UnservedOut  # noqa: PLC0415 (see top)
 
-        _print_json(UnservedList(unserved=[UnservedOut.of(work) for work in unserved]))
+        _print_json(
+            UnservedList(unserved=[UnservedOut.of(work) for work in unserved], more=shown.more)
+        )
         return 0
     _print_table(
         ("QUEUE", "KIND", "PENDING", "WHY"),
         ((work.queue, work.kind, str(work.pending), work.reason) for work in unserved),
         empty="every pending job has a live worker to run it",
     )
+    _print_more(shown.more, "(queue, kind), each with fewer pending jobs")
     return 0
 
 

@@ -64,6 +64,7 @@ from headgate._domain.limits import ConcurrencyLimit, RateLimit, scope_of
 from headgate._domain.names import fingerprint_problem, require
 from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.ownership import declared_definition
+from headgate._domain.schedule_load import Ceilings, Load, load_problem
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import (
     job_stream,
@@ -104,6 +105,8 @@ class Settings:
 
     limits: AdmissionLimits
     min_interval_ms: int
+    ceilings: Ceilings
+    """The store-wide ceilings on schedules (`schedule_load`)."""
 
 
 def require_allowed(
@@ -298,6 +301,7 @@ def _timing_of(schedule_id: str, definition: ScheduleDefinition) -> TickTiming:
 class Commands:
     def __init__(self, store: Store, settings: Settings) -> None:
         self._log = store.log
+        self._reads = store.reads
         self._clock = store.clock
         self._settings = settings
         self._limits = settings.limits
@@ -313,6 +317,7 @@ class Commands:
         nothing.
         """
         require_allowed(put.definition, self._settings)
+        self._require_within_ceilings([put], field=None)
         with self._log.write() as transaction:
             ((row, outcome),) = _put_definitions(transaction, [put], name=None)
         assert row is not None
@@ -327,6 +332,8 @@ class Commands:
             row = _require_live_schedule(transaction, schedule_id)
             definition = definition_of(row).changed(changes)
             require_allowed(definition, self._settings, only=changes.keys())
+            if "spec" in changes:
+                self._require_within_ceilings([Put(schedule_id, definition)], field=None)
             ((updated, _),) = _put_definitions(
                 transaction, [Put(schedule_id, definition)], name=None
             )
@@ -344,6 +351,7 @@ class Commands:
                     "schedule_id",
                     f"schedule {schedule_id!r} is not declared in code: it has no overrides",
                 )
+            self._require_within_ceilings([Put(schedule_id, declared)], field=None)
             ((updated, _),) = _put_definitions(transaction, [Put(schedule_id, declared)], name=None)
         assert updated is not None
         return updated
@@ -360,6 +368,7 @@ class Commands:
         is already stored writes nothing.
         """
         _require_ticks_left(puts, self._clock.now_ms())
+        self._require_within_ceilings(puts, field="schedules")
         outcomes: list[str] = []
         first_ticks: dict[str, int] = {}
         for start in range(0, len(puts), chunk):
@@ -377,6 +386,22 @@ class Commands:
                 raise
             outcomes.extend(outcome for _, outcome in done)
         return outcomes
+
+    def _require_within_ceilings(self, puts: Sequence[Put], *, field: str | None) -> None:
+        """ValidationError when these schedules would take the store past a
+        ceiling (`schedule_load`), naming `field` ("schedules" for a bulk call;
+        None: "spec" for the tick rate, "schedule_id" for the count)."""
+        if not puts:
+            return
+        before = Load.of(self._reads.spec_counts())
+        kept = self._reads.spec_counts(excluding=[put.schedule_id for put in puts])
+        after = Load.of(kept).plus(put.definition.spec for put in puts)
+        problem = load_problem(before, after, self._settings.ceilings)
+        if problem is not None:
+            ceiling, rule = problem
+            raise ValidationError(
+                field or ("schedule_id" if ceiling == "max_schedules" else "spec"), rule
+            )
 
     def undeclare(
         self, declared_by: str, still_declared: Collection[str], pause: bool

@@ -18,12 +18,19 @@ never collide); a host registers `collector` in its own registry instead.
 This is the only module that imports prometheus_client. Label values are
 queues, kinds, states, outcomes and reasons only, never an id, a payload or
 an error's text.
+
+The series are bounded whatever clients do (a queue is made by naming it): of
+each store family, the SERIES_SHOWN busiest queues, (queue, kind) pairs,
+limits and rate classes have series of their own, and the rest are summed
+under the label value `_other` (an oldest pending age: the oldest of them); of
+this process's figures, the first SERIES_SHOWN (queue, kind) pairs it records,
+the later ones under (`_other`, `_other`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -34,12 +41,13 @@ from prometheus_client.registry import Collector
 from headgate._clock import Clock
 from headgate._domain.events import JobState
 from headgate._domain.limits import scope_of
+from headgate._domain.shown import OTHER, SERIES_SHOWN, busiest
 from headgate._errors import StoreError
 from headgate._logs import get_logger
 from headgate._model import MAX_PARTITIONS_SHOWN, limit_statuses, rate_statuses
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._runtime.recorder import Recorder
-from headgate._store.port import Leases, Reads
+from headgate._store.port import Leases, LimitsState, Reads
 
 __all__ = ["CONTENT_TYPE", "Collector", "CollectorRegistry", "HeadgateMetrics", "exposition"]
 
@@ -153,6 +161,7 @@ class HeadgateMetrics(Recorder):
         self._figures = _Figures()
         self._store_was_up = True
         self._lock = threading.Lock()
+        self._labelled: set[tuple[str, str]] = set()
         self.collector: Collector = _Collector(self)
         """Register this in a host's own registry to expose Headgate's metrics there."""
         self.registry = CollectorRegistry()
@@ -162,8 +171,21 @@ class HeadgateMetrics(Recorder):
     def after_fork(self) -> None:
         """A forked child counts from zero: what the parent counted is the parent's."""
         self._figures = _Figures()
+        self._labelled = set()
 
     # the Recorder ------------------------------------------------------------
+
+    def _labels(self, queue: str, kind: str) -> tuple[str, str]:
+        """(queue, kind) as labelled: the first SERIES_SHOWN pairs as they are,
+        later ones as (OTHER, OTHER), so no client makes series without end."""
+        pair = (queue, kind)
+        with self._lock:
+            if pair in self._labelled:
+                return pair
+            if len(self._labelled) < SERIES_SHOWN:
+                self._labelled.add(pair)
+                return pair
+        return (OTHER, OTHER)
 
     def tick_recorded(self, outcome: str, reason: str, lateness_ms: int | None) -> None:
         figures = self._figures
@@ -172,22 +194,24 @@ class HeadgateMetrics(Recorder):
             figures.lateness.observe(lateness_ms / 1000)
 
     def handler_started(self, queue: str, kind: str, pickup_ms: int) -> None:
-        self._figures.pickup.labels(queue, kind).observe(pickup_ms / 1000)
+        self._figures.pickup.labels(*self._labels(queue, kind)).observe(pickup_ms / 1000)
 
     def attempt_ended(self, queue: str, kind: str, outcome: str, duration_ms: int | None) -> None:
         figures = self._figures
-        figures.attempts.labels(queue, kind, outcome).inc()
+        labels = self._labels(queue, kind)
+        figures.attempts.labels(*labels, outcome).inc()
         if duration_ms is not None:
-            figures.run.labels(queue, kind).observe(duration_ms / 1000)
+            figures.run.labels(*labels).observe(duration_ms / 1000)
 
     def job_expired(self, queue: str, kind: str) -> None:
-        self._figures.expired.labels(queue, kind).inc()
+        self._figures.expired.labels(*self._labels(queue, kind)).inc()
 
     def job_rescued(self, queue: str, kind: str, *, quarantined: bool) -> None:
         figures = self._figures
-        figures.rescues.labels(queue, kind).inc()
+        labels = self._labels(queue, kind)
+        figures.rescues.labels(*labels).inc()
         if quarantined:
-            figures.quarantines.labels(queue, kind).inc()
+            figures.quarantines.labels(*labels).inc()
 
     # the scrape --------------------------------------------------------------
 
@@ -233,28 +257,81 @@ class HeadgateMetrics(Recorder):
         families.lease_term.add_metric([], lease.term if lease is not None else 0)
         families.lease_active.add_metric([], int(live))
         families.lease_held.add_metric([], int(held))
-        queues = sorted({queue for queue, _ in counts} | set(oldest) | set(paused))
-        for queue in queues:
-            families.queue_paused.add_metric([queue], int(queue in paused))
-            for state in _JOB_STATES:
-                families.jobs.add_metric([queue, state], counts.get((queue, state), 0))
-            run_at = oldest.get(queue)
-            age_ms = 0 if run_at is None else max(now - run_at, 0)
-            families.oldest_pending.add_metric([queue], age_ms / 1000)
+        _add_queues(families, counts, oldest, paused, now)
         families.quarantined.add_metric([], quarantined)
         families.undeclared.add_metric([], undeclared)
-        for limit in limit_statuses(limits):
-            scope = scope_of(limit.queue, limit.kind, limit.partition_key)
-            families.limit.add_metric([scope], limit.limit)
-            families.limit_running.add_metric([scope], limit.running)
-            for key, running in limit.running_by_partition:
-                families.partition_running.add_metric([scope, key], running)
-        for rate in rate_statuses(limits):
-            families.rate_started.add_metric([rate.rate_class], rate.started)
-            families.rate_limit.add_metric([rate.rate_class], rate.limit)
-        for (queue, kind), count in sorted(unserved.items()):
+        _add_limits(families, limits)
+        pairs = busiest(sorted(unserved.items()), SERIES_SHOWN, lambda pair: pair[1])
+        for (queue, kind), count in pairs.items:
             families.unserved.add_metric([queue, kind], count)
+        if pairs.more:
+            left_out = sum(unserved.values()) - sum(count for _, count in pairs.items)
+            families.unserved.add_metric([OTHER, OTHER], left_out)
         return families.all()
+
+
+def _add_queues(
+    families: _StoreFamilies,
+    counts: Mapping[tuple[str, str], int],
+    oldest: Mapping[str, int],
+    paused: Collection[str],
+    now: int,
+) -> None:
+    """The paused queues and the busiest others, SERIES_SHOWN in all; the rest
+    summed under OTHER (its age: the oldest of theirs; paused: how many are)."""
+    every = sorted({queue for queue, _ in counts} | set(oldest) | set(paused))
+
+    def weight(queue: str) -> float:
+        busy = counts.get((queue, "pending"), 0) + counts.get((queue, "running"), 0)
+        return (float("inf") if queue in paused else 0.0) + busy
+
+    shown = busiest(every, SERIES_SHOWN, weight)
+    for queue in shown.items:
+        families.queue_paused.add_metric([queue], int(queue in paused))
+        for state in _JOB_STATES:
+            families.jobs.add_metric([queue, state], counts.get((queue, state), 0))
+        families.oldest_pending.add_metric([queue], _age_s(oldest.get(queue), now))
+    if not shown.more:
+        return
+    rest = set(every) - set(shown.items)
+    families.queue_paused.add_metric([OTHER], len(rest & set(paused)))
+    for state in _JOB_STATES:
+        total = sum(count for (queue, of), count in counts.items() if of == state and queue in rest)
+        families.jobs.add_metric([OTHER, state], total)
+    ages = [_age_s(oldest[queue], now) for queue in rest if queue in oldest]
+    families.oldest_pending.add_metric([OTHER], max(ages, default=0.0))
+
+
+def _age_s(run_at_ms: int | None, now: int) -> float:
+    return 0.0 if run_at_ms is None else max(now - run_at_ms, 0) / 1000
+
+
+def _add_limits(families: _StoreFamilies, limits: LimitsState) -> None:
+    """The SERIES_SHOWN limits and rate classes with most running (started); the
+    rest summed under OTHER."""
+    statuses = busiest(limit_statuses(limits), SERIES_SHOWN, lambda limit: limit.running)
+    for limit in statuses.items:
+        scope = scope_of(limit.queue, limit.kind, limit.partition_key)
+        families.limit.add_metric([scope], limit.limit)
+        families.limit_running.add_metric([scope], limit.running)
+        for key, running in limit.running_by_partition:
+            families.partition_running.add_metric([scope, key], running)
+    if statuses.more:
+        rest = limit_statuses(limits)
+        shown_total = (sum(x.limit for x in statuses.items), sum(x.running for x in statuses.items))
+        families.limit.add_metric([OTHER], sum(x.limit for x in rest) - shown_total[0])
+        families.limit_running.add_metric([OTHER], sum(x.running for x in rest) - shown_total[1])
+    rates = busiest(rate_statuses(limits), SERIES_SHOWN, lambda rate: rate.started)
+    for rate in rates.items:
+        families.rate_started.add_metric([rate.rate_class], rate.started)
+        families.rate_limit.add_metric([rate.rate_class], rate.limit)
+    if rates.more:
+        every = rate_statuses(limits)
+        started = sum(x.started for x in every) - sum(x.started for x in rates.items)
+        families.rate_started.add_metric([OTHER], started)
+        families.rate_limit.add_metric(
+            [OTHER], sum(x.limit for x in every) - sum(x.limit for x in rates.items)
+        )
 
 
 class _StoreFamilies:

@@ -7,7 +7,9 @@ already keeps (the enqueue history, the attempt history, the jobs); and, as
 they stand at that moment, each queue's depth and oldest pending age and
 what runs under each concurrency limit. Each figure is a point (minute,
 series, key, value); the store keeps `KEEP_MS` of them, so the overview
-reads a bounded table, never the log.
+reads a bounded table, never the log. A minute has a bounded number of points
+whatever clients do: the CHART_SHOWN deepest queues and busiest limits have
+their own, the rest are summed under `_other` (`headgate._domain.shown`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
+
+from headgate._domain.shown import CHART_SHOWN, OTHER, busiest
 
 MINUTE_MS: Final = 60_000
 KEEP_MS: Final = 24 * 3600 * 1000
@@ -114,13 +118,26 @@ def roll_up(minute_ms: int, rows: MinuteRows, snapshot: Snapshot) -> list[Activi
     pickups = [pickup for _, pickup in ran if pickup is not None]
     for key, value in percentiles(pickups).items():
         add(PICKUP, key, value)
-    for queue, count in sorted(snapshot.pending.items()):
-        add(QUEUE_DEPTH, queue, count)
-    for queue, age in sorted(snapshot.oldest_pending_s.items()):
-        add(OLDEST_PENDING, queue, age)
-    for scope, running, limit in snapshot.limits:
+    queues = sorted(set(snapshot.pending) | set(snapshot.oldest_pending_s))
+    shown = busiest(queues, CHART_SHOWN, lambda queue: snapshot.pending.get(queue, 0))
+    for queue in shown.items:
+        if queue in snapshot.pending:
+            add(QUEUE_DEPTH, queue, snapshot.pending[queue])
+        if queue in snapshot.oldest_pending_s:
+            add(OLDEST_PENDING, queue, snapshot.oldest_pending_s[queue])
+    if shown.more:
+        rest = set(queues) - set(shown.items)
+        add(QUEUE_DEPTH, OTHER, sum(snapshot.pending.get(queue, 0) for queue in rest))
+        ages = [snapshot.oldest_pending_s[q] for q in rest if q in snapshot.oldest_pending_s]
+        add(OLDEST_PENDING, OTHER, max(ages, default=0.0))
+    limits = busiest(snapshot.limits, CHART_SHOWN, lambda limit: limit[1])
+    for scope, running, limit in limits.items:
         add(LIMIT_RUNNING, scope, running)
         add(LIMIT, scope, limit)
+    if limits.more:
+        left_out = [limit for limit in snapshot.limits if limit not in limits.items]
+        add(LIMIT_RUNNING, OTHER, sum(running for _, running, _ in left_out))
+        add(LIMIT, OTHER, sum(limit for _, _, limit in left_out))
     return points
 
 

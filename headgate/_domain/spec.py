@@ -37,6 +37,7 @@ from headgate._errors import KeptWhole
 MAX_SPEC_LENGTH: Final = 512
 MAX_EVERY_MS: Final = 10**12  # about 31.7 years
 _EVERY_PREFIX: Final = "@every:"
+HOUR_MS: Final = 3_600_000
 EVERY_UNITS: Final = MappingProxyType(
     {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 )
@@ -90,6 +91,12 @@ class ScheduleSpec(ABC):
         """The least time between two of its ticks: exact for @every; for cron, a
         lower bound that is exact up to a minute (all a minimum interval asks)."""
 
+    @property
+    @abstractmethod
+    def busiest_hour_ticks(self) -> int:
+        """The most ticks it makes in any hour: what a schedule costs the store
+        at its busiest (the store-wide tick-rate ceiling adds these up)."""
+
     def fires_like(self, other: ScheduleSpec) -> bool:
         """Whether `other` ticks at exactly the same instants, however it is spelled
         (`1-5` and `MON-FRI`, `00` and `0`, `UTC` and `Etc/UTC`). False when in doubt."""
@@ -116,6 +123,10 @@ class EverySpec(ScheduleSpec):
     @property
     def shortest_gap_ms(self) -> int:
         return self.interval_ms
+
+    @property
+    def busiest_hour_ticks(self) -> int:
+        return -(-HOUR_MS // self.interval_ms)
 
     def next_tick_ms(self, after_ms: int) -> int:
         _check_instant("after_ms", after_ms)
@@ -158,6 +169,12 @@ class CronSpec(ScheduleSpec):
         if any((minute + 1) % 60 in minutes for minute in minutes):
             gaps.append(60 - seconds[-1] + seconds[0])
         return min(gaps, default=61) * 1000
+
+    @property
+    def busiest_hour_ticks(self) -> int:
+        """Its seconds in each of its minutes: every hour it fires in has the
+        same minutes, and a wall-clock hour lived twice is two hours of time."""
+        return len(self.fields[0].values) * len(self.fields[1].values)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CronSpec) and other.text == self.text

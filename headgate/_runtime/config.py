@@ -8,6 +8,7 @@ from typing import Final
 
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.names import identifier_problem
+from headgate._domain.schedule_load import MAX_SCHEDULES_LIMIT, MAX_TICKS_PER_S_LIMIT
 from headgate._runtime.child_processes import ChildLimits
 from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES
 
@@ -54,6 +55,16 @@ class RuntimeConfig:
     a job every millisecond): a definition below it is refused, in code, the API
     and the CLI. 1 to 60000; tests lower it. Schedules stored before keep
     ticking as they are; putting one again is checked."""
+    max_schedules: int = 10_000
+    """The most live schedules the store may hold: a write that defines
+    schedules past it is refused (ValidationError; the API's 422, the CLI's
+    exit 2), in code, the API and the CLI. 1 to 10,000,000. Checked against
+    the store as each write begins (`headgate._domain.schedule_load`)."""
+    max_ticks_per_s: int = 200
+    """The most ticks a second all live schedules may make together, each
+    counted at its busiest hour (`@every:1000`: 1; `* * * * *`: 1/60; a daily
+    cron: 1/3600): a write that defines schedules past it is refused as
+    `max_schedules` is. 1 to 1,000,000. 200 is 12,000 jobs a minute."""
     declarations_group: str = "default"
     """The group this host's schedule declarations (`periodic`) belong to. A
     runtime that starts with declarations reports the group's schedules its
@@ -92,6 +103,15 @@ class RuntimeConfig:
             raise ValueError(f"min_interval_ms must be an integer, got {interval!r}")
         if not 1 <= interval <= MAX_MIN_INTERVAL_MS:
             raise ValueError(f"min_interval_ms must be between 1 and {MAX_MIN_INTERVAL_MS}")
+        for name, highest in (
+            ("max_schedules", MAX_SCHEDULES_LIMIT),
+            ("max_ticks_per_s", MAX_TICKS_PER_S_LIMIT),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if not 1 <= value <= highest:
+                raise ValueError(f"{name} must be between 1 and {highest}")
         problem = identifier_problem(self.declarations_group, 128)
         if problem is not None:
             raise ValueError(f"declarations_group {problem}")
@@ -133,7 +153,12 @@ class WorkerConfig:
     crash_limit: int = 3
     """Crashes after which a job, or a fingerprint's blame, is quarantined."""
     store_error_messages: bool = True
-    """False keeps exception texts out of the store (the type is kept)."""
+    """False keeps exception texts out of the store (the type is kept, and the
+    traceback's frames)."""
+    log_successes: bool = False
+    """Log each attempt that succeeded (or snoozed, or was given back) at INFO;
+    by default at DEBUG, so a busy worker writes no line per job. A failed
+    attempt is always logged (WARNING, ERROR when its job has failed for good)."""
     max_result_bytes: int = 64 * 1024
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     """Snoozes (`Snooze`) a job may take; the next one fails its attempt."""

@@ -11,6 +11,7 @@ from headgate._app import Headgate
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
+from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
 from headgate.web._schemas import (
@@ -50,6 +51,7 @@ from headgate.web._schemas import (
     WorkerOut,
     WorkersOut,
     preview,
+    queue_weight,
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -375,8 +377,14 @@ def release(request: Request, fingerprint: str) -> Response:
 
 
 @router.get("/queues", response_model=QueueList, summary="Queues: paused or not, jobs waiting")
-def list_queues(request: Request) -> QueueList:
-    return QueueList(queues=[QueueOut.of(status) for status in _hg(request).queues()])
+def list_queues(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
+) -> QueueList:
+    """The paused queues and the busiest others (most jobs pending and running),
+    `limit` in all, by name; `more`: how many were left out."""
+    shown = busiest(_hg(request).queues(), limit, queue_weight)
+    return QueueList(queues=[QueueOut.of(status) for status in shown.items], more=shown.more)
 
 
 @router.post(
@@ -402,8 +410,14 @@ def resume_queue(request: Request, queue: str) -> QueueOut:
     response_model=UnservedList,
     summary="Pending jobs no live worker runs, by queue and kind",
 )
-def list_unserved(request: Request) -> UnservedList:
-    return UnservedList(unserved=[UnservedOut.of(work) for work in _hg(request).unserved()])
+def list_unserved(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
+) -> UnservedList:
+    """The `limit` (queue, kind) with the most pending jobs; `more`: how many
+    were left out."""
+    shown = busiest(_hg(request).unserved(), limit, lambda work: work.pending)
+    return UnservedList(unserved=[UnservedOut.of(work) for work in shown.items], more=shown.more)
 
 
 @router.get(

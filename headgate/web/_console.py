@@ -17,12 +17,14 @@ from headgate._app import Headgate
 from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import JobAction, JobState, allows
+from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, WIDTH, charts
 from headgate.web._form import form_fields
+from headgate.web._schemas import queue_weight
 
 router = APIRouter(include_in_schema=False)
 
@@ -128,18 +130,20 @@ def _ticks_between(spec: ScheduleSpec, after_ms: int, before_ms: int) -> int:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """A console page, with the banner of pending work no live worker runs."""
+    """A console page, with the banner of pending work no live worker runs: its
+    busiest lines, and how many more (a client makes a line per new queue)."""
     try:
-        unserved = _hg(request).unserved()
+        unserved = busiest(_hg(request).unserved(), BANNER_SHOWN, lambda work: work.pending)
     except StoreError:  # the page itself says what the store answered
-        unserved = []
+        unserved = Shown([], 0)
     return _templates.page(
         request,
         template,
         status,
         format_ms=format_ms,
         format_duration=format_duration,
-        unserved=unserved,
+        unserved=unserved.items,
+        unserved_more=unserved.more,
         **context,
     )
 
@@ -303,7 +307,9 @@ def workers_page(request: Request) -> HTMLResponse:
 
 @router.get("/queues")
 def queues_page(request: Request) -> HTMLResponse:
-    return _page(request, "queues.html", queues=_hg(request).queues())
+    """The paused queues and the busiest others, by name; how many more."""
+    shown = busiest(_hg(request).queues(), PAGE_SHOWN, queue_weight)
+    return _page(request, "queues.html", queues=shown.items, more=shown.more)
 
 
 @router.get("/overview")

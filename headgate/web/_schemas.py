@@ -398,8 +398,16 @@ class QueueOut(BaseModel):
         return cls.model_validate(status.__dict__)
 
 
+def queue_weight(status: QueueStatus) -> float:
+    """Which queues a bounded list keeps: the paused ones, then the busiest."""
+    return (float("inf") if status.paused else 0.0) + status.pending + status.running
+
+
 class QueueList(BaseModel):
     queues: list[QueueOut]
+    more: int = Field(
+        default=0, description="Queues left out: each has fewer jobs than those listed"
+    )
 
 
 class LimitIn(Strict):
@@ -462,6 +470,7 @@ class UnservedOut(BaseModel):
 
 class UnservedList(BaseModel):
     unserved: list[UnservedOut]
+    more: int = Field(default=0, description="(queue, kind) left out: each has fewer pending jobs")
 
 
 class RateLimitIn(Strict):

@@ -41,6 +41,9 @@ class MemoryReads(Reads):
     def schedule_count(self, search: str | None = None) -> int:
         return self._read(lambda models: queries.schedule_count(models, search))
 
+    def spec_counts(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        return self._read(lambda models: queries.spec_counts(models, excluding))
+
     def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
         return self._read(lambda models: queries.due_schedules(models, now_ms, limit))
 

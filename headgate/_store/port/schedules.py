@@ -66,6 +66,14 @@ class ScheduleReads(ABC):
         one count over its index's range, in one statement."""
 
     @abstractmethod
+    def spec_counts(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        """How many live schedules (not deleted, not finished; paused ones too)
+        have each spec, leaving out those `excluding` names (the ones a write is
+        about to replace): what the store-wide ceilings weigh
+        (`headgate._domain.schedule_load`). One grouped read of the schedules,
+        and one lookup of `excluding` in bulk."""
+
+    @abstractmethod
     def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
         """Live, unpaused schedules due by `now_ms`, oldest due first, at most `limit`:
         bounded however many schedules exist."""

@@ -206,6 +206,17 @@ def schedule_count(connection: Connection, search: str | None = None) -> int:
     return 0 if query is None else int(connection.execute(query).scalar_one())
 
 
+def spec_counts(connection: Connection, excluding: Collection[str] = ()) -> dict[str, int]:
+    """Live schedules by spec (see `ScheduleReads.spec_counts`), less `excluding`."""
+    live = (_schedules.c.deleted.is_(False), _schedules.c.finished.is_(False))
+    query = select(_schedules.c.spec, func.count()).where(*live).group_by(_schedules.c.spec)
+    counts = {str(spec): int(count) for spec, count in connection.execute(query)}
+    for row in schedules(connection, excluding).values():
+        if not row.deleted and not row.finished and counts.get(row.spec, 0) > 0:
+            counts[row.spec] -= 1
+    return {spec: count for spec, count in counts.items() if count}
+
+
 def _listed(search: str | None) -> list[ColumnElement[bool] | TextClause] | None:
     """The conditions of the live schedules whose id starts with `search` (all of
     them for None or ""), as a range of the listing index; None when no id could
@@ -708,6 +719,10 @@ class SqlReads(Reads):
     def schedule_count(self, search: str | None = None) -> int:
         with translated_errors("counting schedules"), self._engine.connect() as connection:
             return schedule_count(connection, search)
+
+    def spec_counts(self, excluding: Collection[str] = ()) -> dict[str, int]:
+        with translated_errors("counting schedules by spec"), self._engine.connect() as connection:
+            return spec_counts(connection, excluding)
 
     def due_schedules(self, now_ms: int, limit: int) -> list[ScheduleRow]:
         with translated_errors("reading due schedules"), self._engine.connect() as connection:

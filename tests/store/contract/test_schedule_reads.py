@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from headgate._domain.events import NextRunAdvanced, Outcome, ScheduleDeleted
+from headgate._domain.streams import schedule_stream
 from headgate._errors import ConcurrencyConflict, ValidationError
 from headgate._store.port import ANY_VERSION, NO_STREAM, Reads, Store, StreamAppend
 from tests.store.builders import attempted, create_schedule, defined, fire_tick
@@ -330,3 +331,25 @@ def test_schedules_are_read_in_bulk_deleted_ones_included(store: Store) -> None:
         after = transaction.schedules(["s7", "missing"])
         assert after["s7"].version == 3 and after["missing"].version == 1
     assert store.reads.schedule("missing") is not None
+
+
+def test_spec_counts_weigh_the_live_schedules_less_those_left_out(store: Store) -> None:
+    """What the store-wide ceilings read: live schedules by spec (paused ones too;
+    deleted and finished ones not), less the schedules a write will replace."""
+    for schedule_id, spec, extra in (
+        ("a", "@every:1000", {}),
+        ("b", "@every:1000", {"paused": True}),
+        ("c", "0 9 * * *", {}),
+        ("gone", "@every:1000", {}),
+        ("over", "@every:1000", {"end_at_ms": 1_000}),  # next run past its end: finished
+    ):
+        store.log.append(
+            schedule_stream(schedule_id),
+            NO_STREAM,
+            [defined(schedule_id, 60_000, spec=spec, **extra)],
+        )
+    store.log.append("schedule-gone", ANY_VERSION, [ScheduleDeleted("gone")])
+    assert store.reads.spec_counts() == {"@every:1000": 2, "0 9 * * *": 1}
+    assert store.reads.spec_counts(excluding=["a", "c", "gone", "nobody", "x\x00"]) == {
+        "@every:1000": 1
+    }
