@@ -31,7 +31,7 @@ from headgate._cli_output import printable, printable_json
 from headgate._cli_signals import StopSignals
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
-from headgate._logs import configure_logging
+from headgate._logs import configure_logging, say
 from headgate._progress import Progress
 from headgate._redact import masked
 from headgate._runtime.config import WorkerConfig
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except KeyboardInterrupt:
-        print("\ninterrupted; run the same command again to resume", file=sys.stderr)
+        say("\ninterrupted; run the same command again to resume")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `headgate jobs list | head`: the reader has gone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _print_error(error: Exception) -> None:
     """One line, whatever the message holds (a driver's may span several)."""
     text = " ".join(str(error).split()) or type(error).__name__
-    print(f"error: {masked(text)}", file=sys.stderr)
+    say(f"error: {masked(text)}")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -298,16 +298,13 @@ def _serve(args: argparse.Namespace) -> int:
             allowed_hosts_from(allowed_hosts)  # checked before the store is opened
         except ValueError as error:
             reason = str(error).removeprefix("allowed_hosts: ")
-            print(
-                f"error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): {reason}",
-                file=sys.stderr,
-            )
+            say(f"error: headgate serve: --allowed-host (or $HEADGATE_ALLOWED_HOSTS): {reason}")
             return EXIT_USAGE
         try:
             trusted_proxies_from(args.forwarded_allow_ips)
         except ValueError as error:
             reason = str(error).removeprefix("forwarded_allow_ips: ")
-            print(f"error: headgate serve: --forwarded-allow-ips: {reason}", file=sys.stderr)
+            say(f"error: headgate serve: --forwarded-allow-ips: {reason}")
             return EXIT_USAGE
         _warn_if_open_to_others(args.host)
         answered = answered_names(allowed_hosts)
@@ -340,36 +337,34 @@ def _serve(args: argparse.Namespace) -> int:
                     app,
                     sockets,
                     limits,
-                    lambda: print(serving, file=sys.stderr),
+                    lambda: say(serving),
                     headers=answer_headers(),
                 )
     finally:
         for sock in sockets:
             sock.close()
-    print("headgate: stopped; scheduler lease released", file=sys.stderr)
+    say("headgate: stopped; scheduler lease released")
     return 0
 
 
 def _warn_if_open_to_others(bind: str) -> None:
     """Bound beyond loopback without a token, anyone who can reach it has control."""
     if not _is_loopback(bind) and not os.environ.get("HEADGATE_API_TOKEN"):
-        print(
+        say(
             f"headgate: warning: listening on {bind} with no HEADGATE_API_TOKEN: anyone who "
             "can reach this address can read and change its schedules and jobs; set "
-            "HEADGATE_API_TOKEN to require a token",
-            file=sys.stderr,
+            "HEADGATE_API_TOKEN to require a token"
         )
 
 
 def _say_which_hosts_are_answered(names: list[str] | None) -> None:
     """One line naming exactly the host names requests are answered for (None: any)."""
     if names is None:
-        print("headgate: answering requests addressed to any host name ('*')", file=sys.stderr)
+        say("headgate: answering requests addressed to any host name ('*')")
         return
-    print(
+    say(
         f"headgate: answering requests addressed to {', '.join(names)}; "
-        "name others with --allowed-host NAME",
-        file=sys.stderr,
+        "name others with --allowed-host NAME"
     )
 
 
@@ -391,12 +386,12 @@ def _worker(args: argparse.Namespace) -> int:
     stop = StopSignals(hg, config.shutdown_timeout_s)
     stop.install()
     hg.start(config, scheduler=False)
-    print(f"headgate: worker running the handlers of {args.app}", file=sys.stderr)
+    say(f"headgate: worker running the handlers of {args.app}")
     try:
         stop.asked.wait()
     finally:
         hg.close()
-    print("headgate: worker stopped", file=sys.stderr)
+    say("headgate: worker stopped")
     return 0
 
 
@@ -407,7 +402,7 @@ def _print_ticks(args: argparse.Namespace) -> int:
         try:
             spec = parse_spec(text)
         except InvalidSpec as error:
-            print(f"error: {error}", file=sys.stderr)
+            say(f"error: {error}")
             status = EXIT_ERROR
             continue
         print(spec.text)
@@ -420,7 +415,7 @@ def _print_ticks(args: argparse.Namespace) -> int:
             try:
                 tick = spec.next_tick_ms(tick)
             except InvalidSpec as error:
-                print(f"error: {error}", file=sys.stderr)
+                say(f"error: {error}")
                 status = EXIT_ERROR
                 break
             fraction = f".{tick % 1000:03}" if with_ms else ""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
@@ -41,10 +42,10 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
-from headgate._logs import MaskSecrets
+from headgate._logs import STDERR, MaskSecrets
 from headgate._serving import BACKLOG, ClientLimits
 
-__all__ = ["SlowClientGuard", "guard_for", "serve"]
+__all__ = ["SlowClientGuard", "guard_for", "guard_uvicorn_lines", "serve"]
 
 KEEP_ALIVE_S: Final = 5
 """How long an idle keep-alive connection stays open between requests (uvicorn's)."""
@@ -73,12 +74,19 @@ def serve(
         lifespan="on",
         log_level="warning",
     )
-    # uvicorn's own lines (an exception it caught, a refused request) are rendered
-    # by the handlers its config just set up: masked there, as Headgate's are.
+    guard_uvicorn_lines()
+    _Server(config, on_started).run(sockets=sockets)
+
+
+def guard_uvicorn_lines() -> None:
+    """uvicorn's own lines (an exception it caught, a refused request) are rendered
+    by the handlers its config set up: masked there, as Headgate's are, and
+    written to stderr through the one writer every line there goes through."""
     for name in UVICORN_LOGGERS:
         for handler in logging.getLogger(name).handlers:
             handler.addFilter(MaskSecrets())
-    _Server(config, on_started).run(sockets=sockets)
+            if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr:
+                handler.setStream(STDERR)
 
 
 class _Server(uvicorn.Server):

@@ -30,29 +30,81 @@ override in it would reach the operator's terminal, or a newline forge a line.
 Every character that is not printable is escaped (`\\x1b`, `\\u202e`, `\\n`) in
 every field of every line, in the same places the passwords are masked; a
 rendered traceback keeps its line breaks.
+
+One writer to stderr (`STDERR`): `headgate serve`'s own lines (`say`), its log
+lines, uvicorn's and any other library's last-resort warnings all go through
+it, each line whole in one write under one lock. `print` writes a line and its
+end in two calls, between which another thread's line could land (a fresh
+clone's test run read `serving ... on http://...:46615/{"term": 1, ...`).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
+import threading
 from collections.abc import MutableMapping
-from typing import Any, Final
+from typing import Any, Final, TextIO, cast
 
 import structlog
 
 # structlog's writers keep a lock per file, which a fork must not leave held.
 from headgate import _structlog_compat  # noqa: F401 (registers itself)
+from headgate._forksafe import renew_in_forked_children
 from headgate._redact import MASK, masked
 
 __all__ = [
+    "STDERR",
     "MaskSecrets",
     "configure_logging",
     "escape_unprintable",
     "escaped",
     "get_logger",
     "mask_secrets",
+    "say",
 ]
+
+
+class LineWriter(io.TextIOBase):
+    """sys.stderr (whichever it is at the time: a test's capture, a host's
+    redirect) written whole: each `write` in one call and flushed, under a lock
+    every writer shares. Give it whole lines (`say`, a handler's record, a
+    structlog WriteLogger's line with its end)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        renew_in_forked_children(self)
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            stream = sys.stderr
+            written = stream.write(text)
+            stream.flush()
+            return written
+
+    def flush(self) -> None:
+        with self._lock:
+            sys.stderr.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()  # a parent thread may have held it at the fork
+
+
+STDERR: Final = LineWriter()
+
+
+def say(line: str) -> None:
+    """One line to stderr, whole, in one write (see the module)."""
+    STDERR.write(f"{line}\n")
+
 
 _RENDER: Final = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
 """`event key=value ...` for a stdlib record's message; the record carries the
@@ -193,7 +245,8 @@ def get_logger(name: str) -> HeadgateLogger:
 
 def configure_logging(level: int = logging.INFO, json_lines: bool | None = None) -> None:
     """For `headgate serve`: key=value lines on a terminal, JSON lines otherwise
-    (for log shippers), on stderr."""
+    (for log shippers), on stderr, through `STDERR`, as the standard library's
+    last-resort warnings (a library's, with no handler of its own)."""
     as_json = not sys.stderr.isatty() if json_lines is None else json_lines
     renderer = (
         structlog.processors.JSONRenderer()
@@ -209,7 +262,11 @@ def configure_logging(level: int = logging.INFO, json_lines: bool | None = None)
             escape_unprintable,
             renderer,
         ],
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # WriteLogger writes a line and its end in one call (PrintLogger prints).
+        logger_factory=structlog.WriteLoggerFactory(cast(TextIO, STDERR)),
         wrapper_class=structlog.make_filtering_bound_logger(level),
         cache_logger_on_first_use=True,
     )
+    last_resort = logging.StreamHandler(cast(TextIO, STDERR))
+    last_resort.setLevel(logging.WARNING)
+    logging.lastResort = last_resort

@@ -3,6 +3,7 @@ nothing; with structlog unconfigured, the host's stdlib logging decides."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -242,3 +243,55 @@ def test_the_processor_escapes_every_field_and_keeps_a_tracebacks_lines() -> Non
         "exception": "Traceback\n  boom\\x1b[31m",
         "plain": "é日本 ok",
     }
+
+
+SERVING = "headgate: serving sqlite:///headgate.db on http://127.0.0.1:46615/"
+
+
+def test_every_writer_to_serves_stderr_writes_whole_lines() -> None:
+    """Issue 36: serve's "serving ... on" line and a log line shared a line
+    (`...:46615/{"term": 1, ...`). Its own lines, its log lines, uvicorn's and a
+    library's last-resort warnings, from threads at once: every line whole."""
+    finished = _run(
+        f"""
+        import logging, threading, uvicorn
+        from headgate._http_server import guard_uvicorn_lines
+        from headgate._logs import configure_logging, get_logger, say
+
+        configure_logging(json_lines=True)
+        uvicorn.Config(lambda *_: None, log_level="warning")  # its handlers, on stderr
+        guard_uvicorn_lines()
+        go = threading.Barrier(6)
+
+        def repeat(write):
+            go.wait()
+            for n in range(3000):
+                write(n)
+
+        writers = [
+            lambda n: get_logger("headgate.scheduler").info("lease acquired", term=n),
+            lambda n: get_logger("headgate.web").warning("refused", path="/" * (n % 300)),
+            lambda n: get_logger("headgate").info("tick", schedule_id="s" * (n % 50)),
+            lambda n: say({SERVING!r}),
+            lambda n: logging.getLogger("uvicorn.error").warning("Exceeded concurrency limit."),
+            lambda n: logging.getLogger("some.library").warning("a library's warning"),
+        ]
+        threads = [threading.Thread(target=repeat, args=(w,)) for w in writers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        """
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    lines = finished.stderr.splitlines()
+    assert len(lines) == 6 * 3000
+    torn = []
+    for line in lines:
+        if line in (SERVING, "WARNING:  Exceeded concurrency limit.", "a library's warning"):
+            continue
+        try:
+            json.loads(line)
+        except ValueError:
+            torn.append(line)
+    assert torn == [], torn[:5]

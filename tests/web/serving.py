@@ -70,7 +70,8 @@ def serving(
             process.wait(timeout=10)
 
 
-SERVING_LINE = re.compile(r"headgate: serving .* on (http://\S+)/\n")
+SERVING_LINE = re.compile(r"^headgate: serving .* on (http://\S+)/\n", re.MULTILINE)
+"""The line, whole and on its own: serve writes every line to stderr in one call."""
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Served:
 
 @contextmanager
 def serving_printed(
-    directory: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 60.0
+    directory: Path, *extra: str, env: dict[str, str] | None = None, timeout: float = 120.0
 ) -> Iterator[Served]:
     """`headgate serve --port 0 ...`, its output in files; yields once it has
     printed where it serves (it is listening by then), killed if still running."""

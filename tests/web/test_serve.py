@@ -132,7 +132,7 @@ def test_serve_names_a_read_only_directory(tmp_path: Path) -> None:
 def _status(base: str, host: str) -> int:
     request = urllib.request.Request(f"{base}/api/v1/periodic", headers={"Host": host})
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=30) as response:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
