@@ -73,9 +73,10 @@ def test_a_session_is_no_session_on_another_origin(
 def test_behind_a_proxy_the_session_is_bound_to_the_name_it_was_reached_by(
     hg: Headgate,
 ) -> None:
+    """Through a proxy the app trusts (`forwarded_allow_ips`): the origin is the
+    one the client reached, the proxy's name, not the app's own address."""
     proxied = {"X-Forwarded-Host": "jobs.example.org", "X-Forwarded-Proto": "https"}
-    app = create_app(hg, api_token=TOKEN, allowed_hosts=["*"], **SECRET)
-    with TestClient(app, base_url=HERE) as client:
+    with TestClient(_app(hg), base_url=HERE, client=PROXY) as client:
         response = client.post(
             "/login",
             json={"token": TOKEN},
