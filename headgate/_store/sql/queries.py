@@ -65,6 +65,7 @@ from headgate._store.sql.schema import (
     DUE_INDEX_WHERE,
     LISTED_WHERE,
     LIVE,
+    LIVE_SPECS_WHERE,
     LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
@@ -206,11 +207,21 @@ def schedule_count(connection: Connection, search: str | None = None) -> int:
     return 0 if query is None else int(connection.execute(query).scalar_one())
 
 
+_SPEC_COUNTS: Final = (
+    select(_schedules.c.spec, func.count())
+    .where(text(LIVE_SPECS_WHERE))
+    .group_by(_schedules.c.spec)
+    .order_by(_schedules.c.spec)
+)
+"""Every live schedule's spec, read from their index (not the rows): the whole
+index, as the ceilings weigh every live schedule, so O(schedules) per write,
+bounded by `max_schedules` itself."""
+
+
 def spec_counts(connection: Connection, excluding: Collection[str] = ()) -> dict[str, int]:
     """Live schedules by spec (see `ScheduleReads.spec_counts`), less `excluding`."""
-    live = (_schedules.c.deleted.is_(False), _schedules.c.finished.is_(False))
-    query = select(_schedules.c.spec, func.count()).where(*live).group_by(_schedules.c.spec)
-    counts = {str(spec): int(count) for spec, count in connection.execute(query)}
+    with dialect_of(connection).probing_indexes(connection):
+        counts = {str(spec): int(count) for spec, count in connection.execute(_SPEC_COUNTS)}
     for row in schedules(connection, excluding).values():
         if not row.deleted and not row.finished and counts.get(row.spec, 0) > 0:
             counts[row.spec] -= 1
