@@ -52,7 +52,7 @@ from headgate._domain.admission import (
 )
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
-from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS
+from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS, unredacted
 from headgate._domain.limits import concurrency_limit, rate_class_problem, rate_limit
 from headgate._domain.names import identifier_problem, require
 from headgate._domain.options import (
@@ -187,13 +187,20 @@ class Headgate(AsyncOperations):
         clock: Clock | None = None,
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
+        redact_errors: Callable[[str], str] | None = None,
     ) -> None:
         """`url`: `sqlite:///path.db`, `postgresql://...` or `memory://` (a store in
         this process's memory, for tests: nothing of it outlives the process,
         and no other process can open it); or an open store
         (`headgate._store.port.Store`, with its own clock), as tests do to
         inject faults. By default, time is the store's: hosts sharing
-        PostgreSQL agree on it."""
+        PostgreSQL agree on it.
+
+        `redact_errors`: called with each failed attempt's error text and
+        traceback before they are stored or logged, and returns what to keep
+        (a traceback holds what a handler's code put in exception messages: a
+        payload's field, a token in a URL). Headgate stores them as given
+        otherwise; `WorkerConfig(store_error_messages=False)` keeps no texts."""
         if isinstance(url, Store):
             if clock is not None and clock is not url.clock:
                 raise ValueError("clock: a store given to Headgate brings its own clock")
@@ -202,6 +209,9 @@ class Headgate(AsyncOperations):
             self._store = open_store(url, clock if clock is not None else StoreClock())
         self.clock: Clock = self._store.clock
         self.config = config if config is not None else RuntimeConfig()
+        self._redact_errors: Callable[[str], str] = (
+            redact_errors if redact_errors is not None else unredacted
+        )
         self._reads = self._store.reads
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
@@ -273,7 +283,12 @@ class Headgate(AsyncOperations):
             config = self._worker_config(workers)
             if config is not None:
                 self._pool = WorkerPool(
-                    self._store, self.clock, self._handlers, config, recorder=self._metrics
+                    self._store,
+                    self.clock,
+                    self._handlers,
+                    config,
+                    recorder=self._metrics,
+                    redact=self._redact_errors,
                 )
                 self._pool.start()
             _RUNNING.add(self)
@@ -896,7 +911,13 @@ class Headgate(AsyncOperations):
             list(queues) if queues is not None else sorted({*self._handlers.by_queue(), "default"})
         )
         return drain(
-            self._store, self.clock, self._handlers, served, timeout, recorder=self._metrics
+            self._store,
+            self.clock,
+            self._handlers,
+            served,
+            timeout,
+            recorder=self._metrics,
+            redact=self._redact_errors,
         )
 
     # operations ----------------------------------------------------------

@@ -585,7 +585,7 @@ def _print_job_result(
     if done is None:
         print("attempts (newest first):")
         _print_table(
-            ("#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"),
+            ("#", "OUTCOME", "WORKER", "STARTED", "ENDED", "DURATION", "ERROR"),
             (
                 (
                     str(a.attempt),
@@ -593,6 +593,7 @@ def _print_job_result(
                     a.worker_id or "-",
                     _iso(a.started_at_ms),
                     _iso(a.ended_at_ms),
+                    "-" if a.duration_ms is None else f"{a.duration_ms} ms",
                     _error(a.error_type, a.error_message),
                 )
                 for a in job.attempt_history
@@ -600,7 +601,19 @@ def _print_job_result(
             empty="  none",
             indent="  ",
         )
+        _print_newest_traceback(job)
     return 0
+
+
+def _print_newest_traceback(job: Job) -> None:
+    """The newest failure's traceback, under the attempts (the older ones are in
+    --json and the console)."""
+    failed = next((a for a in job.attempt_history if a.traceback), None)
+    if failed is None or failed.traceback is None:
+        return
+    print(f"traceback of attempt {failed.attempt} (the newest failure):")
+    for line in failed.traceback.split("\n"):
+        print(f"  {_printable(line)}")
 
 
 # quarantine ------------------------------------------------------------------

@@ -149,6 +149,18 @@ class JobAttempt:
     """When it ended; for a retry, when the operator asked for it."""
     error_type: str | None
     error_message: str | None
+    traceback: str | None = None
+    """Where a failed attempt's exception was raised, as Python prints it (bounded;
+    for a timeout, where its handler was at its deadline, when known). It holds
+    what the handler's code put in exception messages: see
+    `Headgate(redact_errors=...)`."""
+
+    @property
+    def duration_ms(self) -> int | None:
+        """How long its handler ran, when it started one."""
+        if self.started_at_ms is None or self.outcome in {"crashed", "quarantined"}:
+            return None
+        return max(self.ended_at_ms - self.started_at_ms, 0)
 
     @classmethod
     def from_row(cls, row: JobAttemptRow) -> JobAttempt:
@@ -160,6 +172,7 @@ class JobAttempt:
             row.ended_at_ms,
             row.error_type,
             row.error_message,
+            row.traceback,
         )
 
 

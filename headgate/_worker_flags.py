@@ -28,6 +28,12 @@ def add_worker_flags(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM, seconds running jobs may finish before they are given back (30)",
     )
     parser.add_argument(
+        "--log-successes",
+        action="store_true",
+        help="log each attempt that succeeded at INFO (default: DEBUG; failures always "
+        "at WARNING or ERROR)",
+    )
+    parser.add_argument(
         "--max-jobs-per-child",
         type=int_in(1, 10**9),
         default=None,
@@ -52,6 +58,7 @@ def worker_config(
     return WorkerConfig(
         queues=dict(args.queue) if args.queue else default_queues,
         shutdown_timeout_s=args.shutdown_timeout,
+        log_successes=args.log_successes,
         max_jobs_per_child=args.max_jobs_per_child,
         child_memory_limit_mb=args.child_memory_limit_mb,
     )

@@ -48,6 +48,8 @@ class JobAttemptRow:
     """When the attempt ended; for a retry, when it was asked for."""
     error_type: str | None
     error_message: str | None
+    traceback: str | None = None
+    """A failure's traceback (bounded), None for every other end."""
 
 
 _ENDS: Final = (
@@ -73,6 +75,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "started_at_ms": None,
         "error_type": None,
         "error_message": None,
+        "traceback": None,
     }
     if isinstance(event, JobSucceeded):
         row.update(
@@ -91,6 +94,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
             started_at_ms=event.started_at_ms,
             error_type=event.error_type,
             error_message=event.error_message,
+            traceback=event.traceback,
         )
     elif isinstance(event, JobSnoozed):
         row.update(

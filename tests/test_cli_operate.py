@@ -377,7 +377,15 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})
     assert f"fingerprint:    {fingerprint}\n" in out
     attempts = out[out.index("attempts (newest first):") :].splitlines()
-    assert attempts[1].split() == ["#", "OUTCOME", "WORKER", "STARTED", "ENDED", "ERROR"]
+    assert attempts[1].split() == [
+        "#",
+        "OUTCOME",
+        "WORKER",
+        "STARTED",
+        "ENDED",
+        "DURATION",
+        "ERROR",
+    ]
     assert attempts[2].split()[:2] == ["1", "failed"]
     assert "\x1b" not in out, "stored text cannot drive the terminal"
 

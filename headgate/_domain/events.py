@@ -248,7 +248,9 @@ class JobAttemptFailed(DomainEvent):
     deadline. `retry_at_ms` is when the job runs again; None means it is out of
     attempts and has failed. `error_message` is truncated, and None where the host
     keeps exception texts out of the store. `max_attempts` and `timeout_ms` as
-    for JobSucceeded."""
+    for JobSucceeded. `traceback` is where it was raised (bounded; for a
+    timeout, where the handler was at its deadline, when known): None before
+    v2, and where nothing was raised."""
 
     schema_version: ClassVar[int] = 2
     job_id: str
@@ -261,6 +263,7 @@ class JobAttemptFailed(DomainEvent):
     timed_out: bool = False
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ Crash counting, decided here and documented in docs/explanation/guarantees.md:
 from __future__ import annotations
 
 import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -47,6 +49,8 @@ DEFAULT_TIMEOUT_MS: Final = 30 * 60_000
 DEFAULT_CRASH_LIMIT: Final = 3
 MAX_ERROR_MESSAGE: Final = 1_000
 """Characters of an exception's text kept on the job (the rest is cut)."""
+MAX_TRACEBACK: Final = 16_000
+"""Characters of a failed attempt's traceback kept with it (the middle is cut)."""
 DEFAULT_MAX_RESULT_BYTES: Final = 64 * 1024
 BLAME_UNIT: Final = 1_000
 """Blame is counted in thousandths of a crash."""
@@ -75,12 +79,31 @@ def next_run_after_failure(
 class ErrorRecord:
     error_type: str
     message: str | None
+    traceback: str | None = None
+    """Where it was raised, as Python prints it (the chain of exceptions that led
+    to it, each with its frames: file, line, function, source line), bounded
+    to MAX_TRACEBACK characters; without the exceptions' texts where the host
+    keeps them out of the store."""
 
 
-def error_record(error: BaseException, *, keep_messages: bool = True) -> ErrorRecord:
-    """What a failed attempt stores of its exception: the type's qualified name and,
-    unless the host keeps exception texts out of the store, the first
-    MAX_ERROR_MESSAGE characters of its text.
+Redactor = Callable[[str], str]
+"""The host's redaction of an error's text and traceback before they are stored
+and logged (`Headgate(redact_errors=...)`): what a handler's code put in an
+exception message (a payload's field, a token in a URL) is in both."""
+
+
+def unredacted(text: str) -> str:
+    """The default redaction: none."""
+    return text
+
+
+def error_record(
+    error: BaseException, *, keep_messages: bool = True, redact: Redactor = unredacted
+) -> ErrorRecord:
+    """What a failed attempt stores of its exception: the type's qualified name,
+    its traceback (`formatted_traceback`) and, unless the host keeps exception
+    texts out of the store, the first MAX_ERROR_MESSAGE characters of its
+    text; the text and the traceback through the host's `redact`.
 
     The name is the one users know it by, which the API, the CLI and the console
     show: a builtin's bare (`ValueError`), a Headgate type's as the package
@@ -97,21 +120,106 @@ def error_record(error: BaseException, *, keep_messages: bool = True) -> ErrorRe
         and getattr(sys.modules.get("headgate"), kind.__qualname__, None) is kind
     ):
         name = f"headgate.{kind.__qualname__}"
+    trace = formatted_traceback(error, keep_messages=keep_messages)
+    trace = None if trace is None else bounded_traceback(redact(trace))
     if not keep_messages:
-        return ErrorRecord(name, None)
-    text = str(error)
+        return ErrorRecord(name, None, trace)
+    text = redact(_text_of(error))
     if len(text) > MAX_ERROR_MESSAGE:
         text = text[: MAX_ERROR_MESSAGE - 1] + "…"
-    return ErrorRecord(name, text)
+    return ErrorRecord(name, text, trace)
 
 
-def timed_out_record(timeout_ms: int) -> ErrorRecord:
+def _text_of(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # its __str__ is the host's code
+        return f"<{type(error).__name__} whose text could not be read>"
+
+
+CARRIED_TRACEBACK: Final = "_headgate_traceback"
+"""The attribute on an exception that came back from a child process (pickle
+drops `__traceback__`) holding its traceback as the child formatted it: with
+the exceptions' texts, and without."""
+
+
+def formatted_traceback(error: BaseException, *, keep_messages: bool = True) -> str | None:
+    """The exception's traceback as Python prints it, chain included; without the
+    exceptions' texts (their types only) when `keep_messages` is False. None for
+    an exception never raised (it has no frames), unless a child process carried
+    its traceback here."""
+    carried = getattr(error, CARRIED_TRACEBACK, None)
+    if isinstance(carried, tuple) and len(carried) == 2:
+        text = carried[0] if keep_messages else carried[1]
+        return text if isinstance(text, str) else None
+    if error.__traceback__ is None and error.__cause__ is None and error.__context__ is None:
+        return None
+    if keep_messages:
+        try:
+            return "".join(traceback.format_exception(error))
+        except Exception:  # an exception's __str__ is the host's code
+            return _without_texts(error)
+    return _without_texts(error)
+
+
+_CAUSED: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
+_DURING: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _without_texts(error: BaseException) -> str:
+    """The chain as `traceback.format_exception` lays it out, each exception shown
+    by its type alone."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    joint = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, joint))
+        if current.__cause__ is not None:
+            current, joint = current.__cause__, _CAUSED
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, joint = current.__context__, _DURING
+        else:
+            current = None
+    parts: list[str] = []
+    for raised, joint_after in reversed(chain):
+        if raised.__traceback__ is not None:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_list(traceback.extract_tb(raised.__traceback__)))
+        parts.append(f"{type(raised).__module__}.{type(raised).__qualname__}\n")
+        parts.append(joint_after)
+    return "".join(parts)
+
+
+def bounded_traceback(text: str) -> str:
+    """At most MAX_TRACEBACK characters: its start (where the chain begins) and its
+    end (the innermost frames and the exception), and how much was cut between."""
+    if len(text) <= MAX_TRACEBACK:
+        return text
+    head = MAX_TRACEBACK // 4
+    tail = MAX_TRACEBACK - head - 64
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters of the traceback cut ...]\n{text[-tail:]}"
+
+
+def stack_record(frames: str) -> str:
+    """Where a handler was when its deadline passed (its thread's or task's stack),
+    bounded as a traceback."""
+    return bounded_traceback(f"The handler was here when its timeout passed:\n{frames}")
+
+
+def timed_out_record(timeout_ms: int, stack: str | None = None) -> ErrorRecord:
     """What an attempt that ran past its deadline stores: the timeout its job was
-    given, as configured. (The time its handler had is a little less, since it
-    starts after its claim; a figure like 1.961 s for a 2 s timeout reads as a
-    different setting.)"""
+    given, as configured, and where its handler was then, if known. (The time
+    its handler had is a little less, since it starts after its claim; a figure
+    like 1.961 s for a 2 s timeout reads as a different setting.)"""
     seconds = _seconds(timeout_ms)
-    return ErrorRecord("TimeoutError", f"the handler ran past its timeout of {seconds} s")
+    return ErrorRecord(
+        "TimeoutError",
+        f"the handler ran past its timeout of {seconds} s",
+        None if stack is None else stack_record(stack),
+    )
 
 
 def _seconds(milliseconds: int) -> str:

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -44,9 +46,11 @@ from headgate._domain.job_rules import (
     DEFAULT_MAX_RESULT_BYTES,
     ErrorRecord,
     InvalidResult,
+    Redactor,
     checked_result,
     error_record,
     timed_out_record,
+    unredacted,
 )
 from headgate._json import JsonValue
 from headgate._logs import get_logger
@@ -68,13 +72,16 @@ class AttemptRules:
     """What an attempt's end keeps (from the host's WorkerConfig)."""
 
     store_error_messages: bool = True
-    """False keeps exception texts out of the store (the type is kept)."""
+    """False keeps exception texts out of the store (the type is kept, and the
+    traceback's frames)."""
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    redact: Redactor = unredacted
+    """The host's redaction of error texts and tracebacks (`Headgate(redact_errors=)`)."""
 
     @classmethod
-    def of(cls, config: WorkerConfig) -> AttemptRules:
-        return cls(config.store_error_messages, config.max_result_bytes, config.max_snoozes)
+    def of(cls, config: WorkerConfig, redact: Redactor = unredacted) -> AttemptRules:
+        return cls(config.store_error_messages, config.max_result_bytes, config.max_snoozes, redact)
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,10 @@ class Attempt:
         self.killed = False
         """Its handler's child process was killed (told to stop, at its deadline)."""
         self._cancel_task: Callable[[], None] | None = None
+        self._thread_id: int | None = None
+        """The thread a sync handler runs on here, while it runs."""
+        self._task: asyncio.Task[None] | None = None
+        """An async handler's task, while it runs."""
 
     @property
     def deadline_ms(self) -> int:
@@ -200,6 +211,7 @@ class Attempt:
             self._run()
 
     def _run(self) -> None:
+        self._thread_id = threading.get_ident()
         try:
             result = self.spec.function(self.context)
         except BaseException as error:  # the host's code: whatever it raises fails the attempt
@@ -218,6 +230,7 @@ class Attempt:
     async def _run_async(self) -> None:
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
+        self._task = task
         if task is not None:
 
             def cancel() -> None:
@@ -277,7 +290,7 @@ class Attempt:
 
     def expire(self) -> None:
         """Its deadline passed: time it out and tell it to stop, unless it settled."""
-        outcome = self._timed_out(self._clock.now_ms())
+        outcome = self._timed_out(self._clock.now_ms(), self._stack_now())
         with self._lock:
             if self._settled:
                 return
@@ -328,6 +341,7 @@ class Attempt:
         if now_ms >= self.claim.deadline_ms:
             return self._timed_out(now_ms)
         keep = self._rules.store_error_messages
+        redact = self._rules.redact
         if isinstance(error, Snooze):
             if self.claim.snoozes < self._rules.max_snoozes:
                 return Outcome(now_ms, snooze_ms=error.delay_ms)
@@ -336,22 +350,43 @@ class Attempt:
                 f"{self._rules.max_snoozes} (WorkerConfig.max_snoozes)"
             )
         if isinstance(error, InvalidResult):  # a child's handler's result, checked there
-            return Outcome(now_ms, error=error_record(error, keep_messages=keep))
+            return Outcome(now_ms, error=error_record(error, keep_messages=keep, redact=redact))
         if error is not None:
             return Outcome(
                 now_ms,
-                error=error_record(error, keep_messages=keep),
+                error=error_record(error, keep_messages=keep, redact=redact),
                 gives_up=not self.spec.retry.retries(error),
             )
         try:
             return Outcome(now_ms, result=checked_result(result, self._rules.max_result_bytes))
         except InvalidResult as invalid:
-            return Outcome(now_ms, error=error_record(invalid, keep_messages=keep))
+            return Outcome(now_ms, error=error_record(invalid, keep_messages=keep, redact=redact))
 
-    def _timed_out(self, now_ms: int) -> Outcome:
+    def _stack_now(self) -> str | None:
+        """Where its handler is, if it runs here and has not returned: its thread's
+        stack, or its task's (a process handler's child is not looked into)."""
+        if self._returned:
+            return None
+        try:
+            if self._thread_id is not None:
+                frame = sys._current_frames().get(self._thread_id)
+                return None if frame is None else "".join(traceback.format_stack(frame))
+            task = self._task
+            if task is not None and not task.done():
+                frames = task.get_stack()
+                summaries = traceback.StackSummary.extract(
+                    (frame, frame.f_lineno) for frame in frames
+                )
+                return "".join(summaries.format())
+        except Exception:  # a stack that cannot be read is left out, not fatal
+            return None
+        return None
+
+    def _timed_out(self, now_ms: int, stack: str | None = None) -> Outcome:
+        stack = None if stack is None else self._rules.redact(stack)
         return Outcome(
             now_ms,
-            error=timed_out_record(self.claim.timeout_ms),
+            error=timed_out_record(self.claim.timeout_ms, stack),
             timed_out=True,
             gives_up=not self.spec.retry.retries(TimeoutError()),
         )

@@ -52,7 +52,14 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, Final, Protocol
 
-from headgate._domain.job_rules import DEFAULT_MAX_RESULT_BYTES, InvalidResult, checked_result
+from headgate._domain.job_rules import (
+    CARRIED_TRACEBACK,
+    DEFAULT_MAX_RESULT_BYTES,
+    InvalidResult,
+    bounded_traceback,
+    checked_result,
+    formatted_traceback,
+)
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._runtime.handlers import JobContext
@@ -432,8 +439,15 @@ def _answer(request: _Request, max_result_bytes: int) -> tuple[str, Any]:
         return ("error", _exception_payload(invalid))
 
 
-def _exception_payload(error: BaseException) -> tuple[bytes | None, str, str, str]:
-    """The exception pickled if it comes back whole, and its class and text in any case."""
+ExceptionPayload = tuple[bytes | None, str, str, str, tuple[str | None, str | None]]
+"""An exception as it travels back: pickled (None if it does not come back whole),
+its class's module and qualified name, its text, and its traceback formatted
+here (with the exceptions' texts, and without), which pickle would drop."""
+
+
+def _exception_payload(error: BaseException) -> ExceptionPayload:
+    """The exception pickled if it comes back whole, and its class, text and
+    traceback in any case."""
     kind = type(error)
     try:
         text = str(error)
@@ -445,11 +459,26 @@ def _exception_payload(error: BaseException) -> tuple[bytes | None, str, str, st
         pickle.loads(pickled)
     except Exception:  # then it comes back by class and text
         pickled = None
-    return (pickled, kind.__module__, kind.__qualname__, text)
+    traces = (
+        _bounded(formatted_traceback(error, keep_messages=True)),
+        _bounded(formatted_traceback(error, keep_messages=False)),
+    )
+    return (pickled, kind.__module__, kind.__qualname__, text, traces)
 
 
-def _exception_from(payload: tuple[bytes | None, str, str, str]) -> BaseException:
-    pickled, module, qualname, text = payload
+def _bounded(trace: str | None) -> str | None:
+    return None if trace is None else bounded_traceback(trace)
+
+
+def _exception_from(payload: ExceptionPayload) -> BaseException:
+    error = _exception_made(payload)
+    with contextlib.suppress(Exception):  # an exception that takes no attributes
+        setattr(error, CARRIED_TRACEBACK, payload[4])
+    return error
+
+
+def _exception_made(payload: ExceptionPayload) -> BaseException:
+    pickled, module, qualname, text, _ = payload
     if pickled is not None:
         with contextlib.suppress(Exception):
             error = pickle.loads(pickled)

@@ -189,6 +189,7 @@ def failed(
         timed_out,
         claimed.max_attempts,
         claimed.timeout_ms,
+        error.traceback,
     )
     return _on_stream(claimed, event)
 

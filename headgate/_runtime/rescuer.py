@@ -265,6 +265,22 @@ class Rescuer:
         for row, held in taken.jobs:
             self.quarantined += int(held)
             self._recorder.job_rescued(row.queue, row.kind, quarantined=held)
+            if held:
+                log.error(
+                    "job quarantined: its workers died running it too often",
+                    job_id=row.job_id,
+                    kind=row.kind,
+                    queue=row.queue,
+                    crash_count=row.crash_count + 1,
+                    **(
+                        {}
+                        if row.periodic_schedule_id is None
+                        else {
+                            "schedule_id": row.periodic_schedule_id,
+                            "tick_ms": row.periodic_tick_ms,
+                        }
+                    ),
+                )
         for worker in taken.workers:
             log.warning(
                 message,

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from headgate._clock import Clock
 from headgate._domain.events import JobAttemptFailed, JobReleased, JobSnoozed
 from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.job_rules import Redactor, unredacted
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._logs import get_logger
 from headgate._model import DrainSummary
@@ -122,7 +123,9 @@ class WorkerPool:
         *,
         recorder: Recorder = NO_METRICS,
         processes: LocalProcesses | None = None,
+        redact: Redactor = unredacted,
     ) -> None:
+        """`redact`: the host's redaction of error texts and tracebacks."""
         self._store = store
         self._processes = processes if processes is not None else LocalProcesses()
         self._recorder = recorder
@@ -144,7 +147,7 @@ class WorkerPool:
         self._children = ChildPool(config.child_limits, handlers.child_modules())
         self._attempts = AttemptRunner(
             clock,
-            AttemptRules.of(config),
+            AttemptRules.of(config, redact),
             on_end=self._attempt_ended,
             recorder=recorder,
             children=self._children,
@@ -449,19 +452,12 @@ class WorkerPool:
             self.stats.succeeded += 1
             outcome = "succeeded"
         self.stats.by_kind[claimed.kind] += 1
+        duration_ms = None if released else max(ended_at_ms - attempt.started_at_ms, 0)
         self._recorder.attempt_ended(
-            claimed.queue,
-            claimed.kind,
-            job_units.attempt_outcome(append),
-            None if released else max(ended_at_ms - attempt.started_at_ms, 0),
+            claimed.queue, claimed.kind, job_units.attempt_outcome(append), duration_ms
         )
-        log.info(
-            "job attempt ended",
-            job_id=claimed.job_id,
-            kind=claimed.kind,
-            attempt=claimed.attempt,
-            outcome=outcome,
-            **origin_fields(claimed),
+        log_attempt_end(
+            claimed, event, outcome, duration_ms, log_successes=self._config.log_successes
         )
 
     def _record_crashes(
@@ -636,6 +632,43 @@ def _rate_frees_in_ms(transaction: WriteTransaction) -> int | None:
     return None if frees_at is None else frees_at - transaction.now_ms
 
 
+def log_attempt_end(
+    claimed: Claim,
+    event: object,
+    outcome: str,
+    duration_ms: int | None,
+    *,
+    log_successes: bool,
+) -> None:
+    """A failed attempt at WARNING, with its error's type and text (never the
+    payload); a job that has now failed for good at ERROR; the rest (succeeded,
+    snoozed, given back) at INFO when `log_successes`, else DEBUG: a busy worker
+    writes no line per job by default."""
+    fields: dict[str, object] = {
+        "job_id": claimed.job_id,
+        "kind": claimed.kind,
+        "queue": claimed.queue,
+        "attempt": claimed.attempt,
+        "outcome": outcome,
+        "duration_ms": duration_ms,
+        **origin_fields(claimed),
+    }
+    if isinstance(event, JobAttemptFailed):
+        fields.update(
+            error_type=event.error_type, error=event.error_message, traceback=event.traceback
+        )
+        if event.retry_at_ms is None:
+            log.error("job failed: its last attempt failed", **fields)
+        else:
+            log.warning(
+                "job attempt failed; it is retried", retry_at_ms=event.retry_at_ms, **fields
+            )
+    elif log_successes:
+        log.info("job attempt ended", **fields)
+    else:
+        log.debug("job attempt ended", **fields)
+
+
 def _due_again_ms(ends: Sequence[StreamAppend]) -> int | None:
     """The earliest instant a job whose end these record runs again (a snooze, a
     retry): the worker claims it then, not at its next poll."""
@@ -675,6 +708,7 @@ def drain(
     *,
     config: WorkerConfig | None = None,
     recorder: Recorder = NO_METRICS,
+    redact: Redactor = unredacted,
 ) -> DrainSummary:
     """Run every due job of these kinds and queues in the calling thread until none
     is left or `timeout_s` passes; every end recorded (and told `recorder`) as a
@@ -705,7 +739,7 @@ def drain(
         children.warm(1, wait_s=CHILD_START_WAIT_S)  # one runs at a time: ready after a kill
     attempts = AttemptRunner(
         clock,
-        AttemptRules.of(settings),
+        AttemptRules.of(settings, redact),
         recorder=recorder,
         name="headgate-drain-deadlines",
         children=children,
@@ -736,6 +770,7 @@ def drain(
                 now=clock.now_ms(),
                 totals=totals,
                 recorder=recorder,
+                log_successes=settings.log_successes,
             )
     finally:
         attempts.stop()
@@ -760,6 +795,7 @@ def _record_drained(
     now: int,
     totals: Counter[str],
     recorder: Recorder,
+    log_successes: bool = False,
 ) -> None:
     """Record the ends of what one drain turn ran, in one write (a crashed child's
     job as a crash), and count them in `totals`."""
@@ -792,6 +828,7 @@ def _record_drained(
         outcome = job_units.attempt_outcome(end)
         recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
         event = end.events[0]
+        log_attempt_end(claimed, event, outcome, duration_ms, log_successes=log_successes)
         totals["ran"] += 1
         if isinstance(event, JobAttemptFailed):
             totals["retrying" if event.retry_at_ms is not None else "failed"] += 1

@@ -162,6 +162,11 @@ def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValu
     return {**body, "max_attempts": None, "timeout_ms": None}
 
 
+def _failed_attempt_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v2 a failed attempt kept no traceback either."""
+    return {**_attempt_limits_v1_to_v2(body), "traceback": None}
+
+
 def _attempt_v2_to_v3(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Before schedules had an end or jitter, next_run_ms was due at itself."""
     return {**body, "due_at_ms": None, "finished": False}
@@ -204,7 +209,7 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,
     (type_name(JobSucceeded), 1): _attempt_limits_v1_to_v2,
-    (type_name(JobAttemptFailed), 1): _attempt_limits_v1_to_v2,
+    (type_name(JobAttemptFailed), 1): _failed_attempt_v1_to_v2,
     (type_name(JobSnoozed), 1): _attempt_limits_v1_to_v2,
 }
 """(type name, stored schema version) -> function returning the next version's body."""

@@ -196,19 +196,35 @@ class AttemptOut(BaseModel):
         "0 for a release, and for a retry (after which the numbers start again from 1)"
     )
     outcome: Literal[
-        "succeeded", "failed", "timed_out", "released", "crashed", "quarantined", "retried"
+        "succeeded",
+        "failed",
+        "timed_out",
+        "snoozed",
+        "released",
+        "crashed",
+        "quarantined",
+        "retried",
     ]
     worker_id: str | None
     started_at_ms: int | None = Field(
         description="When its handler started; for a crash, when the attempt was claimed"
     )
     ended_at_ms: int = Field(description="When it ended; for a retry, when it was asked for")
+    duration_ms: int | None = Field(
+        default=None, description="How long its handler ran, when it started one"
+    )
     error_type: str | None
     error_message: str | None = Field(description="Truncated; absent when texts are not stored")
+    traceback: str | None = Field(
+        default=None,
+        description="Where a failure was raised, as Python prints it (bounded; for a timeout, "
+        "where the handler was at its deadline). It holds what the handler's code put in "
+        "exception messages, unless the host redacts them",
+    )
 
     @classmethod
     def of(cls, attempt: JobAttempt) -> AttemptOut:
-        return cls.model_validate(attempt.__dict__)
+        return cls.model_validate({**attempt.__dict__, "duration_ms": attempt.duration_ms})
 
 
 class RunningAttemptOut(BaseModel):

@@ -111,6 +111,10 @@ def test_a_task_is_enqueued_run_and_its_result_read(project_env: dict[str, str])
             "failed": failed.status,
             "error": failed.errors[0].exception_class_path,
             "error_class_is_value_error": failed.errors[0].exception_class is ValueError,
+            "traceback_frames": [
+                name in failed.errors[0].traceback for name in ("in refuse", "in _check_stock")
+            ],
+            "traceback_ends": failed.errors[0].traceback.splitlines()[-1],
             "kind": job.kind, "payload": job.payload,
             "finished": result.finished_at is not None and result.enqueued_at is not None,
         }))
@@ -128,6 +132,8 @@ def test_a_task_is_enqueued_run_and_its_result_read(project_env: dict[str, str])
         "failed": "FAILED",
         "error": "builtins.ValueError",
         "error_class_is_value_error": True,
+        "traceback_frames": [True, True],
+        "traceback_ends": "ValueError: out of stock",
         "kind": "tests.django_project.shop.tasks.ship",
         "payload": {"args": [1], "kwargs": {}},
         "finished": True,

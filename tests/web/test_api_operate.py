@@ -60,7 +60,7 @@ def test_a_failed_job_shows_its_attempts_and_errors_and_retry_runs_it_again(
         clock.advance(10 * MINUTE)  # past the retry's backoff
         hg.drain()
     shown = client.get(f"/api/v1/jobs/{job_id}").json()
-    assert (shown["state"], shown["attempts"], shown["max_attempts"]) == ("failed", 2, None)
+    assert (shown["state"], shown["attempts"], shown["max_attempts"]) == ("failed", 2, 2)
     assert shown["error_type"] == "RuntimeError"
     assert shown["error_message"] == "disk full on attempt 2"
     assert [(a["attempt"], a["outcome"], a["error_message"]) for a in shown["attempt_history"]] == [
@@ -366,7 +366,7 @@ def test_a_bad_limit_is_a_422_naming_the_field_and_stores_nothing(  # noqa: PLR0
 
 
 def test_pending_jobs_no_worker_runs_are_listed(client: TestClient, hg: Headgate) -> None:
-    assert client.get("/api/v1/unserved").json() == {"unserved": []}
+    assert client.get("/api/v1/unserved").json() == {"unserved": [], "more": 0}
     job = hg.enqueue("report.build", queue="reports")
     assert client.get("/api/v1/unserved").json() == {
         "unserved": [
@@ -376,7 +376,8 @@ def test_pending_jobs_no_worker_runs_are_listed(client: TestClient, hg: Headgate
                 "pending": 1,
                 "reason": "no worker is running",
             }
-        ]
+        ],
+        "more": 0,
     }
     assert client.get(f"/api/v1/jobs/{job.id}").json()["waiting_for"] == ["no worker is running"]
 

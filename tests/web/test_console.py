@@ -134,7 +134,7 @@ def test_a_failed_job_shows_its_attempts_errors_and_a_retry_button(
     assert '<span class="state failed">failed</span>' in html
     attempts_fact = re.search(r'<dd id="attempts">(.*?)</dd>', html, re.S)
     assert attempts_fact is not None
-    assert _text(attempts_fact.group(1)) == "2 of 2 (its handler's setting, as registered here)"
+    assert _text(attempts_fact.group(1)) == "2 of 2", "the limit its attempts ran under"
     assert "<code>RuntimeError</code>: disk full on attempt 2" in html
     attempts = _rows(html, "attempts-table")
     assert len(attempts) == 2

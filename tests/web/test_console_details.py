@@ -112,8 +112,10 @@ class TestAttemptHistory:
             "worker_id": None,
             "started_at_ms": None,
             "ended_at_ms": START_MS + 20 * MINUTE,
+            "duration_ms": None,
             "error_type": None,
             "error_message": None,
+            "traceback": None,
         }
 
     def test_a_crash_shows_the_attempt_it_ended_and_when_that_began(
@@ -127,8 +129,8 @@ class TestAttemptHistory:
         hg._store.log.append(job_stream(job_id), 2, [crash])
         [row] = _rows(_html(client, f"/jobs/{job_id}"), "attempts-table")
         assert row == (
-            "1 (not counted) crashed w-9 2024-01-01 00:00:00 UTC 2024-01-01 00:01:00 UTC"
-        )
+            "1 (not counted) crashed w-9 2024-01-01 00:00:00 UTC 2024-01-01 00:01:00 UTC —"
+        ), "a crash has no duration: its handler's end is unknown"
 
     def test_the_attempt_under_way_heads_the_history(
         self, client: TestClient, hg: Headgate, clock: FakeClock

@@ -46,6 +46,9 @@ DUE_INDEX_WHERE: Final = "NOT paused AND NOT deleted AND NOT finished"
 DECLARED_WHERE: Final = "declared_by IS NOT NULL"
 UNDECLARED_WHERE: Final = "undeclared_at_ms IS NOT NULL AND NOT deleted"
 """The due read's partial index covers live, unpaused, unfinished schedules only."""
+LIVE_SPECS_WHERE: Final = "NOT deleted AND NOT finished"
+"""The live schedules' specs, which the store-wide ceilings weigh: a query says
+it in these words."""
 LISTED_WHERE: Final = "NOT deleted"
 """The schedules list's partial index: live schedules by id, code point by code
 point. A query says it in these words (SQLite matches a partial index's
@@ -325,6 +328,12 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         postgresql_where=text(LISTED_WHERE),
     )
     """The list, its search by id prefix and its count: a range of this index."""
+    Index(
+        f"ix_{prefix}schedules_live_specs",
+        schedules.c.spec,
+        sqlite_where=text(LIVE_SPECS_WHERE),
+        postgresql_where=text(LIVE_SPECS_WHERE),
+    )
     jobs = Table(
         f"{prefix}jobs",
         metadata,
@@ -486,6 +495,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("ended_at_ms", BigInteger, nullable=False),
         Column("error_type", String(255)),
         Column("error_message", Text),
+        Column("traceback", Text),
     )
     Index(f"ix_{prefix}job_attempts_job", job_attempts.c.job_id, job_attempts.c.event_id)
     Index(f"ix_{prefix}job_attempts_ended", job_attempts.c.ended_at_ms)

@@ -109,7 +109,7 @@ def result_of(job: Job, task: Task[Any, Any], backend: str) -> TaskResult[Any]:
         errors=[
             TaskError(
                 exception_class_path=_class_path(a.error_type),
-                traceback=a.error_message or "",
+                traceback=a.traceback or a.error_message or "",
             )
             for a in ended
             if a.outcome in FAILED_OUTCOMES and a.error_type is not None

@@ -22,6 +22,10 @@ def mail(context: TaskContext, to: str) -> str:
 
 @task()
 def refuse(reason: str) -> None:
+    _check_stock(reason)
+
+
+def _check_stock(reason: str) -> None:
     raise ValueError(reason)
 
 

@@ -132,7 +132,7 @@ def test_attempt_ends_from_before_they_named_their_limits_read_with_none(
 ) -> None:
     """JobSucceeded, JobAttemptFailed and JobSnoozed v1 did not say the attempt
     limit and timeout the attempt ran under: unknown, so the job's row keeps
-    what it had (its own options, or none)."""
+    what it had (its own options, or none); nor a failure's traceback."""
     bodies = {
         "JobSnoozed": '{"attempt":1,"job_id":"j","run_at_ms":5,"snoozes":1,'
         '"started_at_ms":2,"worker_id":"w"}',
@@ -155,7 +155,7 @@ def test_attempt_ends_from_before_they_named_their_limits_read_with_none(
             )
     snoozed, failed, succeeded = [e.event for e in store.log.read_stream("job-j")]
     assert snoozed == JobSnoozed("j", 1, "w", 2, 5, 1, max_attempts=None, timeout_ms=None)
-    assert failed == JobAttemptFailed("j", 1, "w", 6, "E", "no", 9, False, None, None)
+    assert failed == JobAttemptFailed("j", 1, "w", 6, "E", "no", 9, False, None, None, None)
     assert succeeded == JobSucceeded("j", 2, "w", 10, 1, max_attempts=None, timeout_ms=None)
 
 
