@@ -72,6 +72,7 @@ from headgate._domain.options import (
 )
 from headgate._domain.retry import Retry
 from headgate._domain.schedule_load import Ceilings
+from headgate._domain.scheduler_watch import SchedulerWatch, grace_ms
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import (
@@ -109,6 +110,7 @@ from headgate._model import (
     Readiness,
     RunNowResult,
     Schedule,
+    SchedulerHealth,
     SchedulesPage,
     UnservedWork,
     UpcomingRun,
@@ -242,6 +244,7 @@ class Headgate(AsyncOperations):
             self.clock,
             holder=lambda: self._holder,
             unserved=lambda: self._serving.current().unserved(self._reads.pending_work()),
+            grace_ms=grace_ms(self.config.lease_ttl_ms),
         )
         renew_in_forked_children(self)
 
@@ -289,6 +292,7 @@ class Headgate(AsyncOperations):
                     config,
                     recorder=self._metrics,
                     redact=self._redact_errors,
+                    scheduler_check=self._scheduler_state,
                 )
                 self._pool.start()
             _RUNNING.add(self)
@@ -1135,6 +1139,32 @@ class Headgate(AsyncOperations):
         if lease is None or lease.expires_at_ms <= self.clock.now_ms():
             return None
         return LeaseStatus(lease.holder, lease.host, lease.pid, lease.term, lease.expires_at_ms)
+
+    def _scheduler_state(self) -> tuple[str, str]:
+        health = self.scheduler_health()
+        return health.state, health.message
+
+    def scheduler_health(self) -> SchedulerHealth:
+        """Whether anybody fires the ticks: `no_scheduler` when schedules have been
+        due past a takeover's time and no process holds the scheduler lease (a
+        fleet of workers and no scheduler), `behind` when one does and they wait
+        anyway, else `ok` (`_domain/scheduler_watch.py`). Two reads: the lease,
+        and the oldest due schedule on the due index."""
+        holder = self.lease_status()
+        watch = SchedulerWatch(
+            lease_live=holder is not None,
+            oldest_due_ms=self._reads.earliest_due_at(),
+            now_ms=self.clock.now_ms(),
+            grace_ms=grace_ms(self.config.lease_ttl_ms),
+        )
+        return SchedulerHealth(
+            watch.state.value,
+            watch.says(),
+            holder,
+            watch.oldest_due_ms if watch.behind_ms else None,
+            watch.behind_ms,
+            watch.grace_ms,
+        )
 
     @property
     def metrics_registry(self) -> CollectorRegistry:

@@ -163,12 +163,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_runtime_settings(serve, int_in)
     serve.set_defaults(handler=_serve)
 
-    worker = commands.add_parser(
-        "worker", help="run the workers of an app's handlers (no scheduler, no web server)"
-    )
-    _add_app(worker, required=True)
-    add_worker_flags(worker)
-    worker.set_defaults(handler=_worker)
+    _add_runners(commands)
 
     ticks = commands.add_parser("ticks", help="print the next ticks of schedule specs")
     ticks.add_argument("specs", nargs="*", metavar="SPEC", help="specs (default: a few examples)")
@@ -392,6 +387,42 @@ def _worker(args: argparse.Namespace) -> int:
     finally:
         hg.close()
     say("headgate: worker stopped")
+    return 0
+
+
+def _add_runners(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """`worker` and `scheduler`: an app's handlers, or its schedules, apart."""
+    worker = commands.add_parser(
+        "worker", help="run the workers of an app's handlers (no scheduler, no web server)"
+    )
+    _add_app(worker, required=True)
+    add_worker_flags(worker)
+    worker.set_defaults(handler=_worker)
+    scheduler = commands.add_parser(
+        "scheduler",
+        help="run the scheduler of an app's schedules (no workers, no web server)",
+        description="Fire the ticks of the app's schedules, if this process wins the "
+        "scheduler lease (any number may run: one fires, the others wait to take over), "
+        "until SIGTERM or Ctrl-C. For deployments that run workers and the scheduler apart.",
+    )
+    _add_app(scheduler, required=True)
+    scheduler.set_defaults(handler=_scheduler)
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    """The scheduler only, until SIGTERM or Ctrl-C: the app's declared schedules
+    are upserted, its hooks run, and the lease is released at the stop."""
+    configure_logging()
+    hg = load_app(args.app)
+    stop = StopSignals(hg, None)
+    stop.install()
+    hg.start(workers=False)
+    say(f"headgate: scheduler of {args.app} running (it fires ticks while it holds the lease)")
+    try:
+        stop.asked.wait()
+    finally:
+        hg.close()
+    say("headgate: scheduler stopped; lease released")
     return 0
 
 

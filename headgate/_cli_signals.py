@@ -20,7 +20,8 @@ from headgate._app import Headgate
 class StopSignals:
     """Heard on the main thread; `asked` is set by the first signal."""
 
-    def __init__(self, hg: Headgate, grace_s: float) -> None:
+    def __init__(self, hg: Headgate, grace_s: float | None) -> None:
+        """`grace_s`: how long running jobs may finish (None: this process runs none)."""
         self.asked = threading.Event()
         self._hg = hg
         self._grace_s = grace_s
@@ -32,6 +33,9 @@ class StopSignals:
     def _heard(self, signum: int, frame: FrameType | None) -> None:
         if not self.asked.is_set():
             self.asked.set()
+            if self._grace_s is None:
+                _say("headgate: stopping")
+                return
             _say(
                 f"headgate: stopping; running jobs have up to {self._grace_s:g} s to finish "
                 "(press Ctrl-C again to give them back now)"

@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 from headgate._clock import Clock
 from headgate._domain.events import JobState
 from headgate._domain.limits import scope_of
+from headgate._domain.scheduler_watch import MIN_GRACE_MS, SchedulerState, SchedulerWatch
 from headgate._domain.shown import OTHER, SERIES_SHOWN, busiest
 from headgate._errors import StoreError
 from headgate._logs import get_logger
@@ -151,8 +152,13 @@ class HeadgateMetrics(Recorder):
         leases: Leases,
         clock: Clock,
         holder: Callable[[], str | None],
+        *,
         unserved: Callable[[], Mapping[tuple[str, str], int]] = dict,
+        grace_ms: int = MIN_GRACE_MS,
     ) -> None:
+        """`grace_ms`: how long a schedule may be due before the scheduler counts as
+        missing (`scheduler_watch.grace_ms`)."""
+        self._grace_ms = grace_ms
         self._reads = reads
         self._unserved = unserved
         self._leases = leases
@@ -237,6 +243,7 @@ class HeadgateMetrics(Recorder):
             paused = self._reads.paused_queues()
             limits = self._reads.limits_state(now)
             lease = self._leases.status(SCHEDULER_LEASE)
+            oldest_due = self._reads.earliest_due_at()
             unserved = self._unserved()
         except StoreError as error:
             with self._lock:
@@ -257,6 +264,9 @@ class HeadgateMetrics(Recorder):
         families.lease_term.add_metric([], lease.term if lease is not None else 0)
         families.lease_active.add_metric([], int(live))
         families.lease_held.add_metric([], int(held))
+        watch = SchedulerWatch(live, oldest_due, now, self._grace_ms)
+        families.scheduler_behind.add_metric([], watch.behind_ms / 1000)
+        families.scheduler_missing.add_metric([], int(watch.state is SchedulerState.NO_SCHEDULER))
         _add_queues(families, counts, oldest, paused, now)
         families.quarantined.add_metric([], quarantined)
         families.undeclared.add_metric([], undeclared)
@@ -415,6 +425,16 @@ class _StoreFamilies:
             labels=("rate_class",),
         )
 
+        self.scheduler_behind = GaugeMetricFamily(
+            "headgate_scheduler_behind_seconds",
+            "How long the schedule due longest has waited to fire (0: none is due).",
+        )
+        self.scheduler_missing = GaugeMetricFamily(
+            "headgate_scheduler_missing",
+            "1 if schedules have been due past a takeover's time and no process holds the "
+            "scheduler lease (nobody fires the ticks), else 0.",
+        )
+
     def all(self) -> tuple[GaugeMetricFamily, ...]:
         return (
             self.unserved,
@@ -433,6 +453,8 @@ class _StoreFamilies:
             self.queue_paused,
             self.quarantined,
             self.undeclared,
+            self.scheduler_behind,
+            self.scheduler_missing,
         )
 
 

@@ -566,6 +566,24 @@ class LeaseStatus:
 
 
 @dataclass(frozen=True)
+class SchedulerHealth:
+    """Whether anybody fires the ticks (`Headgate.scheduler_health`): `state` is
+    `ok`, `no_scheduler` (schedules due past the grace and no process holds the
+    scheduler lease) or `behind` (a holder, yet schedules due past the grace)."""
+
+    state: str
+    message: str
+    holder: LeaseStatus | None
+    """Who holds the scheduler lease, if anybody does."""
+    oldest_due_ms: int | None
+    """When the schedule due longest became due (None: none is due)."""
+    behind_ms: int
+    """How long it has waited (0 when none is due)."""
+    grace_ms: int
+    """How long a due schedule may wait before it is reported (a takeover's time)."""
+
+
+@dataclass(frozen=True)
 class Readiness:
     """Whether this Headgate can serve now: its store answers and is at this build's
     schema revision (what GET /readyz reports)."""

@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from headgate._clock import Clock
@@ -80,6 +80,10 @@ log = get_logger("headgate.workers")
 CHILD_START_WAIT_S = 10.0
 """How long start() waits for the first child of process handlers to be ready, so
 that the first attempts' timeouts are not spent starting one."""
+SCHEDULER_CHECK_EVERY_MS = 15_000
+"""How often a worker looks whether anybody fires the ticks."""
+SCHEDULER_SAID_EVERY_MS = 600_000
+"""How often it repeats that nobody does, while nobody does."""
 STOP_WORD_EVERY_S = 5.0
 """How often a stop that waits for running jobs says so."""
 MAYBE_TAKEN_EVERY_MS = 50
@@ -124,8 +128,15 @@ class WorkerPool:
         recorder: Recorder = NO_METRICS,
         processes: LocalProcesses | None = None,
         redact: Redactor = unredacted,
+        scheduler_check: Callable[[], tuple[str, str]] | None = None,
     ) -> None:
-        """`redact`: the host's redaction of error texts and tracebacks."""
+        """`redact`: the host's redaction of error texts and tracebacks;
+        `scheduler_check`: whether anybody fires the ticks (its state, `ok` or
+        not, and what that means), asked every SCHEDULER_CHECK_EVERY_MS."""
+        self._scheduler_check = scheduler_check
+        self._scheduler_state = "ok"
+        self._next_scheduler_check_ms = 0
+        self._scheduler_said_ms = 0
         self._store = store
         self._processes = processes if processes is not None else LocalProcesses()
         self._recorder = recorder
@@ -287,8 +298,30 @@ class WorkerPool:
         if now >= self._next_rescue_ms and not self._stopping.is_set():
             self._rescuer.run_once()  # before claiming: the dead's jobs are claimable now
             self._next_rescue_ms = now + self._config.rescue_interval_ms
+        if now >= self._next_scheduler_check_ms:
+            self._check_scheduler(now)
         claiming = not self._stopping.is_set() and self._heartbeat_fresh(now)
         self._write(claiming=claiming, release=final)
+
+    def _check_scheduler(self, now_ms: int) -> None:
+        """Say so when ticks are due and nobody fires them (workers alone run no
+        scheduler): at the change, again every SCHEDULER_SAID_EVERY_MS while it
+        lasts, and when ticks fire again."""
+        self._next_scheduler_check_ms = now_ms + SCHEDULER_CHECK_EVERY_MS
+        if self._scheduler_check is None:
+            return
+        try:
+            state, message = self._scheduler_check()
+        except StoreError:
+            return
+        was, self._scheduler_state = self._scheduler_state, state
+        if state == "ok":
+            if was != "ok":
+                log.info("ticks fire again", worker_id=self.identity.holder)
+            return
+        if was != state or now_ms - self._scheduler_said_ms >= SCHEDULER_SAID_EVERY_MS:
+            self._scheduler_said_ms = now_ms
+            log.warning(message, scheduler=state, worker_id=self.identity.holder)
 
     def _maybe_taken(self, now_ms: int) -> bool:
         """Woken by a commit that may have cancelled a job running here, and not

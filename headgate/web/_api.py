@@ -41,6 +41,7 @@ from headgate.web._schemas import (
     ScheduleIn,
     ScheduleList,
     ScheduleOut,
+    SchedulerHealthOut,
     SchedulesIn,
     SchedulesPutOut,
     SpecPreview,
@@ -340,6 +341,15 @@ def list_workers(request: Request) -> WorkersOut:
         workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
         scheduler=None if lease is None else LeaseOut.of(lease),
     )
+
+
+@router.get(
+    "/scheduler",
+    response_model=SchedulerHealthOut,
+    summary="Whether anybody fires the ticks (the scheduler lease and the oldest due schedule)",
+)
+def scheduler_health(request: Request) -> SchedulerHealthOut:
+    return SchedulerHealthOut.of(_hg(request).scheduler_health())
 
 
 @router.get("/quarantine", response_model=QuarantineList, summary="Quarantined fingerprints")

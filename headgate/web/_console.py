@@ -130,12 +130,15 @@ def _ticks_between(spec: ScheduleSpec, after_ms: int, before_ms: int) -> int:
 
 
 def _page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """A console page, with the banner of pending work no live worker runs: its
-    busiest lines, and how many more (a client makes a line per new queue)."""
+    """A console page, with its banners: pending work no live worker runs (its
+    busiest lines, and how many more: a client makes a line per new queue), and
+    schedules due while nobody fires the ticks."""
+    hg = _hg(request)
     try:
-        unserved = busiest(_hg(request).unserved(), BANNER_SHOWN, lambda work: work.pending)
+        unserved = busiest(hg.unserved(), BANNER_SHOWN, lambda work: work.pending)
+        scheduler = hg.scheduler_health()
     except StoreError:  # the page itself says what the store answered
-        unserved = Shown([], 0)
+        unserved, scheduler = Shown([], 0), None
     return _templates.page(
         request,
         template,
@@ -144,6 +147,9 @@ def _page(request: Request, template: str, status: int = 200, **context: Any) ->
         format_duration=format_duration,
         unserved=unserved.items,
         unserved_more=unserved.more,
+        scheduler_problem=None
+        if scheduler is None or scheduler.state == "ok"
+        else scheduler.message,
         **context,
     )
 

@@ -4,9 +4,11 @@
 a healthy process restarted). `/readyz`: it can serve, its store answering at
 this build's schema revision with every table the API reads there and readable
 (a row of each, every column: a table dropped by hand would make every API call
-a 503 while the revision still read right). Both are open without the API token
-(probes carry none) and left out of the OpenAPI document: they are for the
-infrastructure, not API clients (docs/reference/http-api.md documents them). A reason is a stable
+a 503 while the revision still read right); its answer also says whether
+anybody fires the ticks (`scheduler`), which does not decide readiness. Both
+are open without the API token (probes carry none) and left out of the OpenAPI
+document: they are for the infrastructure, not API clients
+(docs/reference/http-api.md documents them). A reason is a stable
 code and a sentence; the error behind it, which may name the store's host, goes
 only to the log.
 """
@@ -19,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from headgate._app import Headgate
+from headgate._errors import StoreError
 from headgate.web._errors import log
 
 HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz"})
@@ -38,12 +41,28 @@ async def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
+def _scheduler(hg: Headgate) -> dict[str, str]:
+    """Whether anybody fires the ticks: a detail of readiness, not a condition of
+    it (an API with no scheduler anywhere still serves; the fleet needs one)."""
+    try:
+        health = hg.scheduler_health()
+    except StoreError:
+        return {"state": "unknown", "message": "the store could not be read"}
+    return {"state": health.state, "message": health.message}
+
+
 @router.get("/readyz")
 def readyz(request: Request) -> JSONResponse:
     hg: Headgate = request.app.state.headgate
     readiness = hg.readiness()
     if readiness.ready:
-        return JSONResponse({"status": "ready", "schema_revision": readiness.schema_revision})
+        return JSONResponse(
+            {
+                "status": "ready",
+                "schema_revision": readiness.schema_revision,
+                "scheduler": _scheduler(hg),
+            }
+        )
     reason = readiness.reason or "store_unreachable"
     log.warning(
         "not ready", reason=reason, error_type=readiness.error_type, detail=readiness.detail

@@ -23,6 +23,7 @@ from headgate._model import (
     RateLimitStatus,
     RunningAttempt,
     Schedule,
+    SchedulerHealth,
     UnservedWork,
     WorkerStatus,
 )
@@ -371,6 +372,31 @@ class LeaseOut(BaseModel):
     @classmethod
     def of(cls, lease: LeaseStatus) -> LeaseOut:
         return cls.model_validate(lease.__dict__)
+
+
+class SchedulerHealthOut(BaseModel):
+    state: Literal["ok", "no_scheduler", "behind"] = Field(
+        description="no_scheduler: schedules due past the grace and no process holds the "
+        "scheduler lease; behind: a holder, yet schedules due past the grace"
+    )
+    message: str = Field(description="What it means, for an operator")
+    holder: LeaseOut | None = Field(description="The scheduler lease's holder; null: nobody")
+    oldest_due_ms: int | None = Field(
+        description="When the schedule due longest became due; null: none is due"
+    )
+    behind_ms: int = Field(description="How long it has waited (0: none is due)")
+    grace_ms: int = Field(description="How long a due schedule may wait before it is reported")
+
+    @classmethod
+    def of(cls, health: SchedulerHealth) -> SchedulerHealthOut:
+        return cls(
+            state=health.state,  # type: ignore[arg-type]
+            message=health.message,
+            holder=None if health.holder is None else LeaseOut.of(health.holder),
+            oldest_due_ms=health.oldest_due_ms,
+            behind_ms=health.behind_ms,
+            grace_ms=health.grace_ms,
+        )
 
 
 class WorkersOut(BaseModel):

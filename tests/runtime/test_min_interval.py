@@ -70,9 +70,7 @@ def test_a_cron_spec_with_seconds_is_held_to_it_too(
 
 @AND_MEMORY
 def test_a_host_lowers_it_explicitly(make_headgate: Callable[..., Headgate]) -> None:
-    hg = make_headgate(
-        RuntimeConfig(lease_ttl_ms=60_000, min_interval_ms=1, max_ticks_per_s=2_000)
-    )
+    hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000, min_interval_ms=1, max_ticks_per_s=2_000))
     assert hg.put_schedule("s", spec="@every:1", kind="k").spec == "@every:1"
 
     @hg.periodic("fast", spec="@every:10ms")
