@@ -235,7 +235,9 @@ class Headgate(AsyncOperations):
         self._stopping_pool: WorkerPool | None = None
         """The pool whose stop waits for its running handlers, while it does."""
         self._give_back_asked = threading.Event()
-        self._lifecycle = threading.Lock()
+        self._lifecycle = threading.RLock()
+        """Held by start and stop; re-entrant, as a signal handler that calls close()
+        may run on the thread whose close() it interrupted."""
         self._holder: str | None = None
         """This process's scheduler-lease claimant while its scheduler runs."""
         self._metrics = HeadgateMetrics(
@@ -355,7 +357,7 @@ class Headgate(AsyncOperations):
         self._processor = None
         self._pool = None
         self._holder = None
-        self._lifecycle = threading.Lock()
+        self._lifecycle = threading.RLock()
         self._metrics.after_fork()
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:

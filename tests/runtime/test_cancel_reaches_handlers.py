@@ -25,7 +25,10 @@ from headgate import Headgate, JobContext, RuntimeConfig, WorkerConfig
 TOLD_WITHIN_S = 0.5
 """The most a handler may take to be told (seen: 5-60 ms); the heartbeat that
 told it before came every 5 s here."""
-SLOW_HEARTBEAT = WorkerConfig(heartbeat_ttl_ms=20_000, poll_interval_ms=5_000)
+SLOW_HEARTBEAT = WorkerConfig(
+    heartbeat_ttl_ms=20_000, poll_interval_ms=5_000, shutdown_timeout_s=0.5
+)
+"""Stopped, the worker gives the handler still waiting back at once (it is told)."""
 
 
 @dataclass

@@ -31,7 +31,11 @@ def test_readyz_reports_the_schema_revision(client: TestClient) -> None:
     response = client.get("/readyz")
     assert (response.status_code, response.json()) == (
         200,
-        {"status": "ready", "schema_revision": LATEST_VERSION},
+        {
+            "status": "ready",
+            "schema_revision": LATEST_VERSION,
+            "scheduler": {"state": "ok", "message": "ticks fire on time"},
+        },
     )
 
 
