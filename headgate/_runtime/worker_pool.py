@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import os
 import socket
 import threading
@@ -84,6 +85,8 @@ SCHEDULER_CHECK_EVERY_MS = 15_000
 """How often a worker looks whether anybody fires the ticks."""
 SCHEDULER_SAID_EVERY_MS = 600_000
 """How often it repeats that nobody does, while nobody does."""
+MAX_DUE_LATER = 1_000
+"""Instants a worker keeps to wake at; past it, it keeps the earliest half."""
 STOP_WORD_EVERY_S = 5.0
 """How often a stop that waits for running jobs says so."""
 MAYBE_TAKEN_EVERY_MS = 50
@@ -183,9 +186,10 @@ class WorkerPool:
         self._check_maybe = False
         """Something was committed, maybe a cancel (SQLite cannot say what)."""
         self._checked_at_ms = 0
-        self._next_scheduled_ms: int | None = None
+        self._due_later: list[int] = []
+        """When jobs this worker knows of become due (a heap): the earliest scheduled
+        job it read, those it snoozed or retried, a rate class's next free start."""
         self._due_now = False
-        """The run_at of the earliest job scheduled for later, when one was seen."""
         self.stats = PoolStats()
         self._dispatcher = threading.Thread(
             target=self._dispatch, name="headgate-workers", daemon=True
@@ -344,9 +348,10 @@ class WorkerPool:
         ]
         if self._check_maybe:
             due.append(self._checked_at_ms + MAYBE_TAKEN_EVERY_MS)
-        if self._next_scheduled_ms is not None:
-            due.append(max(self._next_scheduled_ms, now))
-            self._next_scheduled_ms = None
+        if self._due_later:
+            due.append(max(self._due_later[0], now))
+            while self._due_later and self._due_later[0] <= now:
+                heapq.heappop(self._due_later)  # due now: this wake claims it
         return max(min(due) - now, 1) / 1000
 
     def _write(self, *, claiming: bool, release: bool) -> None:
@@ -390,17 +395,19 @@ class WorkerPool:
             self._settle_crashes(crashed, recorded)
         for claimed, spec in claims:
             self._start(claimed, spec)
-        self._look_again_at(_due_again_ms([append for _, append, _ in ends]))
+        for due_ms in _due_again_ms([append for _, append, _ in ends]):
+            self._look_again_at(due_ms)
         if rate_frees_in_ms is not None:
             self._look_again_at(self._clock.now_ms() + rate_frees_in_ms)
 
     def _look_again_at(self, due_ms: int | None) -> None:
         """Claim again at `due_ms` (a job this worker made due later, a rate window
-        freeing), unless something sooner is due already."""
-        if due_ms is None:
+        freeing), as well as at every instant known before."""
+        if due_ms is None or due_ms in self._due_later:
             return
-        scheduled = self._next_scheduled_ms
-        self._next_scheduled_ms = due_ms if scheduled is None else min(scheduled, due_ms)
+        heapq.heappush(self._due_later, due_ms)
+        if len(self._due_later) > MAX_DUE_LATER:  # the latest are found again by reads
+            self._due_later = heapq.nsmallest(MAX_DUE_LATER // 2, self._due_later)
 
     def _ends_to_record(
         self, *, release: bool
@@ -435,7 +442,7 @@ class WorkerPool:
             return False
         now = self._clock.now_ms()
         if earliest > now:
-            self._next_scheduled_ms = earliest
+            self._look_again_at(earliest)
             return False
         return True
 
@@ -702,17 +709,17 @@ def log_attempt_end(
         log.debug("job attempt ended", **fields)
 
 
-def _due_again_ms(ends: Sequence[StreamAppend]) -> int | None:
-    """The earliest instant a job whose end these record runs again (a snooze, a
-    retry): the worker claims it then, not at its next poll."""
-    due = []
+def _due_again_ms(ends: Sequence[StreamAppend]) -> set[int]:
+    """When the jobs whose ends these record run again (a snooze, a retry): the
+    worker claims each then, not at its next poll."""
+    due: set[int] = set()
     for append in ends:
         event = append.events[0]
         if isinstance(event, JobSnoozed):
-            due.append(event.run_at_ms)
+            due.add(event.run_at_ms)
         elif isinstance(event, JobAttemptFailed) and event.retry_at_ms is not None:
-            due.append(event.retry_at_ms)
-    return min(due, default=None)
+            due.add(event.retry_at_ms)
+    return due
 
 
 def _counts(stats: PoolStats) -> dict[str, int]:

@@ -76,3 +76,27 @@ def test_a_rate_limited_backlog_drains_at_its_rate(hg: Headgate) -> None:
     for job in jobs:
         _wait_for(hg, job.id, "completed")
     assert time.monotonic() - began < 2.0
+
+
+def test_a_snooze_and_a_later_retry_made_together_each_run_when_due(hg: Headgate) -> None:
+    """The worker keeps every instant it knows of, not only the earliest."""
+    ran: dict[str, list[float]] = {"nap": [], "flaky": []}
+
+    @hg.handler("nap")
+    def nap(job: JobContext) -> None:
+        ran["nap"].append(time.monotonic())
+        if job.snoozes == 0:
+            raise Snooze(0.1)
+
+    @hg.handler("flaky", retry=Retry(intervals_s=(0.4,), jitter=False))
+    def flaky(job: JobContext) -> None:
+        ran["flaky"].append(time.monotonic())
+        if job.attempt == 1:
+            raise RuntimeError("once")
+
+    napping, failing = hg.enqueue("nap"), hg.enqueue("flaky")
+    hg.start(POLL, scheduler=False)
+    _wait_for(hg, napping.id, "completed")
+    _wait_for(hg, failing.id, "completed")
+    assert 0.1 <= ran["nap"][1] - ran["nap"][0] < 0.5, ran
+    assert 0.4 <= ran["flaky"][1] - ran["flaky"][0] < 0.8, ran
