@@ -154,21 +154,18 @@ def formatted_traceback(error: BaseException, *, keep_messages: bool = True) -> 
         return text if isinstance(text, str) else None
     if error.__traceback__ is None and error.__cause__ is None and error.__context__ is None:
         return None
-    if keep_messages:
-        try:
-            return "".join(traceback.format_exception(error))
-        except Exception:  # an exception's __str__ is the host's code
-            return _without_texts(error)
-    return _without_texts(error)
+    return _formatted_chain(error, keep_messages=keep_messages)
 
 
 _CAUSED: Final = "\nThe above exception was the direct cause of the following exception:\n\n"
 _DURING: Final = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
 
-def _without_texts(error: BaseException) -> str:
-    """The chain as `traceback.format_exception` lays it out, each exception shown
-    by its type alone."""
+def _formatted_chain(error: BaseException, *, keep_messages: bool) -> str:
+    """The chain as `traceback.format_exception` lays it out, without its column
+    markers (Python 3.11 parses each frame's source line to place them, which
+    tripled the cost of a failed attempt), each exception with its text, or by
+    its type alone when `keep_messages` is False."""
     chain: list[tuple[BaseException, str]] = []
     seen: set[int] = set()
     current: BaseException | None = error
@@ -186,10 +183,21 @@ def _without_texts(error: BaseException) -> str:
     for raised, joint_after in reversed(chain):
         if raised.__traceback__ is not None:
             parts.append("Traceback (most recent call last):\n")
-            parts.extend(traceback.format_list(traceback.extract_tb(raised.__traceback__)))
-        parts.append(f"{type(raised).__module__}.{type(raised).__qualname__}\n")
+            frames = traceback.StackSummary.extract(traceback.walk_tb(raised.__traceback__))
+            parts.extend(frames.format())
+        parts.append(_exception_line(raised, keep_messages=keep_messages))
         parts.append(joint_after)
     return "".join(parts)
+
+
+def _exception_line(raised: BaseException, *, keep_messages: bool) -> str:
+    kind = type(raised)
+    if not keep_messages:
+        return f"{kind.__module__}.{kind.__qualname__}\n"
+    try:
+        return "".join(traceback.format_exception_only(raised))
+    except Exception:  # its __str__ is the host's code
+        return f"{kind.__module__}.{kind.__qualname__}: <its text could not be read>\n"
 
 
 def bounded_traceback(text: str) -> str:

@@ -60,6 +60,9 @@ class MemoryReads(Reads):
     def job(self, job_id: str) -> JobRow | None:
         return self._read(lambda models: queries.job(models, job_id))
 
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        return self._read(lambda models: queries.jobs(models, job_ids))
+
     def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
         return self._read(lambda models: queries.jobs_page(models, where, limit, cursor))
 

@@ -141,6 +141,11 @@ class JobReads(ABC):
         """The job's row, or None."""
 
     @abstractmethod
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        """The rows of those jobs that exist, by id, in one read (a worker looking
+        at the jobs it runs, to tell the handlers of those taken from it)."""
+
+    @abstractmethod
     def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
         """Jobs matching `where`, newest first (by creation, then id); bounded pages
         with an opaque cursor. ValidationError for a bad limit or cursor."""

@@ -747,6 +747,10 @@ class SqlReads(Reads):
         with translated_errors("reading a job"), self._engine.connect() as connection:
             return job(connection, job_id)
 
+    def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
+        with translated_errors("reading jobs"), self._engine.connect() as connection:
+            return jobs(connection, job_ids)
+
     def jobs_page(self, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
         with translated_errors("listing jobs"), self._engine.connect() as connection:
             return jobs_page(connection, where, limit, cursor)

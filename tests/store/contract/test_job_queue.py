@@ -432,6 +432,17 @@ def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committe
         listener.close()
 
 
+def test_jobs_are_read_by_id_in_one_read_leaving_out_those_that_do_not_exist(
+    store: Store,
+) -> None:
+    enqueue(store, "a")
+    enqueue(store, "b")
+    found = store.reads.jobs(["b", "missing", "a", "b", "\x00"])
+    assert sorted(found) == ["a", "b"]
+    assert found["a"] == store.reads.job("a")
+    assert store.reads.jobs([]) == {}
+
+
 def _with_deadline(
     job_id: str, run_at_ms: int, start_within_ms: int, *, queue: str = "q", kind: str = "k"
 ) -> StreamAppend:
