@@ -138,7 +138,7 @@ def test_with_no_logging_configured_warnings_still_reach_stderr(tmp_path: Path) 
     assert "enqueue attempt" not in finished.stderr
 
 
-def test_migrating_a_store_says_one_line_and_alembic_says_nothing(tmp_path: Path) -> None:
+def test_making_a_store_says_one_line_and_alembic_says_nothing(tmp_path: Path) -> None:
     """Alembic narrates every run at INFO; a host logging at INFO sees Headgate's
     own line instead, and importing Headgate loads no Alembic at all."""
     finished = _run(
@@ -154,7 +154,7 @@ def test_migrating_a_store_says_one_line_and_alembic_says_nothing(tmp_path: Path
     assert finished.returncode == 0, finished.stderr
     lines = [line for line in finished.stderr.splitlines() if line.strip()]
     assert not [line for line in lines if line.startswith("alembic")], lines
-    assert sum("store schema migrated" in line for line in lines) == 1, lines
+    assert sum("store created" in line for line in lines) == 1, lines
 
 
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eexe.txt\nforged line"

@@ -1,7 +1,7 @@
 """A worker claims the work its own writes make due soon when it is due, not at
 its next poll: a job it snoozed or retried, and jobs a used-up rate class
 passed over, once the class's window frees a start. Polling is set to a
-second, so a worker that waited for it would fail. On the real clock, on each
+two seconds, so a worker that waited for it would fail. On the real clock, on each
 backend (on PostgreSQL nothing else wakes it: its own commits send no
 notification it hears).
 """
@@ -15,7 +15,9 @@ import pytest
 
 from headgate import Headgate, JobContext, Retry, RuntimeConfig, Snooze, WorkerConfig
 
-POLL = WorkerConfig(poll_interval_ms=1_000)
+POLL = WorkerConfig(poll_interval_ms=2_000)
+"""A worker that waited for its poll would take two seconds: the bounds below are
+well under it, and well over what a loaded machine adds."""
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def test_a_snoozed_job_runs_again_when_its_snooze_ends(hg: Headgate) -> None:
     hg.start(POLL, scheduler=False)
     job = hg.enqueue("nap")
     _wait_for(hg, job.id, "completed")
-    assert 0.1 <= ran[1] - ran[0] < 0.5, ran
+    assert 0.1 <= ran[1] - ran[0] < 1.0, ran
 
 
 def test_a_retry_runs_when_it_is_due(hg: Headgate) -> None:
@@ -59,11 +61,11 @@ def test_a_retry_runs_when_it_is_due(hg: Headgate) -> None:
     hg.start(POLL, scheduler=False)
     job = hg.enqueue("flaky")
     _wait_for(hg, job.id, "completed")
-    assert 0.3 <= ran[1] - ran[0] < 0.7, ran
+    assert 0.3 <= ran[1] - ran[0] < 1.2, ran
 
 
 def test_a_rate_limited_backlog_drains_at_its_rate(hg: Headgate) -> None:
-    """40 jobs at 10 per 200 ms: about 0.6 s; claimed only at each poll, 4 s."""
+    """40 jobs at 10 per 200 ms: about 0.6 s; claimed only at each poll, 8 s."""
     hg.set_rate_limit("api", limit=10, per_ms=200)
 
     @hg.handler("call", rate_class="api")
@@ -75,7 +77,7 @@ def test_a_rate_limited_backlog_drains_at_its_rate(hg: Headgate) -> None:
     hg.start(POLL, scheduler=False)
     for job in jobs:
         _wait_for(hg, job.id, "completed")
-    assert time.monotonic() - began < 2.0
+    assert time.monotonic() - began < 3.0
 
 
 def test_a_snooze_and_a_later_retry_made_together_each_run_when_due(hg: Headgate) -> None:
@@ -98,5 +100,5 @@ def test_a_snooze_and_a_later_retry_made_together_each_run_when_due(hg: Headgate
     hg.start(POLL, scheduler=False)
     _wait_for(hg, napping.id, "completed")
     _wait_for(hg, failing.id, "completed")
-    assert 0.1 <= ran["nap"][1] - ran["nap"][0] < 0.5, ran
-    assert 0.4 <= ran["flaky"][1] - ran["flaky"][0] < 0.8, ran
+    assert 0.1 <= ran["nap"][1] - ran["nap"][0] < 1.0, ran
+    assert 0.4 <= ran["flaky"][1] - ran["flaky"][0] < 1.3, ran

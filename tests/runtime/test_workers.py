@@ -145,19 +145,28 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
 ) -> None:
     release = threading.Event()
     told: list[bool] = []
+    running: list[JobContext] = []
 
     @hg.handler("slow", timeout_s=1, max_attempts=5)
     def slow(job: JobContext) -> str:
+        running.append(job)
         release.wait(10)
         told.append(job.cancelled.is_set())
         return "too late"
 
     hg.start(FAST)
     job = hg.enqueue("slow")
-    _eventually(lambda: _state(hg, job.id) == "running")
+    _eventually(lambda: _state(hg, job.id) == "running" and bool(running))
     clock.advance(1_001)
-    # Its thread runs on: the job stays running, overdue, and is not retried beside it.
-    _eventually(lambda: [worker.overdue for worker in hg.workers()] == [1])
+    _eventually(lambda: bool(running[0].cancelled), what="the deadline passed")
+
+    # Its thread runs on: the job stays running, overdue, and is not retried beside it
+    # (the fake clock moves on so that the heartbeat, which says so, is renewed).
+    def overdue_in_the_heartbeat() -> bool:
+        clock.advance(50)
+        return [worker.overdue for worker in hg.workers()] == [1]
+
+    _eventually(overdue_in_the_heartbeat)
     assert (_state(hg, job.id), hg.get_job(job.id).attempts) == ("running", 0)
     release.set()
     _eventually(lambda: hg.get_job(job.id).attempts == 1)
