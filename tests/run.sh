@@ -1,6 +1,8 @@
 #!/bin/sh
 # The whole test suite, from a fresh checkout: set up, lint, type-check, test.
 # PostgreSQL tests use $HEADGATE_TEST_POSTGRES_URL (default: the local server).
+# Three test processes on two cores: many tests wait on a real clock or on
+# another process, so a third keeps both cores busy (8.8 min against 10.9).
 set -eu
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
@@ -14,4 +16,4 @@ python3 -m venv .venv
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-.venv/bin/python -m pytest -n 2 "$@"
+.venv/bin/python -m pytest -n 3 "$@"
