@@ -378,16 +378,13 @@ def _worker(args: argparse.Namespace) -> int:
     configure_logging()
     hg = load_app(args.app)
     config = worker_config(args)
-    stop = StopSignals(hg, config.shutdown_timeout_s)
-    stop.install()
-    hg.start(config, scheduler=False)
-    say(f"headgate: worker running the handlers of {args.app}")
-    try:
-        stop.asked.wait()
-    finally:
-        hg.close()
-    say("headgate: worker stopped")
-    return 0
+    return _run_until_stopped(
+        hg,
+        config.shutdown_timeout_s,
+        lambda: hg.start(config, scheduler=False),
+        f"headgate: worker running the handlers of {args.app}",
+        "headgate: worker stopped",
+    )
 
 
 def _add_runners(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -414,15 +411,29 @@ def _scheduler(args: argparse.Namespace) -> int:
     are upserted, its hooks run, and the lease is released at the stop."""
     configure_logging()
     hg = load_app(args.app)
-    stop = StopSignals(hg, None)
+    return _run_until_stopped(
+        hg,
+        None,
+        lambda: hg.start(workers=False),
+        f"headgate: scheduler of {args.app} running (it fires ticks while it holds the lease)",
+        "headgate: scheduler stopped; lease released",
+    )
+
+
+def _run_until_stopped(
+    hg: Headgate, grace_s: float | None, start: Callable[[], object], running: str, stopped: str
+) -> int:
+    """Start `hg`, say `running`, wait for SIGTERM or Ctrl-C (`StopSignals`), close
+    it and say `stopped`; exit status 0, as a clean stop is not a failure."""
+    stop = StopSignals(hg, grace_s)
     stop.install()
-    hg.start(workers=False)
-    say(f"headgate: scheduler of {args.app} running (it fires ticks while it holds the lease)")
+    start()
+    say(running)
     try:
         stop.asked.wait()
     finally:
         hg.close()
-    say("headgate: scheduler stopped; lease released")
+    say(stopped)
     return 0
 
 

@@ -218,5 +218,12 @@ def origin_fields(claimed: Claim) -> dict[str, object]:
     return {} if origin is None else {"schedule_id": origin.schedule_id, "tick_ms": origin.tick_ms}
 
 
+def row_origin_fields(row: JobRow) -> dict[str, object]:
+    """`origin_fields` of a job read as its row (not claimed)."""
+    if row.periodic_schedule_id is None:
+        return {}
+    return {"schedule_id": row.periodic_schedule_id, "tick_ms": row.periodic_tick_ms}
+
+
 def _on_stream(claimed: Claim, event: DomainEvent) -> StreamAppend:
     return StreamAppend(job_stream(claimed.job_id), claimed.claimed_version, (event,))

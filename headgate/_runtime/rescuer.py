@@ -42,6 +42,7 @@ from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._errors import LeaseLost, StoreError
 from headgate._logs import get_logger
 from headgate._projections import JobRow
+from headgate._runtime import job_units
 from headgate._runtime.config import RESCUER_LEASE, WorkerConfig
 from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
@@ -272,14 +273,7 @@ class Rescuer:
                     kind=row.kind,
                     queue=row.queue,
                     crash_count=row.crash_count + 1,
-                    **(
-                        {}
-                        if row.periodic_schedule_id is None
-                        else {
-                            "schedule_id": row.periodic_schedule_id,
-                            "tick_ms": row.periodic_tick_ms,
-                        }
-                    ),
+                    **job_units.row_origin_fields(row),
                 )
         for worker in taken.workers:
             log.warning(

@@ -969,14 +969,7 @@ def _expired(row: JobRow, now_ms: int, recorder: Recorder) -> None:
         kind=row.kind,
         queue=row.queue,
         late_ms=now_ms - row.start_by_ms,
-        **(
-            {}
-            if row.periodic_schedule_id is None
-            else {
-                "schedule_id": row.periodic_schedule_id,
-                "tick_ms": row.periodic_tick_ms,
-            }
-        ),
+        **job_units.row_origin_fields(row),
     )
 
 

@@ -76,16 +76,20 @@ def told_late_s(hg: Headgate, runs: Runs, schedule_id: str) -> list[float]:
     return late
 
 
+def _assert_each_previous_run_was_told_at_once(worker: Headgate, runs: Runs) -> None:
+    late = told_late_s(worker, runs, "each-second")
+    assert len(late) >= 2, late
+    assert max(late) < TOLD_WITHIN_S, f"handlers told this late (s): {late}"
+    assert runs.most_at_once <= 2, "cancel_previous ran handlers side by side"
+
+
 def test_cancel_previous_tells_the_running_handler_at_once_in_its_process(
     worker: Headgate, runs: Runs
 ) -> None:
     worker.put_schedule("each-second", spec="@every:1000", kind="long", overlap="cancel_previous")
     worker.start(SLOW_HEARTBEAT)
     time.sleep(4.5)
-    late = told_late_s(worker, runs, "each-second")
-    assert len(late) >= 2, late
-    assert max(late) < TOLD_WITHIN_S, f"handlers told this late (s): {late}"
-    assert runs.most_at_once <= 2, "cancel_previous ran handlers side by side"
+    _assert_each_previous_run_was_told_at_once(worker, runs)
 
 
 def test_cancel_previous_tells_the_running_handler_at_once_in_another_process(
@@ -116,10 +120,7 @@ def test_cancel_previous_tells_the_running_handler_at_once_in_another_process(
     finally:
         scheduler.kill()
         scheduler.wait()
-    late = told_late_s(worker, runs, "each-second")
-    assert len(late) >= 2, late
-    assert max(late) < TOLD_WITHIN_S, f"handlers told this late (s): {late}"
-    assert runs.most_at_once <= 2, "cancel_previous ran handlers side by side"
+    _assert_each_previous_run_was_told_at_once(worker, runs)
 
 
 def test_an_operators_cancel_in_another_process_reaches_the_handler_at_once(

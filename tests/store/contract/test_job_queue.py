@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -24,7 +25,14 @@ from headgate._domain.options import JobOptions
 from headgate._domain.streams import job_stream, queue_stream
 from headgate._errors import ConcurrencyConflict, ConstraintViolation, ValidationError
 from headgate._json import canonical_json
-from headgate._store.port import JOBS_TAKEN, NO_STREAM, JobFilter, Store, StreamAppend
+from headgate._store.port import (
+    JOBS_TAKEN,
+    NO_STREAM,
+    JobFilter,
+    Store,
+    StreamAppend,
+    WriteTransaction,
+)
 from headgate.testing import FakeClock
 from tests.store.builders import claim, create_schedule, enqueue, enqueued, fire_tick
 from tests.store.contract.conftest import StoreFactory
@@ -361,48 +369,11 @@ def test_what_waits_and_when(store: Store, clock: FakeClock) -> None:
     assert store.reads.pending_work() == {("q", "k"): 1, ("q", "nobody"): 1}
 
 
-def test_an_enqueue_notifies_listeners_when_it_commits_only(
-    store: Store, make_store: StoreFactory
-) -> None:
-    """By queue where the backend names them (PostgreSQL's NOTIFY, the memory
-    store), or as "look at every queue" (None) where it can only tell that
-    another connection committed (SQLite's data version)."""
-    heard: list[str | None] = []
-    arrived = threading.Event()
-
-    def on_enqueued(queue: str | None) -> None:
-        heard.append(queue)
-        arrived.set()
-
-    listener = make_store().listen(on_enqueued)
-    if listener is None:
-        pytest.skip("this backend does not notify: its workers poll")
-    try:
-        time.sleep(0.3)  # the listener connects
-        with pytest.raises(RuntimeError), store.log.write() as transaction:
-            transaction.notify_enqueued(["rolled-back"])
-            raise RuntimeError("never committed")
-        time.sleep(0.2)
-        assert heard == []
-        with store.log.write() as transaction:
-            transaction.notify_enqueued(["q", "r"])
-            transaction.append_units(
-                [[StreamAppend("job-n", NO_STREAM, (enqueued("n", "k", "q", {}),))]]
-            )
-        assert arrived.wait(10)
-        time.sleep(0.2)
-        assert sorted(heard) == ["q", "r"] if None not in heard else set(heard) == {None}
-    finally:
-        listener.close()
-
-
-def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committed(
-    store: Store, make_store: StoreFactory
-) -> None:
-    """`notify_jobs_taken` is heard as JOBS_TAKEN where the backend names what it
-    heard (PostgreSQL, memory), or as a commit (None: SQLite), whose workers
-    then look at their running jobs; never before the commit, nor after a
-    rollback."""
+def _heard_once_committed(
+    store: Store, make_store: StoreFactory, notify: Callable[[WriteTransaction], None]
+) -> list[str | None]:
+    """What another handle's listener hears of `notify`: nothing from a write that
+    rolled back, then whatever one that committed (beside an append) sends."""
     heard: list[str | None] = []
     arrived = threading.Event()
 
@@ -416,20 +387,45 @@ def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committe
     try:
         time.sleep(0.3)  # the listener connects
         with pytest.raises(RuntimeError), store.log.write() as transaction:
-            transaction.notify_jobs_taken()
+            notify(transaction)
             raise RuntimeError("never committed")
         time.sleep(0.2)
         assert heard == []
         with store.log.write() as transaction:
-            transaction.notify_jobs_taken()
+            notify(transaction)
             transaction.append_units(
                 [[StreamAppend("job-n", NO_STREAM, (enqueued("n", "k", "q", {}),))]]
             )
         assert arrived.wait(10)
         time.sleep(0.2)
-        assert set(heard) in ({JOBS_TAKEN}, {None})
+        return heard
     finally:
         listener.close()
+
+
+def test_an_enqueue_notifies_listeners_when_it_commits_only(
+    store: Store, make_store: StoreFactory
+) -> None:
+    """By queue where the backend names them (PostgreSQL's NOTIFY, the memory
+    store), or as "look at every queue" (None) where it can only tell that
+    another connection committed (SQLite's data version)."""
+    heard = _heard_once_committed(
+        store, make_store, lambda transaction: transaction.notify_enqueued(["q", "r"])
+    )
+    assert sorted(heard) == ["q", "r"] if None not in heard else set(heard) == {None}
+
+
+def test_jobs_taken_from_their_workers_are_heard_by_every_listener_once_committed(
+    store: Store, make_store: StoreFactory
+) -> None:
+    """`notify_jobs_taken` is heard as JOBS_TAKEN where the backend names what it
+    heard (PostgreSQL, memory), or as a commit (None: SQLite), whose workers
+    then look at their running jobs; never before the commit, nor after a
+    rollback."""
+    heard = _heard_once_committed(
+        store, make_store, lambda transaction: transaction.notify_jobs_taken()
+    )
+    assert set(heard) in ({JOBS_TAKEN}, {None})
 
 
 def test_jobs_are_read_by_id_in_one_read_leaving_out_those_that_do_not_exist(

@@ -100,15 +100,8 @@ def test_jobs_enqueued_by_earlier_builds_read_as_unlinked_to_a_manual_run(
     )
 
 
-def test_crashes_recorded_before_they_named_their_attempt_read_with_none(
-    store: SqlStore,
-) -> None:
-    """JobAbandoned and JobQuarantined v1 did not say which attempt the crash
-    ended, nor when it began: unknown, so the history shows neither."""
-    bodies = {
-        "JobAbandoned": '{"crash_count":1,"job_id":"j","worker_id":"w"}',
-        "JobQuarantined": '{"crash_count":3,"fingerprint":"fp","job_id":"j"}',
-    }
+def _insert_v1_job_events(store: SqlStore, bodies: dict[str, str]) -> None:
+    """Job j's events at schema version 1, as an earlier build wrote them, in order."""
     with store.engine.begin() as connection:
         for version, (type_name, body) in enumerate(bodies.items(), start=1):
             connection.execute(
@@ -122,6 +115,18 @@ def test_crashes_recorded_before_they_named_their_attempt_read_with_none(
                     recorded_at_ms=1,
                 )
             )
+
+
+def test_crashes_recorded_before_they_named_their_attempt_read_with_none(
+    store: SqlStore,
+) -> None:
+    """JobAbandoned and JobQuarantined v1 did not say which attempt the crash
+    ended, nor when it began: unknown, so the history shows neither."""
+    bodies = {
+        "JobAbandoned": '{"crash_count":1,"job_id":"j","worker_id":"w"}',
+        "JobQuarantined": '{"crash_count":3,"fingerprint":"fp","job_id":"j"}',
+    }
+    _insert_v1_job_events(store, bodies)
     abandoned, quarantined = [e.event for e in store.log.read_stream("job-j")]
     assert abandoned == JobAbandoned("j", "w", 1, attempt=None, claimed_at_ms=None)
     assert quarantined == JobQuarantined("j", "fp", 3, attempt=None, claimed_at_ms=None)
@@ -140,19 +145,7 @@ def test_attempt_ends_from_before_they_named_their_limits_read_with_none(
         '"retry_at_ms":9,"started_at_ms":6,"timed_out":false,"worker_id":"w"}',
         "JobSucceeded": '{"attempt":2,"job_id":"j","result":1,"started_at_ms":10,"worker_id":"w"}',
     }
-    with store.engine.begin() as connection:
-        for version, (type_name, body) in enumerate(bodies.items(), start=1):
-            connection.execute(
-                insert(events).values(
-                    position=version,
-                    stream_id="job-j",
-                    version=version,
-                    type=type_name,
-                    schema_version=1,
-                    body=body,
-                    recorded_at_ms=1,
-                )
-            )
+    _insert_v1_job_events(store, bodies)
     snoozed, failed, succeeded = [e.event for e in store.log.read_stream("job-j")]
     assert snoozed == JobSnoozed("j", 1, "w", 2, 5, 1, max_attempts=None, timeout_ms=None)
     assert failed == JobAttemptFailed("j", 1, "w", 6, "E", "no", 9, False, None, None, None)
