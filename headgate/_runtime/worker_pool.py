@@ -331,11 +331,12 @@ class WorkerPool:
         """Woken by a commit that may have cancelled a job running here, and not
         looked within `MAYBE_TAKEN_EVERY_MS`: every commit wakes a SQLite store's
         workers, and each look reads every running job."""
-        return (
-            self._check_maybe
-            and now_ms - self._checked_at_ms >= MAYBE_TAKEN_EVERY_MS
-            and self.running > 0
-        )
+        if not self._check_maybe:
+            return False
+        if self.running == 0:  # nothing here to take: no look, and no wake for one
+            self._check_maybe = False
+            return False
+        return now_ms - self._checked_at_ms >= MAYBE_TAKEN_EVERY_MS
 
     def _sleep_s(self) -> float:
         """Until the next thing due: a poll, a heartbeat, a rescue, or a job

@@ -151,3 +151,27 @@ def test_an_operators_cancel_in_another_process_reaches_the_handler_at_once(
         assert time.monotonic() < ends, "the handler was never told"
         time.sleep(0.01)
     assert runs.told_at_s[job.id] - cancelled_at < TOLD_WITHIN_S
+
+
+def test_an_idle_worker_sleeps_through_commits_that_could_take_no_job_of_its(
+    store_url: str, worker: Headgate
+) -> None:
+    """A commit may have cancelled a running job (SQLite cannot say what it was):
+    with none running, the worker has nothing to look at and waits as before,
+    rather than waking every millisecond for a look it never takes."""
+    worker.start(SLOW_HEARTBEAT, scheduler=False)
+    pool = worker._pool
+    assert pool is not None
+    turns = 0
+    take_turn = pool._turn
+
+    def counted(*, final: bool) -> None:
+        nonlocal turns
+        turns += 1
+        take_turn(final=final)
+
+    pool._turn = counted  # type: ignore[method-assign]
+    with Headgate(store_url) as other:
+        other.put_schedule("elsewhere", spec="@every:60000", kind="other")
+        time.sleep(1.0)
+    assert turns < 20, f"{turns} turns in a second with nothing to do"
