@@ -88,6 +88,7 @@ from headgate._errors import (
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import JOBS, SCHEDULES, JobRow, ScheduleRow
+from headgate._projections.jobs import run_schedule_id
 from headgate._projections.schedules import declared_of, definition_of
 from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
 
@@ -668,14 +669,16 @@ class Commands:
     def cancel_job(self, job_id: str) -> JobRow:
         """Cancel a pending or running job (a running one's worker is told to stop, and
         whatever its handler returns is not recorded)."""
-        return self._transition(job_id, JobCancelled(job_id), JobAction.CANCEL)
+        return self._transition(job_id, JobCancelled, JobAction.CANCEL)
 
     def retry_job(self, job_id: str) -> JobRow:
         """Send a failed, cancelled or quarantined job back to run now, its attempt and
         crash counts reset (its fingerprint stays quarantined until released)."""
-        return self._transition(job_id, JobRetried(job_id), JobAction.RETRY)
+        return self._transition(job_id, JobRetried, JobAction.RETRY)
 
-    def _transition(self, job_id: str, event: DomainEvent, action: JobAction) -> JobRow:
+    def _transition(
+        self, job_id: str, event_type: type[JobCancelled | JobRetried], action: JobAction
+    ) -> JobRow:
         with self._log.write() as transaction:
             row = transaction.job(job_id)
             if row is None:
@@ -683,6 +686,7 @@ class Commands:
             refused = refusal(action, job_id, row.state)
             if refused is not None:
                 raise JobStateConflict(refused)
+            event = event_type(job_id, run_schedule_id(row))
             _append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
             if isinstance(event, JobRetried):
                 transaction.notify_enqueued([row.queue])
@@ -704,7 +708,7 @@ class Commands:
             if not allows(JobAction.FINISH, row.state):
                 raise ValidationError("state", f"job {job_id} already finished as {row.state}")
             version = transaction.stream_versions([stream])[stream]
-            event = JobFinished(job_id, finished[state])
+            event = JobFinished(job_id, finished[state], run_schedule_id(row))
             _append_one(transaction, [StreamAppend(stream, version, (event,))])
             updated = transaction.job(job_id)
         assert updated is not None

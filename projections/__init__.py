@@ -13,6 +13,7 @@ from headgate._projections.limits import (
 )
 from headgate._projections.paused_queues import PAUSED_QUEUES, PausedQueueRow
 from headgate._projections.quarantine import QUARANTINE, QuarantineRow
+from headgate._projections.schedule_runs import SCHEDULE_RUNS, ScheduleRunRow
 from headgate._projections.schedules import SCHEDULES, ScheduleRow
 
 ALL_PROJECTIONS: tuple[AnyProjection, ...] = (
@@ -25,6 +26,7 @@ ALL_PROJECTIONS: tuple[AnyProjection, ...] = (
     PAUSED_QUEUES,
     CONCURRENCY_LIMITS,
     RATE_LIMITS,
+    SCHEDULE_RUNS,
 )
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "QUARANTINE",
     "RATE_LIMITS",
     "SCHEDULES",
+    "SCHEDULE_RUNS",
     "AnyProjection",
     "ConcurrencyLimitRow",
     "CrashBlameRow",
@@ -49,4 +52,5 @@ __all__ = [
     "QuarantineRow",
     "RateLimitRow",
     "ScheduleRow",
+    "ScheduleRunRow",
 ]

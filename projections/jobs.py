@@ -90,6 +90,12 @@ class JobRow:
     """The trace its attempts continue or link to (`JobEnqueued.trace_context`)."""
 
 
+def run_schedule_id(row: JobRow) -> str | None:
+    """The schedule whose run this job is: its tick's, or its Enqueue now's; None
+    for any other job. What its run-settling events carry (`RUN_EVENTS`)."""
+    return row.periodic_schedule_id or row.run_now_schedule_id
+
+
 def key(recorded: RecordedEvent) -> str | None:
     event = recorded.event
     if isinstance(event, JOB_EVENTS):

@@ -26,6 +26,7 @@ SCHEDULES_CURSOR: Final = "schedules"
 JOBS_CURSOR: Final = "jobs"
 QUARANTINE_CURSOR: Final = "quarantine"
 HISTORY_CURSOR: Final = "enqueue-events"
+RUNS_CURSOR: Final = "runs"
 """What each listing's cursors name, so one list's cursor is refused by another."""
 
 

@@ -19,6 +19,7 @@ from headgate._json import JsonValue
 
 __all__ = [
     "JOB_EVENTS",
+    "RUN_EVENTS",
     "UNFINISHED_STATES",
     "ConcurrencyLimitCleared",
     "ConcurrencyLimitSet",
@@ -232,7 +233,7 @@ class JobSucceeded(DomainEvent):
     `timeout_ms` are what the attempt ran under (the job's own, else its
     handler's): from then on the job shows them (None in logs before v2)."""
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
     job_id: str
     attempt: int
     worker_id: str
@@ -240,6 +241,7 @@ class JobSucceeded(DomainEvent):
     result: JsonValue = None
     max_attempts: int | None = None
     timeout_ms: int | None = None
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +254,7 @@ class JobAttemptFailed(DomainEvent):
     timeout, where the handler was at its deadline, when known): None before
     v2, and where nothing was raised."""
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
     job_id: str
     attempt: int
     worker_id: str
@@ -264,6 +266,7 @@ class JobAttemptFailed(DomainEvent):
     max_attempts: int | None = None
     timeout_ms: int | None = None
     traceback: str | None = None
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -322,20 +325,24 @@ class JobQuarantined(DomainEvent):
     a job held while it waited (and in version 1).
     """
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
     job_id: str
     fingerprint: str
     crash_count: int
     attempt: int | None = None
     claimed_at_ms: int | None = None
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
 class JobCancelled(DomainEvent):
     """An operator cancelled the job (pending, or running: its worker is told)."""
 
+    schema_version: ClassVar[int] = 2
+
     job_id: str
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -343,8 +350,11 @@ class JobExpired(DomainEvent):
     """The job was not started by its start deadline (`start_by_ms`, from its
     `start_within_ms`): it is recorded expired instead of running late."""
 
+    schema_version: ClassVar[int] = 2
+
     job_id: str
     start_by_ms: int
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -352,13 +362,21 @@ class JobRetried(DomainEvent):
     """An operator sent a failed, cancelled or quarantined job back to run again,
     with its attempt and crash counts reset (its attempt history stays)."""
 
+    schema_version: ClassVar[int] = 2
+
     job_id: str
+    schedule_id: str | None = None
 
 
 @dataclass(frozen=True)
 class JobFinished(DomainEvent):
+    """The host finished the job as `state` itself (`Headgate.finish_job`)."""
+
+    schema_version: ClassVar[int] = 2
+
     job_id: str
     state: JobState
+    schedule_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", JobState(self.state))
@@ -469,6 +487,21 @@ JOB_EVENTS: Final = (
     JobSnoozed,
 )
 """The events of a job's own stream: its lifecycle, from JobEnqueued on."""
+
+RUN_EVENTS: Final = (
+    JobSucceeded,
+    JobAttemptFailed,
+    JobQuarantined,
+    JobCancelled,
+    JobExpired,
+    JobRetried,
+    JobFinished,
+)
+"""The job events that change what became of a schedule's run. Each carries
+`schedule_id`: the schedule whose run (a tick's job, or an Enqueue now) the job
+is, so the schedule's run history (`projections.schedule_runs`) folds it
+without reading the job; None for any other job, and in events written before
+the field was added (their runs' outcomes are read from the job instead)."""
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,8 @@ class CrashedJob:
     """The attempt it was running (its claim's number), recorded with the crash."""
     claimed_at_ms: int | None = None
     """When that attempt was claimed: the crashed attempt's start."""
+    schedule_id: str | None = None
+    """The schedule whose run it is (see `RUN_EVENTS`)."""
 
 
 def rescue(
@@ -305,7 +307,12 @@ def rescue(
         if by_job or by_fingerprint:
             job_events: tuple[DomainEvent, ...] = (
                 JobQuarantined(
-                    job.job_id, job.fingerprint, crashes, job.attempt, job.claimed_at_ms
+                    job.job_id,
+                    job.fingerprint,
+                    crashes,
+                    job.attempt,
+                    job.claimed_at_ms,
+                    job.schedule_id,
                 ),
             )
             if job.fingerprint not in quarantined:

@@ -12,7 +12,9 @@ what each stream family needs to rebuild its projections exactly:
   `attempts_per_schedule` EnqueueAttempted, for the enqueue history;
 * a job's stream is never trimmed: it goes whole, with its rows, once the job
   has finished (completed, failed or cancelled) more than
-  `finished_job_retention_ms` ago;
+  `finished_job_retention_ms` ago, unless it is one of its schedule's newest
+  `runs_per_schedule` runs (the run history and the health it shows fold
+  those jobs' events);
 * a manual-run key's stream (its idempotency record) goes once it is older
   than `manual_key_retention_ms`.
 """
@@ -39,6 +41,7 @@ __all__ = [
     "HISTORY_SHOWN",
     "NEWEST_OF_A_TYPE_KEPT",
     "REMOVABLE_JOB_STATES",
+    "RUNS_SHOWN",
     "UNTRIMMED_EVENTS",
     "CompactionPolicy",
     "finished_job_expired",
@@ -51,6 +54,9 @@ DAY_MS: Final = 86_400_000
 HISTORY_SHOWN: Final = 100
 """The enqueue history shows a schedule's newest 100 attempts: compaction keeps
 at least those."""
+RUNS_SHOWN: Final = 100
+"""The run history shows a schedule's newest 100 runs: compaction keeps at least
+those runs' jobs."""
 
 NEWEST_OF_A_TYPE_KEPT: Final = 1
 """A trimmed stream keeps the newest event of each type: it supersedes the older ones."""
@@ -74,6 +80,7 @@ class CompactionPolicy:
     """How much compaction keeps (the defaults are the runtime's)."""
 
     attempts_per_schedule: int = HISTORY_SHOWN
+    runs_per_schedule: int = RUNS_SHOWN
     finished_job_retention_ms: int = DAY_MS
     manual_key_retention_ms: int = 7 * DAY_MS
 
@@ -84,6 +91,8 @@ class CompactionPolicy:
             raise ValueError(
                 f"attempts_per_schedule: the history keeps the newest {HISTORY_SHOWN} attempts"
             )
+        if self.runs_per_schedule < RUNS_SHOWN:
+            raise ValueError(f"runs_per_schedule: the run history keeps the newest {RUNS_SHOWN}")
 
     def finished_jobs_cutoff(self, now_ms: int) -> int:
         """Jobs last changed (finished) before this instant are past retention."""

@@ -30,6 +30,7 @@ from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
 from headgate._projections import JobRow
+from headgate._projections.jobs import run_schedule_id
 from headgate._runtime.handlers import HandlerSpec
 from headgate._store.port import ANY_VERSION, StreamAppend
 
@@ -59,6 +60,8 @@ class Claim:
     a completion clears it."""
     trace_context: str | None = None
     """The trace its enqueue or tick was part of (`_tracing`)."""
+    schedule_id: str | None = None
+    """The schedule whose run it is (a tick's or an Enqueue now's job), else None."""
 
     @property
     def first_run(self) -> bool:
@@ -70,7 +73,9 @@ def expired(row: JobRow) -> StreamAppend:
     """A claimed job past its start deadline, recorded expired instead of run."""
     assert row.start_by_ms is not None
     return StreamAppend(
-        job_stream(row.job_id), row.version, (JobExpired(row.job_id, row.start_by_ms),)
+        job_stream(row.job_id),
+        row.version,
+        (JobExpired(row.job_id, row.start_by_ms, run_schedule_id(row)),),
     )
 
 
@@ -99,6 +104,7 @@ def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Cla
         claimed_version=row.version,
         blamed_fingerprint=blamed,
         trace_context=row.trace_context,
+        schedule_id=run_schedule_id(row),
     )
 
 
@@ -128,6 +134,7 @@ def succeeded(
         result,
         claimed.max_attempts,
         claimed.timeout_ms,
+        claimed.schedule_id,
     )
     return _on_stream(claimed, event)
 
@@ -190,6 +197,7 @@ def failed(
         claimed.max_attempts,
         claimed.timeout_ms,
         error.traceback,
+        claimed.schedule_id,
     )
     return _on_stream(claimed, event)
 

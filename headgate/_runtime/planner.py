@@ -341,7 +341,11 @@ def units_for(
             job = decision.admitted(tick.job)
             appends.insert(0, StreamAppend(job_stream(job.job_id), NO_STREAM, (job,)))
         appends[:0] = [
-            StreamAppend(job_stream(live.job_id), live.version, (JobCancelled(live.job_id),))
+            StreamAppend(
+                job_stream(live.job_id),
+                live.version,
+                (JobCancelled(live.job_id, tick.context.schedule_id),),
+            )
             for live in decision.cancels
         ]
         units.append((appends, TickRecord(tick.context, decision, tick.due_at_ms)))

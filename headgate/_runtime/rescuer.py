@@ -42,6 +42,7 @@ from headgate._domain.streams import job_stream, quarantine_stream
 from headgate._errors import LeaseLost, StoreError
 from headgate._logs import get_logger
 from headgate._projections import JobRow
+from headgate._projections.jobs import run_schedule_id
 from headgate._runtime import job_units
 from headgate._runtime.config import RESCUER_LEASE, WorkerConfig
 from headgate._runtime.local_processes import LocalProcesses
@@ -199,6 +200,7 @@ class Rescuer:
                     row.version,
                     attempt=row.attempts + 1,
                     claimed_at_ms=row.updated_at_ms,
+                    schedule_id=run_schedule_id(row),
                 )
                 for row in group
             ]
@@ -247,7 +249,9 @@ class Rescuer:
         units: list[Unit] = []
         for fingerprint, example in sorted(held.items()):
             for row in transaction.pending_like(example.kind, example.payload, left):
-                event = JobQuarantined(row.job_id, fingerprint, row.crash_count)
+                event = JobQuarantined(
+                    row.job_id, fingerprint, row.crash_count, schedule_id=run_schedule_id(row)
+                )
                 units.append([StreamAppend(job_stream(row.job_id), row.version, (event,))])
                 left -= 1
             if left <= 0:

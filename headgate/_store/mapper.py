@@ -194,6 +194,12 @@ def _attempt_limits_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]
     return {**body, "max_attempts": None, "timeout_ms": None}
 
 
+def _run_schedule_unknown(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before this version a job's event did not say which schedule's run it
+    settles: none is folded into a run history (its job says the outcome)."""
+    return {**body, "schedule_id": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
     (type_name(EnqueueAttempted), 2): _attempt_v2_to_v3,
@@ -211,6 +217,13 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(JobSucceeded), 1): _attempt_limits_v1_to_v2,
     (type_name(JobAttemptFailed), 1): _failed_attempt_v1_to_v2,
     (type_name(JobSnoozed), 1): _attempt_limits_v1_to_v2,
+    (type_name(JobSucceeded), 2): _run_schedule_unknown,
+    (type_name(JobAttemptFailed), 2): _run_schedule_unknown,
+    (type_name(JobQuarantined), 2): _run_schedule_unknown,
+    (type_name(JobCancelled), 1): _run_schedule_unknown,
+    (type_name(JobExpired), 1): _run_schedule_unknown,
+    (type_name(JobRetried), 1): _run_schedule_unknown,
+    (type_name(JobFinished), 1): _run_schedule_unknown,
 }
 """(type name, stored schema version) -> function returning the next version's body."""
 

@@ -12,6 +12,7 @@ would reproduce the read models exactly.
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from typing import Final
 
 from headgate._domain.events import EnqueueAttempted
@@ -23,12 +24,13 @@ from headgate._domain.retention import (
     trimmed_versions,
 )
 from headgate._domain.streams import MANUAL_PREFIX, job_stream
-from headgate._projections import JobRow
+from headgate._projections import JobRow, ScheduleRunRow
 from headgate._store.mapper import EVENT_TYPES, type_name
 from headgate._store.memory.events import StoredEvent
 from headgate._store.memory.log import MemoryEventLog
 from headgate._store.memory.schema import OF_JOB
 from headgate._store.memory.state import MemoryState
+from headgate._store.memory.tables import Rows
 from headgate._store.memory.transaction import MemoryWriteTransaction
 from headgate._store.port import CompactionReport, Fence
 
@@ -100,8 +102,12 @@ def _remove_finished_jobs(
     streams and attempts; returns (jobs removed, events deleted)."""
     now = transaction.now_ms
     jobs = transaction.tables["jobs"]
+    runs = transaction.tables["schedule_runs"]
+    kept = _newest_runs(runs, policy.runs_per_schedule)
     finished: list[JobRow] = []
     for _, row in jobs.items():
+        if row.job_id in kept:
+            continue
         if finished_job_expired(policy, row.state, row.updated_at_ms, now):
             finished.append(row)
             if len(finished) == limit:
@@ -113,7 +119,20 @@ def _remove_finished_jobs(
         jobs.put(row.job_id, None)
         for attempt in attempts.keys_where(OF_JOB, row.job_id):
             attempts.put(attempt, None)
+        runs.put(row.job_id, None)
     return len(finished), events_deleted
+
+
+def _newest_runs(runs: Rows[ScheduleRunRow], per_schedule: int) -> set[str]:
+    """The job ids of each schedule's newest `per_schedule` runs, which stay."""
+    by_schedule: dict[str, list[ScheduleRunRow]] = defaultdict(list)
+    for _, run in runs.items():
+        by_schedule[run.schedule_id].append(run)
+    kept: set[str] = set()
+    for schedule_runs in by_schedule.values():
+        schedule_runs.sort(key=lambda run: run.position, reverse=True)
+        kept.update(run.job_id for run in schedule_runs[:per_schedule])
+    return kept
 
 
 def _expire_manual_keys(transaction: MemoryWriteTransaction, policy: CompactionPolicy) -> int:

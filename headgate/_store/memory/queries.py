@@ -18,6 +18,7 @@ from headgate._domain.cursors import (
     JOBS_CURSOR,
     MAX_PAGE,
     QUARANTINE_CURSOR,
+    RUNS_CURSOR,
     SCHEDULES_CURSOR,
     decode_cursor,
     decode_timed_cursor,
@@ -28,6 +29,7 @@ from headgate._domain.decisions import LiveTickJob
 from headgate._domain.events import UNFINISHED_STATES, JobState
 from headgate._domain.fair_share import Lane, Turns
 from headgate._domain.limits import MAX_RATE_WINDOW_MS, RunningKey, Slots
+from headgate._domain.schedule_health import RECENT_RUNS, HealthState, health_of
 from headgate._projections import (
     ConcurrencyLimitRow,
     CrashBlameRow,
@@ -38,8 +40,10 @@ from headgate._projections import (
     QuarantineRow,
     RateLimitRow,
     ScheduleRow,
+    ScheduleRunRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
+from headgate._projections.schedule_runs import KEEP_PER_SCHEDULE as RUNS_KEPT
 from headgate._store.memory.schema import (
     DUE,
     LIVE_TICKS_OF,
@@ -48,11 +52,12 @@ from headgate._store.memory.schema import (
     OF_SCHEDULE,
     PENDING_IN,
     RUNNING_ON,
+    RUNS_OF,
     TICK_ORIGIN,
     UNFINISHED_IN,
 )
 from headgate._store.memory.tables import Rows
-from headgate._store.port import JobFilter, Page
+from headgate._store.port import HealthFilter, JobFilter, Page, RunRead
 
 T = TypeVar("T")
 
@@ -70,6 +75,7 @@ class ReadModels:
     paused_queues: Rows[PausedQueueRow]
     concurrency_limits: Rows[ConcurrencyLimitRow]
     rate_limits: Rows[RateLimitRow]
+    schedule_runs: Rows[ScheduleRunRow]
 
     @classmethod
     def of(cls, tables: Mapping[str, Rows[Any]]) -> ReadModels:
@@ -83,6 +89,7 @@ class ReadModels:
             paused_queues=tables["paused_queues"],
             concurrency_limits=tables["concurrency_limits"],
             rate_limits=tables["rate_limits"],
+            schedule_runs=tables["schedule_runs"],
         )
 
 
@@ -107,13 +114,16 @@ def schedules(models: ReadModels, schedule_ids: Iterable[str]) -> dict[str, Sche
     return {row.schedule_id: row for row in _rows(models.schedules, wanted)}
 
 
-def _listed(models: ReadModels, search: str | None) -> list[ScheduleRow]:
-    """Live schedules whose id starts with `search`, in code point order (a str's
-    own order in Python); a search no id could hold matches nothing."""
+def _listed(
+    models: ReadModels, search: str | None, health: HealthFilter | None = None
+) -> list[ScheduleRow]:
+    """Live schedules whose id starts with `search` (in `health`'s state), in code
+    point order (a str's own order in Python); a search no id could hold
+    matches nothing."""
     if search and not could_be_stored(search):
         return []
     prefix = search or ""
-    return sorted(
+    listed = sorted(
         (
             row
             for _, row in models.schedules.items()
@@ -121,20 +131,77 @@ def _listed(models: ReadModels, search: str | None) -> list[ScheduleRow]:
         ),
         key=lambda row: row.schedule_id,
     )
+    if health is None:
+        return listed
+    return [row for row in listed if _health(models, row, health) is health.state]
+
+
+def _health(models: ReadModels, row: ScheduleRow, health: HealthFilter) -> HealthState:
+    runs = recent_runs(models, [row.schedule_id], RECENT_RUNS).get(row.schedule_id, [])
+    return health_of(
+        [read.facts() for read in runs],
+        paused=row.paused,
+        due_at_ms=None if row.finished else row.due_at_ms,
+        now_ms=health.now_ms,
+        grace_ms=health.grace_ms,
+    ).state
+
+
+def schedule_runs(
+    models: ReadModels, schedule_id: str, limit: int, cursor: str | None
+) -> Page[RunRead]:
+    """Newest first, the newest 100 only (older rows wait for compaction)."""
+    check_limit(limit, RUNS_KEPT)
+    if not could_be_stored(schedule_id):
+        return Page([], None)
+    before = None if cursor is None else int(decode_cursor(RUNS_CURSOR, cursor, int))
+    shown = _newest_runs(models, schedule_id)[:RUNS_KEPT]
+    items = [_run_read(models, run) for run in shown if before is None or run.position < before]
+    return _page(items, limit, lambda last: encode_cursor(RUNS_CURSOR, last.run.position))
+
+
+def recent_runs(
+    models: ReadModels, schedule_ids: Iterable[str], per_schedule: int
+) -> dict[str, list[RunRead]]:
+    check_limit(per_schedule, RUNS_KEPT)
+    found: dict[str, list[RunRead]] = {}
+    for schedule_id in dict.fromkeys(schedule_ids):
+        if not could_be_stored(schedule_id):
+            continue
+        newest = _newest_runs(models, schedule_id)[:per_schedule]
+        if newest:
+            found[schedule_id] = [_run_read(models, run) for run in newest]
+    return found
+
+
+def _newest_runs(models: ReadModels, schedule_id: str) -> list[ScheduleRunRow]:
+    runs = _rows(models.schedule_runs, models.schedule_runs.keys_where(RUNS_OF, schedule_id))
+    return sorted(runs, key=lambda run: run.position, reverse=True)
+
+
+def _run_read(models: ReadModels, run: ScheduleRunRow) -> RunRead:
+    job = models.jobs.get(run.job_id)
+    return RunRead(run, None if job is None else job.state)
 
 
 def schedules_page(
-    models: ReadModels, limit: int, cursor: str | None, search: str | None = None
+    models: ReadModels,
+    limit: int,
+    cursor: str | None,
+    search: str | None = None,
+    health: HealthFilter | None = None,
 ) -> Page[ScheduleRow]:
     check_limit(limit, MAX_PAGE)
     after = None if cursor is None else str(decode_cursor(SCHEDULES_CURSOR, cursor, str))
-    listed = _listed(models, search)
+    listed = _listed(models, search, health)
     items = [row for row in listed if after is None or row.schedule_id > after]
     return _page(items, limit, lambda last: encode_cursor(SCHEDULES_CURSOR, last.schedule_id))
 
 
-def schedule_count(models: ReadModels, search: str | None = None) -> int:
-    return len(_listed(models, search))
+def schedule_count(
+    models: ReadModels, search: str | None = None, health: HealthFilter | None = None
+) -> int:
+    return len(_listed(models, search, health))
 
 
 def spec_counts(models: ReadModels, excluding: Collection[str] = ()) -> dict[str, int]:

@@ -17,7 +17,7 @@ from headgate._projections import (
 from headgate._store.memory import queries
 from headgate._store.memory.queries import ReadModels
 from headgate._store.memory.state import MemoryState
-from headgate._store.port import JobFilter, LimitsState, Page, Reads
+from headgate._store.port import HealthFilter, JobFilter, LimitsState, Page, Reads, RunRead
 
 T = TypeVar("T")
 
@@ -34,12 +34,26 @@ class MemoryReads(Reads):
         return self._read(lambda models: queries.schedule(models, schedule_id))
 
     def schedules_page(
-        self, limit: int, cursor: str | None, search: str | None = None
+        self,
+        limit: int,
+        cursor: str | None,
+        search: str | None = None,
+        health: HealthFilter | None = None,
     ) -> Page[ScheduleRow]:
-        return self._read(lambda models: queries.schedules_page(models, limit, cursor, search))
+        return self._read(
+            lambda models: queries.schedules_page(models, limit, cursor, search, health)
+        )
 
-    def schedule_count(self, search: str | None = None) -> int:
-        return self._read(lambda models: queries.schedule_count(models, search))
+    def schedule_count(self, search: str | None = None, health: HealthFilter | None = None) -> int:
+        return self._read(lambda models: queries.schedule_count(models, search, health))
+
+    def schedule_runs(self, schedule_id: str, limit: int, cursor: str | None) -> Page[RunRead]:
+        return self._read(lambda models: queries.schedule_runs(models, schedule_id, limit, cursor))
+
+    def recent_runs(
+        self, schedule_ids: Collection[str], per_schedule: int
+    ) -> dict[str, list[RunRead]]:
+        return self._read(lambda models: queries.recent_runs(models, schedule_ids, per_schedule))
 
     def spec_counts(self, excluding: Collection[str] = ()) -> dict[str, int]:
         return self._read(lambda models: queries.spec_counts(models, excluding))

@@ -14,6 +14,7 @@ from headgate._projections import (
     JobAttemptRow,
     JobRow,
     ScheduleRow,
+    ScheduleRunRow,
 )
 from headgate._store.memory.tables import IndexKey, Table
 
@@ -26,6 +27,7 @@ LIVE_UNIQUE_KEY: Final = "live_unique_key"
 OF_SCHEDULE: Final = "of_schedule"
 OF_JOB: Final = "of_job"
 LIVE_TICKS_OF: Final = "live_ticks_of"
+RUNS_OF: Final = "runs_of"
 
 
 def _due(row: ScheduleRow) -> bool | None:
@@ -69,6 +71,10 @@ def _of_job(row: JobAttemptRow) -> str:
     return row.job_id
 
 
+def _runs_of(row: ScheduleRunRow) -> str:
+    return row.schedule_id
+
+
 INDEXES: Final[Mapping[str, Mapping[str, IndexKey[Any]]]] = {
     "schedules": {DUE: _due},
     "jobs": {
@@ -81,6 +87,7 @@ INDEXES: Final[Mapping[str, Mapping[str, IndexKey[Any]]]] = {
     },
     "enqueue_history": {OF_SCHEDULE: _of_schedule},
     "job_attempts": {OF_JOB: _of_job},
+    "schedule_runs": {RUNS_OF: _runs_of},
 }
 """Indexes by projection table (a table not named here has none)."""
 

@@ -57,7 +57,12 @@ from headgate._store.port.job_queue import (
 )
 from headgate._store.port.leases import Claimant, Fence, Lease, Leases
 from headgate._store.port.paging import Page
-from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
+from headgate._store.port.schedules import (
+    HealthFilter,
+    RunRead,
+    ScheduleLookups,
+    ScheduleReads,
+)
 from headgate._store.port.sessions import (
     MAX_SESSION_ID_LENGTH,
     SessionRevocations,
@@ -87,6 +92,7 @@ __all__ = [
     "CompactionReport",
     "EventLog",
     "Fence",
+    "HealthFilter",
     "JobFilter",
     "JobQueue",
     "JobReads",
@@ -99,6 +105,7 @@ __all__ = [
     "ProcessIdentity",
     "QuarantineReads",
     "Reads",
+    "RunRead",
     "ScheduleLookups",
     "ScheduleReads",
     "SessionRevocations",

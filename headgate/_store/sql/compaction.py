@@ -32,6 +32,7 @@ from headgate._domain.events import EnqueueAttempted
 from headgate._domain.retention import (
     ATTEMPTS_KEPT_ON,
     NEWEST_OF_A_TYPE_KEPT,
+    RUNS_SHOWN,
     UNTRIMMED_EVENTS,
     CompactionPolicy,
 )
@@ -170,7 +171,8 @@ def _remove_finished_jobs(
     """Remove up to `limit` jobs finished longer ago than the retention, with their streams."""
     jobs = LIVE.jobs
     cutoff = policy.finished_jobs_cutoff(now_ms)
-    finished = list(connection.execute(finished_jobs_query(cutoff, limit)).scalars())
+    query = finished_jobs_query(cutoff, limit, policy.runs_per_schedule)
+    finished = list(connection.execute(query).scalars())
     if not finished:
         return 0, 0
     streams = [job_stream(job_id) for job_id in finished]
@@ -179,20 +181,45 @@ def _remove_finished_jobs(
             delete(events).where(events.c.stream_id.in_(streams))
         ).rowcount
         connection.execute(delete(jobs).where(jobs.c.job_id.in_(finished)))
-        attempts = LIVE.job_attempts
-        connection.execute(delete(attempts).where(attempts.c.job_id.in_(finished)))
+        for rows in (LIVE.job_attempts, LIVE.schedule_runs):
+            connection.execute(delete(rows).where(rows.c.job_id.in_(finished)))
     return len(finished), int(event_count)
 
 
-def finished_jobs_query(finished_before_ms: int, limit: int) -> Select[Any]:
+def finished_jobs_query(
+    finished_before_ms: int, limit: int, runs_per_schedule: int = RUNS_SHOWN
+) -> Select[Any]:
     """Jobs in a removable state (`retention.REMOVABLE_JOB_STATES`, as the partial
-    index's predicate names them) last changed before the cutoff."""
-    jobs = LIVE.jobs
+    index's predicate names them) last changed before the cutoff, but for each
+    schedule's newest `runs_per_schedule` runs.
+
+    A run is among its schedule's newest when its position is at least the
+    position of the schedule's `runs_per_schedule`-th newest run, read on the
+    runs' index (that many entries per job examined)."""
+    jobs, runs = LIVE.jobs, LIVE.schedule_runs
+    newer = runs.alias("newer")
+    oldest_kept = (
+        select(newer.c.position)
+        .where(newer.c.schedule_id == runs.c.schedule_id)
+        .order_by(newer.c.position.desc())
+        .limit(1)
+        .offset(runs_per_schedule - 1)
+        .scalar_subquery()
+    )
+    kept_run = (
+        select(runs.c.job_id)
+        .where(
+            runs.c.job_id == jobs.c.job_id,
+            or_(oldest_kept.is_(None), runs.c.position >= oldest_kept),
+        )
+        .exists()
+    )
     return (
         select(jobs.c.job_id)
         .where(
             text(FINISHED_JOBS_WHERE),  # as the partial index is written, so it is used
             jobs.c.updated_at_ms < finished_before_ms,
+            ~kept_run,
         )
         .limit(limit)
     )

@@ -291,20 +291,21 @@ def _drop_what_compaction_removed(
     and their live rows with them: the scratch rows folded from those events go
     too. A job counts as gone even if its id has come back since (an Enqueue
     now key reused after both expired): the rest of the fold makes it anew."""
-    history, jobs = scratch.enqueue_history, scratch.jobs
+    history = scratch.enqueue_history
     for by_position in (history, scratch.job_attempts):  # rows keyed by their event
         connection.execute(
             delete(by_position).where(~exists().where(events.c.position == by_position.c.event_id))
         )
-    connection.execute(
-        delete(jobs).where(
-            ~exists().where(
-                events.c.stream_id == literal(JOB_PREFIX) + jobs.c.job_id,
-                events.c.version == 1,
-                events.c.position <= folded_up_to,
+    for by_job in (scratch.jobs, scratch.schedule_runs):  # rows that go with their job
+        connection.execute(
+            delete(by_job).where(
+                ~exists().where(
+                    events.c.stream_id == literal(JOB_PREFIX) + by_job.c.job_id,
+                    events.c.version == 1,
+                    events.c.position <= folded_up_to,
+                )
             )
         )
-    )
 
 
 def _compare(
@@ -413,6 +414,7 @@ def _drop_rows_whose_events_are_gone(
         (history.c.event_id, _attempts_in_log),
         (target.tables.job_attempts.c.event_id, _attempts_in_log),
         (jobs.c.job_id, _jobs_in_log),
+        (target.tables.schedule_runs.c.job_id, _jobs_in_log),
     ):
         after: Any = None
         while True:

@@ -52,8 +52,8 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.port import JobFilter, LimitsState, Page, Reads
-from headgate._store.sql import claiming
+from headgate._store.port import HealthFilter, JobFilter, LimitsState, Page, Reads, RunRead
+from headgate._store.sql import claiming, runs
 from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
 from headgate._store.sql.claiming import takes_its_turn
 from headgate._store.sql.engine import translated_errors
@@ -167,13 +167,15 @@ def schedules_page(
     limit: int,
     cursor: str | None,
     search: str | None = None,
+    *,
     maximum: int = MAX_PAGE,
+    health: HealthFilter | None = None,
 ) -> Page[ScheduleRow]:
     """Live (not deleted) schedules ordered by id, code point by code point; with
-    `search`, those whose id starts with it."""
+    `search`, those whose id starts with it; with `health`, those in its state."""
     check_limit(limit, maximum)
     after = None if cursor is None else str(decode_cursor(SCHEDULES_CURSOR, cursor, str))
-    query = schedules_query(limit + 1, after, search)
+    query = schedules_query(limit + 1, after, search, health)
     if query is None:
         return Page([], None)
     items = [ScheduleRow(*row) for row in connection.execute(query)]
@@ -183,10 +185,13 @@ def schedules_page(
     return Page(items, next_cursor)
 
 
-def schedules_query(limit: int, after: str | None, search: str | None) -> Select[Any] | None:
+def schedules_query(
+    limit: int, after: str | None, search: str | None, health: HealthFilter | None = None
+) -> Select[Any] | None:
     """A range of the listing index, in its order: ids after `after` (and starting
-    with `search`), at most `limit`; None when `search` could match no id."""
-    listed = _listed(search)
+    with `search`, in `health`'s state), at most `limit`; None when `search`
+    could match no id."""
+    listed = _listed(search, health)
     if listed is None:
         return None
     query = select(*_SCHEDULE_ROW_COLUMNS).where(*listed)
@@ -195,15 +200,19 @@ def schedules_query(limit: int, after: str | None, search: str | None) -> Select
     return query.order_by(_listed_order).limit(limit)
 
 
-def schedule_count_query(search: str | None) -> Select[Any] | None:
-    listed = _listed(search)
+def schedule_count_query(
+    search: str | None, health: HealthFilter | None = None
+) -> Select[Any] | None:
+    listed = _listed(search, health)
     if listed is None:
         return None
     return select(func.count()).select_from(_schedules).where(*listed)
 
 
-def schedule_count(connection: Connection, search: str | None = None) -> int:
-    query = schedule_count_query(search)
+def schedule_count(
+    connection: Connection, search: str | None = None, health: HealthFilter | None = None
+) -> int:
+    query = schedule_count_query(search, health)
     return 0 if query is None else int(connection.execute(query).scalar_one())
 
 
@@ -228,11 +237,15 @@ def spec_counts(connection: Connection, excluding: Collection[str] = ()) -> dict
     return {spec: count for spec, count in counts.items() if count}
 
 
-def _listed(search: str | None) -> list[ColumnElement[bool] | TextClause] | None:
+def _listed(
+    search: str | None, health: HealthFilter | None = None
+) -> list[ColumnElement[bool] | TextClause] | None:
     """The conditions of the live schedules whose id starts with `search` (all of
-    them for None or ""), as a range of the listing index; None when no id could
-    start with it (it could not be stored)."""
+    them for None or ""), as a range of the listing index, in `health`'s state;
+    None when no id could start with it (it could not be stored)."""
     conditions: list[ColumnElement[bool] | TextClause] = [_LISTED]
+    if health is not None:
+        conditions.append(runs.health_condition(health))
     if not search:
         return conditions
     if not could_be_stored(search):
@@ -722,14 +735,28 @@ class SqlReads(Reads):
             return schedule(connection, schedule_id)
 
     def schedules_page(
-        self, limit: int, cursor: str | None, search: str | None = None
+        self,
+        limit: int,
+        cursor: str | None,
+        search: str | None = None,
+        health: HealthFilter | None = None,
     ) -> Page[ScheduleRow]:
         with translated_errors("listing schedules"), self._engine.connect() as connection:
-            return schedules_page(connection, limit, cursor, search)
+            return schedules_page(connection, limit, cursor, search, health=health)
 
-    def schedule_count(self, search: str | None = None) -> int:
+    def schedule_count(self, search: str | None = None, health: HealthFilter | None = None) -> int:
         with translated_errors("counting schedules"), self._engine.connect() as connection:
-            return schedule_count(connection, search)
+            return schedule_count(connection, search, health)
+
+    def schedule_runs(self, schedule_id: str, limit: int, cursor: str | None) -> Page[RunRead]:
+        with translated_errors("reading a schedule's runs"), self._engine.connect() as connection:
+            return runs.schedule_runs_page(connection, schedule_id, limit, cursor)
+
+    def recent_runs(
+        self, schedule_ids: Collection[str], per_schedule: int
+    ) -> dict[str, list[RunRead]]:
+        with translated_errors("reading schedules' runs"), self._engine.connect() as connection:
+            return runs.recent_runs(connection, schedule_ids, per_schedule)
 
     def spec_counts(self, excluding: Collection[str] = ()) -> dict[str, int]:
         with translated_errors("counting schedules by spec"), self._engine.connect() as connection:

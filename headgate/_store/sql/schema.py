@@ -246,6 +246,7 @@ class ProjectionTables:
     paused_queues: Table
     concurrency_limits: Table
     rate_limits: Table
+    schedule_runs: Table
 
     def by_name(self, table_name: str) -> Table:
         table: Table = getattr(self, table_name)
@@ -262,6 +263,7 @@ class ProjectionTables:
             self.paused_queues,
             self.concurrency_limits,
             self.rate_limits,
+            self.schedule_runs,
         )
 
 
@@ -532,6 +534,27 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("per_ms", BigInteger, nullable=False),
         Column("set_at_ms", BigInteger, nullable=False),
     )
+    schedule_runs = Table(
+        f"{prefix}schedule_runs",
+        metadata,
+        Column("job_id", String(255), primary_key=True),
+        Column("schedule_id", String(255), nullable=False),
+        Column("position", BigInteger, nullable=False),
+        Column("tick_ms", BigInteger),
+        Column("manual", Boolean, nullable=False),
+        Column("enqueued_at_ms", BigInteger, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("started_at_ms", BigInteger),
+        Column("finished_at_ms", BigInteger),
+        Column("error_type", String(255)),
+        Column("updated_at_ms", BigInteger, nullable=False),
+    )
+    Index(
+        f"ix_{prefix}schedule_runs_schedule",
+        schedule_runs.c.schedule_id,
+        schedule_runs.c.position,
+    )
     return ProjectionTables(
         schedules,
         jobs,
@@ -542,6 +565,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         paused_queues,
         concurrency_limits,
         rate_limits,
+        schedule_runs,
     )
 
 

@@ -16,10 +16,10 @@ from headgate._domain.events import (
     JobFinished,
     JobState,
 )
-from headgate._domain.streams import schedule_stream
+from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
-from headgate._store.port import ANY_VERSION
+from headgate._store.port import ANY_VERSION, NO_STREAM
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
@@ -285,10 +285,13 @@ def test_compaction_bounds_the_log_and_preserves_projections(store: SqlStore) ->
     before = snapshot(store.engine)
     report = compact(store.database, store.log)
     after = snapshot(store.engine)
-    assert report.jobs_removed == 200
+    assert report.jobs_removed == 150, "the schedule's newest 100 runs' jobs stay"
     unchanged = ("schedules", "quarantine")
     assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
-    assert len(after["jobs"]) == 50
+    assert len(after["jobs"]) == 100
+    assert sorted(row[0] for row in after["schedule_runs"]) == sorted(
+        f"job-for-busy-{tick * 1000}" for tick in range(151, 251)
+    )
     assert len(before["enqueue_history"]) == 250, "the table keeps rows until compaction"
     kept = sorted(row[0] for row in after["enqueue_history"])
     assert kept == sorted(position for _, position in shown), "compaction keeps the rows shown"
@@ -340,8 +343,9 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
     for n in range(5):
         for _ in range(2):  # two redefinitions: older definitions compaction trims
             store.log.append(schedule_stream(f"s{n}"), ANY_VERSION, [defined(f"s{n}", 240_000)])
-        job_id = f"job-for-s{n}-60000"
-        store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED)])
+        job_id = f"plain-{n}"  # not a schedule's run: those stay with its newest 100
+        store.log.append(job_stream(job_id), NO_STREAM, [enqueued(job_id, "k", "q", None)])
+        store.log.append(job_stream(job_id), 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
     partial = compact(store.database, store.log, cancel=_StopsDuringTheFirstTransaction(), **small)
     assert partial.events_deleted == 4  # two streams' older definitions, one transaction

@@ -33,6 +33,7 @@ from headgate._domain.events import (
     JobClaimed,
     JobEnqueued,
     JobRetried,
+    JobSucceeded,
 )
 from headgate._domain.limits import scope_of
 from headgate._domain.options import JobOptions
@@ -589,7 +590,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -607,8 +608,56 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
 
 
+def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
+    store_url: str,
+) -> None:
+    """A store upgraded with tick and Enqueue-now jobs in its log gains their run
+    rows as a rebuild makes them (their outcomes were recorded before events
+    named the schedule: readers take those from the jobs)."""
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        tick = enqueued("tick", "k", "q", None, periodic_schedule_id="nightly", periodic_tick_ms=0)
+        manual = enqueued("manual", "k", "q", None, run_now_schedule_id="nightly")
+        store.log.append(job_stream("tick"), NO_STREAM, [tick])
+        store.log.append(job_stream("manual"), NO_STREAM, [manual])
+        store.log.append(job_stream("plain"), NO_STREAM, [enqueued("plain", "k", "q", None)])
+        store.log.append(job_stream("tick"), 1, [JobSucceeded("tick", 1, "w", 1_000)])
+        live = snapshot(store.engine)
+        with store.engine.begin() as connection:
+            _as_revision_22_left_it(connection)
+            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0022'"))
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [23]
+        assert snapshot(engine) == live
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        runs = store.reads.recent_runs(["nightly"], 10)["nightly"]
+        assert [(read.run.job_id, read.run.manual, read.facts().outcome) for read in runs] == [
+            ("manual", True, "enqueued"),
+            ("tick", False, "succeeded"),
+        ]
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
+def _as_revision_22_left_it(connection: Connection) -> None:
+    """Undo revision 23 (the schedules' runs)."""
+    connection.execute(text("DROP TABLE headgate_schedule_runs"))
+    connection.execute(
+        text("DELETE FROM headgate_projection_checkpoints WHERE name = 'schedule_runs'")
+    )
+
+
 def _as_revision_21_left_it(connection: Connection) -> None:
-    """Undo revision 22 (the live schedules' specs by index)."""
+    """Undo revisions 23 and 22 (the live schedules' specs by index)."""
+    _as_revision_22_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_schedules_live_specs"))
 
 
@@ -758,7 +807,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -793,7 +842,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -826,7 +875,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -871,7 +920,7 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -900,7 +949,7 @@ def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_q
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -944,7 +993,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

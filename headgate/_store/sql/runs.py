@@ -1,0 +1,139 @@
+"""Reads of the schedules' runs and of their health (`ScheduleReads`), on the
+runs' index (`ix_headgate_schedule_runs_schedule`: schedule, position)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import fields
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, and_, case, func, literal, not_, select
+from sqlalchemy.engine import Connection
+
+from headgate._domain.admission import check_limit, could_be_stored
+from headgate._domain.cursors import RUNS_CURSOR, decode_cursor, encode_cursor
+from headgate._domain.events import JobState
+from headgate._domain.schedule_health import FAILED_OUTCOMES, HealthState
+from headgate._projections import ScheduleRunRow
+from headgate._projections.schedule_runs import KEEP_PER_SCHEDULE, SETTLED_STATES, RunState
+from headgate._store.port import HealthFilter, Page, RunRead
+from headgate._store.sql.schema import LIVE
+
+_runs, _jobs, _schedules = LIVE.schedule_runs, LIVE.jobs, LIVE.schedules
+_RUN_COLUMNS: Final = tuple(_runs.c[field.name] for field in fields(ScheduleRunRow))
+_COUNTED: Final = sorted(SETTLED_STATES - {RunState.CANCELLED})
+"""Settled runs that say whether a schedule fails: a cancel says neither."""
+
+
+def _read(row: Any) -> RunRead:
+    *run, job_state = row
+    return RunRead(ScheduleRunRow(*run), job_state)
+
+
+def _with_job_state(query_columns: tuple[Any, ...] = _RUN_COLUMNS) -> Any:
+    return select(*query_columns, _jobs.c.state).outerjoin(_jobs, _jobs.c.job_id == _runs.c.job_id)
+
+
+def _oldest_shown(schedule_id: Any) -> Any:
+    """The position of the schedule's 100th newest run (None: it has fewer)."""
+    newer = _runs.alias("newer")
+    return (
+        select(newer.c.position)
+        .where(newer.c.schedule_id == schedule_id)
+        .order_by(newer.c.position.desc())
+        .offset(KEEP_PER_SCHEDULE - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def schedule_runs_page(
+    connection: Connection, schedule_id: str, limit: int, cursor: str | None
+) -> Page[RunRead]:
+    """Newest first, the newest 100 only (older rows wait for compaction)."""
+    check_limit(limit, KEEP_PER_SCHEDULE)
+    if not could_be_stored(schedule_id):
+        return Page([], None)
+    query = _with_job_state().where(
+        _runs.c.schedule_id == schedule_id,
+        _runs.c.position >= func.coalesce(_oldest_shown(schedule_id), 0),
+    )
+    if cursor is not None:
+        before = decode_cursor(RUNS_CURSOR, cursor, int)
+        query = query.where(_runs.c.position < before)
+    query = query.order_by(_runs.c.position.desc()).limit(limit + 1)
+    items = [_read(row) for row in connection.execute(query)]
+    more = len(items) > limit
+    items = items[:limit]
+    next_cursor = encode_cursor(RUNS_CURSOR, items[-1].run.position) if more else None
+    return Page(items, next_cursor)
+
+
+def recent_runs(
+    connection: Connection, schedule_ids: Collection[str], per_schedule: int
+) -> dict[str, list[RunRead]]:
+    """Each schedule's newest runs, ranked per schedule in one statement."""
+    check_limit(per_schedule, KEEP_PER_SCHEDULE)
+    wanted = sorted({i for i in schedule_ids if could_be_stored(i)})
+    found: dict[str, list[RunRead]] = {}
+    if not wanted:
+        return found
+    rank = (
+        func.row_number()
+        .over(partition_by=_runs.c.schedule_id, order_by=_runs.c.position.desc())
+        .label("rank")
+    )
+    ranked = (
+        select(*_RUN_COLUMNS, _jobs.c.state.label("job_state"), rank)
+        .outerjoin(_jobs, _jobs.c.job_id == _runs.c.job_id)
+        .where(_runs.c.schedule_id.in_(wanted))
+        .subquery()
+    )
+    columns = [ranked.c[field.name] for field in fields(ScheduleRunRow)]
+    query = (
+        select(*columns, ranked.c.job_state)
+        .where(ranked.c.rank <= per_schedule)
+        .order_by(ranked.c.schedule_id, ranked.c.position.desc())
+    )
+    for row in connection.execute(query):
+        read = _read(row)
+        found.setdefault(read.run.schedule_id, []).append(read)
+    return found
+
+
+def health_condition(health: HealthFilter) -> ColumnElement[bool]:
+    """The schedules (rows of `schedules`) in `health.state`, as
+    `schedule_health.health_of` judges them: the first of paused, missing,
+    failing, late that holds, else ok."""
+    schedules = _schedules.c
+    cut = health.now_ms - health.grace_ms
+    paused = schedules.paused
+    missing = and_(not_(schedules.finished), schedules.due_at_ms < cut)
+    newest_counted = (
+        select(_runs.c.state)
+        .where(_runs.c.schedule_id == schedules.schedule_id, _runs.c.state.in_(_COUNTED))
+        .order_by(_runs.c.position.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    failing = newest_counted.in_(sorted(FAILED_OUTCOMES))
+    late = (
+        select(literal(1))
+        .select_from(_runs.join(_jobs, _jobs.c.job_id == _runs.c.job_id))
+        .where(
+            _runs.c.schedule_id == schedules.schedule_id,
+            _runs.c.state == RunState.ENQUEUED.value,
+            _runs.c.tick_ms.is_not(None),
+            _runs.c.tick_ms < cut,
+            _jobs.c.state == JobState.PENDING.value,
+        )
+        .exists()
+    )
+    state = case(
+        (paused, HealthState.PAUSED.value),
+        (missing, HealthState.MISSING.value),
+        (failing, HealthState.FAILING.value),
+        (late, HealthState.LATE.value),
+        else_=HealthState.OK.value,
+    )
+    return state == health.state.value
