@@ -110,7 +110,9 @@ from headgate._model import (
     Readiness,
     RunNowResult,
     Schedule,
+    ScheduleHealth,
     SchedulerHealth,
+    ScheduleRunsPage,
     SchedulesPage,
     UnservedWork,
     UpcomingRun,
@@ -123,6 +125,7 @@ from headgate._model import (
 from headgate._projections import ConcurrencyLimitRow, PausedQueueRow, RateLimitRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
+from headgate._run_reads import RunReads
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
@@ -215,6 +218,7 @@ class Headgate(AsyncOperations):
             redact_errors if redact_errors is not None else unredacted
         )
         self._reads = self._store.reads
+        self._runs = RunReads(self._reads, self.clock, grace_ms(self.config.lease_ttl_ms))
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
         self._settings = Settings(
@@ -564,16 +568,44 @@ class Headgate(AsyncOperations):
         return [UpcomingRun(tick, instant) for tick, instant in runs]
 
     def list_schedules(
-        self, limit: int = 200, cursor: str | None = None, *, search: str | None = None
+        self,
+        limit: int = 200,
+        cursor: str | None = None,
+        *,
+        search: str | None = None,
+        health: str | None = None,
     ) -> SchedulesPage:
         """Schedules ordered by id (code point by code point); with `search`, those
-        whose id starts with it. Pass next_cursor back for the next page."""
-        page = self._reads.schedules_page(limit, cursor, search)
+        whose id starts with it; with `health` (ok, failing, late, missing or
+        paused: see `ScheduleHealth`), those in that state now. Pass next_cursor
+        back for the next page."""
+        wanted = self._runs.filter(health)
+        page = self._reads.schedules_page(limit, cursor, search, wanted)
         return SchedulesPage([Schedule.from_row(row) for row in page.items], page.next_cursor)
 
-    def count_schedules(self, *, search: str | None = None) -> int:
-        """How many schedules `list_schedules` pages through with this `search`."""
-        return self._reads.schedule_count(search)
+    def count_schedules(self, *, search: str | None = None, health: str | None = None) -> int:
+        """How many schedules `list_schedules` pages through with this `search` and
+        `health`."""
+        return self._reads.schedule_count(search, self._runs.filter(health))
+
+    def schedule_runs(
+        self, schedule_id: str, limit: int = 30, cursor: str | None = None
+    ) -> ScheduleRunsPage:
+        """What became of the schedule's runs (its ticks' jobs and its Enqueue
+        now's, `manual`), newest first, the newest 100; they outlive the schedule
+        (compaction keeps each schedule's newest 100 runs' jobs)."""
+        return self._runs.runs(schedule_id, limit, cursor)
+
+    def schedule_health(self, schedule_id: str) -> ScheduleHealth:
+        """How the schedule is doing now, from its newest 100 runs: its state (ok,
+        failing, late, missing, paused), last success and failure, consecutive
+        failures, run durations and its last run. NotFound for no such schedule."""
+        return self._runs.health(schedule_id)
+
+    def schedules_health(self, schedules: Sequence[Schedule]) -> dict[str, ScheduleHealth]:
+        """The health of each of these schedules (a page of `list_schedules`), by
+        id, from one read of their runs."""
+        return self._runs.health_of(schedules)
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule's ticks, keeping its phase; pausing a paused one is a no-op."""

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
         PutSchedulesResult,
         RunNowResult,
         Schedule,
+        ScheduleHealth,
+        ScheduleRunsPage,
         SchedulesPage,
     )
 
@@ -195,6 +197,14 @@ class AsyncOperations:
         self, schedule_id: str, limit: int = 30, cursor: str | None = None
     ) -> EnqueueEventsPage:
         return await self._async.run(lambda: _sync(self).enqueue_events(schedule_id, limit, cursor))
+
+    async def aschedule_runs(
+        self, schedule_id: str, limit: int = 30, cursor: str | None = None
+    ) -> ScheduleRunsPage:
+        return await self._async.run(lambda: _sync(self).schedule_runs(schedule_id, limit, cursor))
+
+    async def aschedule_health(self, schedule_id: str) -> ScheduleHealth:
+        return await self._async.run(lambda: _sync(self).schedule_health(schedule_id))
 
     async def aget_schedule(self, schedule_id: str) -> Schedule:
         return await self._async.run(lambda: _sync(self).get_schedule(schedule_id))

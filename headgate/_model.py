@@ -24,7 +24,7 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.schedules import declared_of, definition_of
-from headgate._store.port import LimitsState
+from headgate._store.port import LimitsState, RunRead
 
 
 class PeriodicOrigin(NamedTuple):
@@ -404,6 +404,86 @@ class EnqueueEvent:
 class EnqueueEventsPage:
     events: list[EnqueueEvent]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """What became of one of a schedule's runs: a tick's job, or an Enqueue now's
+    (`manual`). Read from the schedule_runs projection and, until it settles,
+    its job (`Headgate.schedule_runs`)."""
+
+    job_id: str
+    schedule_id: str
+    tick_ms: int | None
+    """The tick it ran for; None for an Enqueue now."""
+    manual: bool
+    outcome: str
+    """enqueued (waiting), running, retrying (an attempt failed; it runs again),
+    succeeded, failed, expired (not started by its deadline), cancelled or
+    quarantined."""
+    attempts: int
+    """Attempts that ended."""
+    enqueued_at_ms: int
+    started_at_ms: int | None
+    """When its last ended attempt started."""
+    finished_at_ms: int | None
+    """When it settled (or, retrying, when its last attempt ended)."""
+    duration_ms: int | None
+    """How long its last ended attempt ran."""
+    error_type: str | None
+    """Its last failed attempt's error type (the message and traceback are on the job)."""
+
+    @classmethod
+    def from_read(cls, read: RunRead) -> ScheduleRun:
+        run, facts = read.run, read.facts()
+        return cls(
+            run.job_id,
+            run.schedule_id,
+            run.tick_ms,
+            run.manual,
+            facts.outcome,
+            run.attempts,
+            run.enqueued_at_ms,
+            run.started_at_ms,
+            run.finished_at_ms,
+            facts.duration_ms,
+            run.error_type,
+        )
+
+
+@dataclass(frozen=True)
+class ScheduleRunsPage:
+    runs: list[ScheduleRun]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ScheduleHealth:
+    """How a schedule is doing (`Headgate.schedule_health`), read from its newest
+    100 runs and its row at `as_of_ms`.
+
+    `state` is the first of these that holds: `paused`; `missing` (a tick has
+    been due longer than `grace_ms` and none fired: nobody is the scheduler, or
+    it is behind); `failing` (its newest settled run failed,
+    `consecutive_failures` in a row; a cancelled run counts neither way);
+    `late` (a tick's job has waited longer than `grace_ms` to start); else `ok`.
+    """
+
+    schedule_id: str
+    state: str
+    consecutive_failures: int
+    last_success_ms: int | None
+    last_failure_ms: int | None
+    last_error_type: str | None
+    duration_p50_ms: int | None
+    duration_p95_ms: int | None
+    """Of the recent runs that ran to an end (None: none has)."""
+    last_run: ScheduleRun | None
+    """Its newest run (None: it has none yet)."""
+    runs_read: int
+    """How many recent runs the figures come from (at most 100)."""
+    as_of_ms: int
+    grace_ms: int
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,30 @@ def test_finished_jobs_go_with_their_rows_once_past_retention(
     assert store.compact().jobs_removed == 1  # late
 
 
+def test_each_schedules_newest_hundred_runs_outlive_the_job_retention(
+    store: Store, clock: FakeClock
+) -> None:
+    """A schedule's run history (and the health read from it) folds its runs'
+    job events: its newest 100 runs' jobs stay past the retention; older ones,
+    and other jobs, go with their rows."""
+    create_schedule(store, "busy")
+    ticks = [n * 1_000 for n in range(1, 106)]
+    for tick in ticks:
+        fire_tick(store, "busy", tick, interval_ms=1_000)
+        job_id = f"job-for-busy-{tick}"
+        store.log.append(f"job-{job_id}", 1, [JobFinished(job_id, JobState.COMPLETED, "busy")])
+    enqueue(store, "plain")
+    store.log.append("job-plain", 1, [JobFinished("plain", JobState.COMPLETED)])
+    clock.advance(2 * DAY_MS)
+    assert store.compact().jobs_removed == 6
+    assert store.reads.job("plain") is None
+    kept = store.reads.schedule_runs("busy", 100, None).items
+    assert [read.run.tick_ms for read in kept] == ticks[:4:-1]
+    assert all(read.job_state == "completed" for read in kept)
+    assert store.reads.job("job-for-busy-5000") is None
+    assert store.reads.job("job-for-busy-6000") is not None
+
+
 def test_manual_run_keys_expire_after_their_retention(store: Store, clock: FakeClock) -> None:
     store.log.append("manual-k1", NO_STREAM, [ManualRunRequested("s", "k1", "j1")])
     clock.advance(7 * DAY_MS)
