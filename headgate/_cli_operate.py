@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -39,6 +39,7 @@ from headgate._domain.options import (
     JobOptions,
     ScheduleDefinition,
 )
+from headgate._domain.schedule_health import RECENT_RUNS as RUNS_KEPT
 from headgate._domain.schedule_load import MAX_SCHEDULES_LIMIT, MAX_TICKS_PER_S_LIMIT
 from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
 from headgate._domain.spec import InvalidSpec, parse_spec
@@ -53,7 +54,10 @@ from headgate._model import (
     QueueStatus,
     RunningAttempt,
     Schedule,
+    ScheduleHealth,
+    ScheduleRun,
 )
+from headgate._run_reads import HEALTH_STATES
 from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
 
 Handler = Callable[[argparse.Namespace], int]
@@ -63,6 +67,8 @@ IntIn = Callable[[int, int], Callable[[str], int]]
 MAX_PAGE = 200
 """The API's largest page."""
 HISTORY_SHOWN = 10
+RUNS_SHOWN = 10
+"""Runs `schedules show` prints."""
 """Enqueue attempts `schedules show` prints."""
 
 
@@ -169,11 +175,22 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     listing.add_argument(
         "--search", metavar="PREFIX", help="only schedules whose id starts with PREFIX"
     )
+    listing.add_argument(
+        "--health",
+        choices=HEALTH_STATES,
+        help="only schedules in this state now (failing: its newest settled run failed)",
+    )
     paged(listing, 50)
     show = command(
-        group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
+        group,
+        "show",
+        "a schedule, its health, its newest runs and enqueue attempts",
+        _schedules_show,
     )
     show.add_argument("schedule_id", metavar="ID")
+    runs = command(group, "runs", "what became of a schedule's runs, newest first", _schedules_runs)
+    runs.add_argument("schedule_id", metavar="ID")
+    paged(runs, 30)
     _add_schedule_writes(group, command, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
@@ -294,27 +311,28 @@ def _add_schedule_writes(group: Any, command: Callable[..., Any], int_in: IntIn)
 
 def _schedules_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_schedules(args.limit, args.cursor, search=args.search)
+        page = hg.list_schedules(args.limit, args.cursor, search=args.search, health=args.health)
+        judged = hg.schedules_health(page.schedules)
     if args.json:
         from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
 
         _print_json(
             ScheduleList(
-                schedules=[ScheduleOut.of(s) for s in page.schedules], next_cursor=page.next_cursor
+                schedules=[ScheduleOut.of(s, judged.get(s.id)) for s in page.schedules],
+                next_cursor=page.next_cursor,
             )
         )
         return 0
     _print_table(
-        ("ID", "SPEC", "KIND", "QUEUE", "PAUSED", "NEXT RUN", "LAST ENQUEUED"),
+        ("ID", "SPEC", "KIND", "HEALTH", "LAST RUN", "NEXT RUN"),
         (
             (
                 s.id,
                 s.spec,
                 s.kind,
-                s.queue,
-                "yes" if s.paused else "no",
+                _health_word(judged[s.id]),
+                _last_run_word(judged[s.id].last_run),
                 _iso(s.next_run_ms),
-                _iso(s.last_enqueued_ms),
             )
             for s in page.schedules
         ),
@@ -328,19 +346,30 @@ def _schedules_show(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         deleted = hg.deleted_schedule(args.schedule_id)
         schedule = deleted if deleted is not None else hg.get_schedule(args.schedule_id)
+        health = None if deleted is not None else hg.schedules_health([schedule])[schedule.id]
+        runs = hg.schedule_runs(args.schedule_id, RUNS_SHOWN).runs
         events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
     if args.json:
-        from headgate.web._schemas import EventOut, ScheduleOut  # noqa: PLC0415 (see top)
+        from headgate.web._schemas import (  # noqa: PLC0415 (see top)
+            EventOut,
+            ScheduleOut,
+            ScheduleRunOut,
+        )
 
-        body = ScheduleOut.of(schedule).model_dump(mode="json")
+        body = ScheduleOut.of(schedule, health).model_dump(mode="json")
         body["deleted"] = deleted is not None
+        body["runs"] = [ScheduleRunOut.of(run).model_dump(mode="json") for run in runs]
         body["enqueue_events"] = [EventOut.of(e).model_dump(mode="json") for e in events]
         _print_json(body)
         return 0
     if deleted is not None:
-        print("deleted: this is how it was last defined (its enqueue history stays)")
+        print("deleted: this is how it was last defined (its runs and enqueue history stay)")
     _print_schedule(schedule)
     print(f"payload:        {_printable(_shown_json(schedule.payload))}")
+    if health is not None:
+        _print_health(health)
+    print(f"runs (newest {RUNS_SHOWN}; `headgate schedules runs {schedule.id}` for more):")
+    _print_runs(runs, indent="  ")
     print(f"enqueue attempts (newest {HISTORY_SHOWN}):")
     _print_table(
         ("TICK", "OUTCOME", "REASON", "JOB", "RECORDED"),
@@ -349,6 +378,73 @@ def _schedules_show(args: argparse.Namespace) -> int:
         indent="  ",
     )
     return 0
+
+
+def _schedules_runs(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=True) as hg:
+        page = hg.schedule_runs(args.schedule_id, min(args.limit, RUNS_KEPT), args.cursor)
+    if args.json:
+        from headgate.web._schemas import (  # noqa: PLC0415 (see top)
+            ScheduleRunList,
+            ScheduleRunOut,
+        )
+
+        runs = [ScheduleRunOut.of(run) for run in page.runs]
+        _print_json(ScheduleRunList(runs=runs, next_cursor=page.next_cursor))
+        return 0
+    _print_runs(page.runs, indent="")
+    _print_next(page.next_cursor)
+    return 0
+
+
+def _print_runs(runs: Sequence[ScheduleRun], indent: str) -> None:
+    _print_table(
+        ("TICK", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR", "JOB"),
+        (
+            (
+                "enqueue now" if run.manual else _iso(run.tick_ms),
+                run.outcome,
+                str(run.attempts),
+                "-" if run.duration_ms is None else f"{run.duration_ms} ms",
+                run.error_type or "-",
+                run.job_id,
+            )
+            for run in runs
+        ),
+        empty=f"{indent}none",
+        indent=indent,
+    )
+
+
+def _print_health(health: ScheduleHealth) -> None:
+    p50, p95 = health.duration_p50_ms, health.duration_p95_ms
+    durations = "-" if p50 is None else f"p50 {p50} ms, p95 {p95} ms"
+    _print_fields(
+        (
+            ("health", _health_word(health)),
+            ("last success", _iso(health.last_success_ms)),
+            (
+                "last failure",
+                _iso(health.last_failure_ms)
+                + ("" if health.last_error_type is None else f" ({health.last_error_type})"),
+            ),
+            ("durations", f"{durations} (of its newest {health.runs_read} runs)"),
+        )
+    )
+
+
+def _health_word(health: ScheduleHealth) -> str:
+    """The state, with the failures in a row when failing."""
+    if health.state == "failing":
+        return f"failing ({health.consecutive_failures} in a row)"
+    return health.state
+
+
+def _last_run_word(run: ScheduleRun | None) -> str:
+    if run is None:
+        return "-"
+    when = "enqueue now" if run.manual else _iso(run.tick_ms)
+    return f"{run.outcome} ({when})"
 
 
 def _schedules_put(args: argparse.Namespace) -> int:

@@ -42,6 +42,8 @@ from headgate.web._schemas import (
     ScheduleList,
     ScheduleOut,
     SchedulerHealthOut,
+    ScheduleRunList,
+    ScheduleRunOut,
     SchedulesIn,
     SchedulesPutOut,
     SpecPreview,
@@ -107,11 +109,21 @@ def list_schedules(
             description="Only schedules whose id starts with this (exactly, case and all)",
         ),
     ] = None,
+    health: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="Only schedules in this state now: ok, failing, late, missing or paused",
+        ),
+    ] = None,
 ) -> ScheduleList:
-    """Ordered by id, code point by code point."""
-    page = _hg(request).list_schedules(limit, cursor, search=search)
+    """Ordered by id, code point by code point; each with its health and last run."""
+    hg = _hg(request)
+    page = hg.list_schedules(limit, cursor, search=search, health=health)
+    judged = hg.schedules_health(page.schedules)
     return ScheduleList(
-        schedules=[ScheduleOut.of(s) for s in page.schedules], next_cursor=page.next_cursor
+        schedules=[ScheduleOut.of(s, judged.get(s.id)) for s in page.schedules],
+        next_cursor=page.next_cursor,
     )
 
 
@@ -183,7 +195,27 @@ def put_schedules(request: Request, response: Response, body: SchedulesIn) -> Sc
 
 @router.get("/periodic/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
 def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(_hg(request).get_schedule(schedule_id))
+    hg = _hg(request)
+    schedule = hg.get_schedule(schedule_id)
+    return ScheduleOut.of(schedule, hg.schedules_health([schedule]).get(schedule.id))
+
+
+@router.get(
+    "/periodic/{schedule_id}/runs",
+    response_model=ScheduleRunList,
+    summary="What became of each run (tick jobs and Enqueue now's), newest first",
+)
+def schedule_runs(
+    request: Request,
+    schedule_id: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 30,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> ScheduleRunList:
+    """The newest 100 runs are kept, also after the schedule is deleted."""
+    page = _hg(request).schedule_runs(schedule_id, limit, cursor)
+    return ScheduleRunList(
+        runs=[ScheduleRunOut.of(run) for run in page.runs], next_cursor=page.next_cursor
+    )
 
 
 @router.delete(

@@ -23,7 +23,9 @@ from headgate._model import (
     RateLimitStatus,
     RunningAttempt,
     Schedule,
+    ScheduleHealth,
     SchedulerHealth,
+    ScheduleRun,
     UnservedWork,
     WorkerStatus,
 )
@@ -109,10 +111,22 @@ class ScheduleOut(_ScheduleFields):
         description="When a runtime started whose code no longer declares it (null: declared, "
         "or never was)"
     )
+    health: ScheduleHealthOut | None = Field(
+        default=None,
+        description="How it is doing, from its newest runs (GET /periodic and "
+        "GET /periodic/{id}; null in the answers of writes)",
+    )
+    last_run: ScheduleRunOut | None = Field(
+        default=None,
+        description="Its newest run and what became of it (null: none yet, or the answer "
+        "of a write)",
+    )
 
     @classmethod
-    def of(cls, schedule: Schedule) -> ScheduleOut:
+    def of(cls, schedule: Schedule, health: ScheduleHealth | None = None) -> ScheduleOut:
         fields = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+        shown_health = None if health is None else ScheduleHealthOut.of(health)
+        last_run = None if health is None or health.last_run is None else health.last_run
         return cls.model_validate(
             {
                 **fields,
@@ -124,7 +138,82 @@ class ScheduleOut(_ScheduleFields):
                 "declared_in_code": schedule.declared_in_code,
                 "overrides": list(schedule.overrides),
                 "undeclared_at_ms": schedule.undeclared_at_ms,
+                "health": shown_health,
+                "last_run": None if last_run is None else ScheduleRunOut.of(last_run),
             }
+        )
+
+
+RunOutcome = Literal[
+    "enqueued",
+    "running",
+    "retrying",
+    "succeeded",
+    "failed",
+    "expired",
+    "cancelled",
+    "quarantined",
+]
+
+
+class ScheduleRunOut(BaseModel):
+    """What became of one run of a schedule: a tick's job, or an Enqueue now's."""
+
+    job_id: str
+    schedule_id: str
+    tick_ms: int | None = Field(description="The tick it ran for; null for an Enqueue now")
+    manual: bool = Field(description="Made by an operator's Enqueue now, not a tick")
+    outcome: RunOutcome = Field(
+        description="enqueued (waiting to start), running, retrying (an attempt failed; it "
+        "runs again), succeeded, failed, expired (not started by its deadline), cancelled "
+        "or quarantined"
+    )
+    attempts: int = Field(description="Attempts that ended")
+    enqueued_at_ms: int
+    started_at_ms: int | None = Field(description="When its last ended attempt started")
+    finished_at_ms: int | None = Field(
+        description="When it settled (retrying: when its last attempt ended)"
+    )
+    duration_ms: int | None = Field(description="How long its last ended attempt ran")
+    error_type: str | None = Field(
+        description="Its last failed attempt's error type (the message and traceback are "
+        "on GET /jobs/{job_id})"
+    )
+
+    @classmethod
+    def of(cls, run: ScheduleRun) -> ScheduleRunOut:
+        return cls.model_validate({**run.__dict__})
+
+
+class ScheduleRunList(BaseModel):
+    runs: list[ScheduleRunOut] = Field(description="Newest first; the newest 100 are kept")
+    next_cursor: str | None
+
+
+class ScheduleHealthOut(BaseModel):
+    """How a schedule is doing now, from its newest 100 runs."""
+
+    state: Literal["ok", "failing", "late", "missing", "paused"] = Field(
+        description="The first that holds: paused; missing (a tick due longer than grace_ms "
+        "and none fired: no scheduler, or it is behind); failing (its newest settled run "
+        "failed); late (a tick's job waited longer than grace_ms to start); else ok"
+    )
+    consecutive_failures: int = Field(
+        description="Settled runs in a row, newest first, that failed (cancels skipped)"
+    )
+    last_success_ms: int | None
+    last_failure_ms: int | None
+    last_error_type: str | None = Field(description="The newest failed run's error type")
+    duration_p50_ms: int | None = Field(description="Of the recent runs that ran to an end")
+    duration_p95_ms: int | None
+    runs_read: int = Field(description="How many recent runs these figures come from (≤ 100)")
+    as_of_ms: int = Field(description="When it was judged")
+    grace_ms: int = Field(description="How long a due tick or a waiting job may wait")
+
+    @classmethod
+    def of(cls, health: ScheduleHealth) -> ScheduleHealthOut:
+        return cls.model_validate(
+            {name: value for name, value in health.__dict__.items() if name in cls.model_fields}
         )
 
 
