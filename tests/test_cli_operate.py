@@ -84,27 +84,17 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
     status, out, _ = _run(capsys, "schedules", "list", "--db", store_url)
     assert status == 0
     header, *rows = out.splitlines()
-    assert header.split() == [
-        "ID",
-        "SPEC",
-        "KIND",
-        "QUEUE",
-        "PAUSED",
-        "NEXT",
-        "RUN",
-        "LAST",
-        "ENQUEUED",
-    ]
+    assert header.split() == ["ID", "SPEC", "KIND", "HEALTH", "LAST", "RUN", "NEXT", "RUN"]
     assert rows[0].split()[:5] == ["nightly", "0", "9", "*", "*"]
     assert "2" in rows[0] and "T09:00:00Z" in rows[0]
-    assert rows[1].split() == [
+    assert rows[1].split() == [  # its ticks were due in 1970, and none has fired since
         "s0",
         "@every:60000",
         "report.build",
-        "default",
-        "no",
+        "missing",
+        "enqueued",
+        "(1970-01-01T00:02:00Z)",
         "1970-01-01T00:03:00Z",
-        "1970-01-01T00:02:00Z",
     ]
 
     listed = _json(capsys, "schedules", "list", "--db", store_url)
@@ -113,7 +103,9 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
     assert listed["schedules"][0]["next_run_ms"] == stored.next_run_ms
 
     shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
-    assert set(shown) == {*ScheduleOut.model_fields, "deleted", "enqueue_events"}
+    assert set(shown) == {*ScheduleOut.model_fields, "deleted", "runs", "enqueue_events"}
+    assert shown["health"]["state"] == "missing"
+    assert [run["tick_ms"] for run in shown["runs"]] == [120_000, 60_000]
     assert shown["payload"] == {"team": 7} and shown["last_enqueued_ms"] == 120_000
     assert [e["tick_ms"] for e in shown["enqueue_events"]] == [120_000, 60_000]
     assert set(shown["enqueue_events"][0]) == set(EventOut.model_fields)

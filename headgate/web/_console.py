@@ -21,6 +21,7 @@ from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
+from headgate._run_reads import HEALTH_STATES
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, WIDTH, charts
 from headgate.web._form import form_fields
@@ -166,24 +167,30 @@ def index(
     request: Request,
     cursor: Annotated[str | None, Query()] = None,
     search: Annotated[str, Query()] = "",
+    health: Annotated[str, Query()] = "",
 ) -> HTMLResponse:
-    """Schedules by id, a page at a time; `search` keeps those whose id starts
-    with it (a range of the store's index, so it stays quick among many)."""
+    """Schedules by id, a page at a time, each with its health and last run;
+    `search` keeps those whose id starts with it (a range of the store's index,
+    so it stays quick among many), `health` those in that state."""
     hg = _hg(request)
     wanted = search or None
     try:
-        page = hg.list_schedules(SCHEDULES_SHOWN, cursor or None, search=wanted)
+        page = hg.list_schedules(SCHEDULES_SHOWN, cursor or None, search=wanted, health=health)
+        total = hg.count_schedules(search=wanted, health=health)
     except ValidationError as error:
         return _problem(request, error)
-    searched = {"search": search} if search else {}
+    judged = hg.schedules_health(page.schedules)
+    searched = {name: value for name, value in (("search", search), ("health", health)) if value}
     next_query = urlencode({**searched, "cursor": page.next_cursor}) if page.next_cursor else None
     return _page(
         request,
         "index.html",
         lease=hg.lease_status(),
-        rows=[_row(s) for s in page.schedules],
+        rows=[{**_row(s), "health": judged[s.id]} for s in page.schedules],
         search=search,
-        total=hg.count_schedules(search=wanted),
+        health=health,
+        health_states=HEALTH_STATES,
+        total=total,
         first_query=urlencode(searched),
         next_query=next_query,
         paged=bool(cursor),
@@ -195,12 +202,15 @@ def new_schedule(request: Request) -> HTMLResponse:
     return _page(request, "form.html", row=None, fields=form_fields(None))
 
 
-MANUAL_SHOWN: Final = 10
+RUNS_SHOWN: Final = 20
 
 
 @router.get("/schedules/{schedule_id}")
 def schedule_page(
-    request: Request, schedule_id: str, cursor: Annotated[str | None, Query()] = None
+    request: Request,
+    schedule_id: str,
+    cursor: Annotated[str | None, Query()] = None,
+    runs_cursor: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
     hg = _hg(request)
     deleted = False
@@ -213,6 +223,7 @@ def schedule_page(
         schedule, deleted = found, True
     try:
         events = hg.enqueue_events(schedule_id, 30, cursor)
+        runs = hg.schedule_runs(schedule_id, RUNS_SHOWN, runs_cursor)
     except ValidationError as error:
         return _problem(request, error)
     row = _row(schedule)
@@ -225,8 +236,10 @@ def schedule_page(
         fingerprint=fingerprint,
         quarantined=None if deleted else hg.quarantine_entry(fingerprint),
         history=_with_gaps(row["spec"], events.events),
-        manual_runs=hg.manual_runs(schedule_id, MANUAL_SHOWN).jobs,
-        manual_shown=MANUAL_SHOWN,
+        health=None if deleted else hg.schedules_health([schedule])[schedule.id],
+        runs=runs.runs,
+        runs_cursor=runs.next_cursor,
+        runs_paged=runs_cursor is not None,
         next_cursor=events.next_cursor,
         newest=cursor is None,
         upcoming=[] if deleted else hg.upcoming(schedule_id, 5),

@@ -238,7 +238,7 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     assert "cancelled" in (page.text_content("#action-result") or "")
     assert page.is_enabled("#cancel-job")
     page.click("#origin a")
-    page.wait_for_selector(f"#manual a[href='/jobs/{manual_id}']")
+    page.wait_for_selector(f"#runs a[href='/jobs/{manual_id}']")
 
 
 def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:

@@ -349,21 +349,22 @@ def test_the_edit_form_shows_the_id_as_text_offers_cancel_and_n_only_for_backfil
     assert '<label id="backfill-field" hidden>' in new
 
 
-def test_manual_runs_are_listed_apart_from_ticks_and_link_back_after_a_delete(
+def test_manual_runs_are_runs_marked_as_such_and_link_back_after_a_delete(
     client: TestClient, hg: Headgate
 ) -> None:
     hg.put_schedule("pulse", spec="@every:60000", kind="ping")
     job_id, _ = hg.run_now("pulse", "click-1")
     html = _html(client, "/schedules/pulse")
-    [manual] = _rows(html, "manual")
-    assert f'href="/jobs/{job_id}"' in manual and "pending" in manual
+    [manual] = _rows(html, "runs")
+    assert f'href="/jobs/{job_id}"' in manual and "enqueued" in manual
+    assert "enqueue now" in manual
     assert "No automatic enqueue attempts yet." in html
     origin = re.search(r'<dd id="origin">(.*?)</dd>', _html(client, f"/jobs/{job_id}"), re.S)
     assert origin is not None
     assert 'Enqueue now on <a href="/schedules/pulse">pulse</a>' in origin.group(1)
 
     hg.delete_schedule("pulse")
-    [still] = _rows(_html(client, "/schedules/pulse"), "manual")
+    [still] = _rows(_html(client, "/schedules/pulse"), "runs")
     assert f'href="/jobs/{job_id}"' in still
 
 

@@ -294,7 +294,9 @@ class TestSchedulePage:
         finally:
             hg.stop()
         html = _html(client, "/schedules/pulse")
-        shown = re.findall(r'title="([^"]+)"><code>([^<]+)</code>', html)
+        history = re.search(r'<table id="events">.*?</table>', html, re.S)
+        assert history is not None
+        shown = re.findall(r'title="([^"]+)"><code>([^<]+)</code>', history.group(0))
         assert len(shown) == 3
         assert len({short for _, short in shown}) == 3
         assert all(short == "…" + job_id[-12:] for job_id, short in shown)
