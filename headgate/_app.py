@@ -50,6 +50,7 @@ from headgate._domain.admission import (
     require_name,
     require_payload,
 )
+from headgate._domain.cursors import MAX_PAGE
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS, unredacted
@@ -251,6 +252,7 @@ class Headgate(AsyncOperations):
             holder=lambda: self._holder,
             unserved=lambda: self._serving.current().unserved(self._reads.pending_work()),
             grace_ms=grace_ms(self.config.lease_ttl_ms),
+            schedule_health=self._health_with_series,
         )
         renew_in_forked_children(self)
 
@@ -606,6 +608,20 @@ class Headgate(AsyncOperations):
         """The health of each of these schedules (a page of `list_schedules`), by
         id, from one read of their runs."""
         return self._runs.health_of(schedules)
+
+    def _health_with_series(self) -> list[ScheduleHealth]:
+        """The schedules with metric series of their own, the first
+        `schedule_series_max` by id, judged now, a page at a time."""
+        left, cursor = self.config.schedule_series_max, None
+        judged: list[ScheduleHealth] = []
+        while left > 0:
+            page = self.list_schedules(min(left, MAX_PAGE), cursor)
+            judged.extend(self.schedules_health(page.schedules).values())
+            left -= len(page.schedules)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return judged
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule's ticks, keeping its phase; pausing a paused one is a no-op."""

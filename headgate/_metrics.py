@@ -16,8 +16,9 @@ Each Headgate owns one of these, with a registry of its own (never
 prometheus_client's global one, so several Headgate objects in one process
 never collide); a host registers `collector` in its own registry instead.
 This is the only module that imports prometheus_client. Label values are
-queues, kinds, states, outcomes and reasons only, never an id, a payload or
-an error's text.
+queues, kinds, states, outcomes, reasons and (up to
+`RuntimeConfig.schedule_series_max`) schedule ids only, never a job's id, a
+payload or an error's text.
 
 The series are bounded whatever clients do (a queue is made by naming it): of
 each store family, the SERIES_SHOWN busiest queues, (queue, kind) pairs,
@@ -41,11 +42,12 @@ from prometheus_client.registry import Collector
 from headgate._clock import Clock
 from headgate._domain.events import JobState
 from headgate._domain.limits import scope_of
+from headgate._domain.schedule_health import HealthState
 from headgate._domain.scheduler_watch import MIN_GRACE_MS, SchedulerState, SchedulerWatch
 from headgate._domain.shown import OTHER, SERIES_SHOWN, busiest
 from headgate._errors import StoreError
 from headgate._logs import get_logger
-from headgate._model import MAX_PARTITIONS_SHOWN, limit_statuses, rate_statuses
+from headgate._model import MAX_PARTITIONS_SHOWN, ScheduleHealth, limit_statuses, rate_statuses
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._runtime.recorder import Recorder
 from headgate._store.port import Leases, LimitsState, Reads
@@ -155,10 +157,13 @@ class HeadgateMetrics(Recorder):
         *,
         unserved: Callable[[], Mapping[tuple[str, str], int]] = dict,
         grace_ms: int = MIN_GRACE_MS,
+        schedule_health: Callable[[], Iterable[ScheduleHealth]] = tuple,
     ) -> None:
         """`grace_ms`: how long a schedule may be due before the scheduler counts as
-        missing (`scheduler_watch.grace_ms`)."""
+        missing (`scheduler_watch.grace_ms`); `schedule_health`: the schedules
+        with series of their own, judged now (`RuntimeConfig.schedule_series_max`)."""
         self._grace_ms = grace_ms
+        self._schedule_health = schedule_health
         self._reads = reads
         self._unserved = unserved
         self._leases = leases
@@ -245,6 +250,7 @@ class HeadgateMetrics(Recorder):
             lease = self._leases.status(SCHEDULER_LEASE)
             oldest_due = self._reads.earliest_due_at()
             unserved = self._unserved()
+            judged = list(self._schedule_health())
         except StoreError as error:
             with self._lock:
                 was_up, self._store_was_up = self._store_was_up, False
@@ -277,7 +283,20 @@ class HeadgateMetrics(Recorder):
         if pairs.more:
             left_out = sum(unserved.values()) - sum(count for _, count in pairs.items)
             families.unserved.add_metric([OTHER, OTHER], left_out)
+        _add_schedules(families, judged)
         return families.all()
+
+
+def _add_schedules(families: _StoreFamilies, judged: Iterable[ScheduleHealth]) -> None:
+    for health in judged:
+        labels = [health.schedule_id]
+        if health.last_success_ms is not None:
+            families.schedule_success.add_metric(labels, health.last_success_ms / 1000)
+        families.schedule_failures.add_metric(labels, health.consecutive_failures)
+        for state in HealthState:
+            families.schedule_health.add_metric(
+                [health.schedule_id, state.value], int(state.value == health.state)
+            )
 
 
 def _add_queues(
@@ -429,6 +448,22 @@ class _StoreFamilies:
             "headgate_scheduler_behind_seconds",
             "How long the schedule due longest has waited to fire (0: none is due).",
         )
+        self.schedule_success = GaugeMetricFamily(
+            "headgate_schedule_last_success_timestamp_seconds",
+            "When the schedule's newest successful run ended (absent: none among its newest "
+            "100 runs). One series per schedule, up to RuntimeConfig.schedule_series_max.",
+            labels=("schedule",),
+        )
+        self.schedule_failures = GaugeMetricFamily(
+            "headgate_schedule_consecutive_failures",
+            "The schedule's settled runs in a row, newest first, that failed.",
+            labels=("schedule",),
+        )
+        self.schedule_health = GaugeMetricFamily(
+            "headgate_schedule_health",
+            "1 for the schedule's health state now (ok, failing, late, missing, paused).",
+            labels=("schedule", "state"),
+        )
         self.scheduler_missing = GaugeMetricFamily(
             "headgate_scheduler_missing",
             "1 if schedules have been due past a takeover's time and no process holds the "
@@ -455,6 +490,9 @@ class _StoreFamilies:
             self.undeclared,
             self.scheduler_behind,
             self.scheduler_missing,
+            self.schedule_success,
+            self.schedule_failures,
+            self.schedule_health,
         )
 
 

@@ -65,6 +65,13 @@ class RuntimeConfig:
     counted at its busiest hour (`@every:1000`: 1; `* * * * *`: 1/60; a daily
     cron: 1/3600): a write that defines schedules past it is refused as
     `max_schedules` is. 1 to 1,000,000. 200 is 12,000 jobs a minute."""
+    schedule_series_max: int = 1_000
+    """How many schedules have metric series of their own
+    (`headgate_schedule_last_success_timestamp_seconds{schedule}`,
+    `headgate_schedule_consecutive_failures{schedule}` and
+    `headgate_schedule_health{schedule,state}`): the first this many by id;
+    0 turns the per-schedule series off (for stores of many thousands, where
+    each scrape would read every schedule's newest runs). 0 to 100,000."""
     declarations_group: str = "default"
     """The group this host's schedule declarations (`periodic`) belong to. A
     runtime that starts with declarations reports the group's schedules its
@@ -112,6 +119,11 @@ class RuntimeConfig:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
             if not 1 <= value <= highest:
                 raise ValueError(f"{name} must be between 1 and {highest}")
+        series = self.schedule_series_max
+        if isinstance(series, bool) or not isinstance(series, int):
+            raise ValueError(f"schedule_series_max must be an integer, got {series!r}")
+        if not 0 <= series <= MAX_SCHEDULE_SERIES:
+            raise ValueError(f"schedule_series_max must be between 0 and {MAX_SCHEDULE_SERIES}")
         problem = identifier_problem(self.declarations_group, 128)
         if problem is not None:
             raise ValueError(f"declarations_group {problem}")
@@ -122,6 +134,7 @@ class RuntimeConfig:
             )
 
 
+MAX_SCHEDULE_SERIES: Final = 100_000
 RESCUER_LEASE: Final = "rescuer"
 DEFAULT_CAPACITY: Final = 4
 """Concurrent jobs per queue when the host names no capacity."""
