@@ -80,6 +80,7 @@ from headgate._model import (
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
 from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
+from headgate._runtime.schedule_alerts import ScheduleAlert
 from headgate._runtime.snooze import Snooze, SnoozeLimitExceeded
 from headgate._version import installed_version as _installed_version
 
@@ -135,6 +136,7 @@ __all__ = [
     "RunningAttempt",
     "RuntimeConfig",
     "Schedule",
+    "ScheduleAlert",
     "ScheduleDefinition",
     "ScheduleHealth",
     "ScheduleRun",

@@ -72,6 +72,7 @@ from headgate._domain.options import (
     refuse_unknown,
 )
 from headgate._domain.retry import Retry
+from headgate._domain.schedule_health import AlertKind
 from headgate._domain.schedule_load import Ceilings
 from headgate._domain.scheduler_watch import SchedulerWatch, grace_ms
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
@@ -138,6 +139,7 @@ from headgate._runtime.handlers import (
     require_executor,
 )
 from headgate._runtime.hooks import EnqueueHook
+from headgate._runtime.schedule_alerts import ScheduleAlert, ScheduleAlerts
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
 from headgate._store.opening import open_existing_store, open_store
@@ -220,6 +222,7 @@ class Headgate(AsyncOperations):
         )
         self._reads = self._store.reads
         self._runs = RunReads(self._reads, self.clock, grace_ms(self.config.lease_ttl_ms))
+        self._alerts = ScheduleAlerts(self._reads, self.clock)
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
         self._settings = Settings(
@@ -301,6 +304,7 @@ class Headgate(AsyncOperations):
                     recorder=self._metrics,
                     redact=self._redact_errors,
                     scheduler_check=self._scheduler_state,
+                    settled=self._alerts.run_settled,
                 )
                 self._pool.start()
             _RUNNING.add(self)
@@ -416,12 +420,41 @@ class Headgate(AsyncOperations):
         try:
             self._async.close()
             self.stop()
+            self._alerts.close()
         finally:
             self._store.close()
 
     def add_hook(self, hook: EnqueueHook) -> None:
         """Hooks apply from the next start()."""
         self._hooks.append(hook)
+
+    def on_schedule_failure(
+        self,
+        target: Callable[[ScheduleAlert], object] | str,
+        *,
+        schedule: str | None = None,
+        after_failures: int = 1,
+    ) -> None:
+        """Call `target` (a callable, or an http(s) URL to POST the alert to as
+        JSON) once when `schedule`'s runs (every schedule's, for None) have
+        failed `after_failures` times in a row; not again until it has
+        recovered. Called in this process, off the job path, when one of its
+        workers records the run's end (`_runtime/schedule_alerts.py`)::
+
+            hg.on_schedule_failure(page_oncall, schedule="nightly-report", after_failures=2)
+        """
+        self._alerts.add(AlertKind.FAILURE, target, schedule, after_failures)
+
+    def on_schedule_recovery(
+        self,
+        target: Callable[[ScheduleAlert], object] | str,
+        *,
+        schedule: str | None = None,
+        after_failures: int = 1,
+    ) -> None:
+        """Call `target` once when a run of `schedule` succeeds after at least
+        `after_failures` failures in a row (the pair of `on_schedule_failure`)."""
+        self._alerts.add(AlertKind.RECOVERY, target, schedule, after_failures)
 
     def run_pending(self, timeout: float = 30.0) -> bool:
         """Fire everything due now and wait, for the after-enqueue hooks too (each within
@@ -964,7 +997,8 @@ class Headgate(AsyncOperations):
         served = (
             list(queues) if queues is not None else sorted({*self._handlers.by_queue(), "default"})
         )
-        return drain(
+        deadline = time.monotonic() + timeout
+        summary = drain(
             self._store,
             self.clock,
             self._handlers,
@@ -972,7 +1006,10 @@ class Headgate(AsyncOperations):
             timeout,
             recorder=self._metrics,
             redact=self._redact_errors,
+            settled=self._alerts.run_settled,
         )
+        self._alerts.settle(max(deadline - time.monotonic(), 0))
+        return summary
 
     # operations ----------------------------------------------------------
 

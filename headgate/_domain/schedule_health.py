@@ -28,9 +28,11 @@ from typing import Final
 __all__ = [
     "FAILED_OUTCOMES",
     "RECENT_RUNS",
+    "AlertKind",
     "HealthState",
     "RunFacts",
     "ScheduleHealth",
+    "alert_on_settle",
     "health_of",
     "run_outcome",
 ]
@@ -134,7 +136,8 @@ def health_of(
             if last_success is None:
                 last_success = run.finished_at_ms
         elif run.outcome in FAILED_OUTCOMES:
-            consecutive += counting
+            if counting:
+                consecutive += 1
             if last_failure is None:
                 last_failure, last_error = run.finished_at_ms, run.error_type
         elif run.outcome == "enqueued" and run.tick_ms is not None:
@@ -168,3 +171,34 @@ def _percentile(values: list[int], percent: int) -> int | None:
     ordered = sorted(values)
     rank = max(1, math.ceil(percent / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+class AlertKind(StrEnum):
+    FAILURE = "failure"
+    """The schedule's runs have now failed `after_failures` times in a row."""
+    RECOVERY = "recovery"
+    """A run succeeded after at least `after_failures` failures in a row."""
+
+
+def alert_on_settle(
+    settled: Sequence[tuple[str, str]], job_id: str, after_failures: int
+) -> AlertKind | None:
+    """Whether the run of `job_id` settling changed a schedule's state for a hook
+    that fires after `after_failures` failures in a row: `settled` is the
+    schedule's newest runs as (job id, outcome), newest first. Each change is
+    told once: by the run that makes it, and only while no newer run has
+    settled (that one tells what it changes)."""
+    counted = [(run, outcome) for run, outcome in settled if outcome in _COUNTED]
+    if not counted or counted[0][0] != job_id:
+        return None
+    streak_before = 0
+    for _, outcome in counted[1:]:
+        if outcome not in FAILED_OUTCOMES:
+            break
+        streak_before += 1
+    if counted[0][1] in FAILED_OUTCOMES:
+        return AlertKind.FAILURE if streak_before + 1 == after_failures else None
+    return AlertKind.RECOVERY if streak_before >= after_failures else None
+
+
+_COUNTED: Final = FAILED_OUTCOMES | {"succeeded"}

@@ -119,6 +119,23 @@ def worker_identity(prefix: str = "worker") -> Claimant:
     return Claimant(f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}", host, os.getpid())
 
 
+RunSettled = Callable[[Claim, str, "str | None"], None]
+"""Told of each attempt end a worker recorded: its claim, how it ended
+(succeeded, failed, retrying, ...) and a failure's error type."""
+
+
+def _nobody_told(claimed: Claim, outcome: str, error_type: str | None) -> None:
+    """No one to tell of attempt ends."""
+
+
+def _error_type(event: object) -> str | None:
+    return event.error_type if isinstance(event, JobAttemptFailed) else None
+
+
+def _failed_for_good(event: object) -> bool:
+    return isinstance(event, JobAttemptFailed) and event.retry_at_ms is None
+
+
 class WorkerPool:
     def __init__(
         self,
@@ -132,10 +149,13 @@ class WorkerPool:
         processes: LocalProcesses | None = None,
         redact: Redactor = unredacted,
         scheduler_check: Callable[[], tuple[str, str]] | None = None,
+        settled: RunSettled = _nobody_told,
     ) -> None:
         """`redact`: the host's redaction of error texts and tracebacks;
         `scheduler_check`: whether anybody fires the ticks (its state, `ok` or
-        not, and what that means), asked every SCHEDULER_CHECK_EVERY_MS."""
+        not, and what that means), asked every SCHEDULER_CHECK_EVERY_MS;
+        `settled`: told of each recorded attempt end (`ScheduleAlerts.run_settled`)."""
+        self._settled = settled
         self._scheduler_check = scheduler_check
         self._scheduler_state = "ok"
         self._next_scheduler_check_ms = 0
@@ -500,6 +520,7 @@ class WorkerPool:
         log_attempt_end(
             claimed, event, outcome, duration_ms, log_successes=self._config.log_successes
         )
+        self._settled(claimed, outcome, _error_type(event))
 
     def _record_crashes(
         self, transaction: WriteTransaction, crashed: Sequence[Attempt]
@@ -753,6 +774,7 @@ def drain(
     config: WorkerConfig | None = None,
     recorder: Recorder = NO_METRICS,
     redact: Redactor = unredacted,
+    settled: RunSettled = _nobody_told,
 ) -> DrainSummary:
     """Run every due job of these kinds and queues in the calling thread until none
     is left or `timeout_s` passes; every end recorded (and told `recorder`) as a
@@ -815,6 +837,7 @@ def drain(
                 totals=totals,
                 recorder=recorder,
                 log_successes=settings.log_successes,
+                settled=settled,
             )
     finally:
         attempts.stop()
@@ -840,6 +863,7 @@ def _record_drained(
     totals: Counter[str],
     recorder: Recorder,
     log_successes: bool = False,
+    settled: RunSettled = _nobody_told,
 ) -> None:
     """Record the ends of what one drain turn ran, in one write (a crashed child's
     job as a crash), and count them in `totals`."""
@@ -873,6 +897,7 @@ def _record_drained(
         recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
         event = end.events[0]
         log_attempt_end(claimed, event, outcome, duration_ms, log_successes=log_successes)
+        settled(claimed, "failed" if _failed_for_good(event) else outcome, _error_type(event))
         totals["ran"] += 1
         if isinstance(event, JobAttemptFailed):
             totals["retrying" if event.retry_at_ms is not None else "failed"] += 1
