@@ -153,6 +153,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         page.on("dialog", lambda dialog: dialog.accept())
         _create_a_schedule_and_enqueue_now(page, base, tmp_path)
         _pause_stops_ticks_and_resume_starts_them(page, base)
+        _a_failing_schedule_says_so_and_leads_to_its_traceback(page, base)
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
         _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
@@ -261,6 +262,35 @@ def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
     page.wait_for_selector("#events tr.gap", timeout=10_000)  # the ticks the pause skipped
 
 
+def _a_failing_schedule_says_so_and_leads_to_its_traceback(page: Page, base: str) -> None:
+    """The operator's first question, from the schedule list: which schedule is
+    failing, and why: one click to its page, one to the run's job and traceback."""
+    _api(base, "PUT", "/periodic/nightly-report", {"spec": "@every:1000", "kind": "demo.flaky"})
+    _eventually(
+        lambda: _api(base, "GET", "/periodic/nightly-report")["health"]["state"] == "failing",
+        "the failing schedule was not judged failing",
+        timeout=30,
+    )
+    page.goto(f"{base}/?health=failing")
+    row = page.locator("#schedules tr[data-schedule='nightly-report']")
+    assert "failing" in (row.locator("td.health").text_content() or "")
+    assert "RuntimeError" in (row.locator("td.last-run").text_content() or "")
+    assert page.locator("#schedules tbody tr[data-schedule]").count() == 1, "only the failing"
+    row.locator("a[href='/schedules/nightly-report']").click()
+    page.wait_for_selector("#health")
+    assert "failing" in (page.text_content("#health h2") or "")
+    assert "RuntimeError" in (page.text_content("#last-failure") or "")
+    failed = page.locator("#runs tbody tr.run-failed").first
+    assert "RuntimeError" in (failed.text_content() or "")
+    failed.locator("a[href^='/jobs/']").click()
+    page.wait_for_selector("#attempts-table")
+    newest = page.locator("#attempts-table tbody tr").nth(0).locator("details.traceback")
+    newest.locator("summary").click()
+    trace = newest.locator("pre").text_content() or ""
+    assert "in flaky" in trace and "disk full on attempt" in trace
+    _api(base, "DELETE", "/periodic/nightly-report")
+
+
 def _a_failed_job_shows_its_attempts_and_retry_runs_it(
     page: Page, base: str, tmp_path: Path
 ) -> str:
@@ -323,7 +353,7 @@ def _the_index_searches_and_fits_a_phone_with_every_column_in_view(
     page.goto(f"{base}/")
     page.fill("#schedule-search input[name=search]", "minu")
     page.click("#schedule-search button[type=submit]")
-    page.wait_for_url(f"{base}/?search=minu")
+    page.wait_for_url(f"{base}/?search=minu&health=")
     assert page.locator("#schedules tbody tr").count() == 1
     assert "1 schedule whose id starts with “minu”" in (page.text_content("#schedule-total") or "")
 
@@ -332,7 +362,7 @@ def _the_index_searches_and_fits_a_phone_with_every_column_in_view(
         phone.goto(f"{base}/")
         for schedule_id in ("minutely", "new-york-morning"):
             row = phone.locator(f"#schedules tr[data-schedule='{schedule_id}']")
-            for part in ("td.next-run", "td.policy", "td.card-actions button"):
+            for part in ("td.health", "td.next-run", "td.card-actions button"):
                 box = row.locator(part).bounding_box()
                 assert box is not None and box["width"] > 0, f"{schedule_id}: {part} is hidden"
                 assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (
