@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from headgate import _actors as actors
+from headgate import _cli_history as history
 from headgate._app import open_existing
 from headgate._cli_limits import add_limit_commands
 from headgate._cli_options import add_option_flags, given, refuse_none_given
@@ -151,7 +153,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         parser.add_argument(
             "--json", action="store_true", help="print one JSON document (the API's fields)"
         )
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=_as_the_cli(handler))
         return parser
 
     def paged(parser: argparse.ArgumentParser, default: int) -> None:
@@ -174,6 +176,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         group, "show", "a schedule, its payload and its newest enqueue attempts", _schedules_show
     )
     show.add_argument("schedule_id", metavar="ID")
+    history.add_schedule_history(group, command, int_in, show)
     _add_schedule_writes(group, command, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
@@ -214,7 +217,10 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         ("cancel", "cancel a pending or running job", _jobs_cancel),
         ("retry", "run a failed, cancelled or quarantined job again, now", _jobs_retry),
     ):
-        command(group, name, help_text, handler).add_argument("job_id", metavar="ID")
+        parser = command(group, name, help_text, handler)
+        parser.add_argument("job_id", metavar="ID")
+        if name == "show":
+            history.add_as_of(parser)
 
     quarantine = commands.add_parser("quarantine", help="quarantined fingerprints")
     group = quarantine.add_subparsers(
@@ -229,6 +235,16 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
     _add_queue_commands(commands, command, int_in)
     add_limit_commands(commands, command)
+
+
+def _as_the_cli(handler: Handler) -> Handler:
+    """The handler, its changes recorded as made through the command line."""
+
+    def handle(args: argparse.Namespace) -> int:
+        with actors.acting_as(actors.CLI):
+            return handler(args)
+
+    return handle
 
 
 def _add_queue_commands(commands: Any, command: Callable[..., Any], int_in: IntIn) -> None:
@@ -325,6 +341,8 @@ def _schedules_list(args: argparse.Namespace) -> int:
 
 
 def _schedules_show(args: argparse.Namespace) -> int:
+    if args.as_of is not None:
+        return history.print_schedule_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         deleted = hg.deleted_schedule(args.schedule_id)
         schedule = deleted if deleted is not None else hg.get_schedule(args.schedule_id)
@@ -513,6 +531,8 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
+    if args.as_of is not None:
+        return history.print_job_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
         limits = hg.job_limits(job)
