@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         page.on("dialog", lambda dialog: dialog.accept())
         _create_a_schedule_and_enqueue_now(page, base, tmp_path)
         _pause_stops_ticks_and_resume_starts_them(page, base)
+        _a_schedule_as_of_before_an_edit_shows_the_old_spec_and_the_diff(page, base)
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
         _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
@@ -259,6 +261,31 @@ def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
         lambda: (_newest_tick(base, "pulse") or 0) > (paused_at or 0), "resume did not tick"
     )
     page.wait_for_selector("#events tr.gap", timeout=10_000)  # the ticks the pause skipped
+
+
+def _a_schedule_as_of_before_an_edit_shows_the_old_spec_and_the_diff(page: Page, base: str) -> None:
+    """Edited in the console's form, then viewed with the time picker as of a
+    second before the edit: the old spec, under a banner; the changes view shows
+    the edit as a diff made through the console."""
+    before_edit = datetime.fromtimestamp(int(time.time()), UTC)
+    time.sleep(1.2)  # the picker says seconds: the edit lands in a later one
+    page.goto(f"{base}/schedules/pulse/edit")
+    page.fill("input[name=spec]", "@every:2s")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/schedules/pulse")
+    assert "@every:2s" in (page.text_content("#spec") or "")
+    page.fill("input[name=as_of]", before_edit.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.click(".as-of-picker button[type=submit]")
+    page.wait_for_selector("#as-of-banner")
+    assert "@every:1s" in (page.text_content("#spec") or "")
+    assert "As of " + before_edit.strftime("%Y-%m-%d %H:%M:%S") in (
+        page.text_content("#as-of-banner") or ""
+    )
+    page.click("text=Changes and who made them")
+    page.wait_for_selector("#changes")
+    edit = page.locator("#changes tr", has_text="@every:2s")
+    assert "@every:1s" in (edit.text_content() or "")
+    assert "through the console" in (page.text_content("#changes") or "")
 
 
 def _a_failed_job_shows_its_attempts_and_retry_runs_it(
