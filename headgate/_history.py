@@ -83,9 +83,10 @@ class ScheduleAsOf:
     oldest_kept_ms: int
     """When the oldest event still kept was recorded: how far back it can be read."""
     exact: bool
-    """False when compaction removed events between the definition and the instant:
-    the definition is exact, its next run and last enqueued tick those of the
-    newest event kept."""
+    """False when not every event between the definition and the instant was
+    folded (compaction removed some, or there were over FOLDED_PER_READ): the
+    definition is exact, its next run and last enqueued tick those of the newest
+    event, which restates them."""
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,10 @@ def test_as_of_each_change_equals_the_live_schedule_then(hg: Headgate, clock: Fa
     seen = []
     hg.put_schedule("nightly", spec="@every:60000", kind="report", payload={"team": 7})
     seen.append((clock.now_ms(), hg.get_schedule("nightly")))
+    hg.start(workers=False)
     for step in range(3):
-        clock.advance(MINUTE)
-        hg.run_pending()
+        clock.advance(2 * MINUTE)
+        assert hg.run_pending(), "a tick was due"
         seen.append((clock.now_ms(), hg.get_schedule("nightly")))
         clock.advance(1_000)
         hg.update_schedule("nightly", spec=f"@every:{(step + 2) * MINUTE}")
@@ -54,6 +55,7 @@ def test_as_of_each_change_equals_the_live_schedule_then(hg: Headgate, clock: Fa
             as_of = hg.schedule_as_of("nightly", at)
             assert as_of.state == DEFINED and as_of.exact
             assert as_of.schedule == live, at
+    assert len({live.last_enqueued_ms for _, live in seen}) == 4  # every tick folded too
 
 
 def test_as_of_before_an_edit_shows_the_old_definition_and_who_made_it(

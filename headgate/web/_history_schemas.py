@@ -31,8 +31,9 @@ class ScheduleAsOfOut(BaseModel):
     position: int | None = Field(description="The log position of the newest event folded")
     oldest_kept_ms: int = Field(description="When the oldest event still kept was recorded")
     exact: bool = Field(
-        description="False when compaction removed events between the definition and the "
-        "instant: the definition is exact, its next run that of the newest event kept"
+        description="False when not every event between the definition and the instant "
+        "was folded (compacted, or too many): the definition is exact, its next run that of "
+        "the newest event"
     )
 
     @classmethod
