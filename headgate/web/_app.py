@@ -127,8 +127,8 @@ def create_app(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
     # Outermost last: forwarded headers, Host check, write guard, auth, body
-    # limits, the routes; the security headers wrap even the error middleware
-    # (_GuardedApp).
+    # limits, who a write is recorded as (_attribution), the routes; the security
+    # headers wrap even the error middleware (_GuardedApp).
     app.add_middleware(Attribution, sessions=sessions)
     app.add_middleware(BodyLimits)
     if token and sessions is not None:
