@@ -51,6 +51,7 @@ from headgate._domain.admission import (
     require_payload,
 )
 from headgate._domain.cursors import MAX_PAGE
+from headgate._domain.definition_history import parse_instant
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS, unredacted
@@ -89,6 +90,7 @@ from headgate._errors import (
     error_type_of,
 )
 from headgate._forksafe import renew_in_forked_children
+from headgate._history import CHANGES_SHOWN, History, JobAsOf, ScheduleAsOf, ScheduleChanges
 from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
@@ -674,6 +676,32 @@ class Headgate(AsyncOperations):
         """Enqueue now: one extra job; the same key always returns the same job."""
         return self._commands.run_now(schedule_id, idempotency_key)
 
+    def schedule_as_of(self, schedule_id: str, as_of: int | str) -> ScheduleAsOf:
+        """The schedule as it stood at `as_of` (epoch ms or ISO-8601), folded from
+        its events up to then: its definition, timing, and who made the change in
+        force. Says so (`state`) when it did not exist yet or the instant is
+        before the oldest event compaction kept; NotFound when the log keeps none."""
+        instant = parse_instant("as_of", as_of)
+        return History(self._store.log).schedule_as_of(schedule_id, instant)
+
+    def schedule_changes(
+        self,
+        schedule_id: str,
+        *,
+        since: int | str | None = None,
+        until: int | str | None = None,
+        limit: int = CHANGES_SHOWN,
+    ) -> ScheduleChanges:
+        """The schedule's definition changes after `since` up to `until` (epoch ms
+        or ISO-8601; default: from the start, to now), oldest first, each with
+        who made it and what differs from the one before (a payload by its keys,
+        never its values); the newest `limit` (1-100)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise ValidationError("limit", f"must be an integer from 1 to 100, got {limit!r}")
+        since_ms = 0 if since is None else parse_instant("since", since)
+        until_ms = self.clock.now_ms() if until is None else parse_instant("until", until)
+        return History(self._store.log).schedule_changes(schedule_id, since_ms, until_ms, limit)
+
     def enqueue_events(
         self, schedule_id: str, limit: int = 30, cursor: str | None = None
     ) -> EnqueueEventsPage:
@@ -903,6 +931,13 @@ class Headgate(AsyncOperations):
         job = Job.from_row(row, self._reads.job_attempts(job_id, SHOWN_PER_JOB))
         waiting = self.waiting_for(job)
         return dataclasses.replace(job, waiting_for=waiting) if waiting else job
+
+    def job_as_of(self, job_id: str, as_of: int | str) -> JobAsOf:
+        """The job as its events left it at `as_of` (epoch ms or ISO-8601): its
+        state, attempts and errors then. NotFound when the log keeps none of
+        its events (compaction removes a finished job whole)."""
+        instant = parse_instant("as_of", as_of)
+        return History(self._store.log).job_as_of(job_id, instant)
 
     def job_limits(self, job: Job) -> JobLimits:
         """The attempt limit and timeout `job` runs under, and where each comes

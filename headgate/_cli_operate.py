@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from headgate import _actors as actors
+from headgate import _cli_history as history
 from headgate._app import open_existing
 from headgate._cli_limits import add_limit_commands
 from headgate._cli_options import add_option_flags, given, refuse_none_given
@@ -157,7 +159,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         parser.add_argument(
             "--json", action="store_true", help="print one JSON document (the API's fields)"
         )
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=_as_the_cli(handler))
         return parser
 
     def paged(parser: argparse.ArgumentParser, default: int) -> None:
@@ -171,26 +173,8 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
     schedules = commands.add_parser("schedules", help="list, change and run schedules")
     group = schedules.add_subparsers(title="commands", parser_class=type(schedules), required=True)
-    listing = command(group, "list", "list schedules, ordered by id", _schedules_list)
-    listing.add_argument(
-        "--search", metavar="PREFIX", help="only schedules whose id starts with PREFIX"
-    )
-    listing.add_argument(
-        "--health",
-        choices=HEALTH_STATES,
-        help="only schedules in this state now (failing: its newest settled run failed)",
-    )
-    paged(listing, 50)
-    show = command(
-        group,
-        "show",
-        "a schedule, its health, its newest runs and enqueue attempts",
-        _schedules_show,
-    )
-    show.add_argument("schedule_id", metavar="ID")
-    runs = command(group, "runs", "what became of a schedule's runs, newest first", _schedules_runs)
-    runs.add_argument("schedule_id", metavar="ID")
-    paged(runs, 30)
+    show = _add_schedule_reads(group, command, paged)
+    history.add_schedule_history(group, command, int_in, show)
     _add_schedule_writes(group, command, int_in)
     for name, help_text, handler in (
         ("delete", "delete a schedule (its enqueue history stays)", _schedules_delete),
@@ -231,7 +215,10 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         ("cancel", "cancel a pending or running job", _jobs_cancel),
         ("retry", "run a failed, cancelled or quarantined job again, now", _jobs_retry),
     ):
-        command(group, name, help_text, handler).add_argument("job_id", metavar="ID")
+        parser = command(group, name, help_text, handler)
+        parser.add_argument("job_id", metavar="ID")
+        if name == "show":
+            history.add_as_of(parser)
 
     quarantine = commands.add_parser("quarantine", help="quarantined fingerprints")
     group = quarantine.add_subparsers(
@@ -246,6 +233,16 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
 
     _add_queue_commands(commands, command, int_in)
     add_limit_commands(commands, command)
+
+
+def _as_the_cli(handler: Handler) -> Handler:
+    """The handler, its changes recorded as made through the command line."""
+
+    def handle(args: argparse.Namespace) -> int:
+        with actors.acting_as(actors.CLI):
+            return handler(args)
+
+    return handle
 
 
 def _add_queue_commands(commands: Any, command: Callable[..., Any], int_in: IntIn) -> None:
@@ -343,6 +340,8 @@ def _schedules_list(args: argparse.Namespace) -> int:
 
 
 def _schedules_show(args: argparse.Namespace) -> int:
+    if args.as_of is not None:
+        return history.print_schedule_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         deleted = hg.deleted_schedule(args.schedule_id)
         schedule = deleted if deleted is not None else hg.get_schedule(args.schedule_id)
@@ -378,6 +377,33 @@ def _schedules_show(args: argparse.Namespace) -> int:
         indent="  ",
     )
     return 0
+
+
+def _add_schedule_reads(
+    group: Any, command: Callable[..., Any], paged: Callable[[Any, int], None]
+) -> Any:
+    """`schedules list`, `show` and `runs`; returns `show`'s parser."""
+    listing = command(group, "list", "list schedules, ordered by id", _schedules_list)
+    listing.add_argument(
+        "--search", metavar="PREFIX", help="only schedules whose id starts with PREFIX"
+    )
+    listing.add_argument(
+        "--health",
+        choices=HEALTH_STATES,
+        help="only schedules in this state now (failing: its newest settled run failed)",
+    )
+    paged(listing, 50)
+    show = command(
+        group,
+        "show",
+        "a schedule, its health, its newest runs and enqueue attempts",
+        _schedules_show,
+    )
+    show.add_argument("schedule_id", metavar="ID")
+    runs = command(group, "runs", "what became of a schedule's runs, newest first", _schedules_runs)
+    runs.add_argument("schedule_id", metavar="ID")
+    paged(runs, 30)
+    return show
 
 
 def _schedules_runs(args: argparse.Namespace) -> int:
@@ -609,6 +635,8 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
 
 
 def _jobs_show(args: argparse.Namespace) -> int:
+    if args.as_of is not None:
+        return history.print_job_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
         limits = hg.job_limits(job)

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Final
 
+from headgate import _actors as actors
 from headgate import _tracing as tracing
 from headgate._domain.admission import (
     MAX_IDEMPOTENCY_KEY_LENGTH,
@@ -177,6 +178,9 @@ class Put:
     declared_by: str | None = None
     """The declarations group, when the host's code declares it (`periodic`):
     then `definition` is the code's, and the operator's overrides are kept."""
+    changed_by: str | None = None
+    """Who asks for it, when not what `declared_by` and the acting operator say
+    (`_actors`): a runtime pausing what its code no longer declares."""
 
 
 def _put_definitions(
@@ -280,7 +284,16 @@ def _defined(
         due_at_ms=timing.due_at_ms(next_run),
         declared=declared,
         declared_by=declared_by,
+        changed_by=_changed_by(put),
     )
+
+
+def _changed_by(put: Put) -> str:
+    if put.changed_by is not None:
+        return put.changed_by
+    if put.declared_by is not None:
+        return actors.code(put.declared_by)
+    return actors.current()
 
 
 def _same_declaration(one: ScheduleDefinition | None, other: ScheduleDefinition | None) -> bool:
@@ -424,7 +437,9 @@ class Commands:
                 events: list[DomainEvent] = [ScheduleUndeclared(row.schedule_id, declared_by)]
                 if pause and not row.paused:
                     paused = definition_of(row).restored_with({"paused": True})
-                    event = _defined(Put(row.schedule_id, paused), row, transaction.now_ms, {})
+                    by = actors.code(declared_by)
+                    put = Put(row.schedule_id, paused, changed_by=by)
+                    event = _defined(put, row, transaction.now_ms, {})
                     assert event is not None
                     events.insert(0, event)
                 units.append([StreamAppend(stream, versions[stream], tuple(events))])
@@ -440,7 +455,8 @@ class Commands:
             _require_live_schedule(transaction, schedule_id)
             version = transaction.stream_versions([stream])[stream]
             _append_one(
-                transaction, [StreamAppend(stream, version, (ScheduleDeleted(schedule_id),))]
+                transaction,
+                [StreamAppend(stream, version, (ScheduleDeleted(schedule_id, actors.current()),))],
             )
 
     def run_now(self, schedule_id: str, idempotency_key: object) -> RunNowResult:

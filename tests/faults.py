@@ -207,6 +207,22 @@ class FaultyLog(EventLog):
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         return self._inner.read_stream(stream_id)
 
+    def read_stream_back(
+        self,
+        stream_id: str,
+        *,
+        until_ms: int | None = None,
+        before_version: int | None = None,
+        types: Collection[type[DomainEvent]] | None = None,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        return self._inner.read_stream_back(
+            stream_id, until_ms=until_ms, before_version=before_version, types=types, limit=limit
+        )
+
+    def oldest_kept(self, stream_id: str) -> RecordedEvent | None:
+        return self._inner.oldest_kept(stream_id)
+
     def read_all(
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
     ) -> list[RecordedEvent]:

@@ -115,14 +115,22 @@ def test_the_testing_example_runs(tmp_path: Path) -> None:
 
 def test_the_operating_examples_show_what_their_comments_say(tmp_path: Path) -> None:
     outputs = [_run(example, tmp_path) for example in examples_in(DOCS / "how-to" / "operate.md")]
-    assert [result.returncode for result in outputs] == [0] * 7, [r.stderr for r in outputs]
+    assert [result.returncode for result in outputs] == [0] * 9, [r.stderr for r in outputs]
     assert outputs[0].stdout == "60000\n"
     assert outputs[1].stdout == "('paused',)\nFalse\n"
-    assert outputs[2].stdout == "failed ConnectionError\ncancelled\n"
-    assert outputs[3].stdout.splitlines()[0] == "quarantined"
-    assert outputs[4].stdout == "[('reports', True, 1, 'warehouse migration')]\n"
-    assert outputs[5].stdout == "skip 30000\n"
-    assert outputs[6].stdout == "* 1 ()\n"
+    alert, health, runs = outputs[2].stdout.splitlines()
+    assert alert.startswith("ScheduleAlert(kind='failure', schedule_id='nightly', job_id=")
+    assert "consecutive_failures=2, error_type='ConnectionError'" in alert
+    assert (health, runs) == ("failing 2 ConnectionError", "['failed', 'failed']")
+    before, change, job = outputs[3].stdout.splitlines()
+    assert before == "0 2 * * * operator:python"
+    assert change.startswith("changed operator:python [('spec', '0 2 * * *', '0 3 * * *'), (")
+    assert "s3cret" not in outputs[3].stdout and job == "defined"
+    assert outputs[4].stdout == "failed ConnectionError\ncancelled\n"
+    assert outputs[5].stdout.splitlines()[0] == "quarantined"
+    assert outputs[6].stdout == "[('reports', True, 1, 'warehouse migration')]\n"
+    assert outputs[7].stdout == "skip 30000\n"
+    assert outputs[8].stdout == "* 1 ()\n"
 
 
 def test_the_backfill_example_fires_the_three_latest_hours(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from headgate._domain.events import (
     NextRunAdvanced,
     Outcome,
     ScheduleDefined,
+    ScheduleDeleted,
 )
 from headgate._json import canonical_json
 from headgate._store.mapper import EVENT_TYPES, decode, encode
@@ -108,3 +109,27 @@ def test_a_job_enqueued_before_jobs_carried_a_trace_reads_with_none() -> None:
     assert (event.trace_context, event.fair_turn, event.payload) == (None, 3, {"n": 1})
     assert event.options.partition_key == "p"
     assert encode(event)[1] == 6
+
+
+def test_a_definition_stored_before_it_said_who_made_it_reads_as_unknown() -> None:
+    """ScheduleDefined v4 and ScheduleDeleted v1, as stored before `changed_by`:
+    who made those changes is unknown (None), not guessed."""
+    body = (
+        '{"declared":null,"declared_by":"app","definition":{"backfill_limit":1,'
+        '"end_at_ms":null,"jitter_ms":0,"job":{"max_attempts":null,"queue":"default",'
+        '"run_at_ms":null,"timeout_ms":null,"unique_key":null},"kind":"k",'
+        '"on_missed":"skip","paused":false,"payload":null,"spec":"@every:60000",'
+        '"start_at_ms":null},"due_at_ms":null,"last_enqueued_ms":null,'
+        '"next_run_ms":60000,"schedule_id":"s"}'
+    )
+    defined = decode("ScheduleDefined", 4, body)
+    assert isinstance(defined, ScheduleDefined)
+    assert (defined.changed_by, defined.declared_by) == (None, "app")
+    assert encode(defined)[1] == 5
+    deleted = decode("ScheduleDeleted", 1, '{"schedule_id":"s"}')
+    assert deleted == ScheduleDeleted("s", changed_by=None)
+    assert encode(ScheduleDeleted("s", "operator:cli")) == (
+        "ScheduleDeleted",
+        2,
+        '{"changed_by":"operator:cli","schedule_id":"s"}',
+    )

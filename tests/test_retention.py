@@ -31,9 +31,21 @@ def test_a_trimmed_stream_keeps_the_newest_event_of_each_type() -> None:
         (4, NextRunAdvanced),
         (5, ScheduleDefined),
     ]
-    assert trimmed_versions(POLICY, "schedule-a", events) == [1, 2, 3]
-    assert trimmed_versions(POLICY, "schedule-a", reversed(events)) == [1, 2, 3]
-    assert trimmed_versions(POLICY, "schedule-a", []) == []
+    one_definition = CompactionPolicy(definitions_per_schedule=1)
+    assert trimmed_versions(one_definition, "schedule-a", events) == [1, 2, 3]
+    assert trimmed_versions(one_definition, "schedule-a", reversed(events)) == [1, 2, 3]
+    assert trimmed_versions(one_definition, "schedule-a", []) == []
+
+
+def test_a_schedule_keeps_its_newest_definitions_for_its_history() -> None:
+    """Each definition is a snapshot: keeping the newest 100 lets a schedule be
+    read as of an instant that far back in its changes."""
+    events = [(version, ScheduleDefined) for version in range(1, 103)]
+    assert trimmed_versions(POLICY, "schedule-a", events) == [1, 2]
+    assert newest_kept(POLICY, "schedule-a", ScheduleDefined) == 100
+    assert newest_kept(POLICY, "quarantine-fp", ScheduleDefined) == 1
+    with pytest.raises(ValueError, match="definitions_per_schedule"):
+        CompactionPolicy(definitions_per_schedule=0)
 
 
 def test_a_schedule_keeps_its_newest_attempts_and_other_streams_one() -> None:

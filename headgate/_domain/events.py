@@ -82,10 +82,12 @@ class ScheduleDefined(DomainEvent):
     operator's change overrides the code (see `_domain/ownership.py`).
     Versions 1-3 spelled the definition out field by field (the mapper's
     upcasters nest them); a field added to the definition or its job options
-    reads as its default in older events.
+    reads as its default in older events. `changed_by` says who made the
+    change (`headgate._actors`: "code:<group>" or "operator:<surface>");
+    None in events before version 5, which did not record it.
     """
 
-    schema_version: ClassVar[int] = 4
+    schema_version: ClassVar[int] = 5
 
     schedule_id: str
     definition: ScheduleDefinition
@@ -95,11 +97,18 @@ class ScheduleDefined(DomainEvent):
     declared: ScheduleDefinition | None = None
     declared_by: str | None = None
     """The declarations group of the code that declared it (None with `declared`)."""
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True)
 class ScheduleDeleted(DomainEvent):
+    """An operator deleted the schedule; `changed_by` as in ScheduleDefined (None
+    before version 2)."""
+
+    schema_version: ClassVar[int] = 2
+
     schedule_id: str
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ what each stream family needs to rebuild its projections exactly:
   ScheduleDefined is a full snapshot of the schedule, and every later type
   (an advance, a deletion, a release, a blame with its total) folds into the
   row whatever came before it. A schedule's stream also keeps its newest
-  `attempts_per_schedule` EnqueueAttempted, for the enqueue history;
+  `attempts_per_schedule` EnqueueAttempted, for the enqueue history, and its
+  newest `definitions_per_schedule` ScheduleDefined, for its definition
+  history (what it was as of an instant, and who changed it: `as_of`);
 * a job's stream is never trimmed: it goes whole, with its rows, once the job
   has finished (completed, failed or cancelled) more than
   `finished_job_retention_ms` ago, unless it is one of its schedule's newest
@@ -32,12 +34,14 @@ from headgate._domain.events import (
     EnqueueAttempted,
     JobState,
     ManualRunRequested,
+    ScheduleDefined,
 )
 from headgate._domain.streams import SCHEDULE_PREFIX
 
 __all__ = [
     "ATTEMPTS_KEPT_ON",
     "DAY_MS",
+    "DEFINITIONS_KEPT",
     "HISTORY_SHOWN",
     "NEWEST_OF_A_TYPE_KEPT",
     "REMOVABLE_JOB_STATES",
@@ -58,11 +62,15 @@ RUNS_SHOWN: Final = 100
 """The run history shows a schedule's newest 100 runs: compaction keeps at least
 those runs' jobs."""
 
+DEFINITIONS_KEPT: Final = 100
+"""A schedule's stream keeps its newest 100 definitions by default: each is a
+whole snapshot, so its definition history reaches back that many changes."""
+
 NEWEST_OF_A_TYPE_KEPT: Final = 1
 """A trimmed stream keeps the newest event of each type: it supersedes the older ones."""
 ATTEMPTS_KEPT_ON: Final = SCHEDULE_PREFIX
 """Streams whose ids start with this (a schedule's) keep `attempts_per_schedule`
-EnqueueAttempted rather than one."""
+EnqueueAttempted and `definitions_per_schedule` ScheduleDefined rather than one."""
 
 UNTRIMMED_EVENTS: Final[tuple[type[DomainEvent], ...]] = (*JOB_EVENTS, ManualRunRequested)
 """Events of streams that are never trimmed, only removed whole (jobs, manual-run
@@ -83,8 +91,13 @@ class CompactionPolicy:
     runs_per_schedule: int = RUNS_SHOWN
     finished_job_retention_ms: int = DAY_MS
     manual_key_retention_ms: int = 7 * DAY_MS
+    definitions_per_schedule: int = DEFINITIONS_KEPT
 
     def __post_init__(self) -> None:
+        if self.definitions_per_schedule < NEWEST_OF_A_TYPE_KEPT:
+            raise ValueError(
+                "definitions_per_schedule: a schedule keeps at least its newest definition"
+            )
         if self.manual_key_retention_ms < DAY_MS:
             raise ValueError("manual_key_retention_ms: idempotency keys are kept at least 24 hours")
         if self.attempts_per_schedule < HISTORY_SHOWN:
@@ -105,8 +118,11 @@ class CompactionPolicy:
 
 def newest_kept(policy: CompactionPolicy, stream_id: str, event_type: type[DomainEvent]) -> int:
     """How many of a trimmed stream's newest events of `event_type` compaction keeps."""
-    if event_type is EnqueueAttempted and stream_id.startswith(ATTEMPTS_KEPT_ON):
-        return policy.attempts_per_schedule
+    if stream_id.startswith(ATTEMPTS_KEPT_ON):
+        if event_type is EnqueueAttempted:
+            return policy.attempts_per_schedule
+        if event_type is ScheduleDefined:
+            return policy.definitions_per_schedule
     return NEWEST_OF_A_TYPE_KEPT
 
 

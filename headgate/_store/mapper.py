@@ -200,6 +200,12 @@ def _run_schedule_unknown(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {**body, "schedule_id": None}
 
 
+def _changed_by_unknown(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before ScheduleDefined v5 and ScheduleDeleted v2 nobody recorded who made
+    a change: it stays unknown (None), never guessed."""
+    return {**body, "changed_by": None}
+
+
 UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(EnqueueAttempted), 1): _attempt_v1_to_v2,
     (type_name(EnqueueAttempted), 2): _attempt_v2_to_v3,
@@ -212,6 +218,8 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(JobEnqueued), 4): _job_fair_turn_v4_to_v5,
     (type_name(JobEnqueued), 5): _job_trace_v5_to_v6,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
+    (type_name(ScheduleDefined), 4): _changed_by_unknown,
+    (type_name(ScheduleDeleted), 1): _changed_by_unknown,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,
     (type_name(JobSucceeded), 1): _attempt_limits_v1_to_v2,

@@ -16,9 +16,12 @@ from headgate._app import Headgate
 from headgate.web import _api as api
 from headgate.web import _console as console
 from headgate.web import _docs as docs
+from headgate.web import _history_api as history_api
+from headgate.web import _history_pages as history_pages
 from headgate.web import _login as login
 from headgate.web import _probes as probes
 from headgate.web import _scrape as scrape
+from headgate.web._attribution import Attribution
 from headgate.web._auth import TokenAuth
 from headgate.web._errors import (
     ASGIApp,
@@ -112,8 +115,10 @@ def create_app(
     app.state.login_throttle = FailureThrottle(hg.clock)
     install_error_handlers(app)
     app.include_router(api.router)
+    app.include_router(history_api.router)
     app.include_router(scrape.router)
     app.include_router(console.router)
+    app.include_router(history_pages.router)
     app.include_router(login.router)
     app.include_router(probes.router)
     app.include_router(docs.router)
@@ -122,8 +127,9 @@ def create_app(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
     # Outermost last: forwarded headers, Host check, write guard, auth, body
-    # limits, the routes; the security headers wrap even the error middleware
-    # (_GuardedApp).
+    # limits, who a write is recorded as (_attribution), the routes; the security
+    # headers wrap even the error middleware (_GuardedApp).
+    app.add_middleware(Attribution, sessions=sessions)
     app.add_middleware(BodyLimits)
     if token and sessions is not None:
         app.add_middleware(

@@ -221,15 +221,16 @@ COMPACTION_CHILD = textwrap.dedent(
 
 def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     """Compaction runs in many small transactions: a kill between them keeps what
-    committed (old definitions and attempts gone, with the attempts' history
-    rows), loses nothing a tick needs, and the next run finishes the job."""
+    committed (old attempts gone, with their history rows; the definitions,
+    fewer than compaction keeps, stay), loses nothing a tick needs, and the next
+    run finishes the job."""
     clock = FakeClock(START_MS)
     quiet = RuntimeConfig(lease_ttl_ms=3_600_000, compaction_interval_ms=1_000 * HOUR)
     hg = Headgate(store_url, clock=clock, config=quiet)  # the runtime itself does not compact
     rounds = (107, 1, 1, 1)  # 110 ticks each: 10 more than compaction keeps
     for round_, hours in enumerate((0, *rounds)):
         clock.advance(hours * HOUR)
-        for name in ("a", "b", "c"):  # a changed payload: a definition compaction trims
+        for name in ("a", "b", "c"):  # a changed payload: a definition of its history
             hg.put_schedule(
                 name,
                 spec="@every:3600000",
@@ -253,14 +254,14 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     hg = Headgate(store_url, clock=clock)
     try:
         assert _per_schedule(hg) == {
-            "definitions": [1, 5, 5],
+            "definitions": [5, 5, 5],
             "attempts": [100, 110, 110],
             "history rows": [100, 110, 110],
         }, "one stream compacted, one rolled back"
         assert verify(hg._store).ok
         hg.compact()
         assert _per_schedule(hg) == {
-            "definitions": [1, 1, 1],
+            "definitions": [5, 5, 5],
             "attempts": [100, 100, 100],
             "history rows": [100, 100, 100],
         }

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         _create_a_schedule_and_enqueue_now(page, base, tmp_path)
         _pause_stops_ticks_and_resume_starts_them(page, base)
         _a_failing_schedule_says_so_and_leads_to_its_traceback(page, base)
+        _a_schedule_as_of_before_an_edit_shows_the_old_spec_and_the_diff(page, base)
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
         _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
@@ -167,6 +169,9 @@ def test_console_end_to_end(tmp_path: Path) -> None:
             f"/jobs/{job_id}",
             "/workers",
             "/schedules/pulse",
+            "/schedules/pulse/as-of?as_of=9999999999999",
+            "/schedules/pulse/changes",
+            f"/jobs/{job_id}/as-of?as_of=9999999999999",
             "/schedules/poison",
             "/schedules/new",
         ):
@@ -289,6 +294,31 @@ def _a_failing_schedule_says_so_and_leads_to_its_traceback(page: Page, base: str
     trace = newest.locator("pre").text_content() or ""
     assert "in flaky" in trace and "disk full on attempt" in trace
     _api(base, "DELETE", "/periodic/nightly-report")
+
+
+def _a_schedule_as_of_before_an_edit_shows_the_old_spec_and_the_diff(page: Page, base: str) -> None:
+    """Edited in the console's form, then viewed with the time picker as of a
+    second before the edit: the old spec, under a banner; the changes view shows
+    the edit as a diff made through the console."""
+    before_edit = datetime.fromtimestamp(int(time.time()), UTC)
+    time.sleep(1.2)  # the picker says seconds: the edit lands in a later one
+    page.goto(f"{base}/schedules/pulse/edit")
+    page.fill("input[name=spec]", "@every:2s")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/schedules/pulse")
+    assert "@every:2000" in (page.text_content("#spec") or "")  # as stored
+    page.fill("input[name=as_of]", before_edit.strftime("%Y-%m-%dT%H:%M:%S"))
+    page.click(".as-of-picker button[type=submit]")
+    page.wait_for_selector("#as-of-banner")
+    assert "@every:1000" in (page.text_content("#spec") or "")
+    assert "As of " + before_edit.strftime("%Y-%m-%d %H:%M:%S") in (
+        page.text_content("#as-of-banner") or ""
+    )
+    page.click("text=Changes and who made them")
+    page.wait_for_selector("#changes")
+    edit = page.locator("#changes tr", has_text="@every:2000")
+    assert "@every:1000" in (edit.text_content() or "")
+    assert "through the console" in (page.text_content("#changes") or "")
 
 
 def _a_failed_job_shows_its_attempts_and_retry_runs_it(

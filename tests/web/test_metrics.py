@@ -26,7 +26,9 @@ from tests.faults import FaultyStore
 from tests.web.conftest import LOCAL
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-ALLOWED_LABELS = {"queue", "kind", "state", "outcome", "reason", "le"}
+ALLOWED_LABELS = {"queue", "kind", "state", "outcome", "reason", "le", "schedule"}
+"""Label names a series may carry: `schedule` holds a schedule id (up to
+`RuntimeConfig.schedule_series_max` of them), never a job's."""
 
 
 def _scrape_text(client: TestClient, path: str = "/metrics", **kwargs: Any) -> str:
@@ -207,14 +209,16 @@ def test_no_label_carries_an_id_a_payload_or_an_error_text(
     hg.drain()
     text = _scrape_text(client)
     samples = _samples(text)
-    ids = {job.id for job in jobs} | {j.id for j in hg.list_jobs().jobs} | {"sched-7f3a91"}
-    assert len(ids) == 4
+    ids = {job.id for job in jobs} | {j.id for j in hg.list_jobs().jobs}
+    assert len(ids) == 3
     for (name, labels), _ in samples.items():
         assert {key for key, _ in labels} <= ALLOWED_LABELS, name
-        for _, value in labels:
+        for key, value in labels:
             assert value not in ids and "@" not in value and "full" not in value, (name, value)
+            assert key == "schedule" or value != "sched-7f3a91", (name, key)
     for forbidden in (*ids, "example.com", "mailbox"):
         assert forbidden not in text
+    assert _value(samples, "headgate_schedule_consecutive_failures", schedule="sched-7f3a91") == 0
     assert _value(samples, "headgate_job_attempts_total", **{
         "queue": "default", "kind": "email.send", "outcome": "failed"
     }) == 1  # fmt: skip

@@ -59,6 +59,12 @@ def test_no_read_route_writes(client: TestClient, hg: Headgate) -> None:
         "/api/v1/spec-preview?spec={x}",
         "/api/v1/jobs?cursor={x}",
         "/api/v1/periodic?search={x}",
+        "/schedules/nightly/as-of?as_of={x}",
+        "/schedules/{x}/as-of?as_of=0",
+        "/schedules/nightly/changes?since={x}",
+        "/jobs/{x}/as-of?as_of={x}",
+        "/api/v1/periodic/nightly/as-of?as_of={x}",
+        "/api/v1/periodic/nightly/changes?until={x}",
     ],
 )
 def test_input_in_a_page_or_an_error_is_never_markup(

@@ -4,12 +4,13 @@ committed log."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 
 from headgate._clock import Clock, StoreClock
-from headgate._domain.events import RecordedEvent
+from headgate._domain.events import DomainEvent, RecordedEvent
 from headgate._errors import LeaseLost, StoreClosed, ValidationError
+from headgate._store.mapper import type_name
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.transaction import MemoryWriteTransaction
 from headgate._store.port import EventLog, Fence
@@ -71,6 +72,35 @@ class MemoryEventLog(EventLog):
         with self._state.reading():
             stored = self._state.log.stream(stream_id)
         return [event.recorded() for event in stored]
+
+    def read_stream_back(
+        self,
+        stream_id: str,
+        *,
+        until_ms: int | None = None,
+        before_version: int | None = None,
+        types: Collection[type[DomainEvent]] | None = None,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        names = None if types is None else {type_name(t) for t in types}
+        with self._state.reading():
+            stored = self._state.log.stream(stream_id)
+        found: list[RecordedEvent] = []
+        for event in reversed(stored):
+            if len(found) >= limit:
+                break
+            if until_ms is not None and event.recorded_at_ms > until_ms:
+                continue
+            if before_version is not None and event.version >= before_version:
+                continue
+            if names is None or event.type in names:
+                found.append(event.recorded())
+        return found
+
+    def oldest_kept(self, stream_id: str) -> RecordedEvent | None:
+        with self._state.reading():
+            stored = self._state.log.stream(stream_id)
+        return stored[0].recorded() if stored else None
 
     def read_all(
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None

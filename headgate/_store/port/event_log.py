@@ -7,7 +7,7 @@ heartbeats) is either folded from it or operational state beside it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -150,6 +150,34 @@ class EventLog(ABC):
     @abstractmethod
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         """The stream's events, oldest first."""
+
+    @abstractmethod
+    def read_stream_back(
+        self,
+        stream_id: str,
+        *,
+        until_ms: int | None = None,
+        before_version: int | None = None,
+        types: Collection[type[DomainEvent]] | None = None,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        """The stream's newest `limit` events recorded at or before `until_ms`
+        (None: any time), with a version below `before_version` (None: any) and
+        of one of `types` (None: any), newest first.
+
+        What a fold "as of" an instant reads: bounded however long the stream,
+        and paged backwards by passing the oldest version read as
+        `before_version`. Only what compaction kept is there (`oldest_kept`).
+        """
+
+    @abstractmethod
+    def oldest_kept(self, stream_id: str) -> RecordedEvent | None:
+        """The stream's oldest event still kept (None: no event is).
+
+        Compaction trims a schedule's stream from the front, so a version above
+        1 here says older events existed and are gone: a fold cannot tell what
+        the stream held before this event was recorded.
+        """
 
     @abstractmethod
     def read_all(

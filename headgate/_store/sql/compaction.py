@@ -28,7 +28,7 @@ from typing import Any, Final
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
-from headgate._domain.events import EnqueueAttempted
+from headgate._domain.events import EnqueueAttempted, ScheduleDefined
 from headgate._domain.retention import (
     ATTEMPTS_KEPT_ON,
     NEWEST_OF_A_TYPE_KEPT,
@@ -47,6 +47,7 @@ from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
 
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
+DEFINITION_TYPE: Final = type_name(ScheduleDefined)
 UNTRIMMED_TYPES: Final = tuple(type_name(event_type) for event_type in UNTRIMMED_EVENTS)
 """Streams of these events are never trimmed (jobs, manual-run keys): they go whole."""
 
@@ -116,8 +117,9 @@ def _streams_written_between(connection: Connection, after: int, until: int) -> 
 
 
 def _trim_streams(connection: Connection, streams: list[str], policy: CompactionPolicy) -> int:
-    """Keep the newest event of each type, and the newest attempts on schedule streams
-    (`retention.newest_kept`); the history rows of the attempts removed go with them."""
+    """Keep the newest event of each type, and the newest attempts and definitions on
+    schedule streams (`retention.newest_kept`); the history rows of the attempts
+    removed go with them."""
     deleted = 0
     for start in range(0, len(streams), CHUNK):
         chunk = streams[start : start + CHUNK]
@@ -133,15 +135,17 @@ def _trim_streams(connection: Connection, streams: list[str], policy: Compaction
             .where(events.c.stream_id.in_(chunk))
             .subquery()
         )
-        is_attempt = and_(
-            ranked.c.type == ATTEMPT_TYPE,
+        on_schedule = and_(
             ranked.c.stream_id >= ATTEMPTS_KEPT_ON,
             ranked.c.stream_id < prefix_upper_bound(ATTEMPTS_KEPT_ON),
         )
+        is_attempt = and_(ranked.c.type == ATTEMPT_TYPE, on_schedule)
+        is_definition = and_(ranked.c.type == DEFINITION_TYPE, on_schedule)
         doomed = select(ranked.c.position).where(
             or_(
                 and_(is_attempt, ranked.c.rank > policy.attempts_per_schedule),
-                and_(~is_attempt, ranked.c.rank > NEWEST_OF_A_TYPE_KEPT),
+                and_(is_definition, ranked.c.rank > policy.definitions_per_schedule),
+                and_(~is_attempt, ~is_definition, ranked.c.rank > NEWEST_OF_A_TYPE_KEPT),
             )
         )
         gone = connection.execute(

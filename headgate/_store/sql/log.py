@@ -37,6 +37,7 @@ from headgate._errors import (
     ValidationError,
 )
 from headgate._projections import JobRow, ScheduleRow
+from headgate._store.mapper import type_name
 from headgate._store.port import (
     ANY_VERSION,
     JOBS_TAKEN,
@@ -516,6 +517,37 @@ class SqlEventLog(EventLog):
         query = select(events).where(events.c.stream_id == stream_id).order_by(events.c.version)
         with self._database.reading("reading a stream") as connection:
             return [decode_row(row) for row in connection.execute(query)]
+
+    def read_stream_back(
+        self,
+        stream_id: str,
+        *,
+        until_ms: int | None = None,
+        before_version: int | None = None,
+        types: Collection[type[DomainEvent]] | None = None,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        query = select(events).where(events.c.stream_id == stream_id)
+        if until_ms is not None:
+            query = query.where(events.c.recorded_at_ms <= until_ms)
+        if before_version is not None:
+            query = query.where(events.c.version < before_version)
+        if types is not None:
+            query = query.where(events.c.type.in_(sorted(type_name(t) for t in types)))
+        query = query.order_by(events.c.version.desc()).limit(max(limit, 0))
+        with self._database.reading("reading a stream back") as connection:
+            return [decode_row(row) for row in connection.execute(query)]
+
+    def oldest_kept(self, stream_id: str) -> RecordedEvent | None:
+        query = (
+            select(events)
+            .where(events.c.stream_id == stream_id)
+            .order_by(events.c.version)
+            .limit(1)
+        )
+        with self._database.reading("reading a stream's oldest event") as connection:
+            row = connection.execute(query).first()
+        return None if row is None else decode_row(row)
 
     def read_all(
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None

@@ -9,7 +9,7 @@ const FLASH_KEY = "headgate-flash";
 const csrfMeta = document.querySelector('meta[name="csrf-token"]');
 
 async function send(method, url, body, headers = {}) {
-  const options = {method, headers: {...headers}};
+  const options = {method, headers: {...headers, "X-Headgate-Client": "console"}};
   if (csrfMeta) options.headers["X-CSRF-Token"] = csrfMeta.content;
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";

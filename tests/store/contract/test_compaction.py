@@ -29,6 +29,7 @@ from headgate._store.port import (
     DAY_MS,
     NO_STREAM,
     Claimant,
+    CompactionPolicy,
     CompactionReport,
     Fence,
     Store,
@@ -41,8 +42,13 @@ HOLDER = Claimant("holder", "host-a", 1)
 NEXT = Claimant("next", "host-b", 2)
 
 
+TRIMS_DEFINITIONS = CompactionPolicy(definitions_per_schedule=1)
+"""A policy under which compaction trims a schedule to its latest definition."""
+
+
 def _redefined_schedules(store: Store, count: int = 3) -> None:
-    """Schedules defined twice: compaction trims each to its latest definition."""
+    """Schedules defined twice: compaction under TRIMS_DEFINITIONS trims each to
+    its latest definition."""
     for n in range(count):
         stream = schedule_stream(f"s{n}")
         store.log.append(stream, NO_STREAM, [defined(f"s{n}")])
@@ -66,7 +72,7 @@ def test_a_fenced_run_under_a_lease_taken_over_writes_nothing(
     with pytest.raises(LeaseLost, match="lease 'scheduler' is no longer held at term 1"):
         store.compact(fence=Fence("scheduler", held.term))
     assert _event_count(store) == before
-    report = store.compact(fence=Fence("scheduler", taken.term))  # the new holder's run
+    report = store.compact(TRIMS_DEFINITIONS, fence=Fence("scheduler", taken.term))
     assert (report.streams_examined, report.events_deleted) == (3, 3)
 
 
@@ -86,7 +92,7 @@ def test_a_fenced_run_past_the_leases_expiry_writes_nothing(store: Store, clock:
 def test_an_operators_run_needs_no_lease(store: Store, clock: FakeClock) -> None:
     _redefined_schedules(store)
     assert store.leases.acquire("scheduler", HOLDER, TTL) is not None  # held by someone else
-    report = store.compact()
+    report = store.compact(TRIMS_DEFINITIONS)
     assert (report.streams_examined, report.events_deleted) == (3, 3)
     assert _event_count(store) == 3
 
@@ -106,7 +112,7 @@ def _history(store: Store, schedule_id: str) -> list[EnqueueHistoryRow]:
         cursor = page.next_cursor
 
 
-def test_a_schedule_keeps_its_latest_definition_and_newest_attempts(store: Store) -> None:
+def test_a_schedule_keeps_its_newest_definitions_and_attempts(store: Store) -> None:
     create_schedule(store, "busy")
     for tick in range(1, 106):
         fire_tick(store, "busy", tick * 60_000)
@@ -115,15 +121,25 @@ def test_a_schedule_keeps_its_latest_definition_and_newest_attempts(store: Store
         store.log.append("schedule-busy", version, [defined("busy", payload=payload)])
     row, shown = store.reads.schedule("busy"), _history(store, "busy")
     assert len(shown) == 100 and shown[0].tick_ms == 105 * 60_000
-    report = store.compact()
-    assert (report.streams_examined, report.events_deleted, report.jobs_removed) == (1, 7, 0)
-    assert _types(store, "schedule-busy") == {"ScheduleDefined": 1, "EnqueueAttempted": 100}
+    report = store.compact(CompactionPolicy(definitions_per_schedule=2))
+    assert (report.streams_examined, report.events_deleted, report.jobs_removed) == (1, 6, 0)
+    assert _types(store, "schedule-busy") == {"ScheduleDefined": 2, "EnqueueAttempted": 100}
     assert store.log.read_stream("schedule-busy")[-1].event == defined("busy", payload={"team": 9})
     assert store.reads.schedule("busy") == row
     assert _history(store, "busy") == shown
     assert store.log.stream_version("schedule-busy") == 108
     again = store.compact()
     assert (again.streams_examined, again.events_deleted) == (0, 0)
+
+
+def test_a_schedule_keeps_every_definition_up_to_the_policys_count(store: Store) -> None:
+    """The default keeps the newest 100 definitions: its history of changes."""
+    create_schedule(store, "edited")
+    for team in range(3):
+        version = store.log.stream_version("schedule-edited")
+        store.log.append("schedule-edited", version, [defined("edited", payload={"team": team})])
+    assert store.compact().events_deleted == 0
+    assert _types(store, "schedule-edited") == {"ScheduleDefined": 4}
 
 
 def test_quarantine_keeps_the_newest_event_of_each_type(store: Store) -> None:
@@ -216,7 +232,7 @@ def test_a_cancelled_run_leaves_its_streams_to_the_next_run(store: Store) -> Non
     _redefined_schedules(store)
     cancel = threading.Event()
     cancel.set()
-    assert store.compact(cancel=cancel) == CompactionReport(3, 0, 0)
+    assert store.compact(TRIMS_DEFINITIONS, cancel=cancel) == CompactionReport(3, 0, 0)
     assert _event_count(store) == 6
-    assert store.compact() == CompactionReport(3, 3, 0)
-    assert store.compact() == CompactionReport(0, 0, 0)
+    assert store.compact(TRIMS_DEFINITIONS) == CompactionReport(3, 3, 0)
+    assert store.compact(TRIMS_DEFINITIONS) == CompactionReport(0, 0, 0)

@@ -34,9 +34,9 @@ def test_body_is_versioned_json(store: SqlStore) -> None:
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
-    assert row.schema_version == 4  # ScheduleDefined: v4 since it carries a whole definition
+    assert row.schema_version == 5  # ScheduleDefined: v5 since it says who changed it
     assert row.body.startswith(
-        '{"declared":null,"declared_by":null,"definition":{"backfill_limit":1,'
+        '{"changed_by":null,"declared":null,"declared_by":null,"definition":{'
     )
     assert '"payload":{"a":"é","b":[1,2]}' in row.body
 

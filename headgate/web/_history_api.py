@@ -1,0 +1,71 @@
+"""The API's reads of the past: a schedule or a job as of an instant, and a
+schedule's definition changes between two instants (`Headgate.schedule_as_of`,
+`schedule_changes`, `job_as_of`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from headgate.web._api import ERRORS, _each_query_parameter_once, _hg
+from headgate.web._history_schemas import JobAsOfOut, ScheduleAsOfOut, ScheduleChangesOut
+
+INSTANT_TEXT: Final = 64
+_INSTANT = "Epoch milliseconds, or ISO-8601 with a UTC offset (without one: UTC)"
+
+router = APIRouter(
+    prefix="/api/v1", responses=ERRORS, dependencies=[Depends(_each_query_parameter_once)]
+)
+
+
+@router.get(
+    "/periodic/{schedule_id}/as-of",
+    response_model=ScheduleAsOfOut,
+    summary="A schedule as it stood at a past instant",
+)
+def schedule_as_of(
+    request: Request,
+    schedule_id: str,
+    as_of: Annotated[str, Query(max_length=INSTANT_TEXT, description=_INSTANT)],
+) -> ScheduleAsOfOut:
+    """Folded from its events up to that instant: its definition and timing then,
+    and who made the change in force. `state` says when it did not exist yet, or
+    when the instant is before the oldest event compaction kept."""
+    return ScheduleAsOfOut.of(_hg(request).schedule_as_of(schedule_id, as_of))
+
+
+@router.get(
+    "/periodic/{schedule_id}/changes",
+    response_model=ScheduleChangesOut,
+    summary="A schedule's definition changes between two instants, with who made them",
+)
+def schedule_changes(
+    request: Request,
+    schedule_id: str,
+    since: Annotated[
+        str | None, Query(max_length=INSTANT_TEXT, description=f"{_INSTANT}; default: the start")
+    ] = None,
+    until: Annotated[
+        str | None, Query(max_length=INSTANT_TEXT, description=f"{_INSTANT}; default: now")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+) -> ScheduleChangesOut:
+    """Oldest first, each a diff from the definition before it; a payload shows
+    its keys and which of them changed, never a value."""
+    changes = _hg(request).schedule_changes(schedule_id, since=since, until=until, limit=limit)
+    return ScheduleChangesOut.of(changes)
+
+
+@router.get(
+    "/jobs/{job_id}/as-of",
+    response_model=JobAsOfOut,
+    summary="A job as it stood at a past instant",
+)
+def job_as_of(
+    request: Request,
+    job_id: str,
+    as_of: Annotated[str, Query(max_length=INSTANT_TEXT, description=_INSTANT)],
+) -> JobAsOfOut:
+    """Folded from its events up to that instant: its state, attempts and errors then."""
+    return JobAsOfOut.of(_hg(request).job_as_of(job_id, as_of))
