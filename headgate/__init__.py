@@ -47,6 +47,7 @@ from headgate._errors import (
 )
 from headgate._model import (
     ConcurrencyLimitStatus,
+    DeclaredHandler,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -94,6 +95,7 @@ __all__ = [
     "ConcurrencyLimitStatus",
     "ConstraintViolation",
     "CronSpec",
+    "DeclaredHandler",
     "DrainSummary",
     "DuplicateJob",
     "DuplicateTickJobs",
