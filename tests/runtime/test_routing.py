@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from headgate.testing import FakeClock
 
 
 def _declaring(
-    make_headgate: Callable[..., Headgate], kind: str, group: str = "default", **options: object
+    make_headgate: Callable[..., Headgate], kind: str, group: str = "default", **options: Any
 ) -> Headgate:
     """A process whose code has a handler of `kind`: started (which records it)
     and stopped again, so no worker of it is alive."""
