@@ -1,11 +1,13 @@
-"""Declared handlers where an operator looks: the API (`GET /api/v1/handlers`)
-and the CLI (`headgate handlers list`) show the same facts, on SQLite and
-PostgreSQL."""
+"""Declared handlers where an operator looks: the API (`GET /api/v1/handlers`),
+the CLI (`headgate handlers list`) and the console's Workers page show the same
+facts, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from html import unescape
 
 import pytest
 from fastapi.testclient import TestClient
@@ -26,6 +28,7 @@ def test_the_api_and_the_cli_show_each_groups_declaration(
     client: TestClient, hg: Headgate, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert client.get("/api/v1/handlers").json() == {"handlers": []}
+    assert "No handler is declared" in client.get("/workers").text
     assert main(["handlers", "list", "--db", store_url]) == 0
     assert "no handler is declared" in capsys.readouterr().out
     _declare(store_url, "web", "pdf")
@@ -47,3 +50,13 @@ def test_the_api_and_the_cli_show_each_groups_declaration(
     assert table[0].split() == ["KIND", "QUEUE", "PRIORITY", "GROUP", "HOST", "SINCE"]
     assert table[1].split()[:4] == ["pdf.render", "pdf-batch", "2", "batch"]
     assert table[2].split()[:4] == ["pdf.render", "pdf", "2", "web"]
+    page = client.get("/workers").text
+    body = page.split('<table id="handlers">', 1)[1].split("</table>", 1)[0]
+    rows = [
+        unescape(re.sub(r"<[^>]+>", " ", row)).split()
+        for row in re.findall(r"<tr\b.*?</tr>", body.split("<tbody>", 1)[1], re.S)
+    ]
+    assert [row[:4] for row in rows] == [
+        ["pdf.render", "pdf-batch", "2", "batch"],
+        ["pdf.render", "pdf", "2", "web"],
+    ]
