@@ -28,10 +28,11 @@ def test_one_declaration_gives_every_default_it_has() -> None:
     assert declared_defaults("pdf.render", [pdf], "pdf") == pdf.defaults
 
 
-def test_a_job_naming_another_queue_takes_none_of_its_defaults() -> None:
-    pdf = _declared("web", "pdf", priority=5)
+def test_a_job_naming_another_queue_keeps_it_with_its_handlers_other_defaults() -> None:
+    """As a job enqueued where its handler is registered does."""
+    pdf = _declared("web", "pdf", priority=5, rate_class="render")
     chosen = declared_defaults("pdf.render", [pdf], "default")
-    assert (chosen.queue, chosen.priority, chosen.rate_class) == ("default", 0, None)
+    assert (chosen.queue, chosen.priority, chosen.rate_class) == ("default", 5, "render")
 
 
 def test_groups_agreeing_on_the_queue_route_there_with_the_newest_defaults() -> None:
@@ -49,3 +50,8 @@ def test_groups_disagreeing_on_the_queue_are_refused_unless_the_job_names_one() 
     assert "'pdf.render'" in rule and "bulk (group batch), pdf (group web)" in rule
     assert "name the queue" in rule and "one queue in every declarations group" in rule
     assert declared_defaults("pdf.render", [web, batch], "bulk") == batch.defaults
+    assert declared_defaults("pdf.render", [web, batch], "pdf") == web.defaults
+    elsewhere = declared_defaults(
+        "pdf.render", [web, _declared("batch", "bulk", 1, priority=9)], "x"
+    )
+    assert (elsewhere.queue, elsewhere.priority) == ("x", 9), "the newest declaration's"

@@ -8,8 +8,9 @@ happen to be alive at that moment: a job of a `queue="pdf"` handler goes to
 The rule, one kind at a time:
 
 * no declaration of the kind: Headgate's defaults (the queue "default");
-* the job names its queue: the declarations on that queue give the rest of
-  its defaults (the newest, if several groups declare it there), or none;
+* the job names its queue: it keeps it, and takes the rest of its defaults
+  from the declaration on that queue, else from any (the newest, if several),
+  as it would from its handler were the handler registered in its process;
 * otherwise every declaration must name one queue (each declarations group
   keeps one declaration of a kind, its newest start's); groups that name
   different queues are refused, naming the kind, the queues and the groups:
@@ -42,12 +43,12 @@ def declared_defaults(kind: str, declared: Sequence[Declared], queue: str | None
     """The defaults a job of `kind` that names `queue` (None: none) takes from the
     declarations of its handler (see the module's rule); ValidationError on
     `queue` when the groups declaring it disagree on its queue and it names none."""
-    if queue is not None:
-        declared = [d for d in declared if d.defaults.queue == queue]
-        if not declared:
-            return JobOptions.restored(queue=queue, priority=DEFAULT_PRIORITY)
     if not declared:
-        return UNDECLARED
+        return UNDECLARED if queue is None else _on(queue, UNDECLARED)
+    if queue is not None:
+        on_queue = [d for d in declared if d.defaults.queue == queue]
+        newest = max(on_queue or declared, key=lambda d: d.declared_at_ms)
+        return _on(queue, newest.defaults)
     queues = sorted({str(d.defaults.queue) for d in declared})
     if len(queues) > 1:
         groups = ", ".join(
@@ -61,3 +62,8 @@ def declared_defaults(kind: str, declared: Sequence[Declared], queue: str | None
             "or declare the handler on one queue in every declarations group",
         )
     return max(declared, key=lambda d: d.declared_at_ms).defaults
+
+
+def _on(queue: str, defaults: JobOptions) -> JobOptions:
+    """`defaults` on `queue` (a name its job's options already checked)."""
+    return JobOptions.restored(**{**defaults.__dict__, "queue": queue})

@@ -46,7 +46,7 @@ def test_a_job_goes_to_its_handlers_queue_while_no_worker_is_alive(
     with pytest.raises(ValidationError, match="payload"):
         hg.check_job("pdf.render", {"big": "x" * 10_000_000}, JobOptions())
     named = hg.enqueue("pdf.render", queue="default")
-    assert (named.queue, named.priority) == ("default", 0), "no declaration on the queue named"
+    assert (named.queue, named.priority) == ("default", 7), "as its handler here would give"
     assert hg.enqueue("mail.send").queue == "default", "a kind nobody declared: as before"
 
 
