@@ -54,6 +54,7 @@ from headgate._history import (
 )
 from headgate._model import (
     ConcurrencyLimitStatus,
+    DeclaredHandler,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -105,6 +106,7 @@ __all__ = [
     "ConcurrencyLimitStatus",
     "ConstraintViolation",
     "CronSpec",
+    "DeclaredHandler",
     "DefinitionChange",
     "DrainSummary",
     "DuplicateJob",

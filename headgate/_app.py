@@ -97,6 +97,7 @@ from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
     RUNNING_SHOWN,
     ConcurrencyLimitStatus,
+    DeclaredHandler,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
@@ -129,6 +130,7 @@ from headgate._model import (
 from headgate._projections import ConcurrencyLimitRow, PausedQueueRow, RateLimitRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
+from headgate._routing import DeclaredRoutes
 from headgate._run_reads import RunReads
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
@@ -227,6 +229,7 @@ class Headgate(AsyncOperations):
         self._alerts = ScheduleAlerts(self._reads, self.clock)
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
+        self._routes = DeclaredRoutes(self._store.handlers, self.clock)
         self._settings = Settings(
             self.config.limits,
             self.config.min_interval_ms,
@@ -294,6 +297,8 @@ class Headgate(AsyncOperations):
             self._give_back_asked.clear()
             if self._declared:
                 self._declare()
+            if self._handlers:
+                self._declare_handlers()
             if scheduler:
                 self._start_scheduler()
             config = self._worker_config(workers)
@@ -327,6 +332,25 @@ class Headgate(AsyncOperations):
                 declarations_group=group,
                 paused=pause,
             )
+
+    def _declare_handlers(self) -> None:
+        """Record this code's handlers in the store, with the defaults each gives a
+        job, so that a process without them routes their jobs as they would."""
+        group = self.config.declarations_group
+        host = f"{socket.gethostname()}:{os.getpid()}"
+        for row in self._store.handlers.declare(group, host, self._handlers.declarations()):
+            log.info(
+                "handler declared",
+                kind=row.declaration.kind,
+                queue=row.declaration.queue,
+                declarations_group=group,
+            )
+
+    def declared_handlers(self) -> list[DeclaredHandler]:
+        """The handlers every declarations group's code has declared (each records
+        its own when a runtime with handlers starts), by kind then group: what
+        enqueue routes a kind by where no handler of it is registered."""
+        return [DeclaredHandler.from_row(row) for row in self._store.handlers.declared()]
 
     def _worker_config(self, workers: WorkerConfig | bool | None) -> WorkerConfig | None:
         if workers is False or (workers is None and not self._handlers):
@@ -907,18 +931,18 @@ class Headgate(AsyncOperations):
 
     def _chosen_at_enqueue(self, kind: object, options: JobOptions) -> JobOptions:
         """Claims read these options from the row, so they are chosen now: the
-        handler's if registered here; else the queue live workers run the kind
-        on (`ServingWatch.queue_for`) and Headgate's defaults."""
+        handler's if registered here; else those its handler's declaration in
+        the store gives (`headgate._domain.routing`: never which workers are
+        alive), else Headgate's defaults."""
         if all(getattr(options, name) is not None for name in CHOSEN_AT_ENQUEUE):
             return options
         spec = self._handlers.get(kind) if isinstance(kind, str) else None
         if spec is not None:
             defaults = spec.options
+        elif isinstance(kind, str):
+            defaults = self._routes.defaults_for(kind, options.queue)
         else:
-            queue = options.queue
-            if queue is None:
-                queue = self._serving.queue_for(kind) if isinstance(kind, str) else DEFAULT_QUEUE
-            defaults = JobOptions.restored(queue=queue, priority=DEFAULT_PRIORITY)
+            defaults = JobOptions.restored(queue=DEFAULT_QUEUE, priority=DEFAULT_PRIORITY)
         chosen = {name: getattr(defaults, name) for name in CHOSEN_AT_ENQUEUE}
         return options.under(JobOptions.restored(**chosen))
 

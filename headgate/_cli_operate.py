@@ -1,5 +1,5 @@
 """The operator commands of the command line: `headgate schedules`, `jobs`,
-`quarantine`, `queues` (and `limits`, `rate-limits`: `_cli_limits`), what the
+`quarantine`, `queues`, `handlers` (and `limits`, `rate-limits`: `_cli_limits`), what the
 control API's operator endpoints do, against a store URL.
 
 Each opens the store at --db (never creating one: a mistyped URL is an error;
@@ -150,7 +150,7 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
 
 
 def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
-    """Add `schedules`, `jobs`, `quarantine` and `queues` to the `headgate` parser's
+    """Add `schedules`, `jobs`, `quarantine`, `queues` and `handlers` to the `headgate` parser's
     subcommands, with `_cli`'s own --db option and integer type."""
 
     def command(group: Any, name: str, help_text: str, handler: Handler) -> Any:
@@ -232,6 +232,14 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
     add.add_argument("--note", default="", help="why (shown by quarantine list)")
 
     _add_queue_commands(commands, command, int_in)
+    handlers = commands.add_parser("handlers", help="the handlers each group's code declares")
+    group = handlers.add_subparsers(title="commands", parser_class=type(handlers), required=True)
+    command(
+        group,
+        "list",
+        "declared handlers: the queue and defaults enqueue routes each kind by",
+        _handlers_list,
+    )
     add_limit_commands(commands, command)
 
 
@@ -841,6 +849,25 @@ def _unserved(args: argparse.Namespace) -> int:
         empty="every pending job has a live worker to run it",
     )
     _print_more(shown.more, "(queue, kind), each with fewer pending jobs")
+    return 0
+
+
+def _handlers_list(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=True) as hg:
+        handlers = hg.declared_handlers()
+    if args.json:
+        from headgate.web._schemas import HandlerList, HandlerOut  # noqa: PLC0415 (see top)
+
+        _print_json(HandlerList(handlers=[HandlerOut.of(handler) for handler in handlers]))
+        return 0
+    _print_table(
+        ("KIND", "QUEUE", "PRIORITY", "GROUP", "HOST", "SINCE"),
+        (
+            (h.kind, h.queue, str(h.priority), h.declared_by, h.host, _iso(h.declared_at_ms))
+            for h in handlers
+        ),
+        empty="no handler is declared (a runtime with handlers records them when it starts)",
+    )
     return 0
 
 

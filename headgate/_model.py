@@ -24,6 +24,7 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.schedules import declared_of, definition_of
+from headgate._store.port import DeclaredHandler as DeclaredHandlerRow
 from headgate._store.port import LimitsState, RunRead
 
 
@@ -331,6 +332,40 @@ class JobLimits:
 class JobsPage:
     jobs: list[Job]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class DeclaredHandler:
+    """A handler a declarations group's code registers, as the store keeps it:
+    the defaults its jobs are enqueued with by a process without it."""
+
+    kind: str
+    queue: str
+    priority: int
+    start_within_ms: int | None
+    partition_key: str | None
+    rate_class: str | None
+    declared_by: str
+    """The declarations group (`RuntimeConfig.declarations_group`)."""
+    host: str
+    """The process (host:pid) that recorded it as it is."""
+    declared_at_ms: int
+    """Since when it is declared as it is."""
+
+    @classmethod
+    def from_row(cls, row: DeclaredHandlerRow) -> DeclaredHandler:
+        d = row.declaration
+        return cls(
+            d.kind,
+            d.queue,
+            d.priority,
+            d.start_within_ms,
+            d.partition_key,
+            d.rate_class,
+            row.declared_by,
+            row.host,
+            row.declared_at_ms,
+        )
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The live workers' serving, as enqueue and the reads of waiting work need it.
+"""The live workers' serving, as enqueue's warning and the reads of waiting work
+need it (it never routes a job: `headgate._routing` does, by declaration).
 
-Enqueue asks often (every job a process without the handler enqueues picks its
-queue from it), so the workers' rows are read at most every `REFRESH_MS` of
-store time; the reads an operator makes (`Headgate.unserved`, `waiting_for`)
-read them fresh.
+Enqueue asks often (whether a job it wrote has a live worker to run it), so
+the workers' rows are read at most every `REFRESH_MS` of store time; the reads
+an operator makes (`Headgate.unserved`, `waiting_for`) read them fresh.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import threading
 from typing import Final
 
 from headgate._clock import Clock
-from headgate._domain.options import DEFAULT_QUEUE
 from headgate._domain.served import Serving
-from headgate._errors import ValidationError
 from headgate._logs import get_logger
 from headgate._store.port import Workers
 
@@ -40,19 +38,6 @@ class ServingWatch:
         with self._lock:
             self._read = (now, serving)
         return serving
-
-    def queue_for(self, kind: str) -> str:
-        """The queue for a job of `kind` enqueued where no handler of it is
-        registered: the one queue live workers run it on, else the default;
-        ValidationError when they run it on several (the job must name one)."""
-        queues = sorted(self.current().queues_of(kind))
-        if len(queues) > 1:
-            raise ValidationError(
-                "queue",
-                f"workers run kind {kind} on queues {', '.join(queues)}: name the queue "
-                "(no handler of it is registered in this process to choose for it)",
-            )
-        return queues[0] if queues else DEFAULT_QUEUE
 
     def warn_if_unserved(self, queue: str, kind: str, job_id: str) -> None:
         """Log, once per (queue, kind) in this process, a job no live worker can run."""

@@ -262,6 +262,7 @@ class FaultyStore(Store):
         self.reads = FaultyReads(inner.reads, self.faults)
         self.activity = inner.activity
         self.sessions = inner.sessions
+        self.handlers = inner.handlers
 
     def schema_revision(self) -> int:
         if self.faults.before_schema_read is not None:

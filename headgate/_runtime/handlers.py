@@ -22,6 +22,7 @@ from headgate._domain.retry import DEFAULT_RETRY, Retry
 from headgate._errors import ValidationError
 from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
+from headgate._store.port import HandlerDeclaration
 
 
 class Cancellation(threading.Event):
@@ -221,6 +222,21 @@ class HandlerRegistry:
         for spec in self._by_kind.values():
             queues.setdefault(spec.queue, set()).add(spec.kind)
         return {queue: frozenset(kinds) for queue, kinds in queues.items()}
+
+    def declarations(self) -> list[HandlerDeclaration]:
+        """Each handler's kind with the defaults it gives a job at enqueue, for the
+        store to keep (`HandlerDeclarations`)."""
+        return [
+            HandlerDeclaration(
+                spec.kind,
+                spec.queue,
+                spec.priority,
+                spec.options.start_within_ms,
+                spec.options.partition_key,
+                spec.options.rate_class,
+            )
+            for spec in sorted(self._by_kind.values(), key=lambda spec: spec.kind)
+        ]
 
     def __bool__(self) -> bool:
         return bool(self._by_kind)

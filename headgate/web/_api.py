@@ -21,6 +21,8 @@ from headgate.web._schemas import (
     ErrorOut,
     EventList,
     EventOut,
+    HandlerList,
+    HandlerOut,
     JobIn,
     JobList,
     JobOut,
@@ -372,6 +374,17 @@ def list_workers(request: Request) -> WorkersOut:
     return WorkersOut(
         workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
         scheduler=None if lease is None else LeaseOut.of(lease),
+    )
+
+
+@router.get(
+    "/handlers",
+    response_model=HandlerList,
+    summary="Declared handlers: the queue and defaults enqueue routes each kind by",
+)
+def list_handlers(request: Request) -> HandlerList:
+    return HandlerList(
+        handlers=[HandlerOut.of(handler) for handler in _hg(request).declared_handlers()]
     )
 
 

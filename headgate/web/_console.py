@@ -319,6 +319,7 @@ def workers_page(request: Request) -> HTMLResponse:
         request,
         "workers.html",
         workers=hg.workers(),
+        handlers=hg.declared_handlers(),
         lease=hg.lease_status(),
         now_ms=hg.clock.now_ms(),
     )

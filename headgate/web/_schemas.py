@@ -14,6 +14,7 @@ from headgate._domain.options import SCHEDULE_FIELDS
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._model import (
     ConcurrencyLimitStatus,
+    DeclaredHandler,
     EnqueueEvent,
     Job,
     JobAttempt,
@@ -491,6 +492,28 @@ class SchedulerHealthOut(BaseModel):
 class WorkersOut(BaseModel):
     workers: list[WorkerOut]
     scheduler: LeaseOut | None = Field(description="The scheduler lease's holder; null: nobody")
+
+
+class HandlerOut(BaseModel):
+    kind: str
+    queue: str = Field(
+        description="Where its jobs go when enqueued by a process without its handler"
+    )
+    priority: int
+    start_within_ms: int | None
+    partition_key: str | None
+    rate_class: str | None
+    declared_by: str = Field(description="The declarations group of the code that has it")
+    host: str = Field(description="The process (host:pid) that recorded it as it is")
+    declared_at_ms: int = Field(description="Since when it is declared as it is")
+
+    @classmethod
+    def of(cls, handler: DeclaredHandler) -> HandlerOut:
+        return cls.model_validate(handler.__dict__)
+
+
+class HandlerList(BaseModel):
+    handlers: list[HandlerOut] = Field(description="By kind, then declarations group")
 
 
 class QuarantineIn(Strict):

@@ -1,18 +1,17 @@
 """Jobs no live worker can run, with a fake clock: named where an operator looks
-(`unserved`, `waiting_for`), warned of once at enqueue, and the queue of a kind
-with no handler here taken from the workers that run it (a store shared by two
-Headgates: SQLite and PostgreSQL; a memory store is one process's own)."""
+(`unserved`, `waiting_for`), warned of once at enqueue (a store shared by two
+Headgates: SQLite and PostgreSQL; a memory store is one process's own). Where
+such a job goes is its handler's declaration's: `test_routing.py`."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-import pytest
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
-from headgate import Headgate, UnservedWork, ValidationError, WorkerConfig
+from headgate import Headgate, UnservedWork, WorkerConfig
 from headgate._unserved import REFRESH_MS
 from headgate.testing import FakeClock
 from tests.conftest import AND_MEMORY
@@ -53,15 +52,13 @@ def test_with_no_worker_every_pending_job_is_unserved(hg: Headgate) -> None:
     )
 
 
-def test_a_kind_without_a_handler_here_goes_to_the_queue_its_workers_serve(
+def test_a_job_astray_of_its_workers_queue_says_where_they_run_it(
     hg: Headgate, make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     _worker(make_headgate, "report.build", "reports")
     clock.advance(REFRESH_MS)
     job = hg.enqueue("report.build")
-    assert job.queue == "reports", "not the default queue nobody serves it on"
-    many = hg.enqueue_many([{"kind": "report.build"}])
-    assert many[0].queue == "reports"
+    assert job.queue == "reports", "its handler's declared queue"
     assert hg.get_job(job.id).waiting_for == ()
     astray = hg.enqueue("report.build", queue="default")
     assert hg.get_job(astray.id).waiting_for == (
@@ -75,19 +72,3 @@ def test_a_kind_without_a_handler_here_goes_to_the_queue_its_workers_serve(
     assert hg.get_job(nobody.id).waiting_for == (
         "no live worker runs kind mail.send on queue default",
     )
-
-
-def test_a_kind_served_on_two_queues_must_be_given_one(
-    hg: Headgate, make_headgate: Callable[..., Headgate], clock: FakeClock
-) -> None:
-    _worker(make_headgate, "report.build", "reports")
-    _worker(make_headgate, "report.build", "urgent")
-    clock.advance(REFRESH_MS)
-    with pytest.raises(ValidationError) as raised:
-        hg.enqueue("report.build")
-    assert raised.value.field == "queue"
-    assert "reports, urgent" in raised.value.rule
-    with pytest.raises(ValidationError) as raised:
-        hg.enqueue_many([{"kind": "report.build"}])
-    assert raised.value.field == "jobs[0].queue"
-    assert hg.enqueue("report.build", queue="urgent").queue == "urgent"

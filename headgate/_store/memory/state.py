@@ -23,7 +23,7 @@ from headgate._store.memory.notifications import Notifications
 from headgate._store.memory.queries import ReadModels
 from headgate._store.memory.schema import empty_tables
 from headgate._store.memory.tables import Table
-from headgate._store.port import Lease, WorkerRow
+from headgate._store.port import DeclaredHandler, Lease, WorkerRow
 
 
 class MemoryState:
@@ -43,6 +43,9 @@ class MemoryState:
         self.revoked_sessions: dict[str, int] = {}
         """Each ended login session's id, with when it would have expired
         (operational state, as the SQL store's revoked_sessions table)."""
+        self.handler_declarations: dict[tuple[str, str], DeclaredHandler] = {}
+        """(kind, declarations group) -> its handler's declaration (operational
+        state, as the SQL store's handler_declarations table)."""
         self.queue_turns: dict[Lane, int] = {}
         """Each lane's current fair-share turn (operational state, as the SQL
         store's queue_turns table)."""

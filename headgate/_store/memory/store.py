@@ -10,6 +10,7 @@ from headgate._clock import Clock
 from headgate._errors import StoreClosed
 from headgate._store.memory import compaction
 from headgate._store.memory.activity import MemoryActivityLog
+from headgate._store.memory.handlers import MemoryHandlerDeclarations
 from headgate._store.memory.leases import MemoryLeases
 from headgate._store.memory.log import MemoryEventLog
 from headgate._store.memory.notifications import MemoryListener
@@ -55,6 +56,7 @@ class MemoryStore(Store):
     reads: MemoryReads
     activity: MemoryActivityLog
     sessions: MemorySessionRevocations
+    handlers: MemoryHandlerDeclarations
 
     def __init__(self, clock: Clock, state: MemoryState | None = None) -> None:
         self.clock = clock
@@ -68,6 +70,7 @@ class MemoryStore(Store):
         self.reads = MemoryReads(self.state)
         self.activity = MemoryActivityLog(self.state)
         self.sessions = MemorySessionRevocations(self.state, clock, self._is_closed)
+        self.handlers = MemoryHandlerDeclarations(self.state, clock, self._is_closed)
 
     def __repr__(self) -> str:
         return "MemoryStore('memory://')"

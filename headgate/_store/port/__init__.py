@@ -22,6 +22,7 @@ transaction that changes what it reads) and the part read on its own:
 | leases (`leases`) | (a `Fence` on the write) | `Leases` |
 | the activity roll-up (`activity`) | | `ActivityLog` |
 | ended login sessions (`sessions`) | | `SessionRevocations` |
+| handler declarations (`handlers`) | | `HandlerDeclarations` |
 
 `WriteTransaction` composes the first column, `Reads` the read models of the
 second, and `Store` holds the parts with `compact` (by the domain's retention
@@ -47,6 +48,7 @@ from headgate._store.port.event_log import (
     UnitResult,
 )
 from headgate._store.port.figures import StoreFigures
+from headgate._store.port.handlers import DeclaredHandler, HandlerDeclaration, HandlerDeclarations
 from headgate._store.port.job_queue import (
     JOBS_TAKEN,
     JobFilter,
@@ -90,8 +92,11 @@ __all__ = [
     "Claimant",
     "CompactionPolicy",
     "CompactionReport",
+    "DeclaredHandler",
     "EventLog",
     "Fence",
+    "HandlerDeclaration",
+    "HandlerDeclarations",
     "HealthFilter",
     "JobFilter",
     "JobQueue",

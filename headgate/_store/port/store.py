@@ -18,13 +18,14 @@ from headgate._store.port.admission import AdmissionFacts, QuarantineReads
 from headgate._store.port.compaction import CompactionPolicy, CompactionReport
 from headgate._store.port.event_log import EventLog, LogTransaction
 from headgate._store.port.figures import StoreFigures
+from headgate._store.port.handlers import HandlerDeclarations
 from headgate._store.port.job_queue import JobQueue, JobReads, Listener
 from headgate._store.port.leases import Fence, Leases
 from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
 from headgate._store.port.sessions import SessionRevocations
 from headgate._store.port.workers import WorkerRescue, Workers
 
-SCHEMA_REVISION: Final = 23
+SCHEMA_REVISION: Final = 24
 """The revision of the data this build keeps: the SQL adapter's newest migration
 (`LATEST_VERSION` is this; a test checks that versions/ ends there). A store of
 this build's own, like the memory store, is always at it."""
@@ -62,6 +63,8 @@ class Store(ABC):
     activity: ActivityLog
     sessions: SessionRevocations
     """The console's ended login sessions (`sessions`)."""
+    handlers: HandlerDeclarations
+    """The handlers each group's code declares (`handlers`): enqueue's routing."""
 
     @abstractmethod
     def schema_revision(self) -> int:

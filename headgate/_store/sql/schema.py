@@ -219,6 +219,25 @@ revoked_sessions = Table(
 (`SessionRevocations`): operational state, dropped once expired."""
 
 
+handler_declarations = Table(
+    f"{TABLE_PREFIX}handler_declarations",
+    LOG,
+    Column("kind", String(128), primary_key=True),
+    Column("declared_by", String(128), primary_key=True),
+    Column("queue", String(128), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("start_within_ms", BigInteger),
+    Column("partition_key", String(128)),
+    Column("rate_class", String(128)),
+    Column("host", String(255), nullable=False),
+    Column("declared_at_ms", BigInteger, nullable=False),
+)
+"""The handlers each declarations group's code registers, with the defaults
+they give a job at enqueue (`HandlerDeclarations`): operational state, one row
+per kind and group, read by kind (its primary key) when a process without the
+handler enqueues."""
+
+
 rebuild_claims = Table(
     f"{TABLE_PREFIX}rebuild_claims",
     LOG,

@@ -16,6 +16,7 @@ from headgate._store.sql.activity import SqlActivityLog
 from headgate._store.sql.backends import SqlBackend, backend_named
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import BUSY_TIMEOUT_S, parse_store_url, shown_url, translated_errors
+from headgate._store.sql.handler_declarations import SqlHandlerDeclarations
 from headgate._store.sql.leases import SqlLeases
 from headgate._store.sql.log import SqlEventLog
 from headgate._store.sql.migrations import (
@@ -49,6 +50,7 @@ class SqlStore(Store):
     reads: SqlReads
     activity: SqlActivityLog
     sessions: SqlSessionRevocations
+    handlers: SqlHandlerDeclarations
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class SqlStore(Store):
         self.reads = SqlReads(self.database.engine)
         self.activity = SqlActivityLog(self.database)
         self.sessions = SqlSessionRevocations(self.database)
+        self.handlers = SqlHandlerDeclarations(self.database)
 
     def __repr__(self) -> str:
         return f"SqlStore({shown_url(self.database.url)!r})"

@@ -590,7 +590,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -631,7 +631,7 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [23]
+        assert migrate(engine) == [23, 24]
         assert snapshot(engine) == live
     finally:
         engine.dispose()
@@ -647,8 +647,14 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
 
 
+def _as_revision_23_left_it(connection: Connection) -> None:
+    """Undo revision 24 (the handler declarations)."""
+    connection.execute(text("DROP TABLE headgate_handler_declarations"))
+
+
 def _as_revision_22_left_it(connection: Connection) -> None:
-    """Undo revision 23 (the schedules' runs)."""
+    """Undo revisions 24 and 23 (the schedules' runs)."""
+    _as_revision_23_left_it(connection)
     connection.execute(text("DROP TABLE headgate_schedule_runs"))
     connection.execute(
         text("DELETE FROM headgate_projection_checkpoints WHERE name = 'schedule_runs'")
@@ -807,7 +813,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -842,7 +848,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -875,7 +881,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -920,7 +926,7 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -949,7 +955,7 @@ def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_q
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -993,7 +999,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
