@@ -54,19 +54,25 @@ def schedule_runs_page(
     check_limit(limit, KEEP_PER_SCHEDULE)
     if not could_be_stored(schedule_id):
         return Page([], None)
-    query = _with_job_state().where(
-        _runs.c.schedule_id == schedule_id,
-        _runs.c.position >= func.coalesce(_oldest_shown(schedule_id), 0),
-    )
-    if cursor is not None:
-        before = decode_cursor(RUNS_CURSOR, cursor, int)
-        query = query.where(_runs.c.position < before)
-    query = query.order_by(_runs.c.position.desc()).limit(limit + 1)
+    before = None if cursor is None else int(decode_cursor(RUNS_CURSOR, cursor, int))
+    query = runs_page_query(schedule_id, limit + 1, before)
     items = [_read(row) for row in connection.execute(query)]
     more = len(items) > limit
     items = items[:limit]
     next_cursor = encode_cursor(RUNS_CURSOR, items[-1].run.position) if more else None
     return Page(items, next_cursor)
+
+
+def runs_page_query(schedule_id: str, limit: int, before: int | None) -> Any:
+    """The schedule's newest runs (of its newest 100) before position `before`,
+    newest first, walking the runs' index backwards."""
+    query = _with_job_state().where(
+        _runs.c.schedule_id == schedule_id,
+        _runs.c.position >= func.coalesce(_oldest_shown(schedule_id), 0),
+    )
+    if before is not None:
+        query = query.where(_runs.c.position < before)
+    return query.order_by(_runs.c.position.desc()).limit(limit)
 
 
 def recent_runs(

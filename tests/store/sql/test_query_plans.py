@@ -35,10 +35,18 @@ from headgate._domain.events import (
     ManualRunRequested,
 )
 from headgate._domain.limits import EACH_PARTITION, scope_of
+from headgate._domain.schedule_health import HealthState
 from headgate._domain.streams import job_stream, limit_stream, manual_run_stream, schedule_stream
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store.port import DAY_MS, NO_STREAM, CompactionPolicy, JobFilter, StreamAppend
-from headgate._store.sql import claiming
+from headgate._store.port import (
+    DAY_MS,
+    NO_STREAM,
+    CompactionPolicy,
+    HealthFilter,
+    JobFilter,
+    StreamAppend,
+)
+from headgate._store.sql import claiming, runs
 from headgate._store.sql import log as sql_log
 from headgate._store.sql import queries as read_model
 from headgate._store.sql.compaction import compact, finished_jobs_query
@@ -98,6 +106,23 @@ def test_the_bounded_reads_use_their_index(
     store: SqlStore, query: Select[object] | None, index: str
 ) -> None:
     _assert_read_on(store, query, index)
+
+
+@pytest.mark.parametrize("before", [None, 1_000])
+def test_a_schedules_runs_are_read_on_their_index(store: SqlStore, before: int | None) -> None:
+    _assert_read_on(
+        store, runs.runs_page_query("nightly", 31, before), "ix_headgate_schedule_runs_schedule"
+    )
+
+
+@pytest.mark.parametrize("state", list(HealthState))
+def test_the_health_filter_walks_the_listing_and_each_schedules_runs_on_their_indexes(
+    store: SqlStore, state: HealthState
+) -> None:
+    health = HealthFilter(state, 1_704_067_200_000, 10_000)
+    for query in (schedules_query(51, None, None, health), schedule_count_query(None, health)):
+        _assert_read_on(store, query, "ix_headgate_schedules_listed")
+        _assert_read_on(store, query, "ix_headgate_schedule_runs_schedule")
 
 
 def test_late_jobs_are_read_on_the_deadline_index(store: SqlStore) -> None:
