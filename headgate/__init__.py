@@ -46,6 +46,7 @@ from headgate._errors import (
     ValidationError,
 )
 from headgate._model import (
+    BulkResult,
     ConcurrencyLimitStatus,
     DrainSummary,
     EnqueueEvent,
@@ -89,6 +90,7 @@ __all__ = [
     "AdmissionLimits",
     "AdmissionRejected",
     "AttemptResult",
+    "BulkResult",
     "Clock",
     "ConcurrencyConflict",
     "ConcurrencyLimitStatus",

@@ -350,6 +350,25 @@ class WorkerStatus:
     expires_at_ms: int
     running_job_ids: tuple[str, ...] = ()
     """The jobs it runs now (of the first RUNNING_SHOWN running jobs in the store)."""
+    kinds: tuple[str, ...] | None = None
+    """The job kinds it has handlers for, sorted; None when its build did not say."""
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What one bulk retry or cancel did (`Headgate.retry_jobs`, `cancel_jobs`)."""
+
+    action: str
+    """retry or cancel."""
+    changed: int
+    """How many jobs it retried or cancelled."""
+    skipped: int
+    """Matching jobs that changed state between the read and the write (claimed
+    and ended, retried or cancelled by someone else): left as they are."""
+    more: bool
+    """More jobs match than `limit`: call again to take the next ones."""
+    job_ids: tuple[str, ...]
+    """The jobs it changed, newest first."""
 
 
 RUNNING_SHOWN = 200

@@ -49,6 +49,7 @@ from headgate._store.port.event_log import (
 from headgate._store.port.figures import StoreFigures
 from headgate._store.port.job_queue import (
     JOBS_TAKEN,
+    STATE_COUNT_CAP,
     JobFilter,
     JobQueue,
     JobReads,
@@ -80,6 +81,7 @@ __all__ = [
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",
+    "STATE_COUNT_CAP",
     "ActivityLog",
     "AdmissionFacts",
     "Claimant",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -52,7 +52,7 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.port import JobFilter, LimitsState, Page, Reads
+from headgate._store.port import STATE_COUNT_CAP, JobFilter, LimitsState, Page, Reads
 from headgate._store.sql import claiming
 from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
 from headgate._store.sql.claiming import takes_its_turn
@@ -402,10 +402,46 @@ def jobs_page(
 
 def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] | None:
     """One more than a page of `jobs_page`, or None when a filter names what no
-    job could hold. A filter by state (but completed), schedule or manual run
-    walks its own index in this order; by queue or kind alone, the creation
-    index, newest first."""
-    query = select(_jobs)
+    job could hold. A filter by state (but completed), schedule, manual run,
+    kind with state, or search walks its own index in this order; by queue or
+    kind alone, the creation index, newest first."""
+    conditions = _job_conditions(where)
+    alternatives = _job_alternatives(where)
+    if conditions is None or alternatives is None:
+        return None
+    if cursor is not None:
+        created, job_id = decode_timed_cursor(JOBS_CURSOR, cursor)
+        conditions.append(
+            or_(
+                _jobs.c.created_at_ms < created,
+                and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
+            )
+        )
+    newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
+    query = select(_jobs).where(*conditions)
+    if not alternatives:
+        return query.order_by(*newest_first).limit(limit + 1)
+    # Each alternative (a schedule's ticks or its manual runs; a job id or a
+    # unique key) walked on its own index in this order (an OR of them would
+    # scan one of them), then merged.
+    branches = [
+        query.where(*chosen).order_by(*newest_first).limit(limit + 1).subquery()
+        for chosen in alternatives
+    ]
+    merged = union_all(*(select(branch) for branch in branches)).subquery()
+    return (
+        select(merged)
+        .order_by(merged.c.created_at_ms.desc(), merged.c.job_id.desc())
+        .limit(limit + 1)
+    )
+
+
+_Condition = ColumnElement[bool] | TextClause
+
+
+def _job_conditions(where: JobFilter) -> list[_Condition] | None:
+    """The filter's plain equalities, or None when one names what no job could hold."""
+    conditions: list[_Condition] = []
     for column, wanted in (
         (_jobs.c.state, where.state),
         (_jobs.c.queue, where.queue),
@@ -416,35 +452,71 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
         if wanted is not None:
             if not could_be_stored(wanted):
                 return None
-            query = query.where(column == wanted)
+            conditions.append(column == wanted)
     if where.state is not None and where.state != JobState.COMPLETED:
-        query = query.where(_NOT_COMPLETED)
-    if cursor is not None:
-        created, job_id = decode_timed_cursor(JOBS_CURSOR, cursor)
-        query = query.where(
-            or_(
-                _jobs.c.created_at_ms < created,
-                and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
-            )
-        )
-    newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
-    made_by = where.made_by_schedule
-    if made_by is None:
-        return query.order_by(*newest_first).limit(limit + 1)
-    if not could_be_stored(made_by):
+        conditions.append(_NOT_COMPLETED)
+    return conditions
+
+
+def _job_alternatives(where: JobFilter) -> list[list[ColumnElement[bool]]] | None:
+    """The filter's either-or parts (made by a schedule, a search) as the
+    combinations a row may match, [] for none, None when nothing could match."""
+    made_by: list[list[ColumnElement[bool]]] = [[]]
+    if where.made_by_schedule is not None:
+        if not could_be_stored(where.made_by_schedule):
+            return None
+        made_by = [
+            [_jobs.c.periodic_schedule_id == where.made_by_schedule],
+            [_jobs.c.run_now_schedule_id == where.made_by_schedule],
+        ]
+    searched: list[list[ColumnElement[bool]]] = [[]]
+    if where.search is not None:
+        ids = [text for text in (where.search, *where.search_ids) if could_be_stored(text)]
+        searched = [[_jobs.c.unique_key == where.search]] if ids else []
+        if ids:
+            searched.append([_jobs.c.job_id.in_(ids)])
+        if not searched:
+            return None
+    combined = [first + second for first in made_by for second in searched]
+    return [] if combined == [[]] else combined
+
+
+def state_counts(connection: Connection, where: JobFilter, cap: int) -> dict[str, int]:
+    """Per state, a count bounded by `cap` (one query each)."""
+    counts = dict.fromkeys((state.value for state in JobState), 0)
+    for state in counts:
+        query = state_count_query(where, state, cap)
+        if query is not None:
+            counts[state] = int(connection.execute(query).scalar_one())
+    return counts
+
+
+def state_count_query(where: JobFilter, state: str, cap: int) -> Select[Any] | None:
+    """How many jobs of `state` match, up to `cap`: the listing of that state's
+    first `cap` rows, counted, so it reads at most `cap` entries of its index."""
+    listing = jobs_query(replace(where, state=state), cap - 1, None)
+    if listing is None:
         return None
-    # Its ticks' jobs and its manual runs, each walked on its own index in this
-    # order (an OR of the two would scan one of them), then merged.
-    branches = [
-        query.where(column == made_by).order_by(*newest_first).limit(limit + 1).subquery()
-        for column in (_jobs.c.periodic_schedule_id, _jobs.c.run_now_schedule_id)
-    ]
-    merged = union_all(*(select(branch) for branch in branches)).subquery()
-    return (
-        select(merged)
-        .order_by(merged.c.created_at_ms.desc(), merged.c.job_id.desc())
-        .limit(limit + 1)
-    )
+    return select(func.count()).select_from(listing.order_by(None).subquery())
+
+
+def latest_attempts(connection: Connection, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+    """Each job's newest attempt: per chunk, the newest event id of each job on the
+    (job_id, event_id) index, then those rows by key."""
+    wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
+    found: dict[str, JobAttemptRow] = {}
+    dialect = dialect_of(connection)
+    for start in range(0, len(wanted), CHUNK):
+        newest = (
+            select(func.max(_attempts.c.event_id))
+            .where(dialect.is_one_of(_attempts.c.job_id, wanted[start : start + CHUNK]))
+            .group_by(_attempts.c.job_id)
+        )
+        query = select(_attempts).where(_attempts.c.event_id.in_(newest))
+        found.update(
+            (row["job_id"], JobAttemptRow(**row)) for row in connection.execute(query).mappings()
+        )
+    return found
 
 
 def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAttemptRow]:
@@ -758,6 +830,15 @@ class SqlReads(Reads):
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         with translated_errors("reading a job's attempts"), self._engine.connect() as connection:
             return job_attempts(connection, job_id, limit)
+
+    def state_counts(self, where: JobFilter, cap: int) -> dict[str, int]:
+        check_limit(cap, STATE_COUNT_CAP)
+        with translated_errors("counting jobs"), self._engine.connect() as connection:
+            return state_counts(connection, where, cap)
+
+    def latest_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+        with translated_errors("reading jobs' attempts"), self._engine.connect() as connection:
+            return latest_attempts(connection, job_ids)
 
     def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
         with translated_errors("listing quarantine"), self._engine.connect() as connection:

@@ -85,6 +85,8 @@ PERIODIC_WHERE: Final = "periodic_schedule_id IS NOT NULL"
 """A schedule's tick jobs, newest first (the jobs list filtered by schedule)."""
 RUN_NOW_WHERE: Final = "run_now_schedule_id IS NOT NULL"
 """A schedule's manual runs, newest first: only jobs Enqueue now made are indexed."""
+HAS_UNIQUE_KEY_WHERE: Final = "unique_key IS NOT NULL"
+"""Jobs searched by unique key, newest first, finished ones too."""
 
 events = Table(
     f"{TABLE_PREFIX}events",
@@ -457,6 +459,21 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         jobs.c.updated_at_ms,
         sqlite_where=text(FINISHED_JOBS_WHERE),
         postgresql_where=text(FINISHED_JOBS_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_unique_key",
+        jobs.c.unique_key,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(HAS_UNIQUE_KEY_WHERE),
+        postgresql_where=text(HAS_UNIQUE_KEY_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_kind_state",
+        jobs.c.kind,
+        jobs.c.state,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
     )
     enqueue_history = Table(
         f"{prefix}enqueue_history",

@@ -1,0 +1,31 @@
+"""The console's jobs list is searched by unique key and tabbed by kind and state on indexes.
+
+A search by unique key finds finished jobs too (the live unique index holds only
+pending and running ones); the per-state counts and pages of one kind read the
+(kind, state) entries alone instead of every job of that state.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0023"
+down_revision = "0022"
+
+HAS_UNIQUE_KEY = "unique_key IS NOT NULL"
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_headgate_jobs_unique_key",
+        "headgate_jobs",
+        ["unique_key", "created_at_ms", "job_id"],
+        sqlite_where=sa.text(HAS_UNIQUE_KEY),
+        postgresql_where=sa.text(HAS_UNIQUE_KEY),
+    )
+    op.create_index(
+        "ix_headgate_jobs_kind_state",
+        "headgate_jobs",
+        ["kind", "state", "created_at_ms", "job_id"],
+    )
