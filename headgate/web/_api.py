@@ -326,7 +326,7 @@ def list_jobs(
 
 
 @router.get(
-    "/jobs/counts",
+    "/jobs:count",
     response_model=JobCountsOut,
     summary="Count jobs per state (bounded), with the filters of GET /jobs",
 )
@@ -343,7 +343,7 @@ def count_jobs(
 
 
 @router.post(
-    "/jobs/retry",
+    "/jobs:retry",
     response_model=JobsBulkOut,
     summary="Retry the jobs matching filters (one retryable state; at most 1,000 a call)",
 )
@@ -352,7 +352,7 @@ def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
 
 
 @router.post(
-    "/jobs/cancel",
+    "/jobs:cancel",
     response_model=JobsBulkOut,
     summary="Cancel the jobs matching filters (pending or running; at most 1,000 a call)",
 )

@@ -468,13 +468,6 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         sqlite_where=text(HAS_UNIQUE_KEY_WHERE),
         postgresql_where=text(HAS_UNIQUE_KEY_WHERE),
     )
-    Index(
-        f"ix_{prefix}jobs_kind_state",
-        jobs.c.kind,
-        jobs.c.state,
-        jobs.c.created_at_ms,
-        jobs.c.job_id,
-    )
     enqueue_history = Table(
         f"{prefix}enqueue_history",
         metadata,

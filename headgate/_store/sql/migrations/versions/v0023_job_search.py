@@ -1,8 +1,7 @@
-"""The console's jobs list is searched by unique key and tabbed by kind and state on indexes.
+"""The jobs list is searched by unique key on an index.
 
 A search by unique key finds finished jobs too (the live unique index holds only
-pending and running ones); the per-state counts and pages of one kind read the
-(kind, state) entries alone instead of every job of that state.
+pending and running ones), newest first.
 """
 
 from __future__ import annotations
@@ -23,9 +22,4 @@ def upgrade() -> None:
         ["unique_key", "created_at_ms", "job_id"],
         sqlite_where=sa.text(HAS_UNIQUE_KEY),
         postgresql_where=sa.text(HAS_UNIQUE_KEY),
-    )
-    op.create_index(
-        "ix_headgate_jobs_kind_state",
-        "headgate_jobs",
-        ["kind", "state", "created_at_ms", "job_id"],
     )
