@@ -487,7 +487,8 @@ def state_counts(connection: Connection, where: JobFilter, cap: int) -> dict[str
     for state in counts:
         query = state_count_query(where, state, cap)
         if query is not None:
-            counts[state] = int(connection.execute(query).scalar_one())
+            with dialect_of(connection).probing_indexes(connection):
+                counts[state] = int(connection.execute(query).scalar_one())
     return counts
 
 
@@ -513,9 +514,9 @@ def latest_attempts(connection: Connection, job_ids: Collection[str]) -> dict[st
             .group_by(_attempts.c.job_id)
         )
         query = select(_attempts).where(_attempts.c.event_id.in_(newest))
-        found.update(
-            (row["job_id"], JobAttemptRow(**row)) for row in connection.execute(query).mappings()
-        )
+        with dialect.probing_indexes(connection):
+            rows = connection.execute(query).mappings().all()
+        found.update((row["job_id"], JobAttemptRow(**row)) for row in rows)
     return found
 
 
