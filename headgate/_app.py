@@ -93,6 +93,7 @@ from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
+    QUARANTINE_SAMPLED,
     RUNNING_SHOWN,
     BulkResult,
     ConcurrencyLimitStatus,
@@ -1007,11 +1008,21 @@ class Headgate(AsyncOperations):
         self._commands.release(fingerprint_value)
 
     def list_quarantine(self, limit: int = 50, cursor: str | None = None) -> QuarantinePage:
-        """Quarantined fingerprints, newest first, each saying why and when."""
+        """Quarantined fingerprints, newest first, each saying why and when, and the
+        kind and id of its newest job held in quarantine, if any."""
         page = self._reads.quarantine_page(limit, cursor)
-        return QuarantinePage(
-            [QuarantineEntry.from_row(row) for row in page.items], page.next_cursor
-        )
+        held = self.list_jobs(state=JobState.QUARANTINED, limit=QUARANTINE_SAMPLED).jobs
+        newest: dict[str, Job] = {}
+        for job in held:
+            newest.setdefault(job.fingerprint, job)
+        entries = []
+        for row in page.items:
+            sample = newest.get(row.fingerprint)
+            entry = QuarantineEntry.from_row(row)
+            if sample is not None:
+                entry = dataclasses.replace(entry, kind=sample.kind, sample_job_id=sample.id)
+            entries.append(entry)
+        return QuarantinePage(entries, page.next_cursor)
 
     def quarantine_entry(self, fingerprint_value: str) -> QuarantineEntry | None:
         """Why and since when a fingerprint is quarantined, or None if it is admissible."""

@@ -762,8 +762,17 @@ def _quarantine_list(args: argparse.Namespace) -> int:
         )
         return 0
     _print_table(
-        ("FINGERPRINT", "SINCE", "WHY"),
-        ((e.fingerprint, _iso(e.quarantined_at_ms), e.note or "-") for e in page.entries),
+        ("FINGERPRINT", "KIND", "SAMPLE JOB", "SINCE", "WHY"),
+        (
+            (
+                e.fingerprint,
+                e.kind or "-",
+                e.sample_job_id or "-",
+                _iso(e.quarantined_at_ms),
+                e.note or "-",
+            )
+            for e in page.entries
+        ),
         empty="nothing is quarantined",
     )
     _print_next(page.next_cursor)

@@ -371,6 +371,9 @@ class BulkResult:
     """The jobs it changed, newest first."""
 
 
+QUARANTINE_SAMPLED = 200
+"""Quarantined jobs `Headgate.list_quarantine` reads to name each entry's kind and a job."""
+
 RUNNING_SHOWN = 200
 """Running jobs `Headgate.workers` reads to say which worker runs which."""
 
@@ -479,6 +482,12 @@ class QuarantineEntry:
     note: str
     """Why: the crash limit (naming the job) or an operator's note."""
     quarantined_at_ms: int
+    kind: str | None = None
+    """The kind of its newest job held in quarantine (`list_quarantine`); None
+    where none is among the newest QUARANTINE_SAMPLED quarantined jobs (a
+    fingerprint quarantined by hand before any of its jobs crashed)."""
+    sample_job_id: str | None = None
+    """That job, to open: its payload and attempts say what crashed."""
 
     @classmethod
     def from_row(cls, row: QuarantineRow) -> QuarantineEntry:

@@ -454,6 +454,10 @@ class QuarantineOut(BaseModel):
     fingerprint: str
     note: str = Field(description="Why: the crash limit (naming the job) or an operator's note")
     quarantined_at_ms: int
+    kind: str | None = Field(
+        None, description="The kind of its newest job held in quarantine; null if none is"
+    )
+    sample_job_id: str | None = Field(None, description="That job (GET /jobs/{job_id})")
 
     @classmethod
     def of(cls, entry: QuarantineEntry) -> QuarantineOut:

@@ -111,6 +111,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_holder(
         [worker] = body["workers"]
         assert worker["queues"] == {"reports": 3}
         assert worker["running_job_ids"] == [job_id]
+        assert worker["kinds"] == ["report.build"]
         assert worker["heartbeat_age_ms"] >= 1_500
         assert body["scheduler"] is not None and body["scheduler"]["term"] >= 1
         assert body["scheduler"]["holder"].startswith(body["scheduler"]["host"])

@@ -229,6 +229,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_lease(
         html = _html(client, "/workers")
         [row] = _rows(html, "workers")
         assert "reports: 3" in row and f'href="/jobs/{job_id}"' in row
+        assert '<a href="/jobs?kind=report.build"><code>report.build</code></a>' in row
         assert "1 s ago" in row
         lease = hg.lease_status()
         assert lease is not None
