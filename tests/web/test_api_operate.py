@@ -131,6 +131,8 @@ def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
         "fingerprint": fingerprint,
         "note": "payload crashes the DB",
         "quarantined_at_ms": START_MS,
+        "kind": None,
+        "sample_job_id": None,
     }
     assert client.get("/api/v1/quarantine").json() == {"entries": [put.json()], "next_cursor": None}
     refused = client.post("/api/v1/jobs", json={"kind": "report.build", "payload": {"team": 7}})
