@@ -22,7 +22,7 @@ from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, par
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate.web import _templates
-from headgate.web._charts import HEIGHT, WIDTH, charts
+from headgate.web._charts import HEIGHT, PLOT, WIDTH, charts, fitted_start
 from headgate.web._form import form_fields
 from headgate.web._schemas import queue_weight
 
@@ -354,8 +354,8 @@ def queues_page(request: Request) -> HTMLResponse:
 def overview_page(request: Request) -> HTMLResponse:
     hg = _hg(request)
     end = minute_of(hg.clock.now_ms()) + MINUTE_MS
-    start = end - SHOWN_MS
-    points = hg.activity(since_ms=start)
+    points = hg.activity(since_ms=end - SHOWN_MS)
+    start = fitted_start(points, end - SHOWN_MS, end)
     return _page(
         request,
         "overview.html",
@@ -365,6 +365,7 @@ def overview_page(request: Request) -> HTMLResponse:
         end_ms=end,
         width=WIDTH,
         height=HEIGHT,
+        plot=PLOT,
     )
 
 

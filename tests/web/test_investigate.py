@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from headgate import Headgate
+from headgate import ActivityPoint, Headgate
+from headgate._domain.activity import MINUTE_MS, SHOWN_MS
 from headgate._domain.events import JobQuarantined
 from headgate._domain.streams import job_stream
 from headgate._projections import JobRow
 from headgate._store.port import JobFilter, Page
 from headgate.testing import FakeClock
+from headgate.web._charts import fitted_start, nice_top, value_label
 
 
 def _failed(hg: Headgate, kind: str, n: int, **payload: Any) -> list[str]:
@@ -224,3 +226,69 @@ def test_a_quarantine_row_shows_its_kind_and_a_held_job(client: TestClient, hg: 
         job.id,
     )
     assert listed[by_hand]["kind"] is None
+
+
+@pytest.mark.parametrize(
+    ("largest", "top"),
+    [
+        (0, 1),
+        (0.4, 1),
+        (1, 1),
+        (3, 5),
+        (7, 10),
+        (11, 20),
+        (240, 250),
+        (1_234, 2_000),
+        (60_001, 1e5),
+    ],
+)
+def test_a_charts_scale_tops_at_a_round_number(largest: float, top: float) -> None:
+    assert nice_top(largest) == top
+
+
+def test_a_charts_labels_read_at_a_glance() -> None:
+    assert [value_label(v) for v in (0, 2.5, 750, 1_500, 2_000_000)] == [
+        "0",
+        "2.5",
+        "750",
+        "1.5k",
+        "2M",
+    ]
+
+
+def test_a_charts_window_starts_at_the_first_minute_rolled_up() -> None:
+    end = 100 * MINUTE_MS
+    day_before = end - SHOWN_MS
+    points = [ActivityPoint(70 * MINUTE_MS, "jobs", "started", 1.0)]
+    assert fitted_start(points, day_before, end) == 70 * MINUTE_MS
+    recent = [ActivityPoint(98 * MINUTE_MS, "jobs", "started", 1.0)]
+    assert fitted_start(recent, day_before, end) == 90 * MINUTE_MS, "ten minutes at least"
+    assert fitted_start([], day_before, end) == 90 * MINUTE_MS
+
+
+def test_the_overview_charts_have_axes_gridlines_and_say_when_empty(
+    client: TestClient, hg: Headgate, clock: FakeClock
+) -> None:
+    hg.handler("report.build")(lambda job: None)
+    for _ in range(3):
+        for _ in range(7):
+            hg.enqueue("report.build")
+        hg.drain()
+        clock.advance(60_000)
+        hg.roll_up_activity()
+    html = client.get("/overview").text
+    jobs = re.search(r'<figure class="chart" id="chart-jobs".*?</figure>', html, re.S)
+    assert jobs is not None
+    assert re.findall(r'class="value-label"[^>]*>([^<]+)<', jobs.group(0)) == [
+        "0",
+        "2.5",
+        "5",
+        "7.5",
+        "10",
+    ], "7 a minute: a scale of round steps up to 10"
+    times = re.findall(r'class="time-label"[^>]*>([^<]+)<', jobs.group(0))
+    assert times and all(re.fullmatch(r"\d\d:\d\d", t) for t in times)
+    assert times[0] == "23:54", "ten minutes up to now, not a day of nothing before them"
+    assert jobs.group(0).count('class="gridline') >= 5 + len(times)
+    limits = re.search(r'<figure class="chart empty" id="chart-limits".*?</figure>', html, re.S)
+    assert limits is not None and ">No data in this span</text>" in limits.group(0)
