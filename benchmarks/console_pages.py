@@ -257,7 +257,8 @@ def run(backend: str, jobs: int, schedules: int) -> None:
     with fresh_database(backend) as url:
         with Headgate(url) as hg:
             seconds = seed(hg, url, jobs, schedules)
-            print(f"\n{backend}: seeded {schedules:,} schedules and {jobs:,} jobs in {seconds:.0f} s")
+            seeded = f"{schedules:,} schedules and {jobs:,} jobs"
+            print(f"\n{backend}: seeded {seeded} in {seconds:.0f} s")
             with TestClient(create_app(hg, api_token=""), base_url="http://localhost") as client:
                 rows = []
                 for what, path in targets(jobs, schedules):
