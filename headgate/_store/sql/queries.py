@@ -69,6 +69,7 @@ from headgate._store.sql.schema import (
     LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
+    NOT_PENDING_WHERE,
     PENDING_WITH_DEADLINE_WHERE,
     RUNNING_WHERE,
     UNDECLARED_WHERE,
@@ -98,6 +99,7 @@ _PENDING_WITH_DEADLINE: Final = text(PENDING_WITH_DEADLINE_WHERE)
 _LIVE_TICKS: Final = text(LIVE_TICKS_WHERE)
 _EARLIER: Final = "earlier"
 _NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
+_NOT_PENDING: Final = text(NOT_PENDING_WHERE)
 _attempts, _blame, _paused = LIVE.job_attempts, LIVE.crash_blame, LIVE.paused_queues
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
@@ -400,11 +402,14 @@ def jobs_page(
     return Page(items, next_cursor)
 
 
-def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] | None:
-    """One more than a page of `jobs_page`, or None when a filter names what no
-    job could hold. A filter by state (but completed), schedule, manual run,
-    kind with state, or search walks its own index in this order; by queue or
-    kind alone, the creation index, newest first."""
+def jobs_query(
+    where: JobFilter, limit: int, cursor: str | None, columns: Sequence[Any] = (_jobs,)
+) -> Select[Any] | None:
+    """One more than a page of `jobs_page` (of `columns`, which hold the order's
+    two), or None when a filter names what no job could hold. A filter by state
+    (but completed), schedule, manual run, kind or search walks its own index in
+    this order (a kind's, one branch a state); by queue alone, the creation
+    index, newest first."""
     conditions = _job_conditions(where)
     alternatives = _job_alternatives(where)
     if conditions is None or alternatives is None:
@@ -418,7 +423,7 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
             )
         )
     newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
-    query = select(_jobs).where(*conditions)
+    query = select(*columns).where(*conditions)
     if not alternatives:
         return query.order_by(*newest_first).limit(limit + 1)
     # Each alternative (a schedule's ticks or its manual runs; a job id or a
@@ -455,13 +460,15 @@ def _job_conditions(where: JobFilter) -> list[_Condition] | None:
             conditions.append(column == wanted)
     if where.state is not None and where.state != JobState.COMPLETED:
         conditions.append(_NOT_COMPLETED)
+    if where.kind is not None and where.state not in {None, JobState.PENDING}:
+        conditions.append(_NOT_PENDING)
     return conditions
 
 
-def _job_alternatives(where: JobFilter) -> list[list[ColumnElement[bool]]] | None:
+def _job_alternatives(where: JobFilter) -> list[list[_Condition]] | None:
     """The filter's either-or parts (made by a schedule, a search) as the
     combinations a row may match, [] for none, None when nothing could match."""
-    made_by: list[list[ColumnElement[bool]]] = [[]]
+    made_by: list[list[_Condition]] = [[]]
     if where.made_by_schedule is not None:
         if not could_be_stored(where.made_by_schedule):
             return None
@@ -469,7 +476,7 @@ def _job_alternatives(where: JobFilter) -> list[list[ColumnElement[bool]]] | Non
             [_jobs.c.periodic_schedule_id == where.made_by_schedule],
             [_jobs.c.run_now_schedule_id == where.made_by_schedule],
         ]
-    searched: list[list[ColumnElement[bool]]] = [[]]
+    searched: list[list[_Condition]] = [[]]
     if where.search is not None:
         ids = [text for text in (where.search, *where.search_ids) if could_be_stored(text)]
         searched = [[_jobs.c.unique_key == where.search]] if ids else []
@@ -477,8 +484,23 @@ def _job_alternatives(where: JobFilter) -> list[list[ColumnElement[bool]]] | Non
             searched.append([_jobs.c.job_id.in_(ids)])
         if not searched:
             return None
-    combined = [first + second for first in made_by for second in searched]
+    by_state: list[list[_Condition]] = [[]]
+    if where.kind is not None and where.state is None and made_by == [[]] and searched == [[]]:
+        by_state = [_one_state(state) for state in JobState]
+    combined = [
+        first + second + third for first in made_by for second in searched for third in by_state
+    ]
     return [] if combined == [[]] else combined
+
+
+def _one_state(state: JobState) -> list[_Condition]:
+    """A kind's jobs of one state, as the kind's index holds them (its pending
+    ones on the state index)."""
+    if state == JobState.PENDING:
+        return [_jobs.c.state == state.value, _NOT_COMPLETED]
+    if state == JobState.COMPLETED:
+        return [_jobs.c.state == state.value, _NOT_PENDING]
+    return [_jobs.c.state == state.value, _NOT_COMPLETED, _NOT_PENDING]
 
 
 def state_counts(connection: Connection, where: JobFilter, cap: int) -> dict[str, int]:
@@ -495,7 +517,8 @@ def state_counts(connection: Connection, where: JobFilter, cap: int) -> dict[str
 def state_count_query(where: JobFilter, state: str, cap: int) -> Select[Any] | None:
     """How many jobs of `state` match, up to `cap`: the listing of that state's
     first `cap` rows, counted, so it reads at most `cap` entries of its index."""
-    listing = jobs_query(replace(where, state=state), cap - 1, None)
+    order = (_jobs.c.created_at_ms, _jobs.c.job_id)  # on every listing index: no row read
+    listing = jobs_query(replace(where, state=state), cap - 1, None, order)
     if listing is None:
         return None
     return select(func.count()).select_from(listing.order_by(None).subquery())

@@ -72,7 +72,7 @@ from tests.store.builders import attempted, defined, enqueued
         (jobs_query(JobFilter(state="failed"), 50, None), "ix_headgate_jobs_state_created"),
         (jobs_query(JobFilter(schedule_id="s"), 50, None), "ix_headgate_jobs_schedule_created"),
         (jobs_query(JobFilter(run_now_schedule_id="s"), 50, None), "ix_headgate_jobs_run_now"),
-        (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_created"),
+        (jobs_query(JobFilter(kind="k", state="failed"), 50, None), "ix_headgate_jobs_kind_state"),
         (schedules_query(51, None, None), "ix_headgate_schedules_listed"),
         (schedules_query(51, "bulk-1", "bulk-"), "ix_headgate_schedules_listed"),
         (schedule_count_query(None), "ix_headgate_schedules_listed"),
@@ -88,7 +88,7 @@ from tests.store.builders import attempted, defined, enqueued
         "jobs-by-state",
         "jobs-by-schedule",
         "manual-runs",
-        "jobs-by-kind",
+        "jobs-by-kind-and-state",
         "schedules",
         "schedules-searched",
         "schedule-count",
@@ -116,11 +116,16 @@ def test_late_jobs_are_read_on_the_deadline_index(store: SqlStore) -> None:
         (state_count_query(JobFilter(), "failed", 10_000), "ix_headgate_jobs_state_created"),
         (
             state_count_query(JobFilter(queue="q"), "completed", 10_000),
-            "ix_headgate_jobs_queue_state",
+            None,
         ),
         (state_count_query(JobFilter(search="k"), "failed", 10_000), None),
         (state_count_query(JobFilter(made_by_schedule="s"), "failed", 10_000), None),
-        (state_count_query(JobFilter(kind="k"), "failed", 10_000), None),
+        (state_count_query(JobFilter(kind="k"), "failed", 10_000), "ix_headgate_jobs_kind_state"),
+        (
+            state_count_query(JobFilter(kind="k"), "completed", 10_000),
+            "ix_headgate_jobs_kind_state",
+        ),
+        (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_kind_state"),
     ],
     ids=[
         "search",
@@ -130,6 +135,8 @@ def test_late_jobs_are_read_on_the_deadline_index(store: SqlStore) -> None:
         "count-searched",
         "count-by-schedule",
         "count-by-kind",
+        "count-by-kind-completed",
+        "jobs-by-kind-each-state",
     ],
 )
 def test_the_jobs_lists_searches_and_counts_read_on_indexes(
@@ -142,7 +149,7 @@ def test_the_jobs_lists_searches_and_counts_read_on_indexes(
     plan = _plan_text(store, query)
     if index is not None:
         assert index in plan, plan
-    assert "USING INDEX" in plan or "Index" in plan, plan
+    assert "INDEX" in plan or "Index" in plan, plan
     assert not re.search(r"\bSCAN headgate_jobs\b(?! USING)|Seq Scan on headgate_jobs", plan), plan
 
 

@@ -608,8 +608,9 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
 
 
 def _as_revision_22_left_it(connection: Connection) -> None:
-    """Undo revision 23 (jobs searched by unique key)."""
+    """Undo revision 23 (jobs searched by unique key, read by kind)."""
     connection.execute(text("DROP INDEX ix_headgate_jobs_unique_key"))
+    connection.execute(text("DROP INDEX ix_headgate_jobs_kind_state"))
 
 
 def _as_revision_21_left_it(connection: Connection) -> None:

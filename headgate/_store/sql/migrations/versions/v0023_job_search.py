@@ -1,7 +1,10 @@
-"""The jobs list is searched by unique key on an index.
+"""The jobs list is searched by unique key, and read by kind, on indexes.
 
 A search by unique key finds finished jobs too (the live unique index holds only
-pending and running ones), newest first.
+pending and running ones), newest first. A kind's jobs, and their counts per
+state, are read by (kind, state): all but its pending ones, which the state
+index holds already, and which the workers' reads of pending jobs by kind must
+keep finding on the claim and deadline indexes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ revision = "0023"
 down_revision = "0022"
 
 HAS_UNIQUE_KEY = "unique_key IS NOT NULL"
+NOT_PENDING = "state <> 'pending'"
 
 
 def upgrade() -> None:
@@ -22,4 +26,11 @@ def upgrade() -> None:
         ["unique_key", "created_at_ms", "job_id"],
         sqlite_where=sa.text(HAS_UNIQUE_KEY),
         postgresql_where=sa.text(HAS_UNIQUE_KEY),
+    )
+    op.create_index(
+        "ix_headgate_jobs_kind_state",
+        "headgate_jobs",
+        ["kind", "state", "created_at_ms", "job_id"],
+        sqlite_where=sa.text(NOT_PENDING),
+        postgresql_where=sa.text(NOT_PENDING),
     )
