@@ -80,7 +80,7 @@ def _held_payload(n: int) -> str:
 
 
 def _kind_of(n: int) -> str:
-    return "rare.kind" if n % 10_007 == 0 else f"kind.{n % KINDS}"
+    return "rare.kind" if n % 10_007 == 0 else f"kind.{n // 7 % KINDS}"
 
 
 def job_row(n: int, schedules: int, periodic_jobs: int) -> dict[str, Any]:

@@ -478,7 +478,7 @@ def _job_alternatives(where: JobFilter) -> list[list[_Condition]] | None:
         ]
     searched: list[list[_Condition]] = [[]]
     if where.search is not None:
-        ids = [text for text in (where.search, *where.search_ids) if could_be_stored(text)]
+        ids = [value for value in (where.search, *where.search_ids) if could_be_stored(value)]
         searched = [[_jobs.c.unique_key == where.search]] if ids else []
         if ids:
             searched.append([_jobs.c.job_id.in_(ids)])
