@@ -1,5 +1,5 @@
 """The console's pages and the API's main lists at 10,000 schedules and
-1,000,000 jobs, on SQLite (and PostgreSQL with --postgres), printed as a table.
+1,000,000 jobs, on SQLite and/or PostgreSQL (--backend), printed as a table.
 
 Seeding: the 10,000 schedules are defined through the store (ScheduleDefined
 events, as `benchmarks.scheduler.define_many` does). The jobs are inserted
@@ -21,7 +21,8 @@ Each page and API list is then read in-process (FastAPI's TestClient against
 the ASGI app, no server, no network): WARMUP reads, then SAMPLES timed, p50
 and p95 in ms. Target (issue 37): p95 <= 200 ms each.
 
-Run: python -m benchmarks.console_pages [--jobs N] [--schedules N] [--postgres]
+Run: python -m benchmarks.console_pages [--jobs N] [--schedules N]
+                                       [--backend sqlite|postgresql|both]
 """
 
 from __future__ import annotations
@@ -278,10 +279,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--schedules", type=int, default=10_000)
-    parser.add_argument("--postgres", action="store_true", help="PostgreSQL too")
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgresql", "both"),
+        default="sqlite",
+        help="PostgreSQL at $HEADGATE_BENCH_POSTGRES_URL (a database of its own is made)",
+    )
     args = parser.parse_args()
     quiet_json_logs()
-    for backend in ("sqlite", "postgresql") if args.postgres else ("sqlite",):
+    for backend in ("sqlite", "postgresql") if args.backend == "both" else (args.backend,):
         run(backend, args.jobs, args.schedules)
 
 
