@@ -53,6 +53,7 @@ from headgate._history import (
     ScheduleChanges,
 )
 from headgate._model import (
+    BulkResult,
     ConcurrencyLimitStatus,
     DeclaredHandler,
     DrainSummary,
@@ -101,6 +102,7 @@ __all__ = [
     "AdmissionLimits",
     "AdmissionRejected",
     "AttemptResult",
+    "BulkResult",
     "Clock",
     "ConcurrencyConflict",
     "ConcurrencyLimitStatus",

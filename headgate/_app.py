@@ -26,8 +26,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar, cast
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Final, TypeVar, cast
 
 import pykka
 from typing_extensions import Unpack
@@ -35,6 +35,7 @@ from typing_extensions import Unpack
 from headgate._async_api import AsyncOperations, AsyncPool
 from headgate._clock import Clock, StoreClock
 from headgate._commands import (
+    BulkOutcome,
     Commands,
     NewJob,
     Put,
@@ -53,8 +54,9 @@ from headgate._domain.admission import (
 from headgate._domain.cursors import MAX_PAGE
 from headgate._domain.definition_history import parse_instant
 from headgate._domain.events import JobState
-from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.ids import fingerprint_of_text, manual_job_id
 from headgate._domain.job_rules import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_MS, unredacted
+from headgate._domain.lifecycle import BULK_MAX, JobAction
 from headgate._domain.limits import concurrency_limit, rate_class_problem, rate_limit
 from headgate._domain.names import identifier_problem, require
 from headgate._domain.options import (
@@ -95,13 +97,16 @@ from headgate._json import JsonValue
 from headgate._logs import get_logger
 from headgate._metrics import Collector, CollectorRegistry, HeadgateMetrics
 from headgate._model import (
+    QUARANTINE_SAMPLED,
     RUNNING_SHOWN,
+    BulkResult,
     ConcurrencyLimitStatus,
     DeclaredHandler,
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
     Job,
+    JobAttempt,
     JobLimits,
     JobsPage,
     LeaseStatus,
@@ -147,7 +152,7 @@ from headgate._runtime.schedule_alerts import ScheduleAlert, ScheduleAlerts
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
 from headgate._store.opening import open_existing_store, open_store
-from headgate._store.port import Claimant, CompactionReport, JobFilter, Store
+from headgate._store.port import STATE_COUNT_CAP, Claimant, CompactionReport, JobFilter, Store
 from headgate._unserved import ServingWatch
 
 H = TypeVar("H", bound=Handler)
@@ -983,18 +988,76 @@ class Headgate(AsyncOperations):
         queue: str | None = None,
         kind: str | None = None,
         schedule_id: str | None = None,
+        search: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobsPage:
         """Jobs, newest first, filtered; pass next_cursor back for the next page.
         `schedule_id`: the jobs that schedule made, its ticks' and its Enqueue
-        now's (`Job.run_now_schedule_id` tells the manual ones)."""
-        if state is not None and state not in {s.value for s in JobState}:
-            states = ", ".join(s.value for s in JobState)
-            raise ValidationError("state", f"must be one of {states}, got {state!r}")
-        where = JobFilter(state=state, queue=queue, kind=kind, made_by_schedule=schedule_id)
+        now's (`Job.run_now_schedule_id` tells the manual ones). `search`: the
+        job with this id, the jobs with this unique key, and, with `schedule_id`,
+        the job its Enqueue now made with this idempotency key."""
+        where = _job_filter(state, queue, kind, schedule_id, search)
         page = self._reads.jobs_page(where, limit, cursor)
         return JobsPage([Job.from_row(row) for row in page.items], page.next_cursor)
+
+    def count_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+    ) -> dict[str, int]:
+        """Per state, the jobs `list_jobs` with these filters shows, each counted
+        up to JOB_COUNT_CAP (a count of JOB_COUNT_CAP means that many or more:
+        counting stops there so that a page showing them stays quick)."""
+        where = _job_filter(None, queue, kind, schedule_id, search)
+        return self._reads.state_counts(where, JOB_COUNT_CAP)
+
+    def latest_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttempt]:
+        """Each job's newest ended attempt (its duration and error), by job id,
+        in one read; jobs that have none are left out."""
+        rows = self._reads.latest_attempts(job_ids)
+        return {job_id: JobAttempt.from_row(row) for job_id, row in rows.items()}
+
+    def retry_jobs(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+        limit: int = BULK_MAX,
+    ) -> BulkResult:
+        """`retry_job` for the newest `limit` (at most BULK_MAX) jobs `list_jobs`
+        shows with these filters; `state` is required and one retry allows. A job
+        that changed state since it was read is skipped and counted, not an error."""
+        where = _job_filter(state, queue, kind, schedule_id, search)
+        outcome = self._commands.bulk_transition(where, JobAction.RETRY, limit)
+        if outcome.changed:
+            self._poke_workers()
+        return _bulk_result("retry", outcome)
+
+    def cancel_jobs(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+        limit: int = BULK_MAX,
+    ) -> BulkResult:
+        """`cancel_job` for the newest `limit` (at most BULK_MAX) pending or running
+        jobs `list_jobs` shows with these filters; `state` is required. A job that
+        changed state since it was read is skipped and counted, not an error."""
+        where = _job_filter(state, queue, kind, schedule_id, search)
+        outcome = self._commands.bulk_transition(where, JobAction.CANCEL, limit)
+        if outcome.changed:
+            self._tell_workers_jobs_taken()
+        return _bulk_result("cancel", outcome)
 
     def manual_runs(self, schedule_id: str, limit: int = 20, cursor: str | None = None) -> JobsPage:
         """The jobs a schedule's Enqueue now made, newest first (also after the
@@ -1042,6 +1105,7 @@ class Headgate(AsyncOperations):
                 row.heartbeat_at_ms,
                 row.expires_at_ms,
                 tuple(running.get(row.worker_id, ())),
+                row.kinds,
             )
             for row in self._store.workers.live(self.clock.now_ms())
         ]
@@ -1088,11 +1152,21 @@ class Headgate(AsyncOperations):
         self._commands.release(fingerprint_value)
 
     def list_quarantine(self, limit: int = 50, cursor: str | None = None) -> QuarantinePage:
-        """Quarantined fingerprints, newest first, each saying why and when."""
+        """Quarantined fingerprints, newest first, each saying why and when, and the
+        kind and id of its newest job held in quarantine, if any."""
         page = self._reads.quarantine_page(limit, cursor)
-        return QuarantinePage(
-            [QuarantineEntry.from_row(row) for row in page.items], page.next_cursor
-        )
+        held = self.list_jobs(state=JobState.QUARANTINED, limit=QUARANTINE_SAMPLED).jobs
+        newest: dict[str, Job] = {}
+        for job in held:
+            newest.setdefault(job.fingerprint, job)
+        entries = []
+        for row in page.items:
+            sample = newest.get(row.fingerprint)
+            entry = QuarantineEntry.from_row(row)
+            if sample is not None:
+                entry = dataclasses.replace(entry, kind=sample.kind, sample_job_id=sample.id)
+            entries.append(entry)
+        return QuarantinePage(entries, page.next_cursor)
 
     def quarantine_entry(self, fingerprint_value: str) -> QuarantineEntry | None:
         """Why and since when a fingerprint is quarantined, or None if it is admissible."""
@@ -1366,3 +1440,37 @@ class Headgate(AsyncOperations):
         pool = self._pool
         if pool is not None:
             pool.check_now()
+
+
+JOB_COUNT_CAP: Final = STATE_COUNT_CAP
+"""`Headgate.count_jobs` counts each state up to this many."""
+
+
+def _job_filter(
+    state: str | None,
+    queue: str | None,
+    kind: str | None,
+    schedule_id: str | None,
+    search: str | None,
+) -> JobFilter:
+    """The jobs list's filters as the store reads them: a state checked, an empty
+    search none, and a search within a schedule also its Enqueue now's key."""
+    if state is not None and state not in {s.value for s in JobState}:
+        states = ", ".join(s.value for s in JobState)
+        raise ValidationError("state", f"must be one of {states}, got {state!r}")
+    searched = search or None
+    search_ids: tuple[str, ...] = ()
+    if searched is not None and schedule_id is not None:
+        search_ids = (manual_job_id(schedule_id, searched),)
+    return JobFilter(
+        state=state,
+        queue=queue,
+        kind=kind,
+        made_by_schedule=schedule_id,
+        search=searched,
+        search_ids=search_ids,
+    )
+
+
+def _bulk_result(action: str, outcome: BulkOutcome) -> BulkResult:
+    return BulkResult(action, len(outcome.changed), outcome.skipped, outcome.more, outcome.changed)

@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from typing_extensions import Unpack
 
+from headgate._domain.lifecycle import BULK_MAX
 from headgate._domain.options import EnqueueArgs, ScheduleArgs
 from headgate._json import JsonValue
 
 if TYPE_CHECKING:
     from headgate._app import Headgate
     from headgate._model import (
+        BulkResult,
         EnqueueEventsPage,
         Job,
         JobsPage,
@@ -141,6 +143,7 @@ class AsyncOperations:
         queue: str | None = None,
         kind: str | None = None,
         schedule_id: str | None = None,
+        search: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> JobsPage:
@@ -150,8 +153,65 @@ class AsyncOperations:
                 queue=queue,
                 kind=kind,
                 schedule_id=schedule_id,
+                search=search,
                 limit=limit,
                 cursor=cursor,
+            )
+        )
+
+    async def acount_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+    ) -> dict[str, int]:
+        return await self._async.run(
+            lambda: _sync(self).count_jobs(
+                queue=queue, kind=kind, schedule_id=schedule_id, search=search
+            )
+        )
+
+    async def aretry_jobs(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+        limit: int = BULK_MAX,
+    ) -> BulkResult:
+        return await self._async.run(
+            lambda: _sync(self).retry_jobs(
+                state=state,
+                queue=queue,
+                kind=kind,
+                schedule_id=schedule_id,
+                search=search,
+                limit=limit,
+            )
+        )
+
+    async def acancel_jobs(
+        self,
+        *,
+        state: str,
+        queue: str | None = None,
+        kind: str | None = None,
+        schedule_id: str | None = None,
+        search: str | None = None,
+        limit: int = BULK_MAX,
+    ) -> BulkResult:
+        return await self._async.run(
+            lambda: _sync(self).cancel_jobs(
+                state=state,
+                queue=queue,
+                kind=kind,
+                schedule_id=schedule_id,
+                search=search,
+                limit=limit,
             )
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any, Final
 
 from headgate import _actors as actors
 from headgate import _cli_history as history
-from headgate._app import open_existing
+from headgate._app import JOB_COUNT_CAP, open_existing
 from headgate._cli_limits import add_limit_commands
 from headgate._cli_options import add_option_flags, given, refuse_none_given
 from headgate._cli_output import iso as _iso
@@ -34,6 +35,7 @@ from headgate._cli_output import print_table as _print_table
 from headgate._cli_output import printable as _printable
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.events import JobState
+from headgate._domain.lifecycle import BULK_MAX
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
     SCHEDULE_DEFAULTS,
@@ -190,35 +192,7 @@ def add_operator_commands(commands: Any, add_db: AddDb, int_in: IntIn) -> None:
         help="the same key always gives the same job (default: a new one, printed)",
     )
 
-    jobs = commands.add_parser("jobs", help="list, inspect, cancel and retry jobs")
-    group = jobs.add_subparsers(title="commands", parser_class=type(jobs), required=True)
-    listing = command(group, "list", "list jobs, newest first", _jobs_list)
-    listing.add_argument("--state", choices=[state.value for state in JobState])
-    listing.add_argument("--queue", metavar="Q")
-    listing.add_argument("--kind", metavar="K")
-    listing.add_argument(
-        "--schedule",
-        metavar="ID",
-        help="only the jobs this schedule made (its ticks and its Enqueue now)",
-    )
-    paged(listing, 50)
-    enqueue = command(group, "enqueue", "enqueue a job (as POST /api/v1/jobs)", _jobs_enqueue)
-    enqueue.add_argument("kind", metavar="KIND")
-    enqueue.add_argument("--payload", metavar="JSON", help="its payload, as JSON (null)")
-    add_option_flags(enqueue, JOB_OPTION_FIELDS)
-    unserved = command(
-        group, "unserved", "pending jobs no live worker runs, by queue and kind", _unserved
-    )
-    _shown_at_most(unserved, int_in)
-    for name, help_text, handler in (
-        ("show", "a job, its payload and result, and its newest attempts", _jobs_show),
-        ("cancel", "cancel a pending or running job", _jobs_cancel),
-        ("retry", "run a failed, cancelled or quarantined job again, now", _jobs_retry),
-    ):
-        parser = command(group, name, help_text, handler)
-        parser.add_argument("job_id", metavar="ID")
-        if name == "show":
-            history.add_as_of(parser)
+    _add_job_commands(commands, command, int_in, paged)
 
     quarantine = commands.add_parser("quarantine", help="quarantined fingerprints")
     group = quarantine.add_subparsers(
@@ -251,6 +225,80 @@ def _as_the_cli(handler: Handler) -> Handler:
             return handler(args)
 
     return handle
+
+
+def _add_job_commands(
+    commands: Any, command: Callable[..., Any], int_in: IntIn, paged: Callable[..., None]
+) -> None:
+    jobs = commands.add_parser("jobs", help="list, inspect, cancel and retry jobs")
+    group = jobs.add_subparsers(title="commands", parser_class=type(jobs), required=True)
+    listing = command(group, "list", "list jobs, newest first", _jobs_list)
+    listing.add_argument("--state", choices=[state.value for state in JobState])
+    listing.add_argument("--queue", metavar="Q")
+    listing.add_argument("--kind", metavar="K")
+    listing.add_argument(
+        "--schedule",
+        metavar="ID",
+        help="only the jobs this schedule made (its ticks and its Enqueue now)",
+    )
+    _add_search(listing)
+    paged(listing, 50)
+    counting = command(group, "count", "jobs per state (bounded), as jobs list filters", _count)
+    _add_filters(counting, states=False)
+    enqueue = command(group, "enqueue", "enqueue a job (as POST /api/v1/jobs)", _jobs_enqueue)
+    enqueue.add_argument("kind", metavar="KIND")
+    enqueue.add_argument("--payload", metavar="JSON", help="its payload, as JSON (null)")
+    add_option_flags(enqueue, JOB_OPTION_FIELDS)
+    unserved = command(
+        group, "unserved", "pending jobs no live worker runs, by queue and kind", _unserved
+    )
+    _shown_at_most(unserved, int_in)
+    showing = command(
+        group, "show", "a job, its payload and result, and its newest attempts", _jobs_show
+    )
+    showing.add_argument("job_id", metavar="ID")
+    history.add_as_of(showing)
+    for name, help_text, handler in (
+        ("cancel", "cancel a pending or running job, or with --all every match", _jobs_cancel),
+        ("retry", "run a failed, cancelled or quarantined job (or --all) again", _jobs_retry),
+    ):
+        changing = command(group, name, help_text, handler)
+        changing.add_argument("job_id", metavar="ID", nargs="?")
+        _add_bulk_flags(changing, int_in)
+
+
+def _add_search(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="the job with this id, the jobs with this unique key, and with --schedule "
+        "the job its Enqueue now made with this idempotency key",
+    )
+
+
+def _add_filters(parser: argparse.ArgumentParser, *, states: bool) -> None:
+    if states:
+        parser.add_argument("--state", choices=[state.value for state in JobState])
+    parser.add_argument("--queue", metavar="Q")
+    parser.add_argument("--kind", metavar="K")
+    parser.add_argument("--schedule", metavar="ID", help="the jobs this schedule made")
+    _add_search(parser)
+
+
+def _add_bulk_flags(parser: argparse.ArgumentParser, int_in: IntIn) -> None:
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="instead of one ID, the jobs jobs list shows with these filters (--state required)",
+    )
+    _add_filters(parser, states=True)
+    parser.add_argument(
+        "--limit",
+        type=int_in(1, BULK_MAX),
+        default=BULK_MAX,
+        help=f"at most N, newest first (default and most {BULK_MAX}; repeat for more)",
+    )
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _add_queue_commands(commands: Any, command: Callable[..., Any], int_in: IntIn) -> None:
@@ -601,6 +649,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
             queue=args.queue,
             kind=args.kind,
             schedule_id=args.schedule,
+            search=args.search,
             limit=args.limit,
             cursor=args.cursor,
         )
@@ -652,6 +701,8 @@ def _jobs_show(args: argparse.Namespace) -> int:
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:
+    if _bulk_wanted(args):
+        return _jobs_bulk(args, "cancel")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.cancel_job(args.job_id)
         limits = hg.job_limits(job)
@@ -659,11 +710,89 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
 
 
 def _jobs_retry(args: argparse.Namespace) -> int:
+    if _bulk_wanted(args):
+        return _jobs_bulk(args, "retry")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.retry_job(args.job_id)
         limits = hg.job_limits(job)
     done = f"job {job.id} runs again (attempts and crashes reset)"
     return _print_job_result(args, job, limits, done)
+
+
+_BULK_FLAGS: Final = ("state", "queue", "kind", "schedule", "search")
+
+
+def _bulk_wanted(args: argparse.Namespace) -> bool:
+    """Whether the command is a bulk one (--all), refusing a mix of the two forms."""
+    filtered = [f"--{flag}" for flag in _BULK_FLAGS if getattr(args, flag) is not None]
+    if args.all and args.job_id is not None:
+        raise ValidationError("ID", "give one job ID or --all with filters, not both")
+    if not args.all and args.job_id is None:
+        raise ValidationError("ID", "give one job ID, or --all with --state and other filters")
+    if not args.all and filtered:
+        raise ValidationError(filtered[0], "filters choose the jobs of --all; add --all")
+    return bool(args.all)
+
+
+def _jobs_bulk(args: argparse.Namespace, action: str) -> int:
+    filters = {
+        "queue": args.queue,
+        "kind": args.kind,
+        "schedule_id": args.schedule,
+        "search": args.search,
+    }
+    with open_existing(args.db, read_only=False) as hg:
+        if args.state is None:
+            raise ValidationError("--state", f"--all needs the state of the jobs to {action}")
+        matching = hg.count_jobs(**filters)[args.state]
+        taken = min(matching, args.limit)
+        if not args.yes and not _confirmed(action, args.state, matching, taken):
+            print("nothing changed", file=sys.stderr)
+            return 1
+        bulk = hg.retry_jobs if action == "retry" else hg.cancel_jobs
+        result = bulk(state=args.state, limit=args.limit, **filters)
+    if args.json:
+        from headgate.web._schemas import JobsBulkOut  # noqa: PLC0415 (see top)
+
+        _print_json(JobsBulkOut.of(result))
+        return 0
+    done = "retried" if action == "retry" else "cancelled"
+    print(f"{done} {result.changed} jobs; skipped {result.skipped} that changed state meanwhile")
+    if result.more:
+        print(f"more match: run it again for the next {args.limit}")
+    return 0
+
+
+def _confirmed(action: str, state: str, matching: int, taken: int) -> bool:
+    """Asks on a terminal; anywhere else (a script, a pipe) only --yes goes ahead."""
+    counted = f"{matching:,}+" if matching >= JOB_COUNT_CAP else f"{matching:,}"
+    question = f"{action} {taken:,} of the {counted} {state} jobs matching, newest first?"
+    if not sys.stdin.isatty():
+        print(f"{question} Not asked (no terminal): add --yes", file=sys.stderr)
+        return False
+    answer = input(f"{question} [y/N] ")
+    return answer.strip().lower() in {"y", "yes"}
+
+
+def _count(args: argparse.Namespace) -> int:
+    with open_existing(args.db, read_only=True) as hg:
+        counts = hg.count_jobs(
+            queue=args.queue, kind=args.kind, schedule_id=args.schedule, search=args.search
+        )
+    if args.json:
+        from headgate.web._schemas import JobCountsOut  # noqa: PLC0415 (see top)
+
+        _print_json(JobCountsOut(counts=counts, cap=JOB_COUNT_CAP))
+        return 0
+    _print_table(
+        ("STATE", "JOBS"),
+        (
+            (state, f"{count:,}+" if count >= JOB_COUNT_CAP else f"{count:,}")
+            for state, count in counts.items()
+        ),
+        empty="no jobs",
+    )
+    return 0
 
 
 def _made_by(job: Job) -> str:
@@ -764,8 +893,17 @@ def _quarantine_list(args: argparse.Namespace) -> int:
         )
         return 0
     _print_table(
-        ("FINGERPRINT", "SINCE", "WHY"),
-        ((e.fingerprint, _iso(e.quarantined_at_ms), e.note or "-") for e in page.entries),
+        ("FINGERPRINT", "KIND", "SAMPLE JOB", "SINCE", "WHY"),
+        (
+            (
+                e.fingerprint,
+                e.kind or "-",
+                e.sample_job_id or "-",
+                _iso(e.quarantined_at_ms),
+                e.note or "-",
+            )
+            for e in page.entries
+        ),
         empty="nothing is quarantined",
     )
     _print_next(page.next_cursor)

@@ -30,6 +30,7 @@ from headgate._domain.admission import (
     require_optional_key,
     require_payload,
 )
+from headgate._domain.cursors import MAX_PAGE
 from headgate._domain.decisions import Candidate, Decision, Reason, decide
 from headgate._domain.events import (
     ConcurrencyLimitCleared,
@@ -60,7 +61,15 @@ from headgate._domain.ids import (
     tick_job_id,
     tick_unique_key,
 )
-from headgate._domain.lifecycle import FINISHED_AS, JobAction, JobState, allows, refusal
+from headgate._domain.lifecycle import (
+    ACTION_NEEDS,
+    BULK_MAX,
+    FINISHED_AS,
+    JobAction,
+    JobState,
+    allows,
+    refusal,
+)
 from headgate._domain.limits import ConcurrencyLimit, RateLimit, scope_of
 from headgate._domain.names import fingerprint_problem, require
 from headgate._domain.options import JobOptions, ScheduleDefinition
@@ -91,7 +100,7 @@ from headgate._model import PeriodicOrigin, RunNowResult
 from headgate._projections import JOBS, SCHEDULES, JobRow, ScheduleRow
 from headgate._projections.jobs import run_schedule_id
 from headgate._projections.schedules import declared_of, definition_of
-from headgate._store.port import NO_STREAM, Store, StreamAppend, WriteTransaction
+from headgate._store.port import NO_STREAM, JobFilter, Store, StreamAppend, WriteTransaction
 
 CREATED: Final = "created"
 UPDATED: Final = "updated"
@@ -712,6 +721,55 @@ class Commands:
         assert updated is not None
         return updated
 
+    def bulk_transition(self, where: JobFilter, action: JobAction, limit: object) -> BulkOutcome:
+        """Cancel or retry the newest `limit` jobs `where` matches (one state, which
+        the action must allow), each its own event at the version it was read at:
+        a job that moved on meanwhile (claimed and ended, retried, cancelled) is
+        skipped and counted, never an error, and never stops the others."""
+        _require_bulk_state(where.state, action)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= BULK_MAX:
+            raise ValidationError(
+                "limit", f"must be an integer from 1 to {BULK_MAX}, got {limit!r}"
+            )
+        candidates, more = self._bulk_candidates(where, limit)
+        event_of = JobRetried if action is JobAction.RETRY else JobCancelled
+        with self._log.write() as transaction:
+            now = transaction.jobs([row.job_id for row in candidates])
+            chosen = [
+                row
+                for row in candidates
+                if row.job_id in now and allows(action, now[row.job_id].state)
+            ]
+            results = transaction.append_units(
+                [
+                    [StreamAppend(job_stream(row.job_id), row.version, (event_of(row.job_id),))]
+                    for row in chosen
+                ]
+            )
+            changed = [
+                row
+                for row, result in zip(chosen, results, strict=True)
+                if not isinstance(result, Exception)
+            ]
+            if action is JobAction.RETRY and changed:
+                transaction.notify_enqueued(sorted({row.queue for row in changed}))
+            elif any(now[row.job_id].state == JobState.RUNNING for row in changed):
+                transaction.notify_jobs_taken()
+        return BulkOutcome(
+            tuple(row.job_id for row in changed), len(candidates) - len(changed), more
+        )
+
+    def _bulk_candidates(self, where: JobFilter, limit: int) -> tuple[list[JobRow], bool]:
+        """The newest `limit` matching rows (read a page at a time), and whether more match."""
+        rows: list[JobRow] = []
+        cursor: str | None = None
+        while True:
+            page = self._reads.jobs_page(where, min(MAX_PAGE, limit - len(rows)), cursor)
+            rows.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None or len(rows) >= limit:
+                return rows, cursor is not None
+
     def finish_job(self, job_id: str, state: object) -> JobRow:
         finished = {state.value: state for state in FINISHED_AS}
         if not isinstance(state, str) or state not in finished:
@@ -963,6 +1021,25 @@ def _origin(value: object) -> PeriodicOrigin | None:
     if not could_be_stored(schedule_id):  # before hashing it into the tick's id
         raise ValidationError("periodic_origin.schedule_id", f"no schedule {schedule_id!r}")
     return PeriodicOrigin(schedule_id, tick_ms)
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    changed: tuple[str, ...]
+    """The jobs retried or cancelled."""
+    skipped: int
+    """Jobs read as matching that changed state before the write: left as they are."""
+    more: bool
+    """More jobs match than this call took."""
+
+
+def _require_bulk_state(state: str | None, action: JobAction) -> None:
+    allowed = sorted(ACTION_NEEDS[action])
+    if state is None or state not in allowed:
+        raise ValidationError(
+            "state",
+            f"a bulk {action.value} names one state of {', '.join(allowed)}, got {state!r}",
+        )
 
 
 def _append_one(transaction: WriteTransaction, unit: list[StreamAppend]) -> list[RecordedEvent]:

@@ -385,7 +385,29 @@ class WorkerStatus:
     expires_at_ms: int
     running_job_ids: tuple[str, ...] = ()
     """The jobs it runs now (of the first RUNNING_SHOWN running jobs in the store)."""
+    kinds: tuple[str, ...] | None = None
+    """The job kinds it has handlers for, sorted; None when its build did not say."""
 
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What one bulk retry or cancel did (`Headgate.retry_jobs`, `cancel_jobs`)."""
+
+    action: str
+    """retry or cancel."""
+    changed: int
+    """How many jobs it retried or cancelled."""
+    skipped: int
+    """Matching jobs that changed state between the read and the write (claimed
+    and ended, retried or cancelled by someone else): left as they are."""
+    more: bool
+    """More jobs match than `limit`: call again to take the next ones."""
+    job_ids: tuple[str, ...]
+    """The jobs it changed, newest first."""
+
+
+QUARANTINE_SAMPLED = 200
+"""Quarantined jobs `Headgate.list_quarantine` reads to name each entry's kind and a job."""
 
 RUNNING_SHOWN = 200
 """Running jobs `Headgate.workers` reads to say which worker runs which."""
@@ -575,6 +597,12 @@ class QuarantineEntry:
     note: str
     """Why: the crash limit (naming the job) or an operator's note."""
     quarantined_at_ms: int
+    kind: str | None = None
+    """The kind of its newest job held in quarantine (`list_quarantine`); None
+    where none is among the newest QUARANTINE_SAMPLED quarantined jobs (a
+    fingerprint quarantined by hand before any of its jobs crashed)."""
+    sample_job_id: str | None = None
+    """That job, to open: its payload and attempts say what crashed."""
 
     @classmethod
     def from_row(cls, row: QuarantineRow) -> QuarantineEntry:

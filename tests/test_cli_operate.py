@@ -430,7 +430,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
 
     status, out, _ = _run(capsys, "quarantine", "list", "--db", store_url)
     header, row = out.splitlines()
-    assert header.split() == ["FINGERPRINT", "SINCE", "WHY"]
+    assert header.split() == ["FINGERPRINT", "KIND", "SAMPLE", "JOB", "SINCE", "WHY"]
     assert row.startswith(fingerprint) and row.endswith("crashes parsers")
     listed = _json(capsys, "quarantine", "list", "--db", store_url)
     assert listed == {"entries": [added], "next_cursor": None}
@@ -688,3 +688,66 @@ def test_jobs_unserved_lists_pending_work_no_worker_runs(
     assert listed == [
         {"queue": "reports", "kind": "report.build", "pending": 1, "reason": "no worker is running"}
     ]
+
+
+def test_jobs_retry_all_takes_the_filtered_jobs_after_asking(
+    store_url: str, hg: Headgate, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`jobs retry --all`: the count asked about on a terminal, nothing done
+    without a yes (or, in a script, without --yes); then each job retried."""
+    mails = [hg.enqueue("mail.send", {"n": n}).id for n in range(3)]
+    report = hg.enqueue("report.build").id
+    for job_id in [*mails, report]:
+        hg.finish_job(job_id, "failed")
+    status, _, err = _run(capsys, "jobs", "retry", "--all", "--state", "failed", "--db", store_url)
+    assert status == 1 and "add --yes" in err, "no terminal: not asked, not done"
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda question: asked.append(question) or "n")
+    args = ("jobs", "retry", "--all", "--state", "failed", "--kind", "mail.send", "--db", store_url)
+    status, _, err = _run(capsys, *args)
+    assert status == 1 and "nothing changed" in err
+    assert asked == ["retry 3 of the 3 failed jobs matching, newest first? [y/N] "]
+    assert {hg.get_job(job_id).state for job_id in mails} == {"failed"}
+
+    monkeypatch.setattr("builtins.input", lambda _: "y")
+    status, out, _ = _run(capsys, *args)
+    assert (status, out) == (0, "retried 3 jobs; skipped 0 that changed state meanwhile\n")
+    assert {hg.get_job(job_id).state for job_id in mails} == {"pending"}
+    assert hg.get_job(report).state == "failed"
+
+    cancelled = _json(
+        capsys,
+        "jobs",
+        "cancel",
+        "--all",
+        "--state",
+        "pending",
+        "--yes",
+        "--limit",
+        "2",
+        "--db",
+        store_url,
+    )
+    assert (cancelled["action"], cancelled["changed"], cancelled["more"]) == ("cancel", 2, True)
+    status, out, _ = _run(capsys, "jobs", "count", "--kind", "mail.send", "--db", store_url)
+    counts = dict(line.split() for line in out.splitlines()[1:])
+    assert (counts["cancelled"], counts["pending"], counts["failed"]) == ("2", "1", "0")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("jobs", "retry"), "ID: give one job ID, or --all"),
+        (("jobs", "retry", "j1", "--all"), "ID: give one job ID or --all with filters, not both"),
+        (("jobs", "retry", "j1", "--kind", "k"), "--kind: filters choose the jobs of --all"),
+        (("jobs", "cancel", "--all", "--yes"), "--state: --all needs the state"),
+        (("jobs", "cancel", "--all", "--state", "failed", "--yes"), "state: a bulk cancel names"),
+    ],
+)
+def test_jobs_retry_and_cancel_say_what_they_need(
+    store_url: str, hg: Headgate, capsys: Capture, argv: tuple[str, ...], said: str
+) -> None:
+    status, _, err = _run(capsys, *argv, "--db", store_url)
+    assert status != 0 and said in err, err

@@ -52,6 +52,10 @@ ACTION_NEEDS: Final[Mapping[JobAction, frozenset[JobState]]] = {
 }
 """The states each action may start from."""
 
+BULK_MAX: Final = 1_000
+"""The most jobs one bulk retry or cancel changes: one write of that many events
+stays short; more matching jobs are left for the next call (its `more`)."""
+
 FINISHED_AS: Final = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
 """The states a host may finish a job as (`JobAction.FINISH`)."""
 

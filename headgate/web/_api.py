@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
-from headgate._app import Headgate
+from headgate._app import JOB_COUNT_CAP, Headgate
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
@@ -23,9 +23,12 @@ from headgate.web._schemas import (
     EventOut,
     HandlerList,
     HandlerOut,
+    JobCountsOut,
     JobIn,
     JobList,
     JobOut,
+    JobsBulkIn,
+    JobsBulkOut,
     LeaseOut,
     LimitIn,
     LimitList,
@@ -334,13 +337,65 @@ def list_jobs(
     queue: Annotated[str | None, Query(max_length=255)] = None,
     kind: Annotated[str | None, Query(max_length=255)] = None,
     schedule_id: Annotated[str | None, Query(max_length=255)] = None,
+    search: Annotated[
+        str | None,
+        Query(
+            max_length=255,
+            description="A job id, a unique key, or (with schedule_id) an idempotency key",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
     page = _hg(request).list_jobs(
-        state=state, queue=queue, kind=kind, schedule_id=schedule_id, limit=limit, cursor=cursor
+        state=state,
+        queue=queue,
+        kind=kind,
+        schedule_id=schedule_id,
+        search=search,
+        limit=limit,
+        cursor=cursor,
     )
     return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/jobs:count",
+    response_model=JobCountsOut,
+    summary="Count jobs per state (bounded), with the filters of GET /jobs",
+)
+def count_jobs(
+    request: Request,
+    *,
+    queue: Annotated[str | None, Query(max_length=255)] = None,
+    kind: Annotated[str | None, Query(max_length=255)] = None,
+    schedule_id: Annotated[str | None, Query(max_length=255)] = None,
+    search: Annotated[str | None, Query(max_length=255)] = None,
+) -> JobCountsOut:
+    counts = _hg(request).count_jobs(queue=queue, kind=kind, schedule_id=schedule_id, search=search)
+    return JobCountsOut(counts=counts, cap=JOB_COUNT_CAP)
+
+
+@router.post(
+    "/jobs:retry",
+    response_model=JobsBulkOut,
+    summary="Retry the jobs matching filters (one retryable state; at most 1,000 a call)",
+)
+def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
+    return JobsBulkOut.of(_hg(request).retry_jobs(**_bulk_filters(body)))
+
+
+@router.post(
+    "/jobs:cancel",
+    response_model=JobsBulkOut,
+    summary="Cancel the jobs matching filters (pending or running; at most 1,000 a call)",
+)
+def cancel_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
+    return JobsBulkOut.of(_hg(request).cancel_jobs(**_bulk_filters(body)))
+
+
+def _bulk_filters(body: JobsBulkIn) -> dict[str, Any]:
+    return {**body.model_dump(), "state": body.state.value}
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, summary="Inspect a job and its attempts")

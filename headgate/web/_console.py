@@ -13,17 +13,17 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from headgate._app import Headgate
+from headgate._app import JOB_COUNT_CAP, Headgate
 from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
-from headgate._domain.lifecycle import JobAction, JobState, allows
+from headgate._domain.lifecycle import BULK_MAX, JobAction, JobState, allows
 from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
 from headgate._run_reads import HEALTH_STATES
 from headgate.web import _templates
-from headgate.web._charts import HEIGHT, WIDTH, charts
+from headgate.web._charts import HEIGHT, PLOT, WIDTH, charts, fitted_start
 from headgate.web._form import form_fields
 from headgate.web._schemas import queue_weight
 
@@ -258,6 +258,14 @@ def edit_schedule(request: Request, schedule_id: str) -> HTMLResponse:
 JOB_STATES: Final = tuple(state.value for state in JobState)
 
 
+JOBS_SHOWN: Final = 50
+BULK_ACTIONS: Final = {
+    state: [action for action in (JobAction.RETRY, JobAction.CANCEL) if allows(action, state)]
+    for state in JOB_STATES
+}
+"""The bulk actions a state's tab offers over its filtered jobs."""
+
+
 @router.get("/jobs")
 def jobs_page(
     request: Request,
@@ -266,24 +274,48 @@ def jobs_page(
     queue: Annotated[str, Query()] = "",
     kind: Annotated[str, Query()] = "",
     schedule_id: Annotated[str, Query()] = "",
+    search: Annotated[str, Query()] = "",
     cursor: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
-    """Jobs, newest first; an empty filter field means any."""
-    filters = {"state": state, "queue": queue, "kind": kind, "schedule_id": schedule_id}
+    """Jobs, newest first, under a tab per state with its count (bounded); an
+    empty filter field means any. The search box finds a job by id, the jobs of a
+    unique key, and within a schedule an Enqueue now's idempotency key."""
+    hg = _hg(request)
+    filters = {
+        "state": state,
+        "queue": queue,
+        "kind": kind,
+        "schedule_id": schedule_id,
+        "search": search,
+    }
     chosen = {name: value for name, value in filters.items() if value}
+    unstated = {name: value for name, value in chosen.items() if name != "state"}
+    shown: dict[str, Any] = {
+        "filters": filters,
+        "states": JOB_STATES,
+        "tab_query": lambda tab: urlencode({**unstated, **({"state": tab} if tab else {})}),
+        "bulk_filters": json.dumps(chosen),
+        "bulk_actions": BULK_ACTIONS.get(state, []),
+        "bulk_max": BULK_MAX,
+        "count_cap": JOB_COUNT_CAP,
+    }
     try:
-        page = _hg(request).list_jobs(**chosen, limit=50, cursor=cursor or None)
+        page = hg.list_jobs(**chosen, limit=JOBS_SHOWN, cursor=cursor or None)
+        counts = hg.count_jobs(**unstated)
     except ValidationError as error:
         return _page(
-            request, "jobs.html", 422, filters=filters, states=JOB_STATES, jobs=[], error=str(error)
+            request, "jobs.html", 422, **shown, jobs=[], counts=None, latest={}, error=str(error)
         )
     next_query = urlencode({**chosen, "cursor": page.next_cursor}) if page.next_cursor else None
     return _page(
         request,
         "jobs.html",
-        filters=filters,
-        states=JOB_STATES,
+        **shown,
         jobs=page.jobs,
+        counts=counts,
+        total=sum(counts.values()),
+        latest=hg.latest_attempts([job.id for job in page.jobs]),
+        now_ms=hg.clock.now_ms(),
         first_query=urlencode(chosen),
         next_query=next_query,
         paged=bool(cursor),
@@ -336,8 +368,8 @@ def queues_page(request: Request) -> HTMLResponse:
 def overview_page(request: Request) -> HTMLResponse:
     hg = _hg(request)
     end = minute_of(hg.clock.now_ms()) + MINUTE_MS
-    start = end - SHOWN_MS
-    points = hg.activity(since_ms=start)
+    points = hg.activity(since_ms=end - SHOWN_MS)
+    start = fitted_start(points, end - SHOWN_MS, end)
     return _page(
         request,
         "overview.html",
@@ -347,6 +379,7 @@ def overview_page(request: Request) -> HTMLResponse:
         end_ms=end,
         width=WIDTH,
         height=HEIGHT,
+        plot=PLOT,
     )
 
 

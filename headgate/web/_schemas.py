@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_m
 from headgate._domain.activity import ActivityPoint
 from headgate._domain.decisions import Reason
 from headgate._domain.describe import describe, missed_run_label
-from headgate._domain.lifecycle import JobState
+from headgate._domain.lifecycle import BULK_MAX, JobState
 from headgate._domain.options import SCHEDULE_FIELDS
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, interval_problem, parse_spec
 from headgate._model import (
+    BulkResult,
     ConcurrencyLimitStatus,
     DeclaredHandler,
     EnqueueEvent,
@@ -431,11 +432,48 @@ class JobList(BaseModel):
     next_cursor: str | None
 
 
+class JobCountsOut(BaseModel):
+    counts: dict[str, int] = Field(
+        description="Per state, the jobs GET /jobs shows with these filters, each up to `cap`"
+    )
+    cap: int = Field(description="Counting stops here: a count equal to it means that many or more")
+
+
+class JobsBulkIn(Strict):
+    """The jobs GET /jobs shows with these filters, newest first, up to `limit`."""
+
+    state: JobState = Field(description="Required: one state the action allows")
+    queue: StrictStr | None = Field(None, max_length=255)
+    kind: StrictStr | None = Field(None, max_length=255)
+    schedule_id: StrictStr | None = Field(None, max_length=255)
+    search: StrictStr | None = Field(
+        None,
+        max_length=255,
+        description="A job id, a unique key, or (with schedule_id) an idempotency key",
+    )
+    limit: StrictInt = Field(BULK_MAX, ge=1, le=BULK_MAX, description="At most this many jobs")
+
+
+class JobsBulkOut(BaseModel):
+    action: str = Field(description="retry or cancel")
+    changed: int = Field(description="Jobs retried or cancelled")
+    skipped: int = Field(description="Matching jobs that changed state meanwhile: left as they are")
+    more: bool = Field(description="More jobs match than `limit`: send again for the next ones")
+    job_ids: list[str] = Field(description="The jobs changed, newest first")
+
+    @classmethod
+    def of(cls, result: BulkResult) -> JobsBulkOut:
+        return cls(**{**result.__dict__, "job_ids": list(result.job_ids)})
+
+
 class WorkerOut(BaseModel):
     worker_id: str
     host: str
     pid: int
     queues: dict[str, int] = Field(description="queue -> capacity")
+    kinds: list[str] | None = Field(
+        description="The kinds it has handlers for; null when its build did not say"
+    )
     running: int
     running_job_ids: list[str] = Field(description="Jobs it runs now (the first 200 in all)")
     overdue: int = Field(description="Handlers still running past their timeout")
@@ -447,7 +485,11 @@ class WorkerOut(BaseModel):
     @classmethod
     def of(cls, worker: WorkerStatus, now_ms: int) -> WorkerOut:
         return cls(
-            **{**worker.__dict__, "running_job_ids": list(worker.running_job_ids)},
+            **{
+                **worker.__dict__,
+                "running_job_ids": list(worker.running_job_ids),
+                "kinds": None if worker.kinds is None else list(worker.kinds),
+            },
             heartbeat_age_ms=max(0, now_ms - worker.heartbeat_at_ms),
         )
 
@@ -524,6 +566,10 @@ class QuarantineOut(BaseModel):
     fingerprint: str
     note: str = Field(description="Why: the crash limit (naming the job) or an operator's note")
     quarantined_at_ms: int
+    kind: str | None = Field(
+        None, description="The kind of its newest job held in quarantine; null if none is"
+    )
+    sample_job_id: str | None = Field(None, description="That job (GET /jobs/{job_id})")
 
     @classmethod
     def of(cls, entry: QuarantineEntry) -> QuarantineOut:

@@ -24,7 +24,19 @@ def request_session(request: Request) -> Session | None:
     return session
 
 
+SECTIONS: Final = ("overview", "jobs", "workers", "queues", "limits", "quarantine")
+"""The navigation's sections by their first path segment; any other page is the
+schedules' (the list at / and each schedule's pages)."""
+
+
+def section_of(path: str, base: str) -> str:
+    """The navigation entry a page belongs to, marked as the current one."""
+    first = path.removeprefix(base).strip("/").split("/", 1)[0]
+    return first if first in SECTIONS else "schedules"
+
+
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    context["base"] = request.scope.get("root_path", "")
+    context["base"] = base = request.scope.get("root_path", "")
+    context["section"] = section_of(request.url.path, base)
     context["login_session"] = request_session(request)
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status)

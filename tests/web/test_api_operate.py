@@ -111,6 +111,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_holder(
         [worker] = body["workers"]
         assert worker["queues"] == {"reports": 3}
         assert worker["running_job_ids"] == [job_id]
+        assert worker["kinds"] == ["report.build"]
         assert worker["heartbeat_age_ms"] >= 1_500
         assert body["scheduler"] is not None and body["scheduler"]["term"] >= 1
         assert body["scheduler"]["holder"].startswith(body["scheduler"]["host"])
@@ -130,6 +131,8 @@ def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
         "fingerprint": fingerprint,
         "note": "payload crashes the DB",
         "quarantined_at_ms": START_MS,
+        "kind": None,
+        "sample_job_id": None,
     }
     assert client.get("/api/v1/quarantine").json() == {"entries": [put.json()], "next_cursor": None}
     refused = client.post("/api/v1/jobs", json={"kind": "report.build", "payload": {"team": 7}})

@@ -61,6 +61,12 @@ def flaky(job: JobContext) -> dict[str, str]:
     if not Path("fixed").exists():
         raise RuntimeError(f"disk full on attempt {job.attempt}")
     return {"fixed": "yes"}
+
+
+@hg.handler("demo.broken", max_attempts=1)
+def broken(job: JobContext) -> None:
+    if not Path("mended").exists():
+        raise KeyError("region")
 """
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
@@ -157,6 +163,7 @@ def test_console_end_to_end(tmp_path: Path) -> None:
         _a_failing_schedule_says_so_and_leads_to_its_traceback(page, base)
         _a_schedule_as_of_before_an_edit_shows_the_old_spec_and_the_diff(page, base)
         job_id = _a_failed_job_shows_its_attempts_and_retry_runs_it(page, base, tmp_path)
+        _bulk_retry_takes_the_filtered_failed_jobs(page, base, tmp_path)
         _quarantine_shows_a_banner_until_released(page, browser, base)
         _the_index_searches_and_fits_a_phone_with_every_column_in_view(page, browser, base)
         _the_overview_draws_charts_from_the_roll_up(page, tmp_path, base)
@@ -245,6 +252,47 @@ def _create_a_schedule_and_enqueue_now(page: Page, base: str, tmp_path: Path) ->
     assert page.is_enabled("#cancel-job")
     page.click("#origin a")
     page.wait_for_selector(f"#runs a[href='/jobs/{manual_id}']")
+
+
+def _bulk_retry_takes_the_filtered_failed_jobs(page: Page, base: str, tmp_path: Path) -> None:
+    """The jobs list filtered to one kind's failed jobs, retried in bulk through
+    the confirmation, which names the count; then seen run again."""
+    broken = [_api(base, "POST", "/jobs", {"kind": "demo.broken"})["id"] for _ in range(3)]
+    _api(base, "POST", "/jobs", {"kind": "demo.flaky"})  # another kind: left alone
+    _eventually(
+        lambda: {_api(base, "GET", f"/jobs/{job_id}")["state"] for job_id in broken} == {"failed"},
+        "the broken jobs did not fail",
+    )
+    page.goto(f"{base}/jobs")
+    assert page.get_attribute("header nav a[aria-current=page]", "href") == "/jobs"
+    assert page.is_visible("#auto-refresh-control"), "shown once the script runs"
+    page.click("#tab-failed")
+    page.wait_for_url("**/jobs?state=failed")
+    page.fill("#job-filters input[name=kind]", "demo.broken")
+    page.click("#job-filters button[type=submit]")
+    page.wait_for_selector("#tab-failed[aria-current=page]")
+    assert "kind=demo.broken" in page.url and "state=failed" in page.url
+    assert page.text_content("#count-failed") == "3"
+    assert page.locator("#jobs tbody tr.job-failed").count() == 3
+    assert "KeyError" in (page.text_content("#jobs tbody tr.job-failed .error-type") or "")
+
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: asked.append(dialog.message))
+    (tmp_path / "mended").touch()
+    page.click("#bulk-retry")
+    page.wait_for_function(
+        "() => document.getElementById('action-result').textContent.startsWith('Retried 3 jobs')"
+    )
+    assert asked and asked[-1].startswith("Retry 3 of the 3 failed jobs these filters match")
+    _eventually(
+        lambda: (
+            {_api(base, "GET", f"/jobs/{job_id}")["state"] for job_id in broken} == {"completed"}
+        ),
+        "the bulk-retried jobs did not run again",
+    )
+    page.reload()
+    assert page.text_content("#count-failed") == "0"
+    assert page.text_content("#count-completed") == "3"
 
 
 def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:

@@ -68,7 +68,10 @@ def test_jobs_filter_by_state_queue_kind_and_schedule_and_page_with_the_filters_
 
     emails = _html(client, "/jobs?kind=email.send&state=pending")
     assert len(_rows(emails, "jobs")) == 50
-    assert '<option value="pending" selected>' in emails
+    assert (
+        'id="tab-pending" aria-current="page">pending <span class="count" id="count-pending">55<'
+        in emails
+    )
     next_href = re.search(r'id="next-page" href="([^"]+)"', emails)
     assert next_href is not None
     following = _html(client, next_href.group(1).replace("&amp;", "&"))
@@ -226,6 +229,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_lease(
         html = _html(client, "/workers")
         [row] = _rows(html, "workers")
         assert "reports: 3" in row and f'href="/jobs/{job_id}"' in row
+        assert '<a href="/jobs?kind=report.build"><code>report.build</code></a>' in row
         assert "1 s ago" in row
         lease = hg.lease_status()
         assert lease is not None

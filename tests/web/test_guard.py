@@ -37,6 +37,8 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/api/v1/queues/{queue}/pause"): {"note": "by hand"},
     ("PUT", "/api/v1/limits"): {"queue": "default", "limit": 1},
     ("PUT", "/api/v1/rate-limits/{rate_class}"): {"limit": 1, "per_ms": 1_000},
+    ("POST", "/api/v1/jobs:retry"): {"state": "failed"},
+    ("POST", "/api/v1/jobs:cancel"): {"state": "pending", "kind": "nothing.matches"},
     ("POST", "/login"): {"token": TOKEN},
 }
 """The JSON body a write route takes, if any; the rest take none."""

@@ -9,7 +9,7 @@ tests and one process's embedded use ask of it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from headgate._domain.admission import check_limit, could_be_stored
@@ -57,7 +57,7 @@ from headgate._store.memory.schema import (
     UNFINISHED_IN,
 )
 from headgate._store.memory.tables import Rows
-from headgate._store.port import HealthFilter, JobFilter, Page, RunRead
+from headgate._store.port import STATE_COUNT_CAP, HealthFilter, JobFilter, Page, RunRead
 
 T = TypeVar("T")
 
@@ -447,6 +447,29 @@ def pending_like(models: ReadModels, kind: str, payload: str, limit: int) -> lis
 def jobs_page(models: ReadModels, where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
     """Newest first, by (created_at_ms, job_id)."""
     check_limit(limit, MAX_PAGE)
+    before = None if cursor is None else decode_timed_cursor(JOBS_CURSOR, cursor)
+    matching = [
+        row
+        for row in _matching_jobs(models, where)
+        if before is None or (row.created_at_ms, row.job_id) < before
+    ]
+    matching.sort(key=lambda row: (row.created_at_ms, row.job_id), reverse=True)
+    return _page(
+        matching,
+        limit,
+        lambda last: encode_timed_cursor(JOBS_CURSOR, last.created_at_ms, last.job_id),
+    )
+
+
+def state_counts(models: ReadModels, where: JobFilter, cap: int) -> dict[str, int]:
+    check_limit(cap, STATE_COUNT_CAP)
+    counts = dict.fromkeys((state.value for state in JobState), 0)
+    for row in _matching_jobs(models, replace(where, state=None)):
+        counts[row.state] = min(cap, counts[row.state] + 1)
+    return counts
+
+
+def _matching_jobs(models: ReadModels, where: JobFilter) -> list[JobRow]:
     wanted = {
         "state": where.state,
         "queue": where.queue,
@@ -457,21 +480,19 @@ def jobs_page(models: ReadModels, where: JobFilter, limit: int, cursor: str | No
     wanted = {column: value for column, value in wanted.items() if value is not None}
     made_by = where.made_by_schedule
     if not all(could_be_stored(value) for value in [*wanted.values(), made_by or "-"]):
-        return Page([], None)
-    before = None if cursor is None else decode_timed_cursor(JOBS_CURSOR, cursor)
-    matching = [
+        return []
+    searched = {where.search, *where.search_ids} if where.search is not None else set()
+    return [
         row
         for _, row in models.jobs.items()
         if all(getattr(row, column) == value for column, value in wanted.items())
         and (made_by is None or made_by in (row.periodic_schedule_id, row.run_now_schedule_id))
-        and (before is None or (row.created_at_ms, row.job_id) < before)
+        and (
+            where.search is None
+            or row.job_id in searched
+            or (row.unique_key is not None and row.unique_key == where.search)
+        )
     ]
-    matching.sort(key=lambda row: (row.created_at_ms, row.job_id), reverse=True)
-    return _page(
-        matching,
-        limit,
-        lambda last: encode_timed_cursor(JOBS_CURSOR, last.created_at_ms, last.job_id),
-    )
 
 
 def job_attempts(models: ReadModels, job_id: str, limit: int) -> list[JobAttemptRow]:
@@ -479,6 +500,15 @@ def job_attempts(models: ReadModels, job_id: str, limit: int) -> list[JobAttempt
         return []
     keys = cast(set[int], models.job_attempts.keys_where(OF_JOB, job_id))
     return _rows(models.job_attempts, sorted(keys, reverse=True)[:limit])
+
+
+def latest_attempts(models: ReadModels, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+    found: dict[str, JobAttemptRow] = {}
+    for job_id in dict.fromkeys(job_ids):
+        newest = job_attempts(models, job_id, 1)
+        if newest:
+            found[job_id] = newest[0]
+    return found
 
 
 def earliest_claimable(

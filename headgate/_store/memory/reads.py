@@ -83,6 +83,12 @@ class MemoryReads(Reads):
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         return self._read(lambda models: queries.job_attempts(models, job_id, limit))
 
+    def state_counts(self, where: JobFilter, cap: int) -> dict[str, int]:
+        return self._read(lambda models: queries.state_counts(models, where, cap))
+
+    def latest_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+        return self._read(lambda models: queries.latest_attempts(models, job_ids))
+
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         return self._read(lambda models: queries.earliest_claimable(models, queues, kinds))
 

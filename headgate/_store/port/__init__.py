@@ -51,6 +51,7 @@ from headgate._store.port.figures import StoreFigures
 from headgate._store.port.handlers import DeclaredHandler, HandlerDeclaration, HandlerDeclarations
 from headgate._store.port.job_queue import (
     JOBS_TAKEN,
+    STATE_COUNT_CAP,
     JobFilter,
     JobQueue,
     JobReads,
@@ -87,6 +88,7 @@ __all__ = [
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",
+    "STATE_COUNT_CAP",
     "ActivityLog",
     "AdmissionFacts",
     "Claimant",

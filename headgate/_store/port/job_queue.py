@@ -32,6 +32,16 @@ class JobFilter:
     """Jobs this schedule's Enqueue now made."""
     made_by_schedule: str | None = None
     """Jobs this schedule made: its ticks' and its Enqueue now's."""
+    search: str | None = None
+    """Jobs whose id or unique key is this text (each an index lookup)."""
+    search_ids: tuple[str, ...] = ()
+    """Further job ids the search names (with `search`): the Enqueue now job an
+    idempotency key names within its schedule, which the caller derives."""
+
+
+STATE_COUNT_CAP: Final = 10_000
+"""`JobReads.state_counts` counts each state up to this many: a tab shows
+"10,000+" rather than walking a million rows on every page view."""
 
 
 class JobQueue(ABC):
@@ -151,8 +161,19 @@ class JobReads(ABC):
         with an opaque cursor. ValidationError for a bad limit or cursor."""
 
     @abstractmethod
+    def state_counts(self, where: JobFilter, cap: int) -> dict[str, int]:
+        """Per job state, how many jobs match `where` (its `state` ignored), each
+        counted up to `cap` (a count equal to `cap` means that many or more);
+        every state present, 0 where none match."""
+
+    @abstractmethod
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         """The job's ended attempts, newest first, at most `limit`."""
+
+    @abstractmethod
+    def latest_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+        """Each job's newest ended attempt, by job id, in one read (the jobs list's
+        duration and error columns); a job with none is left out."""
 
     @abstractmethod
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:

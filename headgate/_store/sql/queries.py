@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -52,7 +52,15 @@ from headgate._projections import (
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
-from headgate._store.port import HealthFilter, JobFilter, LimitsState, Page, Reads, RunRead
+from headgate._store.port import (
+    STATE_COUNT_CAP,
+    HealthFilter,
+    JobFilter,
+    LimitsState,
+    Page,
+    Reads,
+    RunRead,
+)
 from headgate._store.sql import claiming, runs
 from headgate._store.sql.backends import Dialect, code_point_order, dialect_of
 from headgate._store.sql.claiming import takes_its_turn
@@ -69,6 +77,7 @@ from headgate._store.sql.schema import (
     LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
+    NOT_PENDING_WHERE,
     PENDING_WITH_DEADLINE_WHERE,
     RUNNING_WHERE,
     UNDECLARED_WHERE,
@@ -98,6 +107,7 @@ _PENDING_WITH_DEADLINE: Final = text(PENDING_WITH_DEADLINE_WHERE)
 _LIVE_TICKS: Final = text(LIVE_TICKS_WHERE)
 _EARLIER: Final = "earlier"
 _NOT_COMPLETED: Final = text(NOT_COMPLETED_WHERE)
+_NOT_PENDING: Final = text(NOT_PENDING_WHERE)
 _attempts, _blame, _paused = LIVE.job_attempts, LIVE.crash_blame, LIVE.paused_queues
 _SCHEDULE_ROW_COLUMNS: Final = tuple(_schedules.c[field.name] for field in fields(ScheduleRow))
 _JOB_ROW_COLUMNS: Final = tuple(_jobs.c[field.name] for field in fields(JobRow))
@@ -413,12 +423,51 @@ def jobs_page(
     return Page(items, next_cursor)
 
 
-def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] | None:
-    """One more than a page of `jobs_page`, or None when a filter names what no
-    job could hold. A filter by state (but completed), schedule or manual run
-    walks its own index in this order; by queue or kind alone, the creation
+def jobs_query(
+    where: JobFilter, limit: int, cursor: str | None, columns: Sequence[Any] = (_jobs,)
+) -> Select[Any] | None:
+    """One more than a page of `jobs_page` (of `columns`, which hold the order's
+    two), or None when a filter names what no job could hold. A filter by state
+    (but completed), schedule, manual run, kind or search walks its own index in
+    this order (a kind's, one branch a state); by queue alone, the creation
     index, newest first."""
-    query = select(_jobs)
+    conditions = _job_conditions(where)
+    alternatives = _job_alternatives(where)
+    if conditions is None or alternatives is None:
+        return None
+    if cursor is not None:
+        created, job_id = decode_timed_cursor(JOBS_CURSOR, cursor)
+        conditions.append(
+            or_(
+                _jobs.c.created_at_ms < created,
+                and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
+            )
+        )
+    newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
+    query = select(*columns).where(*conditions)
+    if not alternatives:
+        return query.order_by(*newest_first).limit(limit + 1)
+    # Each alternative (a schedule's ticks or its manual runs; a job id or a
+    # unique key) walked on its own index in this order (an OR of them would
+    # scan one of them), then merged.
+    branches = [
+        query.where(*chosen).order_by(*newest_first).limit(limit + 1).subquery()
+        for chosen in alternatives
+    ]
+    merged = union_all(*(select(branch) for branch in branches)).subquery()
+    return (
+        select(merged)
+        .order_by(merged.c.created_at_ms.desc(), merged.c.job_id.desc())
+        .limit(limit + 1)
+    )
+
+
+_Condition = ColumnElement[bool] | TextClause
+
+
+def _job_conditions(where: JobFilter) -> list[_Condition] | None:
+    """The filter's plain equalities, or None when one names what no job could hold."""
+    conditions: list[_Condition] = []
     for column, wanted in (
         (_jobs.c.state, where.state),
         (_jobs.c.queue, where.queue),
@@ -429,35 +478,90 @@ def jobs_query(where: JobFilter, limit: int, cursor: str | None) -> Select[Any] 
         if wanted is not None:
             if not could_be_stored(wanted):
                 return None
-            query = query.where(column == wanted)
+            conditions.append(column == wanted)
     if where.state is not None and where.state != JobState.COMPLETED:
-        query = query.where(_NOT_COMPLETED)
-    if cursor is not None:
-        created, job_id = decode_timed_cursor(JOBS_CURSOR, cursor)
-        query = query.where(
-            or_(
-                _jobs.c.created_at_ms < created,
-                and_(_jobs.c.created_at_ms == created, _jobs.c.job_id < job_id),
-            )
-        )
-    newest_first = (_jobs.c.created_at_ms.desc(), _jobs.c.job_id.desc())
-    made_by = where.made_by_schedule
-    if made_by is None:
-        return query.order_by(*newest_first).limit(limit + 1)
-    if not could_be_stored(made_by):
-        return None
-    # Its ticks' jobs and its manual runs, each walked on its own index in this
-    # order (an OR of the two would scan one of them), then merged.
-    branches = [
-        query.where(column == made_by).order_by(*newest_first).limit(limit + 1).subquery()
-        for column in (_jobs.c.periodic_schedule_id, _jobs.c.run_now_schedule_id)
+        conditions.append(_NOT_COMPLETED)
+    if where.kind is not None and where.state not in {None, JobState.PENDING}:
+        conditions.append(_NOT_PENDING)
+    return conditions
+
+
+def _job_alternatives(where: JobFilter) -> list[list[_Condition]] | None:
+    """The filter's either-or parts (made by a schedule, a search) as the
+    combinations a row may match, [] for none, None when nothing could match."""
+    made_by: list[list[_Condition]] = [[]]
+    if where.made_by_schedule is not None:
+        if not could_be_stored(where.made_by_schedule):
+            return None
+        made_by = [
+            [_jobs.c.periodic_schedule_id == where.made_by_schedule],
+            [_jobs.c.run_now_schedule_id == where.made_by_schedule],
+        ]
+    searched: list[list[_Condition]] = [[]]
+    if where.search is not None:
+        ids = [value for value in (where.search, *where.search_ids) if could_be_stored(value)]
+        searched = [[_jobs.c.unique_key == where.search]] if ids else []
+        if ids:
+            searched.append([_jobs.c.job_id.in_(ids)])
+        if not searched:
+            return None
+    by_state: list[list[_Condition]] = [[]]
+    if where.kind is not None and where.state is None and made_by == [[]] and searched == [[]]:
+        by_state = [_one_state(state) for state in JobState]
+    combined = [
+        first + second + third for first in made_by for second in searched for third in by_state
     ]
-    merged = union_all(*(select(branch) for branch in branches)).subquery()
-    return (
-        select(merged)
-        .order_by(merged.c.created_at_ms.desc(), merged.c.job_id.desc())
-        .limit(limit + 1)
-    )
+    return [] if combined == [[]] else combined
+
+
+def _one_state(state: JobState) -> list[_Condition]:
+    """A kind's jobs of one state, as the kind's index holds them (its pending
+    ones on the state index)."""
+    if state == JobState.PENDING:
+        return [_jobs.c.state == state.value, _NOT_COMPLETED]
+    if state == JobState.COMPLETED:
+        return [_jobs.c.state == state.value, _NOT_PENDING]
+    return [_jobs.c.state == state.value, _NOT_COMPLETED, _NOT_PENDING]
+
+
+def state_counts(connection: Connection, where: JobFilter, cap: int) -> dict[str, int]:
+    """Per state, a count bounded by `cap` (one query each)."""
+    counts = dict.fromkeys((state.value for state in JobState), 0)
+    for state in counts:
+        query = state_count_query(where, state, cap)
+        if query is not None:
+            with dialect_of(connection).probing_indexes(connection):
+                counts[state] = int(connection.execute(query).scalar_one())
+    return counts
+
+
+def state_count_query(where: JobFilter, state: str, cap: int) -> Select[Any] | None:
+    """How many jobs of `state` match, up to `cap`: the listing of that state's
+    first `cap` rows, counted, so it reads at most `cap` entries of its index."""
+    order = (_jobs.c.created_at_ms, _jobs.c.job_id)  # on every listing index: no row read
+    listing = jobs_query(replace(where, state=state), cap - 1, None, order)
+    if listing is None:
+        return None
+    return select(func.count()).select_from(listing.order_by(None).subquery())
+
+
+def latest_attempts(connection: Connection, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+    """Each job's newest attempt: per chunk, the newest event id of each job on the
+    (job_id, event_id) index, then those rows by key."""
+    wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
+    found: dict[str, JobAttemptRow] = {}
+    dialect = dialect_of(connection)
+    for start in range(0, len(wanted), CHUNK):
+        newest = (
+            select(func.max(_attempts.c.event_id))
+            .where(dialect.is_one_of(_attempts.c.job_id, wanted[start : start + CHUNK]))
+            .group_by(_attempts.c.job_id)
+        )
+        query = select(_attempts).where(_attempts.c.event_id.in_(newest))
+        with dialect.probing_indexes(connection):
+            rows = connection.execute(query).mappings().all()
+        found.update((row["job_id"], JobAttemptRow(**row)) for row in rows)
+    return found
 
 
 def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAttemptRow]:
@@ -785,6 +889,15 @@ class SqlReads(Reads):
     def job_attempts(self, job_id: str, limit: int) -> list[JobAttemptRow]:
         with translated_errors("reading a job's attempts"), self._engine.connect() as connection:
             return job_attempts(connection, job_id, limit)
+
+    def state_counts(self, where: JobFilter, cap: int) -> dict[str, int]:
+        check_limit(cap, STATE_COUNT_CAP)
+        with translated_errors("counting jobs"), self._engine.connect() as connection:
+            return state_counts(connection, where, cap)
+
+    def latest_attempts(self, job_ids: Collection[str]) -> dict[str, JobAttemptRow]:
+        with translated_errors("reading jobs' attempts"), self._engine.connect() as connection:
+            return latest_attempts(connection, job_ids)
 
     def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:
         with translated_errors("listing quarantine"), self._engine.connect() as connection:

@@ -67,6 +67,9 @@ PENDING_WITH_DEADLINE_WHERE: Final = "state = 'pending' AND start_by_ms IS NOT N
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
+NOT_PENDING_WHERE: Final = "state <> 'pending'"
+"""A kind's jobs by state, but its pending ones (which the state index holds, and
+which the claim's reads must not find on this index, made for the jobs list)."""
 """The jobs list by state, newest first: every state but completed, which most jobs
 are and which walking the creation index finds at once. A query says it in
 these words (SQLite uses a partial index only for a condition that names it)."""
@@ -85,6 +88,8 @@ PERIODIC_WHERE: Final = "periodic_schedule_id IS NOT NULL"
 """A schedule's tick jobs, newest first (the jobs list filtered by schedule)."""
 RUN_NOW_WHERE: Final = "run_now_schedule_id IS NOT NULL"
 """A schedule's manual runs, newest first: only jobs Enqueue now made are indexed."""
+HAS_UNIQUE_KEY_WHERE: Final = "unique_key IS NOT NULL"
+"""Jobs searched by unique key, newest first, finished ones too."""
 
 events = Table(
     f"{TABLE_PREFIX}events",
@@ -478,6 +483,23 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         jobs.c.updated_at_ms,
         sqlite_where=text(FINISHED_JOBS_WHERE),
         postgresql_where=text(FINISHED_JOBS_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_unique_key",
+        jobs.c.unique_key,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(HAS_UNIQUE_KEY_WHERE),
+        postgresql_where=text(HAS_UNIQUE_KEY_WHERE),
+    )
+    Index(
+        f"ix_{prefix}jobs_kind_state",
+        jobs.c.kind,
+        jobs.c.state,
+        jobs.c.created_at_ms,
+        jobs.c.job_id,
+        sqlite_where=text(NOT_PENDING_WHERE),
+        postgresql_where=text(NOT_PENDING_WHERE),
     )
     enqueue_history = Table(
         f"{prefix}enqueue_history",

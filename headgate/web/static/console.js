@@ -179,6 +179,9 @@ if (form) {
 // buttons or fields) are swapped, so scroll position and forms are kept.
 const autoRefresh = document.getElementById("auto-refresh");
 if (autoRefresh) {
+  // A control hidden without script (the page is whole without it) is shown here.
+  const control = document.getElementById("auto-refresh-control");
+  if (control) control.hidden = false;
   const REFRESH_MS = 3000;
   const refresh = async () => {
     if (!autoRefresh.checked || document.hidden) return;
@@ -248,5 +251,42 @@ for (const apiForm of document.querySelectorAll("form.api-form")) {
       return;
     }
     flash(errorText(response), true);
+  });
+}
+
+// <button class="bulk-action" data-action="retry" data-state="failed"
+// data-filters='{"state": "failed", "kind": "..."}'>: counts the jobs the
+// filters match now (GET /jobs:count), asks, then POST /jobs:{action} with the
+// same filters and reports what changed and what was skipped.
+for (const bulk of document.querySelectorAll("button.bulk-action")) {
+  bulk.addEventListener("click", async () => {
+    if (bulk.disabled) return;
+    const filters = JSON.parse(bulk.dataset.filters);
+    const action = bulk.dataset.action;
+    const unstated = Object.entries(filters).filter(([name]) => name !== "state");
+    bulk.disabled = true;
+    try {
+      const counted = await api("GET", "/jobs:count?" + new URLSearchParams(unstated));
+      if (!counted.ok) { flash(errorText(counted), true); return; }
+      const matching = counted.data.counts[bulk.dataset.state];
+      const more = matching >= counted.data.cap ? "+" : "";
+      const cap = Number(bulk.dataset.max);
+      const limit = Math.min(matching, cap);
+      const asked = `${action} ${limit.toLocaleString()} of the ${matching.toLocaleString()}${more} ` +
+        `${bulk.dataset.state} jobs these filters match (newest first, at most ${cap.toLocaleString()})?`;
+      if (matching === 0) { flash(`No ${bulk.dataset.state} jobs match now.`); return; }
+      if (!confirm(asked[0].toUpperCase() + asked.slice(1))) return;
+      const response = await api("POST", `/jobs:${action}`, filters);
+      if (!response.ok) { flash(errorText(response), true); return; }
+      const done = action === "retry" ? "Retried" : "Cancelled";
+      const moreLeft = response.data.more ? " More match: click again for the next ones." : "";
+      sessionStorage.setItem(FLASH_KEY,
+        `${done} ${response.data.changed} jobs; skipped ${response.data.skipped} that changed state meanwhile.${moreLeft}`);
+      location.reload();
+    } catch (e) {
+      flash("the server did not answer; try again", true);
+    } finally {
+      bulk.disabled = false;
+    }
   });
 }

@@ -523,3 +523,81 @@ def test_a_unique_key_is_held_by_one_pending_or_running_job(store: Store) -> Non
         assert all(isinstance(result, list) for result in results)
     job = store.reads.job("c")
     assert job is not None and job.unique_key == "key"
+
+
+def _keyed(store: Store, job_id: str, unique_key: str) -> None:
+    store.log.append(job_stream(job_id), NO_STREAM, [enqueued(job_id, "k", "q", None, unique_key)])
+
+
+def test_jobs_are_searched_by_id_and_unique_key_finished_ones_too(
+    store: Store, clock: FakeClock
+) -> None:
+    """The console's search box: the job of that id, every job of that unique
+    key (a finished one's too), and the further ids the caller derived."""
+    _keyed(store, "old", "invoice-7")
+    store.log.append("job-old", 1, [JobFinished("old", JobState.COMPLETED)])
+    clock.advance(1)
+    _keyed(store, "new", "invoice-7")
+    clock.advance(1)
+    enqueue(store, "invoice-7")
+    clock.advance(1)
+    enqueue(store, "manual")
+    clock.advance(1)
+    enqueue(store, "unrelated")
+
+    def found(where: JobFilter) -> list[str]:
+        return [row.job_id for row in store.reads.jobs_page(where, 10, None).items]
+
+    assert found(JobFilter(search="invoice-7")) == ["invoice-7", "new", "old"]
+    assert found(JobFilter(search="invoice-7", state="pending")) == ["invoice-7", "new"]
+    assert found(JobFilter(search="nothing", search_ids=("manual",))) == ["manual"]
+    assert found(JobFilter(search="\x00")) == []
+    first = store.reads.jobs_page(JobFilter(search="invoice-7"), 2, None)
+    rest = store.reads.jobs_page(JobFilter(search="invoice-7"), 2, first.next_cursor)
+    assert [row.job_id for row in first.items + rest.items] == ["invoice-7", "new", "old"]
+
+
+def test_state_counts_follow_the_filters_and_stop_at_the_cap(store: Store) -> None:
+    for n in range(3):
+        enqueue(store, f"p{n}", kind="mail")
+    enqueue(store, "other-kind", kind="report")
+    enqueue(store, "done", kind="mail")
+    store.log.append("job-done", 1, [JobFinished("done", JobState.COMPLETED)])
+    enqueue(store, "running", kind="mail", queue="busy")
+    claim(store, "running")
+    create_schedule(store, "nightly")
+    fire_tick(store, "nightly", 60_000)
+
+    everything = store.reads.state_counts(JobFilter(), 100)
+    assert set(everything) == {state.value for state in JobState}
+    assert (everything["pending"], everything["running"], everything["completed"]) == (5, 1, 1)
+    assert everything["failed"] == 0
+    mail = store.reads.state_counts(JobFilter(kind="mail", state="failed"), 100)
+    assert (mail["pending"], mail["running"], mail["completed"]) == (3, 1, 1), "state ignored"
+    assert store.reads.state_counts(JobFilter(queue="busy"), 100)["running"] == 1
+    assert store.reads.state_counts(JobFilter(queue="busy"), 100)["pending"] == 0
+    assert store.reads.state_counts(JobFilter(made_by_schedule="nightly"), 100)["pending"] == 1
+    assert store.reads.state_counts(JobFilter(search="p1"), 100)["pending"] == 1
+    assert store.reads.state_counts(JobFilter(kind="\x00"), 100)["pending"] == 0
+    assert store.reads.state_counts(JobFilter(), 2)["pending"] == 2, "counted up to the cap"
+    with pytest.raises(ValidationError, match="limit"):
+        store.reads.state_counts(JobFilter(), 0)
+
+
+def test_latest_attempts_are_each_jobs_newest(store: Store, clock: FakeClock) -> None:
+    enqueue(store, "a")
+    claim(store, "a")
+    store.log.append("job-a", 2, [JobAttemptFailed("a", 1, "w1", 5, "E1", "bad", clock.now_ms())])
+    claim(store, "a", attempt=2)
+    clock.advance(250)
+    started = clock.now_ms() - 250
+    store.log.append("job-a", 4, [JobAttemptFailed("a", 2, "w1", started, "E2", "worse", None)])
+    enqueue(store, "never-ran")
+    latest = store.reads.latest_attempts(["a", "never-ran", "missing", "\x00"])
+    assert list(latest) == ["a"]
+    newest = latest["a"]
+    assert (newest.attempt, newest.error_type, newest.ended_at_ms - newest.started_at_ms) == (
+        2,
+        "E2",
+        250,
+    )

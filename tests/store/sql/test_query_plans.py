@@ -61,6 +61,7 @@ from headgate._store.sql.queries import (
     oldest_pending_query,
     schedule_count_query,
     schedules_query,
+    state_count_query,
 )
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
@@ -79,7 +80,7 @@ from tests.store.builders import attempted, defined, enqueued
         (jobs_query(JobFilter(state="failed"), 50, None), "ix_headgate_jobs_state_created"),
         (jobs_query(JobFilter(schedule_id="s"), 50, None), "ix_headgate_jobs_schedule_created"),
         (jobs_query(JobFilter(run_now_schedule_id="s"), 50, None), "ix_headgate_jobs_run_now"),
-        (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_created"),
+        (jobs_query(JobFilter(kind="k", state="failed"), 50, None), "ix_headgate_jobs_kind_state"),
         (schedules_query(51, None, None), "ix_headgate_schedules_listed"),
         (schedules_query(51, "bulk-1", "bulk-"), "ix_headgate_schedules_listed"),
         (schedule_count_query(None), "ix_headgate_schedules_listed"),
@@ -95,7 +96,7 @@ from tests.store.builders import attempted, defined, enqueued
         "jobs-by-state",
         "jobs-by-schedule",
         "manual-runs",
-        "jobs-by-kind",
+        "jobs-by-kind-and-state",
         "schedules",
         "schedules-searched",
         "schedule-count",
@@ -130,6 +131,77 @@ def test_late_jobs_are_read_on_the_deadline_index(store: SqlStore) -> None:
     of every pending one."""
     query = late_jobs_query(store.database.dialect, ["q", "r"], ["k"], 1_704_067_200_000, 500)
     _assert_read_on(store, query, "ix_headgate_jobs_start_by")
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        (jobs_query(JobFilter(search="invoice-7"), 50, None), "ix_headgate_jobs_unique_key"),
+        (jobs_query(JobFilter(search="k", made_by_schedule="s"), 50, None), None),
+        (state_count_query(JobFilter(), "failed", 10_000), "ix_headgate_jobs_state_created"),
+        (
+            state_count_query(JobFilter(queue="q"), "completed", 10_000),
+            None,
+        ),
+        (state_count_query(JobFilter(search="k"), "failed", 10_000), None),
+        (state_count_query(JobFilter(made_by_schedule="s"), "failed", 10_000), None),
+        (state_count_query(JobFilter(kind="k"), "failed", 10_000), "ix_headgate_jobs_kind_state"),
+        (
+            state_count_query(JobFilter(kind="k"), "completed", 10_000),
+            "ix_headgate_jobs_kind_state",
+        ),
+        (jobs_query(JobFilter(kind="k"), 50, None), "ix_headgate_jobs_kind_state"),
+    ],
+    ids=[
+        "search",
+        "search-within-a-schedule",
+        "count-by-state",
+        "count-by-queue-and-state",
+        "count-searched",
+        "count-by-schedule",
+        "count-by-kind",
+        "count-by-kind-completed",
+        "jobs-by-kind-each-state",
+    ],
+)
+def test_the_jobs_lists_searches_and_counts_read_on_indexes(
+    store: SqlStore, query: Select[Any] | None, index: str | None
+) -> None:
+    """Each branch of a search (a job id, a unique key) and each bounded count
+    reads by index, never the whole table (which index, where two could serve,
+    is the planner's to choose by the statistics); only the merged page of a
+    search is sorted, a page or two of rows."""
+    plan = _plan_text(store, query)
+    if index is not None:
+        assert index in plan, plan
+    assert "INDEX" in plan or "Index" in plan, plan
+    assert not re.search(r"\bSCAN headgate_jobs\b(?! USING)|Seq Scan on headgate_jobs", plan), plan
+
+
+def test_the_jobs_newest_attempts_are_read_on_the_attempts_index_on_postgresql(
+    store: SqlStore,
+) -> None:
+    """The jobs list's duration column: each job's newest attempt, probed."""
+    if store.backend.name != "postgresql":
+        pytest.skip("auto_explain is PostgreSQL's; the statement is the same on SQLite")
+    _store_outgrowing_its_statistics(store)
+    plans = _plans_of(store, lambda: store.reads.latest_attempts(["j1", "j2"]))
+    text = " ".join(plans)
+    assert "ix_headgate_job_attempts_job" in text, text
+    assert "Seq Scan" not in text, text
+
+
+def _plan_text(store: SqlStore, query: Select[Any] | None) -> str:
+    assert query is not None
+    with store.engine.connect() as connection:
+        compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
+        if store.backend.name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            connection.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+            plan = [row[0] for row in connection.exec_driver_sql(f"EXPLAIN {compiled}")]
+        else:
+            plan = [row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}")]
+    return " ".join(plan)
 
 
 def _assert_read_on(store: SqlStore, query: Select[Any] | None, index: str) -> None:

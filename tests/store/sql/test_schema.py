@@ -590,7 +590,26 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [
+            8,
+            9,
+            10,
+            11,
+            12,
+            13,
+            14,
+            15,
+            16,
+            17,
+            18,
+            19,
+            20,
+            21,
+            22,
+            23,
+            24,
+            25,
+        ]
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -631,7 +650,7 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [23, 24]
+        assert migrate(engine) == [23, 24, 25]
         assert snapshot(engine) == live
     finally:
         engine.dispose()
@@ -647,8 +666,15 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
 
 
+def _as_revision_24_left_it(connection: Connection) -> None:
+    """Undo revision 25 (jobs searched by unique key, read by kind)."""
+    connection.execute(text("DROP INDEX ix_headgate_jobs_unique_key"))
+    connection.execute(text("DROP INDEX ix_headgate_jobs_kind_state"))
+
+
 def _as_revision_23_left_it(connection: Connection) -> None:
-    """Undo revision 24 (the handler declarations)."""
+    """Undo revisions 25 and 24 (the handler declarations)."""
+    _as_revision_24_left_it(connection)
     connection.execute(text("DROP TABLE headgate_handler_declarations"))
 
 
@@ -668,25 +694,25 @@ def _as_revision_21_left_it(connection: Connection) -> None:
 
 
 def _as_revision_20_left_it(connection: Connection) -> None:
-    """Undo revisions 22 and 21 (failed attempts' tracebacks)."""
+    """Undo revisions 23 to 21 (failed attempts' tracebacks)."""
     _as_revision_21_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_job_attempts DROP COLUMN traceback"))
 
 
 def _as_revision_19_left_it(connection: Connection) -> None:
-    """Undo revisions 22 to 20 (the console's ended sessions)."""
+    """Undo revisions 23 to 20 (the console's ended sessions)."""
     _as_revision_20_left_it(connection)
     connection.execute(text("DROP TABLE headgate_revoked_sessions"))
 
 
 def _as_revision_18_left_it(connection: Connection) -> None:
-    """Undo revisions 22 to 19 (late jobs by start deadline)."""
+    """Undo revisions 23 to 19 (late jobs by start deadline)."""
     _as_revision_19_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_start_by"))
 
 
 def _as_revision_17_left_it(connection: Connection) -> None:
-    """Undo revisions 22 to 18 (a job's trace context)."""
+    """Undo revisions 23 to 18 (a job's trace context)."""
     _as_revision_18_left_it(connection)
     connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN trace_context"))
 
@@ -813,7 +839,7 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -848,7 +874,7 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -881,7 +907,7 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -926,7 +952,7 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -955,7 +981,7 @@ def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_q
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -999,7 +1025,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]
+        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

@@ -253,6 +253,8 @@ INDEX_ORDER: Final = (
     "ix_headgate_revoked_sessions_expires",
     "ix_headgate_schedules_live_specs",
     "ix_headgate_schedule_runs_schedule",
+    "ix_headgate_jobs_unique_key",
+    "ix_headgate_jobs_kind_state",
 )
 """Every index of `schema.py`, in the order the revisions, applied in turn, make
 them: a new store is made with them in this order (see `_create_at_head`); a
