@@ -115,7 +115,7 @@ def test_the_testing_example_runs(tmp_path: Path) -> None:
 
 def test_the_operating_examples_show_what_their_comments_say(tmp_path: Path) -> None:
     outputs = [_run(example, tmp_path) for example in examples_in(DOCS / "how-to" / "operate.md")]
-    assert [result.returncode for result in outputs] == [0] * 9, [r.stderr for r in outputs]
+    assert [result.returncode for result in outputs] == [0] * 10, [r.stderr for r in outputs]
     assert outputs[0].stdout == "60000\n"
     assert outputs[1].stdout == "('paused',)\nFalse\n"
     alert, health, runs = outputs[2].stdout.splitlines()
@@ -127,10 +127,11 @@ def test_the_operating_examples_show_what_their_comments_say(tmp_path: Path) -> 
     assert change.startswith("changed operator:python [('spec', '0 2 * * *', '0 3 * * *'), (")
     assert "s3cret" not in outputs[3].stdout and job == "defined"
     assert outputs[4].stdout == "failed ConnectionError\ncancelled\n"
-    assert outputs[5].stdout.splitlines()[0] == "quarantined"
-    assert outputs[6].stdout == "[('reports', True, 1, 'warehouse migration')]\n"
-    assert outputs[7].stdout == "skip 30000\n"
-    assert outputs[8].stdout == "* 1 ()\n"
+    assert outputs[5].stdout == "3\n3 0 False\n"
+    assert outputs[6].stdout.splitlines()[0] == "quarantined"
+    assert outputs[7].stdout == "[('reports', True, 1, 'warehouse migration')]\n"
+    assert outputs[8].stdout == "skip 30000\n"
+    assert outputs[9].stdout == "* 1 ()\n"
 
 
 def test_the_backfill_example_fires_the_three_latest_hours(tmp_path: Path) -> None:
