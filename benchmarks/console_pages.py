@@ -4,8 +4,8 @@
 Seeding: the 10,000 schedules are defined through the store (ScheduleDefined
 events, as `benchmarks.scheduler.define_many` does). The jobs are inserted
 straight into the projections' tables (`headgate_jobs`, `headgate_job_attempts`,
-`headgate_enqueue_history`, `headgate_quarantine`), in rows of the shape the app
-writes (every column of `JobRow` and the others, with the values a job's
+`headgate_enqueue_history`, `headgate_schedule_runs`, `headgate_quarantine`), in
+rows of the shape the app writes (every column of `JobRow` and the others, with the values a job's
 events fold to), in batches: a million jobs through the event log would take
 the benchmark most of an hour and measure the enqueue path, which other
 benchmarks do. The log holds none of these jobs' events, so this store is not
@@ -14,8 +14,9 @@ one to verify or rebuild. PostgreSQL's tables are analysed after the load.
 The jobs: 85% completed, 5% failed, 2% cancelled, 1% expired, 6% pending, 0.5%
 running, 0.5% quarantined; 20 kinds of about equal share and one rare kind
 (about 100 jobs); a unique key on every tenth; the first half made by the
-schedules' ticks (50 a schedule), each with its enqueue record; an attempt row
-for every completed and failed job.
+schedules' ticks (50 a schedule), each with its enqueue record and its run
+(what the schedule list's health and the schedule page's runs read); an
+attempt row for every completed and failed job.
 
 Each page and API list is then read in-process (FastAPI's TestClient against
 the ASGI app, no server, no network): WARMUP reads, then SAMPLES timed, p50
@@ -63,6 +64,7 @@ STATES = (
 QUARANTINED_FINGERPRINTS = 50
 ATTEMPT_EVENT_IDS = 10**12
 HISTORY_EVENT_IDS = 2 * 10**12
+RUN_POSITIONS = 3 * 10**12
 """Row keys far past any log position this store reaches (the rows have no events)."""
 
 
@@ -147,6 +149,36 @@ def _history_row(job: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
+_RUN_STATES = {
+    "completed": "succeeded",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "expired": "expired",
+    "quarantined": "quarantined",
+}
+
+
+def _run_row(job: dict[str, Any], n: int) -> dict[str, Any]:
+    """The job's run as `projections.schedule_runs` folds it."""
+    started = job["created_at_ms"] + 10
+    settled = job["state"] in _RUN_STATES
+    ran = job["state"] in {"completed", "failed"}
+    return {
+        "job_id": job["job_id"],
+        "schedule_id": job["periodic_schedule_id"],
+        "position": RUN_POSITIONS + n,
+        "tick_ms": job["periodic_tick_ms"],
+        "manual": False,
+        "enqueued_at_ms": job["created_at_ms"],
+        "state": _RUN_STATES.get(job["state"], "enqueued"),
+        "attempts": job["attempts"],
+        "started_at_ms": started if ran else None,
+        "finished_at_ms": started + 50 + n % 900 if settled else None,
+        "error_type": job["error_type"],
+        "updated_at_ms": job["updated_at_ms"],
+    }
+
+
 def _batches(jobs: int, schedules: int) -> Iterator[dict[Table, list[dict[str, Any]]]]:
     periodic_jobs = min(jobs // 2, schedules * 50)
     for start in range(0, jobs, BATCH):
@@ -154,6 +186,7 @@ def _batches(jobs: int, schedules: int) -> Iterator[dict[Table, list[dict[str, A
             LIVE.jobs: [],
             LIVE.job_attempts: [],
             LIVE.enqueue_history: [],
+            LIVE.schedule_runs: [],
         }
         for n in range(start, min(start + BATCH, jobs)):
             job = job_row(n, schedules, periodic_jobs)
@@ -162,6 +195,7 @@ def _batches(jobs: int, schedules: int) -> Iterator[dict[Table, list[dict[str, A
                 rows[LIVE.job_attempts].append(_attempt_row(job, n))
             if job["periodic_schedule_id"] is not None:
                 rows[LIVE.enqueue_history].append(_history_row(job, n))
+                rows[LIVE.schedule_runs].append(_run_row(job, n))
         yield rows
 
 
@@ -221,6 +255,7 @@ def targets(jobs: int, schedules: int) -> list[tuple[str, str]]:
         ("jobs: queue + pending", "/jobs?queue=q1&state=pending"),
         ("schedules", "/"),
         ("schedules: search", "/?search=s99"),
+        ("schedules: failing", "/?health=failing"),
         ("schedule page", f"/schedules/{schedule}"),
         ("job page", f"/jobs/job-{middle:07d}"),
         ("workers", "/workers"),
@@ -234,6 +269,8 @@ def targets(jobs: int, schedules: int) -> list[tuple[str, str]]:
         ("API jobs:count kind", "/api/v1/jobs:count?kind=kind.3"),
         ("API periodic", "/api/v1/periodic"),
         ("API periodic/{id}", f"/api/v1/periodic/{schedule}"),
+        ("API periodic?health=failing", "/api/v1/periodic?health=failing"),
+        ("API periodic/{id}/runs", f"/api/v1/periodic/{schedule}/runs"),
         ("API job", f"/api/v1/jobs/job-{middle:07d}"),
         ("API quarantine", "/api/v1/quarantine"),
         ("API workers", "/api/v1/workers"),
