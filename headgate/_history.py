@@ -11,11 +11,12 @@ said to be so (`BEFORE_KEPT`), never answered with a guess.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from headgate._domain.definition_history import FieldChange, definition_diff
+from headgate._domain.definition_history import FieldChange, definition_diff, payload_outline
 from headgate._domain.events import (
     RecordedEvent,
     ScheduleDefined,
@@ -173,7 +174,7 @@ class History:
             schedule_id,
             as_of_ms,
             DELETED if deleted else DEFINED,
-            Schedule.from_row(row),
+            _outlined(Schedule.from_row(row)),
             changed.recorded_at_ms,
             _changed_by(changed),
             last.position,
@@ -290,6 +291,13 @@ def _change(
     fields = tuple(definition_diff(current if known else None, event.definition))
     change = DefinitionChange(recorded.recorded_at_ms, recorded.version, what, by, fields, known)
     return change, event.definition
+
+
+def _outlined(schedule: Schedule) -> Schedule:
+    """The schedule with its payload told by its outline (`payload_outline`), not its
+    values: a value rotated or deleted since (a credential) stays out of what the
+    past shows, as it does from the diff."""
+    return dataclasses.replace(schedule, payload=payload_outline(schedule.payload))
 
 
 def _changed_by(recorded: RecordedEvent) -> str | None:

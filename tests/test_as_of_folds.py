@@ -5,9 +5,12 @@ held right after that event, and as of a millisecond before the next one too."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headgate._domain.definition_history import payload_outline
 from headgate._domain.events import NextRunAdvanced, ScheduleDeleted, ScheduleUndeclared
 from headgate._domain.streams import schedule_stream
 from headgate._history import DEFINED, DELETED, History
@@ -57,5 +60,6 @@ def test_as_of_each_event_is_the_live_row_then(steps: list[str], gaps: list[int]
             as_of = history.schedule_as_of("s", at)
             assert as_of.state == (DELETED if deleted else DEFINED)
             assert as_of.exact
-            assert as_of.schedule == live, (steps, index)
+            shown = dataclasses.replace(live, payload=payload_outline(live.payload))
+            assert as_of.schedule == shown, (steps, index)
     store.close()

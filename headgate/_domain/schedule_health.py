@@ -51,6 +51,8 @@ class HealthState(StrEnum):
 
 _SETTLED: Final = frozenset({"succeeded", "failed", "expired", "cancelled", "quarantined"})
 FAILED_OUTCOMES: Final = frozenset({"failed", "expired", "quarantined"})
+_COUNTED: Final = FAILED_OUTCOMES | {"succeeded"}
+"""Settled outcomes that say whether a schedule fails (a cancel says neither)."""
 _BY_JOB_STATE: Final = {
     "pending": "enqueued",
     "running": "running",
@@ -199,6 +201,3 @@ def alert_on_settle(
     if counted[0][1] in FAILED_OUTCOMES:
         return AlertKind.FAILURE if streak_before + 1 == after_failures else None
     return AlertKind.RECOVERY if streak_before >= after_failures else None
-
-
-_COUNTED: Final = FAILED_OUTCOMES | {"succeeded"}
