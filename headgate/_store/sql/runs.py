@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import fields
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, and_, case, func, literal, not_, select
+from sqlalchemy import ColumnElement, and_, false, func, literal, literal_column, not_, select
 from sqlalchemy.engine import Connection
 
 from headgate._domain.admission import check_limit, could_be_stored
@@ -17,10 +17,15 @@ from headgate._domain.schedule_health import FAILED_OUTCOMES, HealthState
 from headgate._projections import ScheduleRunRow
 from headgate._projections.schedule_runs import KEEP_PER_SCHEDULE, SETTLED_STATES, RunState
 from headgate._store.port import HealthFilter, Page, RunRead
+from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import LIVE
 
 _runs, _jobs, _schedules = LIVE.schedule_runs, LIVE.jobs, LIVE.schedules
 _RUN_COLUMNS: Final = tuple(_runs.c[field.name] for field in fields(ScheduleRunRow))
+_WAITING: Final = and_(_runs.c.state == literal_column("'enqueued'"), _runs.c.tick_ms.is_not(None))
+"""`WAITING_RUNS_WHERE`, the waiting runs' index's condition, qualified (the late
+read joins the jobs, which have a state too) and with its value written out (a
+bound one would keep SQLite off a partial index)."""
 _COUNTED: Final = sorted(SETTLED_STATES - {RunState.CANCELLED})
 """Settled runs that say whether a schedule fails: a cancel says neither."""
 
@@ -78,39 +83,52 @@ def runs_page_query(schedule_id: str, limit: int, before: int | None) -> Any:
 def recent_runs(
     connection: Connection, schedule_ids: Collection[str], per_schedule: int
 ) -> dict[str, list[RunRead]]:
-    """Each schedule's newest runs, ranked per schedule in one statement."""
+    """Each schedule's newest runs, ranked per schedule in one statement; then the
+    jobs of those not settled (a few), for whether each waits or runs."""
     check_limit(per_schedule, KEEP_PER_SCHEDULE)
     wanted = sorted({i for i in schedule_ids if could_be_stored(i)})
-    found: dict[str, list[RunRead]] = {}
+    found: dict[str, list[ScheduleRunRow]] = {}
     if not wanted:
-        return found
+        return {}
     rank = (
         func.row_number()
         .over(partition_by=_runs.c.schedule_id, order_by=_runs.c.position.desc())
         .label("rank")
     )
-    ranked = (
-        select(*_RUN_COLUMNS, _jobs.c.state.label("job_state"), rank)
-        .outerjoin(_jobs, _jobs.c.job_id == _runs.c.job_id)
-        .where(_runs.c.schedule_id.in_(wanted))
-        .subquery()
-    )
+    ranked = select(*_RUN_COLUMNS, rank).where(_runs.c.schedule_id.in_(wanted)).subquery()
     columns = [ranked.c[field.name] for field in fields(ScheduleRunRow)]
     query = (
-        select(*columns, ranked.c.job_state)
+        select(*columns)
         .where(ranked.c.rank <= per_schedule)
         .order_by(ranked.c.schedule_id, ranked.c.position.desc())
     )
     for row in connection.execute(query):
-        read = _read(row)
-        found.setdefault(read.run.schedule_id, []).append(read)
-    return found
+        run = ScheduleRunRow(*row)
+        found.setdefault(run.schedule_id, []).append(run)
+    open_runs = [
+        run.job_id for runs in found.values() for run in runs if run.state not in SETTLED_STATES
+    ]
+    states = _job_states(connection, open_runs)
+    return {
+        schedule_id: [RunRead(run, states.get(run.job_id)) for run in runs]
+        for schedule_id, runs in found.items()
+    }
+
+
+def _job_states(connection: Connection, job_ids: list[str]) -> dict[str, str]:
+    states: dict[str, str] = {}
+    for start in range(0, len(job_ids), CHUNK):
+        chunk = job_ids[start : start + CHUNK]
+        query = select(_jobs.c.job_id, _jobs.c.state).where(_jobs.c.job_id.in_(chunk))
+        states.update({str(job_id): str(state) for job_id, state in connection.execute(query)})
+    return states
 
 
 def health_condition(health: HealthFilter) -> ColumnElement[bool]:
     """The schedules (rows of `schedules`) in `health.state`, as
     `schedule_health.health_of` judges them: the first of paused, missing,
-    failing, late that holds, else ok."""
+    failing, late that holds, else ok. Each state is its own condition, so a
+    filter evaluates only the lookups its state needs."""
     schedules = _schedules.c
     cut = health.now_ms - health.grace_ms
     paused = schedules.paused
@@ -122,24 +140,21 @@ def health_condition(health: HealthFilter) -> ColumnElement[bool]:
         .limit(1)
         .scalar_subquery()
     )
-    failing = newest_counted.in_(sorted(FAILED_OUTCOMES))
+    failing = func.coalesce(newest_counted.in_(sorted(FAILED_OUTCOMES)), false())
     late = (
         select(literal(1))
         .select_from(_runs.join(_jobs, _jobs.c.job_id == _runs.c.job_id))
         .where(
             _runs.c.schedule_id == schedules.schedule_id,
-            _runs.c.state == RunState.ENQUEUED.value,
-            _runs.c.tick_ms.is_not(None),
+            _WAITING,
             _runs.c.tick_ms < cut,
             _jobs.c.state == JobState.PENDING.value,
         )
         .exists()
     )
-    state = case(
-        (paused, HealthState.PAUSED.value),
-        (missing, HealthState.MISSING.value),
-        (failing, HealthState.FAILING.value),
-        (late, HealthState.LATE.value),
-        else_=HealthState.OK.value,
-    )
-    return state == health.state.value
+    before = [paused, missing, failing, late]
+    order = [HealthState.PAUSED, HealthState.MISSING, HealthState.FAILING, HealthState.LATE]
+    if health.state is HealthState.OK:
+        return and_(*(not_(condition) for condition in before))
+    index = order.index(health.state)
+    return and_(*(not_(condition) for condition in before[:index]), before[index])

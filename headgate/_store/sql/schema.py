@@ -50,6 +50,8 @@ LIVE_SPECS_WHERE: Final = "NOT deleted AND NOT finished"
 """The live schedules' specs, which the store-wide ceilings weigh: a query says
 it in these words."""
 LISTED_WHERE: Final = "NOT deleted"
+WAITING_RUNS_WHERE: Final = "state = 'enqueued' AND tick_ms IS NOT NULL"
+"""A schedule's tick runs not settled: what `late` looks among (a few each)."""
 """The schedules list's partial index: live schedules by id, code point by code
 point. A query says it in these words (SQLite matches a partial index's
 predicate by its terms)."""
@@ -67,12 +69,12 @@ PENDING_WITH_DEADLINE_WHERE: Final = "state = 'pending' AND start_by_ms IS NOT N
 RUNNING_WHERE: Final = "state = 'running'"
 """Running jobs by worker, for rescue and for a worker's own checks."""
 NOT_COMPLETED_WHERE: Final = "state <> 'completed'"
-NOT_PENDING_WHERE: Final = "state <> 'pending'"
-"""A kind's jobs by state, but its pending ones (which the state index holds, and
-which the claim's reads must not find on this index, made for the jobs list)."""
 """The jobs list by state, newest first: every state but completed, which most jobs
 are and which walking the creation index finds at once. A query says it in
 these words (SQLite uses a partial index only for a condition that names it)."""
+NOT_PENDING_WHERE: Final = "state <> 'pending'"
+"""A kind's jobs by state, but its pending ones (which the state index holds, and
+which the claim's reads must not find on this index, made for the jobs list)."""
 
 
 def live_ticks_where(table: str | None = None) -> str:
@@ -595,6 +597,13 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         f"ix_{prefix}schedule_runs_schedule",
         schedule_runs.c.schedule_id,
         schedule_runs.c.position,
+    )
+    Index(
+        f"ix_{prefix}schedule_runs_waiting",
+        schedule_runs.c.schedule_id,
+        schedule_runs.c.tick_ms,
+        sqlite_where=text(WAITING_RUNS_WHERE),
+        postgresql_where=text(WAITING_RUNS_WHERE),
     )
     return ProjectionTables(
         schedules,

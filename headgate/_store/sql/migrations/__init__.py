@@ -253,6 +253,7 @@ INDEX_ORDER: Final = (
     "ix_headgate_revoked_sessions_expires",
     "ix_headgate_schedules_live_specs",
     "ix_headgate_schedule_runs_schedule",
+    "ix_headgate_schedule_runs_waiting",
     "ix_headgate_jobs_unique_key",
     "ix_headgate_jobs_kind_state",
 )

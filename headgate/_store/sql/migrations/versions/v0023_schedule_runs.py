@@ -2,7 +2,8 @@
 
 `headgate_schedule_runs` holds a row per job of a schedule (the
 `schedule_runs` projection), ordered per schedule by its enqueue's log
-position. The runs already in the log get the rows a fold of it makes: the
+position, and its tick runs not settled yet (what a late run is looked for
+among) on an index of their own. The runs already in the log get the rows a fold of it makes: the
 events that settled them were written before they said their schedule, so
 each reads `enqueued` and readers take its outcome from its job.
 """
@@ -16,6 +17,8 @@ from headgate._domain.streams import JOB_PREFIX
 
 revision = "0023"
 down_revision = "0022"
+
+WAITING = "state = 'enqueued' AND tick_ms IS NOT NULL"
 
 
 def upgrade() -> None:
@@ -38,6 +41,13 @@ def upgrade() -> None:
         "ix_headgate_schedule_runs_schedule",
         "headgate_schedule_runs",
         ["schedule_id", "position"],
+    )
+    op.create_index(
+        "ix_headgate_schedule_runs_waiting",
+        "headgate_schedule_runs",
+        ["schedule_id", "tick_ms"],
+        sqlite_where=sa.text(WAITING),
+        postgresql_where=sa.text(WAITING),
     )
     op.execute(
         sa.text(
