@@ -14,8 +14,9 @@ HTML pages get the console's policy: its own script and styles only, no inline
 script, style or handler, no plugins, no <base>, forms posting only to itself.
 A route that needs another policy (/docs) sets its own; frame-ancestors is
 added to it. Anything else (JSON, metrics, static files) gets `default-src 'none'`.
-HTML pages are also `Cache-Control: no-store` (unless a route says otherwise):
-a logged-in page carries the session's CSRF token, which no cache, the
+HTML pages and JSON answers are also `Cache-Control: no-store` (unless a route
+says otherwise): a logged-in page carries the session's CSRF token, and an
+answer of the API a payload (a schedule's, a job's), which no cache, the
 browser's back-forward one included, should keep.
 
 `headgate serve`'s HTTP server answers some requests itself, before the app (a
@@ -35,6 +36,8 @@ OTHER_POLICY: Final = "default-src 'none'; base-uri 'none'; form-action 'none'"
 _CSP: Final = b"content-security-policy"
 _CACHE_CONTROL: Final = b"cache-control"
 _FORBIDDEN_IN_SOURCE: Final = frozenset(';,"\\')
+_NOT_KEPT: Final = frozenset({b"text/html", b"application/json"})
+"""Answers no cache may keep (`Cache-Control: no-store`)."""
 
 
 def frame_ancestors_directive(sources: Sequence[str] | None) -> str:
@@ -103,11 +106,12 @@ class SecurityHeaders:
         kept = [(n, v) for n, v in headers if n.lower() != _CSP]
         policy = next((v for n, v in headers if n.lower() == _CSP), None)
         content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
-        is_html = content_type.split(b";", 1)[0].strip().lower() == b"text/html"
+        media_type = content_type.split(b";", 1)[0].strip().lower()
+        is_html = media_type == b"text/html"
         if policy is None:
             policy = (CONSOLE_POLICY if is_html else OTHER_POLICY).encode()
         kept.append((_CSP, policy + b"; " + self.ancestors))
         kept.extend((n, v) for n, v in self.fixed if n not in names)
-        if is_html and _CACHE_CONTROL not in names:
+        if media_type in _NOT_KEPT and _CACHE_CONTROL not in names:
             kept.append((_CACHE_CONTROL, b"no-store"))
         return kept

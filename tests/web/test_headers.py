@@ -113,6 +113,14 @@ def test_pages_are_not_stored_by_any_cache_as_they_carry_the_csrf_token(
     assert "cache-control" not in token_client.get("/static/console.js").headers
 
 
+def test_api_answers_are_not_stored_by_any_cache_as_they_carry_payloads(
+    client: TestClient, hg: Headgate
+) -> None:
+    hg.put_schedule("nightly", spec="@every:60000", kind="report", payload={"token": "s3cret"})
+    for path in ("/api/v1/periodic/nightly", "/api/v1/periodic", "/api/v1/periodic/ghost"):
+        assert client.get(path).headers["cache-control"] == "no-store", path
+
+
 def test_docs_get_a_policy_swagger_ui_runs_under_with_its_start_from_a_file(
     client: TestClient,
 ) -> None:
