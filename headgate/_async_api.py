@@ -270,10 +270,15 @@ class AsyncOperations:
         return await self._async.run(lambda: _sync(self).get_schedule(schedule_id))
 
     async def alist_schedules(
-        self, limit: int = 200, cursor: str | None = None, *, search: str | None = None
+        self,
+        limit: int = 200,
+        cursor: str | None = None,
+        *,
+        search: str | None = None,
+        health: str | None = None,
     ) -> SchedulesPage:
         return await self._async.run(
-            lambda: _sync(self).list_schedules(limit, cursor, search=search)
+            lambda: _sync(self).list_schedules(limit, cursor, search=search, health=health)
         )
 
 

@@ -233,10 +233,12 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
     observer = Headgate(store_url, config=CONFIG)
     streams = 60  # more than one compaction transaction's worth (50)
     for n in range(streams):
-        for team in (1, 2):  # two definitions each: compaction keeps the latest
-            observer.put_schedule(
-                f"s{n:02d}", spec="@every:60000", kind="k", payload=team, paused=True
-            )
+        # Quarantined, released, quarantined again: compaction keeps the newest
+        # event of each type, so the first quarantine goes.
+        fingerprint = observer.fingerprint("k", n)
+        observer.quarantine(fingerprint, "crashed")
+        observer.release(fingerprint)
+        observer.quarantine(fingerprint, "crashed again")
     store = observer._store
 
     def counts() -> tuple[int, int]:
@@ -247,7 +249,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
             ).scalar_one()
         return int(events), int(examined)
 
-    assert counts() == (2 * streams, 0)
+    assert counts() == (3 * streams, 0)
     output = tmp_path / "holder.log"
     child = subprocess.Popen(
         [sys.executable, "-c", COMPACTING_CHILD, store_url, str(TTL_MS)],
@@ -259,7 +261,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         _wait_for(lambda: "pausing at term" in output.read_text(), 30, "the first compaction")
         _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
         frozen = counts()
-        assert frozen == (2 * streams - 50, 0), "the first transaction committed, no more"
+        assert frozen == (3 * streams - 50, 0), "the first transaction committed, no more"
         held = observer.lease_status()
         assert held is not None and held.pid == child.pid
         _wait_for(

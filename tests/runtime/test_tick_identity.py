@@ -11,6 +11,7 @@ from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.events import JobState
 from headgate._domain.ids import tick_job_id, tick_unique_key
+from headgate._domain.retention import RUNS_SHOWN
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
@@ -82,6 +83,9 @@ def test_a_stale_attempt_after_cleanup_still_cannot_duplicate(
     fire(hg)
     job_id = tick_job_id("s", TICK)
     hg.finish_job(job_id)
+    for _ in range(RUNS_SHOWN):  # the schedule's newest runs keep their jobs: make it older
+        clock.advance(MINUTE)
+        fire(hg)
     clock.advance(2 * 86_400_000)
     hg.compact()
     assert hg._store.log.read_stream(job_stream(job_id)) == []  # the job is gone
