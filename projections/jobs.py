@@ -31,7 +31,7 @@ from headgate._domain.events import (
 )
 from headgate._domain.options import DEFAULT_PRIORITY
 from headgate._json import canonical_json_of_plain
-from headgate._projections.base import Projection
+from headgate._projections.base import Projection, fold_of
 
 
 @dataclass(frozen=True)
@@ -276,23 +276,13 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
     return delta
 
 
-def apply(row: JobRow | None, recorded: RecordedEvent) -> JobRow | None:
-    created = creates(recorded)
-    if created is not None:
-        return JobRow(**created)
-    delta = changes(recorded)
-    if delta is None or row is None:
-        return row
-    return JobRow(**{**row.__dict__, **delta})
-
-
 JOBS: Projection[JobRow] = Projection(
     name="jobs",
     table="jobs",
     row_type=JobRow,
     key_column="job_id",
     key=key,
-    apply=apply,
+    apply=fold_of(JobRow, creates, changes),
     creates=creates,
     changes=changes,
 )

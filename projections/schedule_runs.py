@@ -33,7 +33,7 @@ from headgate._domain.events import (
     JobSucceeded,
     RecordedEvent,
 )
-from headgate._projections.base import Projection
+from headgate._projections.base import Projection, fold_of
 
 KEEP_PER_SCHEDULE: Final = 100
 """Runs shown per schedule, newest first; compaction keeps at least these."""
@@ -177,23 +177,13 @@ def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
     return delta
 
 
-def apply(row: ScheduleRunRow | None, recorded: RecordedEvent) -> ScheduleRunRow | None:
-    created = creates(recorded)
-    if created is not None:
-        return ScheduleRunRow(**created)
-    delta = changes(recorded)
-    if delta is None or row is None:
-        return row
-    return ScheduleRunRow(**{**row.__dict__, **delta})
-
-
 SCHEDULE_RUNS: Projection[ScheduleRunRow] = Projection(
     name="schedule_runs",
     table="schedule_runs",
     row_type=ScheduleRunRow,
     key_column="job_id",
     key=key,
-    apply=apply,
+    apply=fold_of(ScheduleRunRow, creates, changes),
     creates=creates,
     changes=changes,
 )
