@@ -20,7 +20,7 @@ without anything being wrong.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -33,6 +33,7 @@ __all__ = [
     "RunFacts",
     "ScheduleHealth",
     "alert_on_settle",
+    "failures_in_a_row",
     "health_of",
     "run_outcome",
 ]
@@ -124,8 +125,7 @@ def health_of(
 ) -> ScheduleHealth:
     """A schedule's health from its newest runs (newest first) and its row:
     `due_at_ms` is when its next tick is due (None: none is left)."""
-    consecutive = 0
-    counting = True
+    consecutive = failures_in_a_row(run.outcome for run in runs)
     last_success = last_failure = None
     last_error: str | None = None
     durations: list[int] = []
@@ -134,12 +134,9 @@ def health_of(
         if run.duration_ms is not None:
             durations.append(run.duration_ms)
         if run.outcome == "succeeded":
-            counting = False
             if last_success is None:
                 last_success = run.finished_at_ms
         elif run.outcome in FAILED_OUTCOMES:
-            if counting:
-                consecutive += 1
             if last_failure is None:
                 last_failure, last_error = run.finished_at_ms, run.error_type
         elif run.outcome == "enqueued" and run.tick_ms is not None:
@@ -182,6 +179,17 @@ class AlertKind(StrEnum):
     """A run succeeded after at least `after_failures` failures in a row."""
 
 
+def failures_in_a_row(outcomes: Iterable[str]) -> int:
+    """Runs that failed, newest first, before the newest that succeeded; runs that
+    did not settle either way (waiting, running, cancelled) are passed over."""
+    failures = 0
+    for outcome in outcomes:
+        if outcome == "succeeded":
+            break
+        failures += outcome in FAILED_OUTCOMES
+    return failures
+
+
 def alert_on_settle(
     settled: Sequence[tuple[str, str]], job_id: str, after_failures: int
 ) -> AlertKind | None:
@@ -193,11 +201,7 @@ def alert_on_settle(
     counted = [(run, outcome) for run, outcome in settled if outcome in _COUNTED]
     if not counted or counted[0][0] != job_id:
         return None
-    streak_before = 0
-    for _, outcome in counted[1:]:
-        if outcome not in FAILED_OUTCOMES:
-            break
-        streak_before += 1
+    streak_before = failures_in_a_row(outcome for _, outcome in counted[1:])
     if counted[0][1] in FAILED_OUTCOMES:
         return AlertKind.FAILURE if streak_before + 1 == after_failures else None
     return AlertKind.RECOVERY if streak_before >= after_failures else None

@@ -25,11 +25,12 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from headgate._clock import Clock
+from headgate._domain.events import JobAttemptFailed, JobSucceeded
 from headgate._domain.schedule_health import (
-    FAILED_OUTCOMES,
     RECENT_RUNS,
     AlertKind,
     alert_on_settle,
+    failures_in_a_row,
 )
 from headgate._errors import StoreError, ValidationError
 from headgate._logs import get_logger
@@ -43,8 +44,6 @@ WEBHOOK_TIMEOUT_S: Final = 5.0
 CALL_BUDGET_S: Final = 10.0
 """How long a callable hook may run before it is abandoned (logged)."""
 QUEUE_CAPACITY: Final = 1_000
-ALERTED_OUTCOMES: Final = frozenset({"succeeded", "failed"})
-"""Attempt ends that settle a run (a retry, a snooze or a release does not)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class ScheduleAlerts:
         self._reads = reads
         self._clock = clock
         self._hooks: list[_Hook] = []
-        self._queue: HookQueue[tuple[Claim, str, str | None]] = HookQueue(
+        self._queue: HookQueue[tuple[Claim, str | None]] = HookQueue(
             self._judge, QUEUE_CAPACITY, "headgate-schedule-alerts"
         )
         self._calls = BudgetedCalls("headgate-schedule-alert")
@@ -119,13 +118,21 @@ class ScheduleAlerts:
             )
         self._hooks.append(_Hook(kind, schedule_id, checked_target(target), after_failures))
 
-    def run_settled(self, claimed: Claim, outcome: str, error_type: str | None) -> None:
-        """An attempt's end was recorded: if it settled a schedule's run that has
-        hooks here, judge it (on the alerts' thread)."""
+    def run_settled(self, claimed: Claim, end: object) -> None:
+        """An attempt's end (its event) was recorded: if it settled a schedule's run
+        that has hooks here (it succeeded, or failed for good; a retry, a snooze
+        or a release does not), judge it on the alerts' thread."""
         schedule_id = claimed.schedule_id
-        if schedule_id is None or outcome not in ALERTED_OUTCOMES or not self._for(schedule_id):
+        if schedule_id is None or not self._hooks:
             return
-        self._queue.submit((claimed, outcome, error_type))
+        if isinstance(end, JobSucceeded):
+            error_type = None
+        elif isinstance(end, JobAttemptFailed) and end.retry_at_ms is None:
+            error_type = end.error_type
+        else:
+            return
+        if self._for(schedule_id):
+            self._queue.submit((claimed, error_type))
 
     def settle(self, timeout_s: float) -> bool:
         """Wait until every end submitted so far is judged (tests, `drain`)."""
@@ -138,8 +145,8 @@ class ScheduleAlerts:
     def _for(self, schedule_id: str) -> list[_Hook]:
         return [hook for hook in self._hooks if hook.schedule_id in (None, schedule_id)]
 
-    def _judge(self, item: tuple[Claim, str, str | None]) -> None:
-        claimed, _, error_type = item
+    def _judge(self, item: tuple[Claim, str | None]) -> None:
+        claimed, error_type = item
         schedule_id = claimed.schedule_id
         assert schedule_id is not None
         try:
@@ -157,7 +164,10 @@ class ScheduleAlerts:
             kind = alert_on_settle(settled, claimed.job_id, hook.after_failures)
             if kind is not hook.kind:
                 continue
-            streak = _streak(settled)
+            outcomes = [outcome for _, outcome in settled]
+            if kind is AlertKind.RECOVERY:  # the failures its success ended
+                outcomes = outcomes[outcomes.index("succeeded") + 1 :]
+            streak = failures_in_a_row(outcomes)
             alert = ScheduleAlert(
                 kind=kind.value,
                 schedule_id=schedule_id,
@@ -186,19 +196,6 @@ class ScheduleAlerts:
             )
         else:
             log.info("schedule alert hook called", **fields)
-
-
-def _streak(settled: list[tuple[str, str]]) -> int:
-    """Failures in a row, newest first: including the newest settled run if it
-    failed (a failure's streak), else before it (what a recovery ended)."""
-    counted = [o for _, o in settled if o in FAILED_OUTCOMES or o == "succeeded"]
-    start = 0 if counted and counted[0] in FAILED_OUTCOMES else 1
-    streak = 0
-    for outcome in counted[start:]:
-        if outcome not in FAILED_OUTCOMES:
-            break
-        streak += 1
-    return streak
 
 
 def _post(url: str, alert: ScheduleAlert, fields: dict[str, str]) -> None:

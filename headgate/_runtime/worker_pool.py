@@ -119,21 +119,12 @@ def worker_identity(prefix: str = "worker") -> Claimant:
     return Claimant(f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}", host, os.getpid())
 
 
-RunSettled = Callable[[Claim, str, "str | None"], None]
-"""Told of each attempt end a worker recorded: its claim, how it ended
-(succeeded, failed, retrying, ...) and a failure's error type."""
+RunSettled = Callable[[Claim, object], None]
+"""Told of each attempt end a worker recorded: its claim and its event."""
 
 
-def _nobody_told(claimed: Claim, outcome: str, error_type: str | None) -> None:
+def _nobody_told(claimed: Claim, end: object) -> None:
     """No one to tell of attempt ends."""
-
-
-def _error_type(event: object) -> str | None:
-    return event.error_type if isinstance(event, JobAttemptFailed) else None
-
-
-def _failed_for_good(event: object) -> bool:
-    return isinstance(event, JobAttemptFailed) and event.retry_at_ms is None
 
 
 class WorkerPool:
@@ -520,7 +511,7 @@ class WorkerPool:
         log_attempt_end(
             claimed, event, outcome, duration_ms, log_successes=self._config.log_successes
         )
-        self._settled(claimed, outcome, _error_type(event))
+        self._settled(claimed, event)
 
     def _record_crashes(
         self, transaction: WriteTransaction, crashed: Sequence[Attempt]
@@ -897,7 +888,7 @@ def _record_drained(
         recorder.attempt_ended(claimed.queue, claimed.kind, outcome, duration_ms)
         event = end.events[0]
         log_attempt_end(claimed, event, outcome, duration_ms, log_successes=log_successes)
-        settled(claimed, "failed" if _failed_for_good(event) else outcome, _error_type(event))
+        settled(claimed, event)
         totals["ran"] += 1
         if isinstance(event, JobAttemptFailed):
             totals["retrying" if event.retry_at_ms is not None else "failed"] += 1
