@@ -71,9 +71,9 @@ IntIn = Callable[[int, int], Callable[[str], int]]
 MAX_PAGE = 200
 """The API's largest page."""
 HISTORY_SHOWN = 10
+"""Enqueue attempts `schedules show` prints."""
 RUNS_SHOWN = 10
 """Runs `schedules show` prints."""
-"""Enqueue attempts `schedules show` prints."""
 
 
 @dataclass(frozen=True)
