@@ -50,7 +50,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from sqlalchemy import Engine, event
@@ -120,11 +120,11 @@ class _CountingPsycopgCursor(psycopg.Cursor[Any]):
 
 
 class _CountingSqliteCursor(sqlite3.Cursor):
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Any = (), /) -> Self:
         _count_sql(sql, 0)
         return super().execute(sql, parameters)
 
-    def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> Self:
         sets = list(seq_of_parameters)
         _count_sql(sql, len(sets))
         return super().executemany(sql, sets)
@@ -134,10 +134,10 @@ class _CountingSqliteConnection(sqlite3.Connection):
     def cursor(self, factory: Any = _CountingSqliteCursor) -> Any:
         return super().cursor(factory)
 
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
         return self.cursor().execute(sql, parameters)
 
-    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+    def executemany(self, sql: str, parameters: Any, /) -> Any:
         return self.cursor().executemany(sql, parameters)
 
 

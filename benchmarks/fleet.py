@@ -79,7 +79,12 @@ def _worker(url: str, capacity: int, ids_path: str) -> None:
     stopping = threading.Event()
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
-    threading.Thread(target=lambda: (sys.stdin.readline(), stopping.set()), daemon=True).start()
+
+    def stop_when_told() -> None:
+        sys.stdin.readline()
+        stopping.set()
+
+    threading.Thread(target=stop_when_told, daemon=True).start()
     before = os.times()
     start_races = 0
     while True:

@@ -59,6 +59,7 @@ from benchmarks._common import fresh_database, print_table, raw_engine
 from benchmarks._write_meter import Cost, Meter, install
 from benchmarks.scheduler import quiet_json_logs
 from headgate import Headgate, JobContext, WorkerConfig
+from headgate._runtime.worker_pool import WorkerPool
 
 KIND = "noop"
 HELD_KIND = "held"
@@ -115,6 +116,10 @@ def _wait(done: Callable[[], bool], what: str, timeout: float = 120) -> None:
 LEAD_MS = 1_000
 """How far ahead the held and the pool's jobs are made due: the meter starts
 before their claim, and the pool's start stays out of the window."""
+
+
+def _succeeded(pool: WorkerPool, count: int) -> Callable[[], bool]:
+    return lambda: pool.stats.succeeded == count
 
 
 def _merge(steps: Steps, step: str, jobs: int, cost: Cost) -> None:
@@ -191,7 +196,7 @@ def ours(backend: str, sizes: Sizes) -> Steps:
             ended = SPLIT_CAPACITY * (round_ + 1)
             with meter.block() as completed:
                 held.release.set()
-                _wait(lambda ended=ended: pool.stats.succeeded == ended, "the completions")
+                _wait(_succeeded(pool, ended), "the completions")
             _merge(steps, f"complete C={SPLIT_CAPACITY}", SPLIT_CAPACITY, completed)
         hg.stop()
 
