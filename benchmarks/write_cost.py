@@ -428,7 +428,7 @@ def report(backend: str, ours_steps: Steps, raw_steps: Steps) -> None:
     log_name = "WAL B" if backend == "postgresql" else "WAL B (frames)"
     print_table(
         f"{backend}: per job, by step (stmts: sent, without BEGIN/COMMIT/SAVEPOINT; sets:"
-        " executemany/COPY parameter sets; txns: write transactions committed)",
+        " executemany parameter sets (COPY rows not counted); txns: write transactions committed)",
         [
             "step",
             "who",
