@@ -207,6 +207,8 @@ class Cost:
     wal_bytes: int = 0
     full_page_bytes: int = 0
     """Of wal_bytes, full-page images (PostgreSQL: after a checkpoint; SQLite: 0)."""
+    hot_updates: dict[str, int] = field(default_factory=dict)
+    """PostgreSQL: of the updated rows, those updated in place (HOT: no index entries)."""
     row_locks: dict[str, int] = field(default_factory=dict)
     """PostgreSQL: rows locked (SELECT ... FOR UPDATE, a claim's SKIP LOCKED) by table."""
     wal_by_table: dict[str, int] = field(default_factory=dict)
@@ -432,6 +434,8 @@ class _PostgresMeter(Meter):
             operation = kind.removesuffix("+INIT")
             if heap and manager == "Heap" and operation in _HEAP_ROWS:
                 rows[(table, _HEAP_ROWS[operation])] += 1
+                if operation == "HOT_UPDATE":
+                    cost.hot_updates[table] = cost.hot_updates.get(table, 0) + 1
             elif heap and manager == "Heap" and operation == "LOCK":
                 cost.row_locks[table] = cost.row_locks.get(table, 0) + 1
             elif heap and manager == "Heap2" and operation == "MULTI_INSERT":
