@@ -28,7 +28,7 @@ import threading
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import pykka
 
@@ -46,6 +46,11 @@ from headgate._runtime.ticker import Ticker
 from headgate._store.port import Claimant, Fence, Lease, Store
 
 log = get_logger("headgate.scheduler")
+
+INSTANT_SWEEPS: Final = 10
+"""How many sweeps' worth of schedules due at one instant are sent ahead of it
+together (10,000 at the default sweep_batch): ticks at one instant are written
+in one transaction, committed at it; beyond this many, the rest follow it."""
 
 
 @dataclass(frozen=True)
@@ -388,10 +393,15 @@ class SchedulerActor(pykka.ThreadingActor):
     def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
         """Send the schedules due by `due_by_ms` to their shards; False when there are none.
 
-        `at_ms` marks a sweep sent ahead of its instant.
+        `at_ms` marks a sweep sent ahead of its instant: it takes up to
+        INSTANT_SWEEPS sweeps' worth of the schedules due then, so that they all
+        commit in one transaction at the instant. Sent a sweep at a time, only
+        the first would: each other one would be planned and written after it,
+        one write later than the one before.
         """
         assert self._lease is not None
-        rows = self._reads.due_schedules(due_by_ms, self._config.sweep_batch)
+        limit = self._config.sweep_batch * (1 if at_ms is None else INSTANT_SWEEPS)
+        rows = self._reads.due_schedules(due_by_ms, limit)
         if not rows:
             return False
         by_shard: dict[int, list[ScheduleRow]] = defaultdict(list)
