@@ -40,6 +40,7 @@ from headgate._projections import ScheduleRow
 from headgate._runtime.activity import GRACE_MS, ActivityRoller, RollUp
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.hook_runner import HooksInterrupted
+from headgate._runtime.instants import next_lead_ms
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
@@ -121,6 +122,9 @@ class BatchDone:
     lease_lost: bool
     postponed_at_ms: int | None = None
     """Set when a batch sent ahead of its instant was abandoned before it."""
+    late_ms: int | None = None
+    """For a batch sent ahead of its instant and committed: how long after the
+    instant it committed (0 when on time)."""
 
 
 @dataclass(frozen=True)
@@ -157,13 +161,15 @@ class ScheduleShard(pykka.ThreadingActor):
         if batch is None:
             _reply(message, BatchDone(message.term, progressed=False, lease_lost=False))
             return
-        lost, progressed, postponed = False, False, None
+        lost, progressed, postponed, late = False, False, None, None
         try:
             fence = Fence(SCHEDULER_LEASE, message.term)
             report = self._processor.commit(batch, fence, message.at_ms)
             progressed = report.progressed
             if report.postponed:
                 postponed = message.at_ms
+            if message.at_ms is not None and report.committed_at_ms is not None:
+                late = max(report.committed_at_ms - message.at_ms, 0)
             self._processor.finish(report)
         except LeaseLost:
             lost = True
@@ -173,7 +179,7 @@ class ScheduleShard(pykka.ThreadingActor):
         except Exception:
             log.exception("schedule batch failed", schedules=len(batch.plans))
         finally:
-            _reply(message, BatchDone(message.term, progressed, lost, postponed))
+            _reply(message, BatchDone(message.term, progressed, lost, postponed, late))
 
 
 @dataclass(frozen=True)
@@ -264,6 +270,8 @@ class SchedulerActor(pykka.ThreadingActor):
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._postponed = False
         """The last batch was only postponed: nothing failed, its instant is still to come."""
+        self._lead_ms = config.prepare_ahead_ms
+        """How long before an instant its schedules are sent (`instants.next_lead_ms`)."""
         self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
 
     def on_start(self) -> None:
@@ -305,6 +313,10 @@ class SchedulerActor(pykka.ThreadingActor):
             if message.postponed_at_ms is not None:
                 self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
                 self._postponed = True
+            if message.late_ms is not None:
+                self._lead_ms = next_lead_ms(
+                    self._lead_ms, message.late_ms, self._config.prepare_ahead_ms
+                )
             if self._in_flight == 0:
                 self._cycle(after_batch=True)
         elif isinstance(message, RunPending):
@@ -421,7 +433,8 @@ class SchedulerActor(pykka.ThreadingActor):
         return True
 
     def _prepare_or_sleep(self, now: int) -> None:
-        """Send the next instant's schedules ahead of it when it is close; else sleep."""
+        """Send the next instant's schedules ahead of it when it is close (within the
+        lead: `prepare_ahead_ms`, or more after a batch that committed late); else sleep."""
         renew_at = now + self._config.renew_every_ms
         earliest = self._reads.earliest_due_at()
         if earliest is None:
@@ -433,7 +446,7 @@ class SchedulerActor(pykka.ThreadingActor):
             # as an instant prepared ahead.
             self._ticker.wake_at(now)
             return
-        ahead = self._config.prepare_ahead_ms
+        ahead = self._lead_ms
         if earliest > self._not_ahead_of_ms:
             if earliest - now <= ahead and self._dispatch(earliest, at_ms=earliest):
                 return
