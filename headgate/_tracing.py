@@ -44,6 +44,18 @@ def enabled() -> bool:
     return trace is not None
 
 
+def recording() -> bool:
+    """Whether spans started now go anywhere: the API is installed and the host has
+    set a tracer provider. Until it does, the API's default provider makes spans
+    that record nothing, and a tick batch skips making one per tick (a tenth of
+    a tick's cost). Cheap enough to ask once per batch, so a provider set later
+    is followed from the next batch on."""
+    if trace is None:
+        return False
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 @contextlib.contextmanager
 def enqueue_span(kind: str, queue: str | None, count: int = 1) -> Iterator[str | None]:
     """Around an enqueue (of `count` jobs, on `queue` when they share one): the

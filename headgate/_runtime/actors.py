@@ -28,7 +28,7 @@ import threading
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import pykka
 
@@ -40,12 +40,18 @@ from headgate._projections import ScheduleRow
 from headgate._runtime.activity import GRACE_MS, ActivityRoller, RollUp
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.hook_runner import HooksInterrupted
+from headgate._runtime.instants import next_lead_ms
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
 from headgate._store.port import Claimant, Fence, Lease, Store
 
 log = get_logger("headgate.scheduler")
+
+INSTANT_SWEEPS: Final = 10
+"""How many sweeps' worth of schedules due at one instant are sent ahead of it
+together (10,000 at the default sweep_batch): ticks at one instant are written
+in one transaction, committed at it; beyond this many, the rest follow it."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,9 @@ class BatchDone:
     lease_lost: bool
     postponed_at_ms: int | None = None
     """Set when a batch sent ahead of its instant was abandoned before it."""
+    late_ms: int | None = None
+    """For a batch sent ahead of its instant and committed: how long after the
+    instant it committed (0 when on time)."""
 
 
 @dataclass(frozen=True)
@@ -152,13 +161,15 @@ class ScheduleShard(pykka.ThreadingActor):
         if batch is None:
             _reply(message, BatchDone(message.term, progressed=False, lease_lost=False))
             return
-        lost, progressed, postponed = False, False, None
+        lost, progressed, postponed, late = False, False, None, None
         try:
             fence = Fence(SCHEDULER_LEASE, message.term)
             report = self._processor.commit(batch, fence, message.at_ms)
             progressed = report.progressed
             if report.postponed:
                 postponed = message.at_ms
+            if message.at_ms is not None and report.committed_at_ms is not None:
+                late = max(report.committed_at_ms - message.at_ms, 0)
             self._processor.finish(report)
         except LeaseLost:
             lost = True
@@ -168,7 +179,7 @@ class ScheduleShard(pykka.ThreadingActor):
         except Exception:
             log.exception("schedule batch failed", schedules=len(batch.plans))
         finally:
-            _reply(message, BatchDone(message.term, progressed, lost, postponed))
+            _reply(message, BatchDone(message.term, progressed, lost, postponed, late))
 
 
 @dataclass(frozen=True)
@@ -259,6 +270,8 @@ class SchedulerActor(pykka.ThreadingActor):
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._postponed = False
         """The last batch was only postponed: nothing failed, its instant is still to come."""
+        self._lead_ms = config.prepare_ahead_ms
+        """How long before an instant its schedules are sent (`instants.next_lead_ms`)."""
         self._ticker = Ticker(clock, lambda: self.actor_ref.tell(Wake()))
 
     def on_start(self) -> None:
@@ -300,6 +313,10 @@ class SchedulerActor(pykka.ThreadingActor):
             if message.postponed_at_ms is not None:
                 self._not_ahead_of_ms = max(self._not_ahead_of_ms, message.postponed_at_ms)
                 self._postponed = True
+            if message.late_ms is not None:
+                self._lead_ms = next_lead_ms(
+                    self._lead_ms, message.late_ms, self._config.prepare_ahead_ms
+                )
             if self._in_flight == 0:
                 self._cycle(after_batch=True)
         elif isinstance(message, RunPending):
@@ -388,10 +405,15 @@ class SchedulerActor(pykka.ThreadingActor):
     def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
         """Send the schedules due by `due_by_ms` to their shards; False when there are none.
 
-        `at_ms` marks a sweep sent ahead of its instant.
+        `at_ms` marks a sweep sent ahead of its instant: it takes up to
+        INSTANT_SWEEPS sweeps' worth of the schedules due then, so that they all
+        commit in one transaction at the instant. Sent a sweep at a time, only
+        the first would: each other one would be planned and written after it,
+        one write later than the one before.
         """
         assert self._lease is not None
-        rows = self._reads.due_schedules(due_by_ms, self._config.sweep_batch)
+        limit = self._config.sweep_batch * (1 if at_ms is None else INSTANT_SWEEPS)
+        rows = self._reads.due_schedules(due_by_ms, limit)
         if not rows:
             return False
         by_shard: dict[int, list[ScheduleRow]] = defaultdict(list)
@@ -411,7 +433,8 @@ class SchedulerActor(pykka.ThreadingActor):
         return True
 
     def _prepare_or_sleep(self, now: int) -> None:
-        """Send the next instant's schedules ahead of it when it is close; else sleep."""
+        """Send the next instant's schedules ahead of it when it is close (within the
+        lead: `prepare_ahead_ms`, or more after a batch that committed late); else sleep."""
         renew_at = now + self._config.renew_every_ms
         earliest = self._reads.earliest_due_at()
         if earliest is None:
@@ -423,7 +446,7 @@ class SchedulerActor(pykka.ThreadingActor):
             # as an instant prepared ahead.
             self._ticker.wake_at(now)
             return
-        ahead = self._config.prepare_ahead_ms
+        ahead = self._lead_ms
         if earliest > self._not_ahead_of_ms:
             if earliest - now <= ahead and self._dispatch(earliest, at_ms=earliest):
                 return

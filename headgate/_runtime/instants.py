@@ -31,6 +31,10 @@ WRITE_SLACK_MS: Final = 10
 """Covers a transaction's fixed cost (begin, fence, head, checkpoints)."""
 INSTANT_GRACE_S: Final = 0.1
 """Real time a wait may overrun the clock's own distance to its instant."""
+LEAD_MARGIN_MS: Final = 50
+"""Added to a late batch's lateness when the next instant's lead grows."""
+MAX_LEAD_MS: Final = 3_000
+"""The furthest ahead of its instant a batch is ever sent."""
 
 
 class InstantNotReached(Exception):
@@ -59,6 +63,24 @@ def wait_for_instant(clock: Clock, instant_ms: int, cancel: threading.Event) -> 
         cancel.wait(min(remaining_ms / 1000, left_s))
         remaining_ms = instant_ms - clock.now_ms()
     return True
+
+
+def next_lead_ms(lead_ms: int, late_ms: int, configured_ms: int) -> int:
+    """How long before its instant the next instant's schedules are sent, given
+    this lead and how late the last batch sent at it committed.
+
+    `prepare_ahead_ms` suits an instant of a thousand ticks; one of several
+    thousand takes longer to read, plan and write than that, and every tick of
+    it would commit late by the difference, every time. So a late batch moves
+    the lead out by its lateness (and a margin), up to MAX_LEAD_MS; each batch
+    on time brings it back a tenth of the way to the configured lead. A
+    configured lead of 0 (fire when due) stays 0.
+    """
+    if configured_ms == 0:
+        return 0
+    if late_ms > 0:
+        return min(lead_ms + late_ms + LEAD_MARGIN_MS, max(MAX_LEAD_MS, configured_ms))
+    return max(configured_ms, lead_ms - math.ceil((lead_ms - configured_ms) / 10))
 
 
 class InstantTiming:

@@ -77,10 +77,16 @@ class TickProcessor:
 
     def prepare(self, rows: Sequence[ScheduleRow], at_ms: int | None = None) -> PreparedBatch:
         """Plan the ticks due at `at_ms` (default now), at most `max_ticks` of them,
-        and run the before-enqueue hooks on them."""
+        and run the before-enqueue hooks on them.
+
+        A batch sent ahead of its instant (`at_ms`) plans a tick for each of its
+        schedules however many there are: they are due at that instant, each
+        once, and a tick left for a later sweep would fire one write late. The
+        budget bounds what catching up makes (a schedule's missed ticks)."""
         now = self._clock.now_ms() if at_ms is None else at_ms
-        prepared = plan_batch(rows, now, self._max_ticks, self._limits, then=self._hooks.before)
-        if tracing.enabled():
+        budget = self._max_ticks if at_ms is None else max(self._max_ticks, len(rows))
+        prepared = plan_batch(rows, now, budget, self._limits, then=self._hooks.before)
+        if tracing.recording():
             self._trace(prepared)
         return prepared
 
@@ -94,7 +100,8 @@ class TickProcessor:
         except BaseException as error:
             self._end_spans(prepared, {}, failed=type(error).__name__)
             raise
-        self._end_spans(prepared, {r.context.job_id: r for r in report.recorded})
+        if self._spans:
+            self._end_spans(prepared, {r.context.job_id: r for r in report.recorded})
         return report
 
     def _trace(self, prepared: PreparedBatch) -> None:
@@ -112,6 +119,8 @@ class TickProcessor:
     def _end_spans(
         self, prepared: PreparedBatch, recorded: dict[str, TickRecord], failed: str = ""
     ) -> None:
+        if not self._spans:
+            return
         for plan in prepared.plans:
             for tick in plan.ticks:
                 with self._spans_lock:

@@ -17,6 +17,7 @@ import pytest
 
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._runtime.actors import SchedulerActor
+from headgate._runtime.instants import LEAD_MARGIN_MS, MAX_LEAD_MS, next_lead_ms
 from headgate._runtime.tick_batch import TickProcessor
 from headgate.testing import FakeClock
 from tests.conftest import AND_MEMORY
@@ -176,3 +177,81 @@ def test_a_held_batch_commits_once_the_clock_reaches_its_instant(
     mover.join()
     assert len(report.recorded) == 1 and report.committed_at_ms == INSTANT
     assert jobs_for(hg, "s") == [INSTANT]
+
+
+class Planned(EnqueueHook):
+    """Counts the ticks planned (before_enqueue runs as a tick is planned) and
+    records the attempts as they commit."""
+
+    def __init__(self) -> None:
+        self.planned: list[str] = []
+        self.committed: list[tuple[str, int | None]] = []
+        self._lock = threading.Lock()
+
+    def before_enqueue(self, context: TickContext) -> None:
+        with self._lock:
+            self.planned.append(context.schedule_id)
+
+    def after_enqueue(self, context: TickContext, result: AttemptResult) -> None:
+        with self._lock:
+            self.committed.append((context.schedule_id, result.committed_at_ms))
+
+
+@AND_MEMORY
+def test_every_schedule_due_at_an_instant_is_planned_ahead_of_it_not_one_sweep_alone(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    # Three and a half sweeps' worth due at one instant, and each shard's tick
+    # budget smaller than its share: all are planned before the instant and
+    # committed at it, none left for a sweep after it (which would be late).
+    hook = Planned()
+    config = RuntimeConfig(
+        lease_ttl_ms=60_000, prepare_ahead_ms=500, sweep_batch=10, max_ticks_per_batch=10
+    )
+    hg = make_headgate(config, hooks=[hook])
+    ids = [f"s{n:02d}" for n in range(35)]
+    for schedule_id in ids:
+        hg.put_schedule(schedule_id, spec="@every:60000", kind="k")
+    clock.set(INSTANT - 300)
+    hg.start()
+    _eventually(lambda: len(hook.planned) == len(ids))
+    assert sorted(hook.planned) == ids  # each once
+    assert all(jobs_for(hg, schedule_id) == [] for schedule_id in ids)  # held for the instant
+    clock.set(INSTANT)
+    _eventually(lambda: len(hook.committed) == len(ids))
+    assert sorted(schedule_id for schedule_id, _ in hook.committed) == ids
+    assert {committed_at for _, committed_at in hook.committed} == {INSTANT}
+    assert all(jobs_for(hg, schedule_id) == [INSTANT] for schedule_id in ids)
+    assert all(hg.get_schedule(schedule_id).next_run_ms == INSTANT + MINUTE for schedule_id in ids)
+
+
+@AND_MEMORY
+def test_an_instant_whose_batch_committed_late_is_prepared_earlier_the_next_time(
+    make_headgate: Callable[..., Headgate], clock: FakeClock
+) -> None:
+    hook = Planned()
+    hg = _runtime(make_headgate, hook)
+    clock.set(INSTANT - 300)
+    hg.start()
+    _eventually(lambda: len(hook.planned) == 2)
+    clock.set(INSTANT + 400)  # the batch commits 400 ms after its instant: it was late
+    _eventually(lambda: len(hook.committed) == 2)
+    assert {committed_at for _, committed_at in hook.committed} == {INSTANT + 400}
+    following = INSTANT + MINUTE
+    clock.set(following - 700)  # beyond prepare_ahead_ms (500), within it plus the lateness
+    _eventually(lambda: len(hook.planned) == 4)
+    assert jobs_for(hg, "s") == [INSTANT]  # planned, held for its instant
+    clock.set(following)
+    _eventually(lambda: len(hook.committed) == 4)
+    assert jobs_for(hg, "s") == [INSTANT, following] and jobs_for(hg, "t") == [INSTANT, following]
+
+
+def test_the_lead_grows_by_a_late_batchs_lateness_and_returns_to_the_configured_one() -> None:
+    lead = next_lead_ms(500, 400, 500)
+    assert lead == 500 + 400 + LEAD_MARGIN_MS
+    assert next_lead_ms(lead, 10_000, 500) == MAX_LEAD_MS
+    on_time = [lead]
+    for _ in range(60):
+        on_time.append(next_lead_ms(on_time[-1], 0, 500))
+    assert on_time == sorted(on_time, reverse=True) and on_time[-1] == 500
+    assert next_lead_ms(0, 400, 0) == 0  # fire when due stays so
