@@ -80,6 +80,7 @@ from headgate._domain.schedule_load import Ceilings
 from headgate._domain.scheduler_watch import SchedulerWatch, grace_ms
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
+from headgate._eager import EagerRunner
 from headgate._errors import (
     NotFound,
     SchemaBehind,
@@ -135,13 +136,12 @@ from headgate._model import (
 from headgate._projections import ConcurrencyLimitRow, PausedQueueRow, RateLimitRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
+from headgate._results import ResultWatch
 from headgate._routing import DeclaredRoutes, UndeclaredKinds, require_undeclared_rule
 from headgate._run_reads import RunReads
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig, WorkerConfig
-from headgate._eager import EagerRunner
-from headgate._results import ResultWatch
 from headgate._runtime.handlers import (
     Executor,
     Handler,
@@ -150,13 +150,13 @@ from headgate._runtime.handlers import (
     require_executor,
 )
 from headgate._runtime.hooks import EnqueueHook
-from headgate._runtime.task_calls import TaskCall, TaskSignature, handler_of
-from headgate._tasks import Task, TaskDecorator
 from headgate._runtime.schedule_alerts import ScheduleAlert, ScheduleAlerts
+from headgate._runtime.task_calls import TaskCall, TaskSignature, handler_of
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
 from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import STATE_COUNT_CAP, Claimant, CompactionReport, JobFilter, Store
+from headgate._tasks import Task, TaskDecorator
 from headgate._unserved import ServingWatch
 
 H = TypeVar("H", bound=Handler)
@@ -817,9 +817,7 @@ class Headgate(AsyncOperations):
 
         def register(function: Callable[..., object]) -> Task[Any, Any, Any]:
             if not callable(function):
-                raise ValidationError(
-                    "handler", f"must be callable, got {type(function).__name__}"
-                )
+                raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
             call = TaskCall(function, TaskSignature.of(function))
             spec = handler_spec(kind, handler_of(call), options, retry, executor, function)
             self._handlers.add(spec)

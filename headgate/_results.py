@@ -85,9 +85,7 @@ class ResultWatch:
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise TimeoutError(
-                            f"job {job_id} is still {row.state} after {timeout_s} s"
-                        )
+                        raise TimeoutError(f"job {job_id} is still {row.state} after {timeout_s} s")
                     left = min(left, remaining)
                 try:
                     await asyncio.wait_for(woken.wait(), left)

@@ -14,12 +14,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
-from headgate._errors import ValidationError
-from headgate._logs import get_logger
-
 from headgate._clock import Clock
 from headgate._domain.options import JobOptions
 from headgate._domain.routing import Declared, declared_defaults
+from headgate._errors import ValidationError
+from headgate._logs import get_logger
 from headgate._store.port import DeclaredHandler, HandlerDeclarations
 
 REFRESH_MS: Final = 5_000
@@ -38,9 +37,7 @@ def require_undeclared_rule(rule: object) -> UndeclaredKinds:
         return "refuse"
     if rule == "allow":
         return "allow"
-    raise ValidationError(
-        "undeclared_kinds", f"must be 'warn', 'refuse' or 'allow', got {rule!r}"
-    )
+    raise ValidationError("undeclared_kinds", f"must be 'warn', 'refuse' or 'allow', got {rule!r}")
 
 
 class DeclaredRoutes:

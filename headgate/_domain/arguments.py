@@ -231,7 +231,9 @@ def _decode_list(value: list[JsonValue], annotation: object, path: str) -> objec
     return [decode(item, inner, f"{path}[{index}]") for index, item in enumerate(value)]
 
 
-def _decode_tagged(tag: object, value: dict[str, JsonValue], annotation: object, path: str) -> object:
+def _decode_tagged(
+    tag: object, value: dict[str, JsonValue], annotation: object, path: str
+) -> object:
     text = value.get("v")
     try:
         if tag == "datetime":

@@ -61,8 +61,8 @@ from headgate._runtime.deadlines import Deadlines
 from headgate._runtime.handlers import HandlerSpec, JobContext
 from headgate._runtime.job_units import Claim
 from headgate._runtime.recorder import NO_METRICS, Recorder
-from headgate._runtime.task_calls import ArgumentsRefused
 from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES, Snooze, SnoozeLimitExceeded
+from headgate._runtime.task_calls import ArgumentsRefused
 from headgate._store.port import StreamAppend
 
 log = get_logger("headgate.workers")

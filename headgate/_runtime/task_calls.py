@@ -60,7 +60,7 @@ class TaskSignature:
 
     @classmethod
     def of(cls, function: Callable[..., Any]) -> TaskSignature:
-        name = getattr(function, "__qualname__", repr(function))
+        name = getattr(function, "__name__", repr(function))
         signature = inspect.signature(function)
         try:
             hints = typing.get_type_hints(function)
@@ -126,8 +126,7 @@ class TaskSignature:
         if len(args) > len(positional) and inspect.Parameter.VAR_POSITIONAL not in kinds:
             return ValidationError(
                 "args",
-                f"{self.described} takes {len(positional)} positional arguments, "
-                f"got {len(args)}",
+                f"{self.described} takes {len(positional)} positional arguments, got {len(args)}",
             )
         given = {p.name for p in positional[: len(args)]}
         for name in kwargs:
@@ -175,9 +174,7 @@ class TaskSignature:
             try:
                 if parameter is None or parameter.kind is inspect.Parameter.VAR_KEYWORD:
                     if var_keyword is None:
-                        raise ArgumentsRefused(
-                            name, f"is not an argument of {self.described}"
-                        )
+                        raise ArgumentsRefused(name, f"is not an argument of {self.described}")
                     extra[name] = decode(value, self._hint(var_keyword), name)
                 elif parameter.kind is inspect.Parameter.VAR_POSITIONAL:
                     if not isinstance(value, list):
