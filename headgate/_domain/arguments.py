@@ -270,13 +270,28 @@ def _decode_tagged(
     raise ValidationError(path, f"unknown {TAG} {tag!r}")
 
 
+_MEMBERS: dict[object, tuple[object, ...]] = {}
+
+
 def _members(annotation: object) -> tuple[object, ...]:
-    """The types an annotation allows: a union's members, else itself."""
+    """The types an annotation allows: a union's members, else itself (remembered
+    per annotation: a worker decodes the same few again and again)."""
+    try:
+        return _MEMBERS[annotation]
+    except KeyError:
+        found = _members_of(annotation)
+        _MEMBERS[annotation] = found
+        return found
+    except TypeError:  # an annotation that cannot be a key
+        return _members_of(annotation)
+
+
+def _members_of(annotation: object) -> tuple[object, ...]:
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
         return typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _members(typing.get_args(annotation)[0])
+        return _members_of(typing.get_args(annotation)[0])
     return (annotation,)
 
 
