@@ -24,6 +24,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -38,9 +39,9 @@ TO = "ada@example.com"
 TEMPLATE = "welcome"
 
 
-def _alternated(first: Callable[[], object], second: Callable[[], object], count: int) -> tuple[
-    list[float], list[float]
-]:
+def _alternated(
+    first: Callable[[], object], second: Callable[[], object], count: int
+) -> tuple[list[float], list[float]]:
     for _ in range(20):  # warm: connections, prepared statements, caches
         first()
         second()
@@ -54,7 +55,8 @@ def _alternated(first: Callable[[], object], second: Callable[[], object], count
 
 
 def enqueue_row(backend: str, count: int) -> list[str]:
-    with fresh_database(backend) if backend != "memory" else _memory() as url, Headgate(url) as hg:
+    database = fresh_database(backend) if backend != "memory" else nullcontext("memory://")
+    with database as url, Headgate(url) as hg:
 
         @hg.task("email.send")
         def send(to: str, template: str) -> None:
@@ -79,14 +81,6 @@ def enqueue_row(backend: str, count: int) -> list[str]:
     ]
 
 
-class _memory:
-    def __enter__(self) -> str:
-        return "memory://"
-
-    def __exit__(self, *_: object) -> None:
-        return None
-
-
 class Plan(enum.Enum):
     FREE = "free"
     PRO = "pro"
@@ -100,6 +94,7 @@ class Address:
 
 
 def twenty(
+    *,
     id: uuid.UUID,
     account: uuid.UUID,
     created: datetime,

@@ -819,7 +819,7 @@ class Headgate(AsyncOperations):
             if not callable(function):
                 raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
             call = TaskCall(function, TaskSignature.of(function))
-            spec = handler_spec(kind, handler_of(call), options, retry, executor, function)
+            spec = handler_spec(kind, handler_of(call), options, retry, executor, source=function)
             self._handlers.add(spec)
             self._task_signatures[spec.kind] = call.signature
             return Task(self, spec.kind, function, call)

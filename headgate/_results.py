@@ -12,6 +12,7 @@ job), is found by a read every `RECHECK_S` at the latest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -87,10 +88,8 @@ class ResultWatch:
                     if remaining <= 0:
                         raise TimeoutError(f"job {job_id} is still {row.state} after {timeout_s} s")
                     left = min(left, remaining)
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), left)
-                except TimeoutError:
-                    pass
         finally:
             with self._lock:
                 self._loops.discard(wake)

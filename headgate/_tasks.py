@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["JobHandle", "Task", "TaskDecorator"]
 
+NO_OPTIONS = JobOptions()
+"""A task's jobs' options until `configure` sets some: its handler's."""
 P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,7 +121,7 @@ class Task(Generic[F, P, R]):
         kind: str,
         function: F,
         call: TaskCall,
-        options: JobOptions = JobOptions(),
+        options: JobOptions = NO_OPTIONS,
     ) -> None:
         self.kind = kind
         self.function = function

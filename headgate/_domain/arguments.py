@@ -305,9 +305,10 @@ def _mapping_values(annotation: object) -> object:
 
 def _enum_in(annotation: object, name: object) -> type[enum.Enum] | None:
     for member in _members(annotation):
-        if isinstance(member, type) and issubclass(member, enum.Enum):
-            if name is None or member.__name__ == name:
-                return member
+        if (isinstance(member, type) and issubclass(member, enum.Enum)) and (
+            name is None or member.__name__ == name
+        ):
+            return member
     return None
 
 
@@ -320,9 +321,10 @@ def _enum_member(kind: type[enum.Enum], value: JsonValue, path: str) -> enum.Enu
 
 def _dataclass_in(annotation: object, name: object = None) -> type[Any] | None:
     for member in _members(annotation):
-        if isinstance(member, type) and dataclasses.is_dataclass(member):
-            if name is None or member.__name__ == name:
-                return member
+        if (isinstance(member, type) and dataclasses.is_dataclass(member)) and (
+            name is None or member.__name__ == name
+        ):
+            return member
     return None
 
 
@@ -351,9 +353,10 @@ def _model_in(annotation: object, name: object) -> Any:
     if pydantic is None:
         return None
     for member in _members(annotation):
-        if isinstance(member, type) and issubclass(member, pydantic.BaseModel):
-            if name is None or member.__name__ == name:
-                return member
+        if (isinstance(member, type) and issubclass(member, pydantic.BaseModel)) and (
+            name is None or member.__name__ == name
+        ):
+            return member
     return None
 
 

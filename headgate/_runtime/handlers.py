@@ -137,6 +137,7 @@ def handler_spec(
     options: JobOptions,
     retry: Retry | None = None,
     executor: object = "thread",
+    *,
     source: Callable[..., Any] | None = None,
 ) -> HandlerSpec:
     """A validated handler registration: `options` are its jobs' defaults (a

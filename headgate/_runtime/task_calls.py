@@ -81,7 +81,10 @@ class TaskSignature:
         """`send(to, when, *, cc=...)`: the arguments a caller gives, by name."""
         shown = []
         for parameter in self.arguments.parameters.values():
-            prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+            prefix: dict[Any, str] = {
+                inspect.Parameter.VAR_POSITIONAL: "*",
+                inspect.Parameter.VAR_KEYWORD: "**",
+            }
             text = prefix.get(parameter.kind, "") + parameter.name
             shown.append(text if parameter.default is inspect.Parameter.empty else text + "=...")
         return f"{self.name}({', '.join(shown)})"

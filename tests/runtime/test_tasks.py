@@ -108,6 +108,7 @@ def test_rich_arguments_reach_the_function_as_they_were_passed(store_url: str) -
 
         @hg.task("rich")
         def rich(
+            *,
             when: datetime,
             day: date,
             at: time,
