@@ -428,6 +428,7 @@ class Headgate(AsyncOperations):
         self._holder = None
         self._lifecycle = threading.RLock()
         self._metrics.after_fork()
+        self._results = ResultWatch(self._store)  # the parent's listener stayed there
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the actors and release the lease; the store stays usable.
