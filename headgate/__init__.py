@@ -30,6 +30,7 @@ from headgate._errors import (
     DuplicateJob,
     DuplicateTickJobs,
     HeadgateError,
+    JobFailed,
     JobStateConflict,
     LeaseLost,
     NotFound,
@@ -91,6 +92,8 @@ from headgate._runtime.handlers import JobContext
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate._runtime.schedule_alerts import ScheduleAlert
 from headgate._runtime.snooze import Snooze, SnoozeLimitExceeded
+from headgate._runtime.task_calls import ArgumentsRefused
+from headgate._tasks import JobHandle, Task
 from headgate._version import installed_version as _installed_version
 
 __version__ = _installed_version()
@@ -101,6 +104,7 @@ __all__ = [
     "ActivityPoint",
     "AdmissionLimits",
     "AdmissionRejected",
+    "ArgumentsRefused",
     "AttemptResult",
     "BulkResult",
     "Clock",
@@ -126,6 +130,8 @@ __all__ = [
     "JobAsOf",
     "JobAttempt",
     "JobContext",
+    "JobFailed",
+    "JobHandle",
     "JobLimits",
     "JobOptions",
     "JobStateConflict",
@@ -172,6 +178,7 @@ __all__ = [
     "StoreUnavailable",
     "StoreUnopenable",
     "SystemClock",
+    "Task",
     "TickContext",
     "TickHasJob",
     "UnservedWork",

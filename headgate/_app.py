@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import pykka
 from typing_extensions import Unpack
@@ -80,6 +80,7 @@ from headgate._domain.schedule_load import Ceilings
 from headgate._domain.scheduler_watch import SchedulerWatch, grace_ms
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming
+from headgate._eager import EagerRunner
 from headgate._errors import (
     NotFound,
     SchemaBehind,
@@ -135,7 +136,8 @@ from headgate._model import (
 from headgate._projections import ConcurrencyLimitRow, PausedQueueRow, RateLimitRow
 from headgate._projections.job_attempts import SHOWN_PER_JOB
 from headgate._redact import masked
-from headgate._routing import DeclaredRoutes
+from headgate._results import ResultWatch
+from headgate._routing import DeclaredRoutes, UndeclaredKinds, require_undeclared_rule
 from headgate._run_reads import RunReads
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
@@ -149,10 +151,12 @@ from headgate._runtime.handlers import (
 )
 from headgate._runtime.hooks import EnqueueHook
 from headgate._runtime.schedule_alerts import ScheduleAlert, ScheduleAlerts
+from headgate._runtime.task_calls import TaskCall, TaskSignature, handler_of
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool, drain
 from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import STATE_COUNT_CAP, Claimant, CompactionReport, JobFilter, Store
+from headgate._tasks import Task, TaskDecorator
 from headgate._unserved import ServingWatch
 
 H = TypeVar("H", bound=Handler)
@@ -205,6 +209,8 @@ class Headgate(AsyncOperations):
         config: RuntimeConfig | None = None,
         hooks: Sequence[EnqueueHook] = (),
         redact_errors: Callable[[str], str] | None = None,
+        eager: bool = False,
+        undeclared_kinds: UndeclaredKinds = "warn",
     ) -> None:
         """`url`: `sqlite:///path.db`, `postgresql://...` or `memory://` (a store in
         this process's memory, for tests: nothing of it outlives the process,
@@ -217,7 +223,15 @@ class Headgate(AsyncOperations):
         traceback before they are stored or logged, and returns what to keep
         (a traceback holds what a handler's code put in exception messages: a
         payload's field, a token in a URL). Headgate stores them as given
-        otherwise; `WorkerConfig(store_error_messages=False)` keeps no texts."""
+        otherwise; `WorkerConfig(store_error_messages=False)` keeps no texts.
+
+        `eager`: run each job at once in the caller of enqueue, before it returns
+        (for tests and scripts: see `headgate.testing.eager`).
+
+        `undeclared_kinds`: what an enqueue by kind (`enqueue("email.send", ...)`)
+        does with a kind that no handler declares, here or in the store, while
+        the store holds declarations: "warn" (a warning, once per kind, naming the
+        closest declared kind), "refuse" (ValidationError) or "allow"."""
         if isinstance(url, Store):
             if clock is not None and clock is not url.clock:
                 raise ValueError("clock: a store given to Headgate brings its own clock")
@@ -235,6 +249,10 @@ class Headgate(AsyncOperations):
         self._async = AsyncPool()
         self._serving = ServingWatch(self._store.workers, self.clock)
         self._routes = DeclaredRoutes(self._store.handlers, self.clock)
+        self._undeclared: UndeclaredKinds = require_undeclared_rule(undeclared_kinds)
+        self._results = ResultWatch(self._store)
+        self.eager = eager
+        """Each enqueued job runs at once, in the caller (see `_eager`)."""
         self._settings = Settings(
             self.config.limits,
             self.config.min_interval_ms,
@@ -244,6 +262,8 @@ class Headgate(AsyncOperations):
         self._leases = self._store.leases
         self._hooks = list(hooks)
         self._handlers = HandlerRegistry()
+        self._task_signatures: dict[str, TaskSignature] = {}
+        """The signatures of the handlers registered as tasks, by kind."""
         self._declared: dict[str, ScheduleDefinition] = {}
         """Schedules declared in code (`periodic`): upserted at start."""
         self._scheduler: pykka.ActorRef[SchedulerActor] | None = None
@@ -266,6 +286,14 @@ class Headgate(AsyncOperations):
             unserved=lambda: self._serving.current().unserved(self._reads.pending_work()),
             grace_ms=grace_ms(self.config.lease_ttl_ms),
             schedule_health=self._health_with_series,
+        )
+        self._eager = EagerRunner(
+            self._store,
+            self.clock,
+            self._handlers,
+            recorder=self._metrics,
+            redact=self._redact_errors,
+            settled=self._alerts.run_settled,
         )
         renew_in_forked_children(self)
 
@@ -400,6 +428,7 @@ class Headgate(AsyncOperations):
         self._holder = None
         self._lifecycle = threading.RLock()
         self._metrics.after_fork()
+        self._results = ResultWatch(self._store)  # the parent's listener stayed there
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the actors and release the lease; the store stays usable.
@@ -452,6 +481,7 @@ class Headgate(AsyncOperations):
             self._async.close()
             self.stop()
             self._alerts.close()
+            self._results.close()
         finally:
             self._store.close()
 
@@ -766,6 +796,37 @@ class Headgate(AsyncOperations):
         options = JobOptions(**job_options(defaults, ENQUEUE_KEYWORDS))
         return self._register(kind, options, retry, executor)
 
+    def task(
+        self,
+        kind: str,
+        *,
+        retry: Retry | None = None,
+        executor: Executor = "thread",
+        **defaults: Unpack[JobOptionArgs],
+    ) -> TaskDecorator:
+        """Register the decorated function (sync or async) as the task of `kind`: its
+        signature is its jobs' arguments, and what it returns their result
+        (values beyond JSON encoded as `headgate._domain.arguments` says). A
+        parameter annotated `JobContext` (put it first, where mypy leaves it out
+        of `enqueue`'s arguments) is given the job's context when it runs.
+        Returns a `Task`: call it as the function, or `.enqueue(...)` a job,
+        checked against the signature at the call. `retry`, `executor` and the
+        job options are as for `handler`."""
+        options = JobOptions(**job_options(defaults, ENQUEUE_KEYWORDS))
+        handler_spec(kind, lambda _: None, options, retry)  # bad options fail here, at once
+        require_executor(executor)
+
+        def register(function: Callable[..., object]) -> Task[Any, Any, Any]:
+            if not callable(function):
+                raise ValidationError("handler", f"must be callable, got {type(function).__name__}")
+            call = TaskCall(function, TaskSignature.of(function))
+            spec = handler_spec(kind, handler_of(call), options, retry, executor, source=function)
+            self._handlers.add(spec)
+            self._task_signatures[spec.kind] = call.signature
+            return Task(self, spec.kind, function, call)
+
+        return TaskDecorator(register)
+
     def _register(
         self,
         kind: str,
@@ -844,14 +905,28 @@ class Headgate(AsyncOperations):
         `connection`, a SQLAlchemy Connection or Session in a transaction on the
         store's own database, makes the job part of the host's transaction: it
         exists once the host commits, and never if the host rolls back (see
-        "Enqueue in your transaction" in the README for the rules)."""
-        return self.enqueue_job(
-            kind,
-            payload,
-            JobOptions(**job_options(options, ENQUEUE_KEYWORDS)),
-            periodic_origin,
-            connection,
-        )
+        "Enqueue in your transaction" in the README for the rules).
+
+        A kind registered here as a task (`task`) has its payload checked against
+        the task's signature; another kind is checked against the handlers the
+        store knows of (`Headgate(undeclared_kinds=...)`)."""
+        job_options_given = JobOptions(**job_options(options, ENQUEUE_KEYWORDS))
+        self._check_kind(kind, payload)
+        return self.enqueue_job(kind, payload, job_options_given, periodic_origin, connection)
+
+    def _check_kind(self, kind: object, payload: JsonValue) -> None:
+        """An enqueue by kind: a task's payload fits its signature; a kind with no
+        handler here is one the store's declarations know (by the rule chosen)."""
+        if not isinstance(kind, str):
+            return
+        signature = self._task_signatures.get(kind)
+        if signature is not None:
+            signature.check_payload(payload)
+            return
+        if self._handlers.get(kind) is not None:
+            return
+        if self._undeclared != "allow":
+            self._routes.check_declared(kind, refuse=self._undeclared == "refuse")
 
     def enqueue_job(
         self,
@@ -871,7 +946,13 @@ class Headgate(AsyncOperations):
             kind, payload, options, periodic_origin, within=connection, job_id=job_id
         )
         if connection is None:  # a host's commit wakes the workers itself
-            self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
+            due_now = row.run_at_ms <= self.clock.now_ms()
+            if self.eager:
+                if due_now:
+                    self._eager.run([row.queue], self._handlers.kinds)
+                    return self.get_job(row.job_id)
+            else:
+                self._poke_workers(due_now=due_now)
         if self._handlers.get(row.kind) is None:
             self._serving.warn_if_unserved(row.queue, row.kind, row.job_id)
         return Job.from_row(row)
@@ -899,18 +980,27 @@ class Headgate(AsyncOperations):
         Returns the jobs, in order."""
         chosen: dict[object, JobOptions] = {}  # items mostly share their kind and options
         new_jobs = [self._new_job(index, item, chosen) for index, item in enumerate(jobs)]
+        return self.enqueue_new_jobs(new_jobs, connection)
+
+    def enqueue_new_jobs(self, new_jobs: Sequence[NewJob], connection: object = None) -> list[Job]:
+        """enqueue_many of jobs checked beforehand (a task's: `Task.enqueue_many`)."""
         try:
             rows = self._commands.enqueue_many(new_jobs, within=connection)
         finally:
-            if connection is None:
+            if connection is None and not self.eager:
                 self._poke_workers(due_now=True)
+        if connection is None and self.eager:
+            self._eager.run(sorted({row.queue for row in rows}), self._handlers.kinds)
+            return [self.get_job(row.job_id) for row in rows]
         firsts = {(row.queue, row.kind): row.job_id for row in reversed(rows)}
         for (queue, kind), job_id in firsts.items():
             if self._handlers.get(kind) is None:
                 self._serving.warn_if_unserved(queue, kind, job_id)
         return [Job.from_row(row) for row in rows]
 
-    def _new_job(self, index: int, item: object, chosen: dict[object, JobOptions]) -> NewJob:
+    def _new_job(
+        self, index: int, item: object, chosen: dict[object, JobOptions], *, check: bool = True
+    ) -> NewJob:
         where = f"jobs[{index}]"
         if not isinstance(item, Mapping):
             raise ValidationError(where, f"must be a mapping, got {type(item).__name__}")
@@ -921,6 +1011,8 @@ class Headgate(AsyncOperations):
             kind = require_kind(fields.pop("kind"))
             payload = fields.pop("payload", None)
             refuse_unknown(fields, ENQUEUE_KEYWORDS)
+            if check:
+                self._check_kind(kind, payload)
             try:
                 key: object = (kind, frozenset(fields.items()))
                 options = chosen.get(key)

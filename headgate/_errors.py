@@ -155,6 +155,32 @@ class TickHasJob(DuplicateJob):
         self.tick_ms = tick_ms
 
 
+class JobFailed(HeadgateError):
+    """A job waited for (`JobHandle.wait`) ended without a result: it failed (its
+    last attempt's error), or was cancelled, expired or quarantined (`state`).
+
+    `error_type` names the handler's exception as it is imported
+    (`myapp.billing.PaymentDeclined`), `error_message` is its text and
+    `traceback` where it was raised, as the job's newest attempt recorded them
+    (None where nothing failed: a cancel)."""
+
+    def __init__(
+        self,
+        job_id: str,
+        state: str,
+        error_type: str | None = None,
+        error_message: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
+        what = f"{error_type}: {error_message}" if error_type is not None else state
+        super().__init__(f"job {job_id} {state}: {what}")
+        self.job_id = job_id
+        self.state = state
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+
+
 def error_type_of(error: BaseException) -> str:
     """`error`'s class, and the driver's class behind it when it was translated
     (`StoreUnavailable from OperationalError`): what a log line says a failure was."""

@@ -1,13 +1,35 @@
-"""Helpers for testing code that uses Headgate: a clock that moves only when told.
+"""Helpers for testing code that uses Headgate: a clock that moves only when told,
+and eager mode for a block of code.
 
 Its namespace is its public surface (`__all__`): what it imports is bound under
 a private name, so `from headgate.testing import *` and `dir()` show only
-`FakeClock`.
+`FakeClock` and `eager`.
 """
 
+import contextlib as _contextlib
 import threading as _threading
+from collections.abc import Iterator as _Iterator
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-__all__ = ["FakeClock"]
+if _TYPE_CHECKING:
+    from headgate._app import Headgate as _Headgate
+
+__all__ = ["FakeClock", "eager"]
+
+
+@_contextlib.contextmanager
+def eager(hg: "_Headgate") -> _Iterator["_Headgate"]:
+    """Within the block, each job `hg` enqueues runs at once in the caller, before
+    enqueue returns (`Headgate(..., eager=True)` for a block): its attempts,
+    retries (at once) and result recorded as a worker records them, so a test
+    of code that enqueues needs no worker and no `drain()`. Not for a Headgate
+    whose workers run meanwhile: they would race for the same jobs."""
+    before = hg.eager
+    hg.eager = True
+    try:
+        yield hg
+    finally:
+        hg.eager = before
 
 
 class FakeClock:

@@ -113,6 +113,17 @@ def test_the_testing_example_runs(tmp_path: Path) -> None:
     assert result.stdout.strip() == "enqueued"
 
 
+def test_the_tasks_examples_print_what_their_comments_say(tmp_path: Path) -> None:
+    """Each `print(...)  # shown` line of the tasks page prints what its comment shows."""
+    for example in examples_in(DOCS / "how-to" / "tasks.md"):
+        result = _run(example, tmp_path)
+        assert result.returncode == 0, f"{example.name}:\n{result.stderr}"
+        promised = re.findall(r"^ *print\(.*\)  # (.*)$", example.code, flags=re.MULTILINE)
+        assert promised, example.name
+        printed = result.stdout.strip().splitlines()
+        assert printed[-len(promised) :] == promised, example.name
+
+
 def test_the_operating_examples_show_what_their_comments_say(tmp_path: Path) -> None:
     outputs = [_run(example, tmp_path) for example in examples_in(DOCS / "how-to" / "operate.md")]
     assert [result.returncode for result in outputs] == [0] * 10, [r.stderr for r in outputs]

@@ -14,7 +14,8 @@ import pytest
 
 import headgate
 from headgate import ConcurrencyConflict, DuplicateJob, Snooze, TickHasJob, ValidationError
-from headgate._errors import AdmissionRejected, DuplicateTickJobs
+from headgate._errors import AdmissionRejected, DuplicateTickJobs, JobFailed
+from headgate._runtime.task_calls import ArgumentsRefused
 
 SAMPLES: dict[type[BaseException], BaseException] = {
     Snooze: Snooze(0.25),
@@ -24,6 +25,8 @@ SAMPLES: dict[type[BaseException], BaseException] = {
     DuplicateJob: DuplicateJob("daily", "job-9"),
     TickHasJob: TickHasJob("nightly", 1_700_000_000_000, "job-7", "tick:nightly"),
     DuplicateTickJobs: DuplicateTickJobs("two jobs", [("nightly", 1, ["a", "b"])]),
+    JobFailed: JobFailed("job-3", "failed", "ValueError", "no", "Traceback ..."),
+    ArgumentsRefused: ArgumentsRefused("when", "is required"),
 }
 
 

@@ -44,3 +44,38 @@ def test_the_examples_type_check_strictly(tmp_path: Path) -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_mypy_sees_a_tasks_arguments_and_result() -> None:
+    """`tests/typing_examples/tasks.py`: its typed uses pass, and each line marked
+    `# rejected: <code>` is an error of that code, on that line, and no other."""
+    example = ROOT / "tests" / "typing_examples" / "tasks.py"
+    expected = {
+        (number, marked.group(1))
+        for number, line in enumerate(example.read_text().splitlines(), start=1)
+        if (marked := re.search(r"# rejected: ([\w-]+)", line))
+    }
+    assert len(expected) >= 5
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-error-summary",
+            "--show-error-codes",
+            "--cache-dir",
+            str(ROOT / ".mypy_cache"),
+            str(example),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    found = {
+        (int(error.group(1)), error.group(2))
+        for error in re.finditer(r"tasks\.py:(\d+): error: .*\[([\w-]+)\]", checked.stdout)
+    }
+    assert found == expected, checked.stdout + checked.stderr

@@ -62,6 +62,7 @@ from headgate._runtime.handlers import HandlerSpec, JobContext
 from headgate._runtime.job_units import Claim
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.snooze import DEFAULT_MAX_SNOOZES, Snooze, SnoozeLimitExceeded
+from headgate._runtime.task_calls import ArgumentsRefused
 from headgate._store.port import StreamAppend
 
 log = get_logger("headgate.workers")
@@ -355,7 +356,7 @@ class Attempt:
             return Outcome(
                 now_ms,
                 error=error_record(error, keep_messages=keep, redact=redact),
-                gives_up=not self.spec.retry.retries(error),
+                gives_up=isinstance(error, ArgumentsRefused) or not self.spec.retry.retries(error),
             )
         try:
             return Outcome(now_ms, result=checked_result(result, self._rules.max_result_bytes))

@@ -94,6 +94,13 @@ class HandlerSpec:
     executor: Executor = "thread"
     """Where a sync handler runs: a thread of the worker, or a child process
     (killed at its deadline, on a core of its own; see child_processes)."""
+    source: Callable[..., Any] | None = None
+    """The host's function, when `function` calls it for it (a task's: see
+    `task_calls`): its module is what a child process imports."""
+
+    @property
+    def defined_by(self) -> Callable[..., Any]:
+        return self.function if self.source is None else self.source
 
     @property
     def queue(self) -> str:
@@ -130,10 +137,13 @@ def handler_spec(
     options: JobOptions,
     retry: Retry | None = None,
     executor: object = "thread",
+    *,
+    source: Callable[..., Any] | None = None,
 ) -> HandlerSpec:
     """A validated handler registration: `options` are its jobs' defaults (a
     per-job option such as run_at_ms is refused), `retry` its retry policy
-    (None: the default), `executor` where it runs; bad ones raise ValidationError."""
+    (None: the default), `executor` where it runs, `source` the host's function
+    `function` calls (a task's); bad ones raise ValidationError."""
     if retry is not None and not isinstance(retry, Retry):
         raise ValidationError("retry", f"must be headgate.Retry, got {type(retry).__name__}")
     if not callable(function):
@@ -146,7 +156,8 @@ def handler_spec(
         function,
         options.under(HANDLER_DEFAULTS),
         retry or DEFAULT_RETRY,
-        _checked_executor(executor, function),
+        _checked_executor(executor, function if source is None else source),
+        source,
     )
 
 
@@ -158,7 +169,7 @@ def require_executor(executor: object) -> Executor:
     raise ValidationError("executor", f"must be 'thread' or 'process', got {executor!r}")
 
 
-def _checked_executor(executor: object, function: Handler) -> Executor:
+def _checked_executor(executor: object, function: Callable[..., Any]) -> Executor:
     """A process handler's child imports it by name: it must be a sync function
     defined at the top level of a module."""
     chosen = require_executor(executor)
@@ -202,7 +213,7 @@ class HandlerRegistry:
     def child_modules(self) -> frozenset[str]:
         """The modules of the handlers that run in child processes (imported there)."""
         return frozenset(
-            spec.function.__module__
+            spec.defined_by.__module__
             for spec in self._by_kind.values()
             if spec.executor == "process"
         )

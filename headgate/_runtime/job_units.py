@@ -154,6 +154,15 @@ def snoozed(claimed: Claim, worker_id: str, started_at_ms: int, run_at_ms: int) 
     return _on_stream(claimed, event)
 
 
+def ends_job(end: StreamAppend) -> bool:
+    """The attempt's end ends its job for good (completed, or failed with no retry
+    left): those waiting for its result are told (`JOBS_ENDED`)."""
+    event = end.events[0]
+    return isinstance(event, JobSucceeded) or (
+        isinstance(event, JobAttemptFailed) and event.retry_at_ms is None
+    )
+
+
 def end_unit(claimed: Claim, end: StreamAppend) -> list[StreamAppend]:
     """What one attempt's end writes: the job's event, and for a completion of a
     blamed fingerprint the clearing of its blame, both or neither."""

@@ -68,6 +68,7 @@ from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
+    JOBS_ENDED,
     JOBS_TAKEN,
     Claimant,
     Listener,
@@ -387,6 +388,8 @@ class WorkerPool:
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
                 )
+                if any(job_units.ends_job(append) for _, append, _ in ends):
+                    transaction.notify_enqueued([JOBS_ENDED])
                 recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
                 rate_frees_in_ms = (
@@ -872,6 +875,8 @@ def _record_drained(
         results = transaction.append_units(
             [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
         )
+        if any(job_units.ends_job(end) for _, end, _ in ends):
+            transaction.notify_enqueued([JOBS_ENDED])
         if crashed:
             running = transaction.running_on([holder])
             rescuer.take_back_crashed(

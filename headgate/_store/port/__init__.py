@@ -50,6 +50,7 @@ from headgate._store.port.event_log import (
 from headgate._store.port.figures import StoreFigures
 from headgate._store.port.handlers import DeclaredHandler, HandlerDeclaration, HandlerDeclarations
 from headgate._store.port.job_queue import (
+    JOBS_ENDED,
     JOBS_TAKEN,
     STATE_COUNT_CAP,
     JobFilter,
@@ -83,6 +84,7 @@ from headgate._store.port.workers import (
 __all__ = [
     "ANY_VERSION",
     "DAY_MS",
+    "JOBS_ENDED",
     "JOBS_TAKEN",
     "MAX_SESSION_ID_LENGTH",
     "MAX_STREAM_ID_LENGTH",

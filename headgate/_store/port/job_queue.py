@@ -222,6 +222,11 @@ JOBS_TAKEN: Final = "!taken"
 starts with a letter or digit)."""
 
 
+JOBS_ENDED: Final = "!ended"
+"""What a listener hears after a write that ended jobs for good (completed or
+failed): those waiting for a job's result look at it again."""
+
+
 class Listener(ABC):
     """A running subscription to enqueue notifications from other processes."""
 
