@@ -35,6 +35,7 @@ from headgate._logs import configure_logging, say
 from headgate._progress import Progress
 from headgate._redact import masked
 from headgate._runtime.config import WorkerConfig
+from headgate._server_extra import ServerExtraMissing, is_server_module
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -78,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler  # every command has one
     try:
+        if getattr(args, "json", False):  # checked before the command acts, not after
+            importlib.import_module("headgate.web")
         return handler(args)
     except KeyboardInterrupt:
         say("\ninterrupted; run the same command again to resume")
@@ -88,9 +91,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StoreUnopenable, ValidationError) as error:  # bad input, as a bad argument is
         _print_error(error)
         return EXIT_USAGE
+    except ModuleNotFoundError as error:
+        if not is_server_module(error):
+            raise
+        _print_error(ServerExtraMissing(error.name or "fastapi", _needing_the_server(args)))
+        return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
         _print_error(error)
         return EXIT_ERROR
+
+
+def _needing_the_server(args: argparse.Namespace) -> str:
+    """What asked for the server extra: `serve`, or `--json` (the API's bodies)."""
+    if args.handler is _serve:
+        return "headgate serve"
+    if getattr(args, "json", False):
+        return "--json (it prints the HTTP API's bodies)"
+    return "this command"
 
 
 def _print_error(error: Exception) -> None:
