@@ -177,6 +177,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"past N open connections, answer 503 ({defaults.max_connections})",
     )
+    serve.add_argument(
+        "--no-workers",
+        action="store_true",
+        help="run no workers here, only the scheduler (with --app: its schedules and hooks), "
+        "the API and the console: for deployments that run `headgate worker` apart",
+    )
     add_runtime_settings(serve, int_in)
     serve.set_defaults(handler=_serve)
 
@@ -340,9 +346,9 @@ def _serve(args: argparse.Namespace) -> int:
             # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and
             # re-raises the signal through the handlers it found, these: the process
             # carries on to exit with status 0, as a clean stop is not a failure.
-            stop = StopSignals(hg, WorkerConfig().shutdown_timeout_s)
+            stop = StopSignals(hg, None if args.no_workers else WorkerConfig().shutdown_timeout_s)
             stop.install()
-            hg.start()
+            hg.start(workers=False if args.no_workers else None)
             if not stop.asked.is_set():
                 serving = f"headgate: serving {store} on {address}"
                 _http_server.serve(
