@@ -40,7 +40,9 @@ def main() -> None:
         "import sys, headgate, headgate._cli\n"
         f"print(sorted(m for m in sys.modules if m.partition('.')[0] in {SERVER_PACKAGES!r}))",
     )
-    check(loaded.stdout == "[]\n", "import headgate loads nothing of the server extra", loaded.stderr)
+    check(
+        loaded.stdout == "[]\n", "import headgate loads nothing of the server extra", loaded.stderr
+    )
 
     made = run(
         sys.executable,

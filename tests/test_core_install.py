@@ -35,7 +35,9 @@ def _cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_library_and_the_cli_import_nothing_of_the_server_extra(tmp_path: Path) -> None:
     loaded = _python(
         "import headgate, headgate._cli, headgate.ops, headgate.testing\n"
-        "print(sorted({m.partition('.')[0] for m in sys.modules} & " + repr(set(SERVER_MODULES)) + "))\n",
+        "print(sorted({m.partition('.')[0] for m in sys.modules} & "
+        + repr(set(SERVER_MODULES))
+        + "))\n",
         tmp_path,
     )
     assert loaded.returncode == 0, loaded.stderr

@@ -74,9 +74,7 @@ def _container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def _unit_settings(path: Path) -> dict[str, str]:
     text = path.read_text().replace("\\\n", " ")
-    return dict(
-        line.split("=", 1) for line in text.splitlines() if re.match(r"^[A-Za-z]+=", line)
-    )
+    return dict(line.split("=", 1) for line in text.splitlines() if re.match(r"^[A-Za-z]+=", line))
 
 
 def test_the_guide_has_its_units_and_manifests() -> None:

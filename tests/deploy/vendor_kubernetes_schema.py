@@ -35,7 +35,9 @@ def _without_descriptions(schema: Any) -> Any:
 
 
 def main(schemas: Path) -> None:
-    definitions = json.loads((schemas / f"{VERSION}-local-strict" / "_definitions.json").read_text())
+    definitions = json.loads(
+        (schemas / f"{VERSION}-local-strict" / "_definitions.json").read_text()
+    )
     every = definitions["$defs"]
     kept: dict[str, Any] = {}
     pending = list(KINDS)
