@@ -35,6 +35,7 @@ from headgate._logs import configure_logging, say
 from headgate._progress import Progress
 from headgate._redact import masked
 from headgate._runtime.config import WorkerConfig
+from headgate._server_extra import ServerExtraMissing, is_server_module
 from headgate._serving import (
     MAX_CLIENT_TIMEOUT_S,
     MAX_CONNECTIONS,
@@ -78,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler  # every command has one
     try:
+        if getattr(args, "json", False):  # checked before the command acts, not after
+            importlib.import_module("headgate.web")
         return handler(args)
     except KeyboardInterrupt:
         say("\ninterrupted; run the same command again to resume")
@@ -88,9 +91,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StoreUnopenable, ValidationError) as error:  # bad input, as a bad argument is
         _print_error(error)
         return EXIT_USAGE
+    except ModuleNotFoundError as error:
+        if not is_server_module(error):
+            raise
+        _print_error(ServerExtraMissing(error.name or "fastapi", _needing_the_server(args)))
+        return EXIT_USAGE
     except (HeadgateError, ValueError) as error:
         _print_error(error)
         return EXIT_ERROR
+
+
+def _needing_the_server(args: argparse.Namespace) -> str:
+    """What asked for the server extra: `serve`, or `--json` (the API's bodies)."""
+    if args.handler is _serve:
+        return "headgate serve"
+    if getattr(args, "json", False):
+        return "--json (it prints the HTTP API's bodies)"
+    return "this command"
 
 
 def _print_error(error: Exception) -> None:
@@ -159,6 +176,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=defaults.max_connections,
         metavar="N",
         help=f"past N open connections, answer 503 ({defaults.max_connections})",
+    )
+    serve.add_argument(
+        "--no-workers",
+        action="store_true",
+        help="run no workers here, only the scheduler (with --app: its schedules and hooks), "
+        "the API and the console: for deployments that run `headgate worker` apart",
     )
     add_runtime_settings(serve, int_in)
     serve.set_defaults(handler=_serve)
@@ -323,9 +346,9 @@ def _serve(args: argparse.Namespace) -> int:
             # nothing is served. uvicorn shuts down gracefully on SIGTERM/SIGINT and
             # re-raises the signal through the handlers it found, these: the process
             # carries on to exit with status 0, as a clean stop is not a failure.
-            stop = StopSignals(hg, WorkerConfig().shutdown_timeout_s)
+            stop = StopSignals(hg, None if args.no_workers else WorkerConfig().shutdown_timeout_s)
             stop.install()
-            hg.start()
+            hg.start(workers=False if args.no_workers else None)
             if not stop.asked.is_set():
                 serving = f"headgate: serving {store} on {address}"
                 _http_server.serve(

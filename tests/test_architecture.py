@@ -132,6 +132,22 @@ def test_only_the_metrics_module_knows_prometheus() -> None:
     assert set(_importing("headgate", ("prometheus_client",))) == {"headgate._metrics"}
 
 
+def test_only_the_web_package_and_the_http_server_import_the_server_extra() -> None:
+    """FastAPI, pydantic, Jinja and Swagger UI (the `server` extra) are imported by
+    `headgate.web` alone, uvicorn by `_http_server` alone: the library, the workers
+    and the store's commands run on the core install (the command line reaches
+    them only through `headgate.web`, lazily)."""
+    from headgate._server_extra import SERVER_MODULES
+
+    importing = _importing("headgate", tuple(SERVER_MODULES))
+    outside = {
+        module
+        for module in importing
+        if not module.startswith("headgate.web") and module != "headgate._http_server"
+    }
+    assert outside == set(), f"{sorted(outside)} import the server extra"
+
+
 def test_only_the_http_server_knows_uvicorn() -> None:
     """`headgate serve`'s server and its slow-client protocol reach into uvicorn's
     h11 protocol: one module, so an upgrade that moves it breaks one place."""

@@ -57,10 +57,37 @@ def test_the_readme_gives_exactly_two_shell_commands() -> None:
     section = README.read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
     assert [c.strip() for c in commands] == [
-        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/headgate serve",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[server]' "
+        "&& .venv/bin/headgate serve",
         "sh tests/run.sh",
     ]
     assert "sh tests/run.sh" in (README.parent / ".ci" / "run").read_text()
+
+
+def _extra(name: str) -> set[str]:
+    """The distributions an extra names, without versions; an extra of this
+    project it names (`headgate-jobs[a,b]`) is expanded."""
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    named: set[str] = set()
+    for requirement in extras[name]:
+        distribution = re.split(r"[<>=\[;]", requirement, maxsplit=1)[0].strip().lower()
+        if distribution == "headgate-jobs":
+            for inner in re.findall(r"\[(.*?)\]", requirement)[0].split(","):
+                named |= _extra(inner.strip())
+        else:
+            named.add(distribution)
+    return named
+
+
+def test_the_set_up_commands_install_what_serve_and_the_tests_need() -> None:
+    """`headgate serve` needs the server extra: the first command installs it,
+    and `tests/run.sh` (and so `.ci/run`) installs `dev`, which holds it."""
+    server = _extra("server")
+    assert {"fastapi", "uvicorn", "pydantic", "jinja2"} <= server
+    assert server <= _extra("dev")
+    assert "-e '.[dev]'" in (README.parent / "tests" / "run.sh").read_text()
 
 
 def test_the_jobs_example_runs_the_handler(tmp_path: Path) -> None:

@@ -404,3 +404,26 @@ def test_serve_refuses_a_proxy_that_is_no_address_in_one_line(tmp_path: Path) ->
         "or network (e.g. 10.0.0.5, 10.0.0.0/8, or '*' for any)\n",
     )
     assert list(tmp_path.iterdir()) == [], "refused before the store is opened"
+
+
+def test_serve_with_no_workers_fires_the_apps_ticks_and_runs_none_of_its_jobs(
+    tmp_path: Path,
+) -> None:
+    """`--no-workers`: the scheduler and console of a deployment whose workers run
+    apart (`headgate worker`); the app's schedules are declared and fire here."""
+    (tmp_path / "deployed.py").write_text(
+        "from headgate import Headgate, JobContext\n"
+        "hg = Headgate('sqlite:///deployed.db')\n"
+        "@hg.periodic('pulse', spec='@every:1000')\n"
+        "def pulse(job: JobContext) -> None:\n"
+        "    pass\n"
+    )
+    with serving(tmp_path, "--app", "deployed:hg", "--no-workers") as (process, base):
+        wait_until_answering(f"{base}/api/v1/periodic")
+        _wait_for_first_tick(f"{base}/api/v1/periodic/pulse/enqueue-events")
+        with urllib.request.urlopen(f"{base}/api/v1/workers", timeout=5) as response:
+            assert json.loads(response.read())["workers"] == []
+        with urllib.request.urlopen(f"{base}/api/v1/jobs?state=pending", timeout=5) as response:
+            assert json.loads(response.read())["jobs"], "the tick's job waits for a worker"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0

@@ -1,0 +1,1 @@
+"""myservice: the application whose jobs Headgate runs."""
