@@ -16,6 +16,7 @@ import headgate
 from headgate import ConcurrencyConflict, DuplicateJob, Snooze, TickHasJob, ValidationError
 from headgate._errors import AdmissionRejected, DuplicateTickJobs, JobFailed
 from headgate._runtime.task_calls import ArgumentsRefused
+from headgate._server_extra import ServerExtraMissing
 
 SAMPLES: dict[type[BaseException], BaseException] = {
     Snooze: Snooze(0.25),
@@ -27,6 +28,7 @@ SAMPLES: dict[type[BaseException], BaseException] = {
     DuplicateTickJobs: DuplicateTickJobs("two jobs", [("nightly", 1, ["a", "b"])]),
     JobFailed: JobFailed("job-3", "failed", "ValueError", "no", "Traceback ..."),
     ArgumentsRefused: ArgumentsRefused("when", "is required"),
+    ServerExtraMissing: ServerExtraMissing("fastapi", "headgate serve"),
 }
 
 
