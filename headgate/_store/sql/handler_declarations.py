@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection, Row
 
 from headgate._store.port import DeclaredHandler, HandlerDeclaration, HandlerDeclarations
@@ -14,6 +14,7 @@ from headgate._store.sql.schema import handler_declarations
 
 _declarations = handler_declarations
 _DEFAULTS = ("queue", "priority", "start_within_ms", "partition_key", "rate_class")
+_KEYS = ("kind", "declared_by")
 
 
 class SqlHandlerDeclarations(HandlerDeclarations):
@@ -38,19 +39,11 @@ class SqlHandlerDeclarations(HandlerDeclarations):
                 for kind, declaration in sorted(chosen.items())
                 if kind not in stored or stored[kind].declaration != declaration
             ]
+            dialect = self._database.dialect
             for row in written:
-                values = _values(row)
-                if row.declaration.kind in stored:
-                    connection.execute(
-                        update(_declarations)
-                        .where(
-                            _declarations.c.kind == row.declaration.kind,
-                            _declarations.c.declared_by == declared_by,
-                        )
-                        .values(values)
-                    )
-                else:
-                    connection.execute(insert(_declarations).values(values))
+                # Processes of one group starting together each write the row: the
+                # last one's stands, and none fails on the other's insert.
+                connection.execute(dialect.insert_or_replace(_declarations, _KEYS, _values(row)))
         return written
 
     def declared(self, kinds: Collection[str] | None = None) -> list[DeclaredHandler]:

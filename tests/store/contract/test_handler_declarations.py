@@ -4,6 +4,8 @@ previous one, an unchanged one keeps its row, and other groups' stay apart."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from headgate._errors import StoreClosed
@@ -71,3 +73,27 @@ def test_a_closed_store_records_no_declaration(make_store: StoreFactory) -> None
     store.close()
     with pytest.raises(StoreClosed):
         store.handlers.declare("default", "host:1", [PDF])
+
+
+def test_processes_of_one_group_starting_together_all_start(make_store: StoreFactory) -> None:
+    """Every worker of a deployment declares the same kinds as it starts: those
+    that write at once must neither fail nor leave two rows of one kind."""
+    stores = [make_store() for _ in range(4)]
+    failures: list[BaseException] = []
+    ready = threading.Barrier(len(stores))
+
+    def start(index: int) -> None:
+        ready.wait()
+        try:
+            stores[index].handlers.declare("default", f"worker-{index}:1", [PDF, MAIL])
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert failures == []
+    declared = make_store().handlers.declared()
+    assert sorted(row.declaration.kind for row in declared) == ["mail.send", "pdf.render"]

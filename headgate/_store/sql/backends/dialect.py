@@ -99,6 +99,13 @@ class Dialect(ABC):
         """INSERT ... ON CONFLICT (key) DO NOTHING: two writers inserting at once is no error."""
 
     @abstractmethod
+    def insert_or_replace(
+        self, table: Table, keys: Sequence[str], values: dict[str, Any]
+    ) -> Insert:
+        """INSERT ... ON CONFLICT (keys) DO UPDATE with `values`: a row written by
+        two writers at once ends as the last one left it, and neither fails."""
+
+    @abstractmethod
     def commits_with_host(self, connection: Connection) -> bool:
         """Whether what runs on a host's connection now commits with the host's
         transaction (not on its own, as under autocommit)."""

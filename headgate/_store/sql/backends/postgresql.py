@@ -573,6 +573,16 @@ class PostgresDialect(Dialect):
     def insert_if_absent(self, table: Table, key: str) -> Insert:
         return pg_dialect.insert(table).on_conflict_do_nothing(index_elements=[key])
 
+    def insert_or_replace(
+        self, table: Table, keys: Sequence[str], values: dict[str, Any]
+    ) -> Insert:
+        replaced = {name: value for name, value in values.items() if name not in keys}
+        return (
+            pg_dialect.insert(table)
+            .values(values)
+            .on_conflict_do_update(index_elements=list(keys), set_=replaced)
+        )
+
     def commits_with_host(self, connection: Connection) -> bool:
         if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
             return False
