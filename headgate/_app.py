@@ -870,8 +870,12 @@ class Headgate(AsyncOperations):
         row = self._commands.enqueue(
             kind, payload, options, periodic_origin, within=connection, job_id=job_id
         )
-        if connection is None:  # a host's commit wakes the workers itself
-            self._poke_workers(due_now=row.run_at_ms <= self.clock.now_ms())
+        pool = self._pool
+        if connection is None and pool is not None:  # a host's commit wakes the workers itself
+            if row.run_at_ms <= self.clock.now_ms():
+                pool.enqueued_here(row.job_id, row.queue, row.kind)
+            else:
+                pool.poke()
         if self._handlers.get(row.kind) is None:
             self._serving.warn_if_unserved(row.queue, row.kind, row.job_id)
         return Job.from_row(row)

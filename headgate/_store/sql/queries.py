@@ -577,9 +577,13 @@ def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAtt
 
 
 def earliest_claimable(
-    connection: Connection, queues: Collection[str], kinds: Collection[str]
+    connection: Connection,
+    queues: Collection[str],
+    kinds: Collection[str],
+    after_ms: int | None = None,
 ) -> int | None:
-    """Per queue, the claim index's first entry of these kinds; the earliest of them."""
+    """Per queue, the claim index's first entry of these kinds (due after
+    `after_ms`, when given); the earliest of them."""
     if not queues or not kinds:
         return None
     dialect = dialect_of(connection)
@@ -597,6 +601,8 @@ def earliest_claimable(
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
         )
+        if after_ms is not None:
+            query = query.where(_jobs.c.run_at_ms > after_ms)
         found = connection.execute(query).scalar()
         if found is not None and (earliest is None or found < earliest):
             earliest = int(found)
@@ -914,6 +920,14 @@ class SqlReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
             return earliest_claimable(connection, queues, kinds)
+
+    def next_claimable_at(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int
+    ) -> int | None:
+        with translated_errors("reading pending jobs"), self._engine.connect() as connection:
+            scheduled = earliest_claimable(connection, queues, kinds, after_ms=now_ms)
+            frees = claiming.rate_slot_frees_at(connection, now_ms)
+        return min((at for at in (scheduled, frees) if at is not None), default=None)
 
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         with translated_errors("reading paused queues"), self._engine.connect() as connection:
