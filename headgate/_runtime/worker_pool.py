@@ -75,6 +75,7 @@ from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
     JOBS_TAKEN,
+    SLOTS_FREED,
     Claimant,
     Listener,
     Store,
@@ -471,22 +472,17 @@ class WorkerPool:
             return None
 
     def _limited_queues(self, ending: Sequence[Attempt]) -> list[str]:
-        """The queues of these ending jobs that a concurrency limit covers: their
-        ends free a slot another worker may be waiting for, so they are notified
-        (only these: a notification costs every commit that sends one)."""
+        """What to notify of these ending jobs' ends that free a concurrency
+        limit's slot another worker may wait for: the limit's queue, or
+        `SLOTS_FREED` for a limit on every queue (only these ends: a
+        notification costs every commit that sends one)."""
         limits = self._limits
-        if not limits:
-            return []
-        return sorted(
-            {
-                claimed.queue
-                for claimed in (attempt.claim for attempt in ending)
-                if any(
-                    limit.covers(claimed.queue, claimed.kind, claimed.partition_key)
-                    for limit in limits
-                )
-            }
-        )
+        freed: set[str] = set()
+        for claimed in (attempt.claim for attempt in ending):
+            for limit in limits:
+                if limit.covers(claimed.queue, claimed.kind, claimed.partition_key):
+                    freed.add(SLOTS_FREED if limit.queue is None else claimed.queue)
+        return sorted(freed)
 
     def _look_again_at(self, due_ms: int | None) -> None:
         """Claim again at `due_ms` (a job this worker made due later, a rate window
@@ -732,10 +728,12 @@ class WorkerPool:
 
     def _on_enqueued(self, queue: str | None) -> None:
         """Heard from the store: a queue's enqueue, jobs taken from their workers
-        (`JOBS_TAKEN`), or, where the store cannot say what (None: SQLite), a
-        commit, which may have been either."""
+        (`JOBS_TAKEN`), a limit's slot freed (`SLOTS_FREED`), or, where the store
+        cannot say what (None: SQLite), a commit, which may have been any."""
         if queue == JOBS_TAKEN:
             self.check_now()
+        elif queue == SLOTS_FREED:
+            self._wake.set()
         elif queue is None:
             self._check_maybe = True
             self._wake.set()

@@ -51,6 +51,7 @@ from headgate._store.port.figures import StoreFigures
 from headgate._store.port.handlers import DeclaredHandler, HandlerDeclaration, HandlerDeclarations
 from headgate._store.port.job_queue import (
     JOBS_TAKEN,
+    SLOTS_FREED,
     STATE_COUNT_CAP,
     JobFilter,
     JobQueue,
@@ -84,6 +85,7 @@ __all__ = [
     "ANY_VERSION",
     "DAY_MS",
     "JOBS_TAKEN",
+    "SLOTS_FREED",
     "MAX_SESSION_ID_LENGTH",
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",

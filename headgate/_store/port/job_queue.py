@@ -232,6 +232,9 @@ class LimitsState:
 JOBS_TAKEN: Final = "!taken"
 """What a listener hears after `notify_jobs_taken`: no queue's name (a queue's
 starts with a letter or digit)."""
+SLOTS_FREED: Final = "!freed"
+"""What a worker notifies (`notify_enqueued`) when an end frees a slot of a
+concurrency limit that names no queue: every listening worker looks again."""
 
 
 class Listener(ABC):
