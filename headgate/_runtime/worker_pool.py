@@ -94,6 +94,9 @@ SCHEDULER_SAID_EVERY_MS = 600_000
 """How often it repeats that nobody does, while nobody does."""
 MAX_CLAIMED_LATELY = 1_024
 """Claimed job ids a worker remembers, to drop a hand-over that came after its claim."""
+ECHO_WITHIN_S = 0.1
+"""A notification this soon after a hand-over is taken for its echo: the worker
+reads whether anything is due before it claims, rather than claim again at once."""
 MAX_DUE_LATER = 1_000
 """Instants a worker keeps to wake at; past it, it keeps the earliest half."""
 STOP_WORD_EVERY_S = 5.0
@@ -120,6 +123,23 @@ class PoolStats:
     crashed: int = 0
     """Attempts whose child process died (`executor="process"`): crashes recorded."""
     by_kind: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class _HandOvers:
+    """What tells a worker to claim with no read first."""
+
+    jobs: set[str] = field(default_factory=set)
+    """Jobs enqueued in this process, due and committed, not claimed yet."""
+    claimed_lately: dict[str, None] = field(default_factory=dict)
+    """The ids of the latest claims (an ordered set): a job handed after its
+    claim (the enqueue's notification woke the worker first) is not looked for
+    again."""
+    at: float = 0.0
+    """When (monotonic s) a job was last handed over."""
+    notified: bool = False
+    """A queue of ours was notified, not just after a hand-over (whose own
+    notification it would be)."""
 
 
 def worker_identity(prefix: str = "worker") -> Claimant:
@@ -206,12 +226,7 @@ class WorkerPool:
         self._check_maybe = False
         """Something was committed, maybe a cancel (SQLite cannot say what)."""
         self._checked_at_ms = 0
-        self._handed: set[str] = set()
-        """Jobs enqueued in this process, due and committed, not claimed yet."""
-        self._claimed_lately: dict[str, None] = {}
-        """The ids of the latest claims (an ordered set): a job handed after its
-        claim (the enqueue's notification woke the worker first) is not looked
-        for again."""
+        self._hand_overs = _HandOvers()
         self._limits: list[ConcurrencyLimit] = []
         """The fleet's concurrency limits, as read at the last heartbeat."""
         self._due_later: list[int] = []
@@ -254,8 +269,9 @@ class WorkerPool:
         if queue not in self.capacity or self._handlers.get(kind) is None:
             return
         with self._lock:
-            if job_id not in self._claimed_lately:
-                self._handed.add(job_id)
+            if job_id not in self._hand_overs.claimed_lately:
+                self._hand_overs.jobs.add(job_id)
+        self._hand_overs.at = time.monotonic()
         self._wake.set()
 
     def check_now(self) -> None:
@@ -401,7 +417,7 @@ class WorkerPool:
         ended = [(attempt, outcome) for attempt, outcome in ended if outcome.crashed is None]
         free = self._free_capacity() if claiming else {}
         with self._lock:
-            handed = set(self._handed)  # committed before the claim below begins
+            handed = set(self._hand_overs.jobs)  # committed before the claim below begins
         if (
             not ended
             and not released
@@ -455,11 +471,11 @@ class WorkerPool:
         over (another worker's now, or held by a limit): not looked for again."""
         with self._lock:
             for claimed in claims:
-                self._claimed_lately[claimed.job_id] = None
-                self._handed.discard(claimed.job_id)
-            while len(self._claimed_lately) > MAX_CLAIMED_LATELY:
-                del self._claimed_lately[next(iter(self._claimed_lately))]
-            self._handed -= passed_over
+                self._hand_overs.claimed_lately[claimed.job_id] = None
+                self._hand_overs.jobs.discard(claimed.job_id)
+            while len(self._hand_overs.claimed_lately) > MAX_CLAIMED_LATELY:
+                del self._hand_overs.claimed_lately[next(iter(self._hand_overs.claimed_lately))]
+            self._hand_overs.jobs -= passed_over
 
     def _next_claimable_at(self, free: Mapping[str, int]) -> int | None:
         """After a claim that left slots free: when the store says a job of these
@@ -515,8 +531,8 @@ class WorkerPool:
         already due."""
         if not any(free.values()):
             return False
-        if self._due_now or handed:
-            self._due_now = False
+        if self._due_now or handed or self._hand_overs.notified:
+            self._due_now = self._hand_overs.notified = False
             return True
         queues = [queue for queue, slots in free.items() if slots > 0]
         try:
@@ -738,6 +754,8 @@ class WorkerPool:
             self._check_maybe = True
             self._wake.set()
         elif queue in self.capacity:
+            if time.monotonic() - self._hand_overs.at > ECHO_WITHIN_S:
+                self._hand_overs.notified = True
             self._wake.set()
 
     def _warn_of_kinds_nobody_serves(self) -> None:

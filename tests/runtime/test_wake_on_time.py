@@ -41,14 +41,14 @@ def _runs_at_its_instant(clock: FakeClock, ran_at: list[int], due_ms: int, runs:
     time.sleep(SETTLE_S)
     assert len(ran_at) == runs - 1, "ran before it was due"
     clock.set(due_ms)
-    _eventually(lambda: len(ran_at) == runs, "the worker claimed it at its due instant", WOKEN_WITHIN_S)
+    _eventually(
+        lambda: len(ran_at) == runs, "the worker claimed it at its due instant", WOKEN_WITHIN_S
+    )
     assert ran_at[-1] == due_ms
 
 
 @AND_MEMORY
-def test_a_job_scheduled_for_later_is_claimed_at_its_run_at(
-    hg: Headgate, clock: FakeClock
-) -> None:
+def test_a_job_scheduled_for_later_is_claimed_at_its_run_at(hg: Headgate, clock: FakeClock) -> None:
     ran_at: list[int] = []
 
     @hg.handler("later")
@@ -138,7 +138,9 @@ def test_a_limit_freed_by_another_workers_end_wakes_a_worker_waiting_for_it(
     assert ran["second"] == [], "the limit held"
     assert second.get_job(waiting.id).state == "pending"
     release.set()
-    _eventually(lambda: ran["second"] == [waiting.id], "the waiting worker woken by the end", WOKEN_WITHIN_S)
+    _eventually(
+        lambda: ran["second"] == [waiting.id], "the waiting worker woken by the end", WOKEN_WITHIN_S
+    )
 
 
 @AND_MEMORY
@@ -160,4 +162,3 @@ def test_an_enqueue_in_the_workers_process_wakes_it_without_a_notification(
         time.sleep(0.05)  # idle again
         job = hg.enqueue("now")
         _eventually(lambda job_id=job.id: job_id in ran, "the job handed over", within_s=5)
-

@@ -156,7 +156,8 @@ def claim(
             continue
         if not slots_read:
             tried = not connection.info.get(_LIMITED_LATELY)
-            rows, blamed = [], False
+            rows: list[JobRow] = []
+            blamed = False
             if tried:
                 unlimited = _claim_statement(dialect, timeouts_ms, unless_limited=True)
                 rows, blamed = _claim_first(
