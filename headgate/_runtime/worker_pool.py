@@ -94,9 +94,6 @@ SCHEDULER_SAID_EVERY_MS = 600_000
 """How often it repeats that nobody does, while nobody does."""
 MAX_CLAIMED_LATELY = 1_024
 """Claimed job ids a worker remembers, to drop a hand-over that came after its claim."""
-ECHO_WITHIN_S = 0.1
-"""A notification this soon after a hand-over is taken for its echo: the worker
-reads whether anything is due before it claims, rather than claim again at once."""
 MAX_DUE_LATER = 1_000
 """Instants a worker keeps to wake at; past it, it keeps the earliest half."""
 STOP_WORD_EVERY_S = 5.0
@@ -135,11 +132,9 @@ class _HandOvers:
     """The ids of the latest claims (an ordered set): a job handed after its
     claim (the enqueue's notification woke the worker first) is not looked for
     again."""
-    at: float = 0.0
-    """When (monotonic s) a job was last handed over."""
     notified: bool = False
-    """A queue of ours was notified, not just after a hand-over (whose own
-    notification it would be)."""
+    """A queue of ours was notified while no hand-over waited for its claim (then
+    the notification may be the hand-over's own, and a read decides)."""
 
 
 def worker_identity(prefix: str = "worker") -> Claimant:
@@ -271,7 +266,6 @@ class WorkerPool:
         with self._lock:
             if job_id not in self._hand_overs.claimed_lately:
                 self._hand_overs.jobs.add(job_id)
-        self._hand_overs.at = time.monotonic()
         self._wake.set()
 
     def check_now(self) -> None:
@@ -754,8 +748,8 @@ class WorkerPool:
             self._check_maybe = True
             self._wake.set()
         elif queue in self.capacity:
-            if time.monotonic() - self._hand_overs.at > ECHO_WITHIN_S:
-                self._hand_overs.notified = True
+            with self._lock:
+                self._hand_overs.notified = not self._hand_overs.jobs
             self._wake.set()
 
     def _warn_of_kinds_nobody_serves(self) -> None:
