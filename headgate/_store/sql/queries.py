@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 from typing import Any, Final
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Engine,
     Select,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
 
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import (
@@ -577,13 +579,9 @@ def job_attempts(connection: Connection, job_id: str, limit: int) -> list[JobAtt
 
 
 def earliest_claimable(
-    connection: Connection,
-    queues: Collection[str],
-    kinds: Collection[str],
-    after_ms: int | None = None,
+    connection: Connection, queues: Collection[str], kinds: Collection[str]
 ) -> int | None:
-    """Per queue, the claim index's first entry of these kinds (due after
-    `after_ms`, when given); the earliest of them."""
+    """Per queue, the claim index's first entry of these kinds; the earliest of them."""
     if not queues or not kinds:
         return None
     dialect = dialect_of(connection)
@@ -601,12 +599,50 @@ def earliest_claimable(
             .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
             .limit(1)
         )
-        if after_ms is not None:
-            query = query.where(_jobs.c.run_at_ms > after_ms)
         found = connection.execute(query).scalar()
         if found is not None and (earliest is None or found < earliest):
             earliest = int(found)
     return earliest
+
+
+def _first_run_after(dialect: Dialect) -> Executable:
+    queue = bindparam("queue", type_=String)
+    return (
+        select(_jobs.c.run_at_ms)
+        .where(
+            _CLAIMABLE,
+            _jobs.c.queue == queue,
+            _jobs.c.run_at_ms > bindparam("after", type_=BigInteger),
+            dialect.is_one_of_bound("kinds", _jobs.c.kind),
+            ~exists().where(_paused.c.queue == queue),
+            takes_its_turn(),
+        )
+        .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+        .limit(1)
+    )
+
+
+_FIRST_RUN_AFTER: Final = PreparedPerDialect(_first_run_after)
+"""earliest_claimable after an instant, per queue: asked after every claim that
+left a worker slots free, so built and compiled once."""
+
+
+def next_run_after(
+    connection: Connection, queues: Collection[str], kinds: Collection[str], after_ms: int
+) -> int | None:
+    """The earliest run_at_ms after `after_ms` of a claimable job of these kinds on
+    these queues (as earliest_claimable reads it)."""
+    if not queues or not kinds:
+        return None
+    dialect = dialect_of(connection)
+    statement = _FIRST_RUN_AFTER.on(dialect)
+    wanted = dialect.batch_value(sorted(kinds))
+    found = [
+        int(rows[0][0])
+        for queue in queues
+        if (rows := statement.run(connection, queue=queue, after=after_ms, kinds=wanted))
+    ]
+    return min(found, default=None)
 
 
 def paused_queues(connection: Connection) -> dict[str, PausedQueueRow]:
@@ -925,7 +961,7 @@ class SqlReads(Reads):
         self, queues: Collection[str], kinds: Collection[str], now_ms: int
     ) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
-            scheduled = earliest_claimable(connection, queues, kinds, after_ms=now_ms)
+            scheduled = next_run_after(connection, queues, kinds, now_ms)
             frees = claiming.rate_slot_frees_at(connection, now_ms)
         return min((at for at in (scheduled, frees) if at is not None), default=None)
 
