@@ -947,12 +947,16 @@ class Headgate(AsyncOperations):
         )
         if connection is None:  # a host's commit wakes the workers itself
             due_now = row.run_at_ms <= self.clock.now_ms()
+            pool = self._pool
             if self.eager:
                 if due_now:
                     self._eager.run([row.queue], self._handlers.kinds)
                     return self.get_job(row.job_id)
-            else:
-                self._poke_workers(due_now=due_now)
+            elif pool is not None:
+                if due_now:
+                    pool.enqueued_here(row.job_id, row.queue, row.kind)
+                else:
+                    pool.poke()
         if self._handlers.get(row.kind) is None:
             self._serving.warn_if_unserved(row.queue, row.kind, row.job_id)
         return Job.from_row(row)

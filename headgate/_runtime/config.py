@@ -155,7 +155,9 @@ class WorkerConfig:
     rescue_interval_ms: int = 5_000
     """How often the rescuer (one process, by lease) looks for dead workers."""
     poll_interval_ms: int = 1_000
-    """How often an idle worker looks for due jobs without being woken."""
+    """How often an idle worker looks for due jobs when nothing woke it: the
+    backstop behind the wake-ups (an enqueue here, another process's by
+    notification, the next instant a job of its own becomes claimable)."""
     listen: bool = True
     """Be woken by other processes' enqueues (PostgreSQL LISTEN/NOTIFY; on SQLite a
     thread watching the file's data version every 5 ms). False polls only: for

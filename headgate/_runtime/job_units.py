@@ -62,6 +62,8 @@ class Claim:
     """The trace its enqueue or tick was part of (`_tracing`)."""
     schedule_id: str | None = None
     """The schedule whose run it is (a tick's or an Enqueue now's job), else None."""
+    partition_key: str | None = None
+    """The job's partition key: what a concurrency limit's scope may name."""
 
     @property
     def first_run(self) -> bool:
@@ -105,6 +107,7 @@ def claimed(row: JobRow, spec: HandlerSpec, *, blamed: str | None = None) -> Cla
         blamed_fingerprint=blamed,
         trace_context=row.trace_context,
         schedule_id=run_schedule_id(row),
+        partition_key=row.partition_key,
     )
 
 

@@ -7,13 +7,18 @@ of each queue, oldest run_at first, in one write transaction. Handlers run
 on a pool of threads (sync) or one event loop (async), and hand their
 outcome back to the dispatcher, which they wake.
 
-* Wake-ups: an enqueue in this process pokes the pool at once; other
-  processes' enqueues arrive by NOTIFY on PostgreSQL, and on SQLite as a
-  change of the file's data version (watched every few milliseconds);
-  otherwise (`listen=False`) it polls every `poll_interval_ms`. It sleeps
-  until a scheduled job's run_at when that is sooner, and until the work its
-  own writes make due soon: a job it snoozed or retried, and, when a claim
-  left slots free, the instant a used-up rate class frees a start.
+* Wake-ups: a job enqueued due in this process is handed to the pool once
+  committed (`enqueued_here`), which claims it at once, asking the store
+  nothing first; other processes' enqueues arrive by NOTIFY on PostgreSQL,
+  and on SQLite as a change of the file's data version (watched every few
+  milliseconds). Between them it sleeps, on its clock, until the next
+  instant it knows a job of its own becomes claimable: a job it snoozed or
+  retried, and, after each claim that left slots free, what the store says
+  (`next_claimable_at`: the next run_at, a used-up rate class freeing a
+  start). A concurrency limit freeing has no instant: the worker whose end
+  frees a limited job's slot notifies its queue. `poll_interval_ms` is the
+  backstop behind all of these (and the only wake-up with `listen=False`
+  across processes).
 * Handlers run as `attempts.Attempt`s, as in `drain()`: the runner holds
   each to its deadline (timed out, retried per policy; `job.cancelled` set,
   an async handler cancelled, a process handler's child killed) and decides
@@ -53,6 +58,7 @@ from headgate._clock import Clock
 from headgate._domain.events import JobAttemptFailed, JobReleased, JobSnoozed
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import Redactor, unredacted
+from headgate._domain.limits import ConcurrencyLimit
 from headgate._errors import ConcurrencyConflict, StoreError
 from headgate._logs import get_logger
 from headgate._model import DrainSummary
@@ -70,6 +76,7 @@ from headgate._runtime.rescuer import Rescuer
 from headgate._store.port import (
     JOBS_ENDED,
     JOBS_TAKEN,
+    SLOTS_FREED,
     Claimant,
     Listener,
     Store,
@@ -86,6 +93,8 @@ SCHEDULER_CHECK_EVERY_MS = 15_000
 """How often a worker looks whether anybody fires the ticks."""
 SCHEDULER_SAID_EVERY_MS = 600_000
 """How often it repeats that nobody does, while nobody does."""
+MAX_CLAIMED_LATELY = 1_024
+"""Claimed job ids a worker remembers, to drop a hand-over that came after its claim."""
 MAX_DUE_LATER = 1_000
 """Instants a worker keeps to wake at; past it, it keeps the earliest half."""
 STOP_WORD_EVERY_S = 5.0
@@ -112,6 +121,21 @@ class PoolStats:
     crashed: int = 0
     """Attempts whose child process died (`executor="process"`): crashes recorded."""
     by_kind: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class _HandOvers:
+    """What tells a worker to claim with no read first."""
+
+    jobs: set[str] = field(default_factory=set)
+    """Jobs enqueued in this process, due and committed, not claimed yet."""
+    claimed_lately: dict[str, None] = field(default_factory=dict)
+    """The ids of the latest claims (an ordered set): a job handed after its
+    claim (the enqueue's notification woke the worker first) is not looked for
+    again."""
+    notified: bool = False
+    """A queue of ours was notified while no hand-over waited for its claim (then
+    the notification may be the hand-over's own, and a read decides)."""
 
 
 def worker_identity(prefix: str = "worker") -> Claimant:
@@ -198,6 +222,9 @@ class WorkerPool:
         self._check_maybe = False
         """Something was committed, maybe a cancel (SQLite cannot say what)."""
         self._checked_at_ms = 0
+        self._hand_overs = _HandOvers()
+        self._limits: list[ConcurrencyLimit] = []
+        """The fleet's concurrency limits, as read at the last heartbeat."""
         self._due_later: list[int] = []
         """When jobs this worker knows of become due (a heap): the earliest scheduled
         job it read, those it snoozed or retried, a rate class's next free start."""
@@ -230,6 +257,16 @@ class WorkerPool:
         this process to run now, so the next turn claims without looking first."""
         if due_now:
             self._due_now = True
+        self._wake.set()
+
+    def enqueued_here(self, job_id: str, queue: str, kind: str) -> None:
+        """A job was enqueued in this process, due now, and committed: the next
+        turn claims at once, without reading first whether anything is due."""
+        if queue not in self.capacity or self._handlers.get(kind) is None:
+            return
+        with self._lock:
+            if job_id not in self._hand_overs.claimed_lately:
+                self._hand_overs.jobs.add(job_id)
         self._wake.set()
 
     def check_now(self) -> None:
@@ -298,7 +335,7 @@ class WorkerPool:
             if final:
                 self._leave()
                 return
-            self._wake.wait(self._sleep_s())
+            self._clock.sleep_until(self._wake_at_ms(), self._wake)
             self._wake.clear()
 
     def _turn(self, *, final: bool) -> None:
@@ -350,9 +387,9 @@ class WorkerPool:
             return False
         return now_ms - self._checked_at_ms >= MAYBE_TAKEN_EVERY_MS
 
-    def _sleep_s(self) -> float:
-        """Until the next thing due: a poll, a heartbeat, a rescue, or a job
-        scheduled for later (an attempt that ends, or times out, wakes it)."""
+    def _wake_at_ms(self) -> int:
+        """The next thing due: a poll, a heartbeat, a rescue, or a job scheduled
+        for later (an attempt that ends, or times out, wakes it sooner)."""
         now = self._clock.now_ms()
         due = [
             now + self._config.poll_interval_ms,
@@ -365,7 +402,7 @@ class WorkerPool:
             due.append(max(self._due_later[0], now))
             while self._due_later and self._due_later[0] <= now:
                 heapq.heappop(self._due_later)  # due now: this wake claims it
-        return max(min(due) - now, 1) / 1000
+        return max(min(due), now + 1)
 
     def _write(self, *, claiming: bool, release: bool) -> None:
         """One transaction: record the attempts that ended, and claim into the
@@ -374,7 +411,14 @@ class WorkerPool:
         crashed = [attempt for attempt, outcome in ended if outcome.crashed is not None]
         ended = [(attempt, outcome) for attempt, outcome in ended if outcome.crashed is None]
         free = self._free_capacity() if claiming else {}
-        if not ended and not released and not crashed and not self._worth_claiming(free):
+        with self._lock:
+            handed = set(self._hand_overs.jobs)  # committed before the claim below begins
+        if (
+            not ended
+            and not released
+            and not crashed
+            and not self._worth_claiming(free, handed=bool(handed))
+        ):
             return
         now = self._clock.now_ms()
         holder = self.identity.holder
@@ -392,9 +436,9 @@ class WorkerPool:
                     transaction.notify_enqueued([JOBS_ENDED])
                 recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
-                rate_frees_in_ms = (
-                    _rate_frees_in_ms(transaction) if len(claims) < sum(free.values()) else None
-                )
+                freed = self._limited_queues([attempt for attempt, _, _ in ends] + crashed)
+                if freed:
+                    transaction.notify_enqueued(freed)
         except StoreError:
             self._rescuer.forget_crashes()
             log.warning(
@@ -410,10 +454,48 @@ class WorkerPool:
             self._settle_crashes(crashed, recorded)
         for claimed, spec in claims:
             self._start(claimed, spec)
+        if claims:
+            time.sleep(0)  # the GIL to the handlers just woken, before this thread's bookkeeping
+        left_free = len(claims) < sum(free.values())
+        self._forget_handed([claimed for claimed, _ in claims], handed if left_free else set())
         for due_ms in _due_again_ms([append for _, append, _ in ends]):
             self._look_again_at(due_ms)
-        if rate_frees_in_ms is not None:
-            self._look_again_at(self._clock.now_ms() + rate_frees_in_ms)
+        if any(free.values()) and left_free:
+            self._look_again_at(self._next_claimable_at(free))
+
+    def _forget_handed(self, claims: Sequence[Claim], passed_over: set[str]) -> None:
+        """The handed jobs now claimed, and those a claim with slots left passed
+        over (another worker's now, or held by a limit): not looked for again."""
+        with self._lock:
+            for claimed in claims:
+                self._hand_overs.claimed_lately[claimed.job_id] = None
+                self._hand_overs.jobs.discard(claimed.job_id)
+            while len(self._hand_overs.claimed_lately) > MAX_CLAIMED_LATELY:
+                del self._hand_overs.claimed_lately[next(iter(self._hand_overs.claimed_lately))]
+            self._hand_overs.jobs -= passed_over
+
+    def _next_claimable_at(self, free: Mapping[str, int]) -> int | None:
+        """After a claim that left slots free: when the store says a job of these
+        queues next becomes claimable by time alone (None: nothing known)."""
+        queues = [queue for queue, slots in free.items() if slots > 0]
+        now = self._clock.now_ms()
+        try:
+            return self._store.reads.next_claimable_at(queues, self._handlers.kinds(), now)
+        except StoreError:
+            return None
+
+    def _limited_queues(self, ending: Sequence[Attempt]) -> list[str]:
+        """What to notify of these ending jobs' ends that free a concurrency
+        limit's slot another worker may wait for: the limit's queue, or
+        `SLOTS_FREED` for a limit on every queue (only these ends: a
+        notification costs every commit that sends one)."""
+        limits = self._limits
+        freed: set[str] = set()
+        for claimed in (attempt.claim for attempt in ending):
+            for limit in limits:
+                if limit.covers(claimed.queue, claimed.kind, claimed.partition_key):
+                    freed.add(SLOTS_FREED if limit.queue is None else claimed.queue)
+        return sorted(freed)
 
     def _look_again_at(self, due_ms: int | None) -> None:
         """Claim again at `due_ms` (a job this worker made due later, a rate window
@@ -440,13 +522,14 @@ class WorkerPool:
                     ended.append((attempt, attempt.outcome))
         return ended, released
 
-    def _worth_claiming(self, free: Mapping[str, int]) -> bool:
+    def _worth_claiming(self, free: Mapping[str, int], *, handed: bool) -> bool:
         """A claim transaction only when a due job may be waiting: free slots, and
-        the earliest pending job of our kinds already due."""
+        a job handed by this process, or the earliest pending job of our kinds
+        already due."""
         if not any(free.values()):
             return False
-        if self._due_now:
-            self._due_now = False
+        if self._due_now or handed or self._hand_overs.notified:
+            self._due_now = self._hand_overs.notified = False
             return True
         queues = [queue for queue, slots in free.items() if slots > 0]
         try:
@@ -618,6 +701,7 @@ class WorkerPool:
         try:
             self._store.workers.beat(beat, self._config.heartbeat_ttl_ms)
             self._last_beat_ms = now_ms
+            self._limits = [row.limit() for row in self._store.reads.limits_state(now_ms).limits]
         except StoreError:
             log.warning("could not renew the worker heartbeat", worker_id=self.identity.holder)
         self._next_beat_ms = now_ms + self._config.heartbeat_every_ms
@@ -657,14 +741,18 @@ class WorkerPool:
 
     def _on_enqueued(self, queue: str | None) -> None:
         """Heard from the store: a queue's enqueue, jobs taken from their workers
-        (`JOBS_TAKEN`), or, where the store cannot say what (None: SQLite), a
-        commit, which may have been either."""
+        (`JOBS_TAKEN`), a limit's slot freed (`SLOTS_FREED`), or, where the store
+        cannot say what (None: SQLite), a commit, which may have been any."""
         if queue == JOBS_TAKEN:
             self.check_now()
+        elif queue == SLOTS_FREED:
+            self._wake.set()
         elif queue is None:
             self._check_maybe = True
             self._wake.set()
         elif queue in self.capacity:
+            with self._lock:
+                self._hand_overs.notified = not self._hand_overs.jobs
             self._wake.set()
 
     def _warn_of_kinds_nobody_serves(self) -> None:
@@ -682,13 +770,6 @@ class WorkerPool:
                 kinds=orphans,
                 jobs=sum(by_kind[kind] for kind in orphans),
             )
-
-
-def _rate_frees_in_ms(transaction: WriteTransaction) -> int | None:
-    """How long from now (the store's) until a used-up rate class may start a job
-    again: a claim that left slots free may have passed over jobs of one."""
-    frees_at = transaction.rate_slot_frees_at(transaction.now_ms)
-    return None if frees_at is None else frees_at - transaction.now_ms
 
 
 def log_attempt_end(

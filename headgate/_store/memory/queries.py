@@ -512,7 +512,10 @@ def latest_attempts(models: ReadModels, job_ids: Collection[str]) -> dict[str, J
 
 
 def earliest_claimable(
-    models: ReadModels, queues: Collection[str], kinds: Collection[str]
+    models: ReadModels,
+    queues: Collection[str],
+    kinds: Collection[str],
+    after_ms: int | None = None,
 ) -> int | None:
     wanted = set(kinds)
     unpaused = [queue for queue in queues if models.paused_queues.get(queue) is None]
@@ -521,7 +524,9 @@ def earliest_claimable(
         (
             row.run_at_ms
             for row in pending
-            if row.kind in wanted and not _waits_its_turn(models, row)
+            if row.kind in wanted
+            and (after_ms is None or row.run_at_ms > after_ms)
+            and not _waits_its_turn(models, row)
         ),
         default=None,
     )

@@ -92,6 +92,16 @@ class MemoryReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         return self._read(lambda models: queries.earliest_claimable(models, queues, kinds))
 
+    def next_claimable_at(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int
+    ) -> int | None:
+        with self._state.reading():
+            models = self._state.models
+            scheduled = queries.earliest_claimable(models, queues, kinds, after_ms=now_ms)
+            _, rates = queries.limits(models)
+            frees = queries.rate_slot_frees_at(rates, self._state.rate_starts, now_ms)
+        return min((at for at in (scheduled, frees) if at is not None), default=None)
+
     def pending_work(self) -> dict[tuple[str, str], int]:
         return self._read(queries.pending_work)
 

@@ -52,6 +52,7 @@ from headgate._store.port.handlers import DeclaredHandler, HandlerDeclaration, H
 from headgate._store.port.job_queue import (
     JOBS_ENDED,
     JOBS_TAKEN,
+    SLOTS_FREED,
     STATE_COUNT_CAP,
     JobFilter,
     JobQueue,
@@ -90,6 +91,7 @@ __all__ = [
     "MAX_STREAM_ID_LENGTH",
     "NO_STREAM",
     "SCHEMA_REVISION",
+    "SLOTS_FREED",
     "STATE_COUNT_CAP",
     "ActivityLog",
     "AdmissionFacts",

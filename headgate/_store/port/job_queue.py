@@ -181,6 +181,18 @@ class JobReads(ABC):
         (a job scheduled for later: when to look again), or None."""
 
     @abstractmethod
+    def next_claimable_at(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int
+    ) -> int | None:
+        """The earliest instant after `now_ms` at which time alone may make a
+        pending job of these kinds on these queues claimable: the earliest run_at_ms
+        after `now_ms` (paused queues and serial jobs waiting their turn left out,
+        as earliest_claimable leaves them), or a rate class used up at `now_ms`
+        freeing a start (`JobQueue.rate_slot_frees_at`). None when neither. What an
+        idle worker sleeps until, asked after each claim that left slots free; a
+        concurrency limit freeing is no instant, and wakes workers by notification."""
+
+    @abstractmethod
     def pending_work(self) -> dict[tuple[str, str], int]:
         """Pending jobs by (queue, kind): to tell those no live worker serves."""
 
@@ -220,6 +232,9 @@ class LimitsState:
 JOBS_TAKEN: Final = "!taken"
 """What a listener hears after `notify_jobs_taken`: no queue's name (a queue's
 starts with a letter or digit)."""
+SLOTS_FREED: Final = "!freed"
+"""What a worker notifies (`notify_enqueued`) when an end frees a slot of a
+concurrency limit that names no queue: every listening worker looks again."""
 
 
 JOBS_ENDED: Final = "!ended"

@@ -123,6 +123,11 @@ def _limits_and_running() -> Prepared:
 
 
 _LIMITS_AND_RUNNING: Final = _limits_and_running()
+_LIMITED_LATELY: Final = "headgate_limited_lately"
+"""Whether this connection's last claim found limits or rate classes (its
+`info`): a hint only, choosing which claim to try first. Without any, the
+claim is one statement that proves there are none (`unless_limited`); with
+them, the limits are read first, as that statement would take nothing."""
 MAX_ROUNDS: Final = 32
 """A limited claim reads candidates in windows; each round either fills the
 claim or finds another scope full, so few rounds are ever needed."""
@@ -140,13 +145,37 @@ def claim(
     statement: nearly always none, and then the claim needs no blame lookup)."""
     if not timeouts_ms:
         return [], True
-    slots = _slots(connection, now_ms)
-    statement = _claim_statement(dialect_of(connection), timeouts_ms)
+    dialect = dialect_of(connection)
+    statement = _claim_statement(dialect, timeouts_ms)
     claimed: list[JobRow] = []
     blame_seen = False
+    slots: Slots | None = None
+    slots_read = False
     for queue, count in capacity.items():
         if count <= 0:
             continue
+        if not slots_read:
+            tried = not connection.info.get(_LIMITED_LATELY)
+            rows: list[JobRow] = []
+            blamed = False
+            if tried:
+                unlimited = _claim_statement(dialect, timeouts_ms, unless_limited=True)
+                rows, blamed = _claim_first(
+                    unlimited,
+                    connection,
+                    queue=queue,
+                    count=count,
+                    worker_id=worker_id,
+                    now_ms=now_ms,
+                )
+            slots_read = True
+            if not rows:  # limits to keep, or nothing due: which, the read says
+                slots = _slots(connection, now_ms)
+                connection.info[_LIMITED_LATELY] = slots is not None
+            if rows or (tried and slots is None):  # the unlimited claim's answer stands
+                blame_seen = blame_seen or blamed
+                claimed.extend(sorted(rows, key=claim_order))
+                continue
         if slots is not None and slots.applies_to(queue, timeouts_ms):
             rows, blamed = _claim_within_limits(
                 connection,
@@ -188,7 +217,7 @@ def claim_order(row: JobRow) -> tuple[int, int, int, str]:
     return -row.priority, row.fair_turn, row.run_at_ms, row.job_id
 
 
-_CLAIMS: dict[tuple[int, tuple[tuple[str, int], ...]], Prepared] = {}
+_CLAIMS: dict[tuple[int, tuple[tuple[str, int], ...], bool], Prepared] = {}
 _CLAIMS_LOCK = threading.Lock()
 
 
@@ -226,10 +255,14 @@ def _claimed(where: ColumnElement[bool], timeouts: Mapping[str, int]) -> Any:
     )
 
 
-def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
+def _claim_statement(
+    dialect: Dialect, timeouts_ms: Mapping[str, int], *, unless_limited: bool = False
+) -> Prepared:
     """The claim for these kinds and their timeouts: built once (a worker's handlers
-    rarely change), its queue, limit, time and worker bound at each run."""
-    key = (id(dialect), tuple(sorted(timeouts_ms.items())))
+    rarely change), its queue, limit, time and worker bound at each run.
+    `unless_limited`: it claims nothing while any concurrency limit or rate
+    class exists (a claim that takes rows so has proved there is none to read)."""
+    key = (id(dialect), tuple(sorted(timeouts_ms.items())), unless_limited)
     statement = _CLAIMS.get(key)
     if statement is not None:
         return statement
@@ -241,6 +274,8 @@ def _claim_statement(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepar
         .order_by(*_ORDER)
         .limit(bindparam("limit", type_=Integer))
     )
+    if unless_limited:
+        due = due.where(~exists().select_from(_limits), ~exists().select_from(_rates))
     built = _claimed(_jobs.c.job_id.in_(due.scalar_subquery()), dict(key[1]))
     with _CLAIMS_LOCK:
         return _CLAIMS.setdefault(key, Prepared(built))

@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 from typing import Any, Final
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Engine,
     Select,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
 
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import (
@@ -603,6 +605,46 @@ def earliest_claimable(
     return earliest
 
 
+def _first_run_after(dialect: Dialect) -> Executable:
+    queue = bindparam("queue", type_=String)
+    return (
+        select(_jobs.c.run_at_ms)
+        .where(
+            _CLAIMABLE,
+            _jobs.c.queue == queue,
+            _jobs.c.run_at_ms > bindparam("after", type_=BigInteger),
+            dialect.is_one_of_bound("kinds", _jobs.c.kind),
+            ~exists().where(_paused.c.queue == queue),
+            takes_its_turn(),
+        )
+        .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
+        .limit(1)
+    )
+
+
+_FIRST_RUN_AFTER: Final = PreparedPerDialect(_first_run_after)
+"""earliest_claimable after an instant, per queue: asked after every claim that
+left a worker slots free, so built and compiled once."""
+
+
+def next_run_after(
+    connection: Connection, queues: Collection[str], kinds: Collection[str], after_ms: int
+) -> int | None:
+    """The earliest run_at_ms after `after_ms` of a claimable job of these kinds on
+    these queues (as earliest_claimable reads it)."""
+    if not queues or not kinds:
+        return None
+    dialect = dialect_of(connection)
+    statement = _FIRST_RUN_AFTER.on(dialect)
+    wanted = dialect.batch_value(sorted(kinds))
+    found = [
+        int(rows[0][0])
+        for queue in queues
+        if (rows := statement.run(connection, queue=queue, after=after_ms, kinds=wanted))
+    ]
+    return min(found, default=None)
+
+
 def paused_queues(connection: Connection) -> dict[str, PausedQueueRow]:
     query = select(_paused.c.queue, _paused.c.note, _paused.c.paused_at_ms).order_by(
         _paused.c.queue
@@ -914,6 +956,14 @@ class SqlReads(Reads):
     def earliest_claimable(self, queues: Collection[str], kinds: Collection[str]) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
             return earliest_claimable(connection, queues, kinds)
+
+    def next_claimable_at(
+        self, queues: Collection[str], kinds: Collection[str], now_ms: int
+    ) -> int | None:
+        with translated_errors("reading pending jobs"), self._engine.connect() as connection:
+            scheduled = next_run_after(connection, queues, kinds, now_ms)
+            frees = claiming.rate_slot_frees_at(connection, now_ms)
+        return min((at for at in (scheduled, frees) if at is not None), default=None)
 
     def paused_queues(self) -> dict[str, PausedQueueRow]:
         with translated_errors("reading paused queues"), self._engine.connect() as connection:

@@ -211,6 +211,18 @@ def test_a_used_up_rate_class_says_when_it_frees_a_start(store: Store, clock: Fa
     assert _frees_at(store, clock.now_ms()) == start + 300 + 1_000
 
 
+def test_a_used_up_rate_class_is_an_instant_a_job_becomes_claimable(
+    store: Store, clock: FakeClock
+) -> None:
+    start = clock.now_ms()
+    for n in range(3):
+        _job(store, f"m{n}", rate_class="mail")
+    store.log.append(rate_stream("mail"), NO_STREAM, [RateLimitSet("mail", 2, 1_000)])
+    assert store.reads.next_claimable_at(["q"], ["k"], start) is None, "nothing used up"
+    assert _claim(store, {"q": 5}, clock) == ["m0", "m1"]
+    assert store.reads.next_claimable_at(["q"], ["k"], start) == start + 1_000
+
+
 def test_claims_take_the_lowest_fair_turn_within_a_priority(store: Store, clock: FakeClock) -> None:
     _job(store, "a-late-turn", partition_key="a", fair_turn=7)
     clock.advance(1)

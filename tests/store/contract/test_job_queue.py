@@ -369,6 +369,20 @@ def test_what_waits_and_when(store: Store, clock: FakeClock) -> None:
     assert store.reads.pending_work() == {("q", "k"): 1, ("q", "nobody"): 1}
 
 
+def test_the_next_instant_a_job_becomes_claimable(store: Store, clock: FakeClock) -> None:
+    """What an idle worker sleeps until: a job due already is no instant to wait
+    for (a claim passed it over), the next one due later is."""
+    now = clock.now_ms()
+    assert store.reads.next_claimable_at(["q"], ["k"], now) is None
+    enqueue(store, "due", run_at_ms=now - 10)
+    enqueue(store, "later", run_at_ms=now + 5_000)
+    enqueue(store, "sooner-elsewhere", queue="r", run_at_ms=now + 2_000)
+    enqueue(store, "sooner-of-another-kind", kind="nobody", run_at_ms=now + 1_000)
+    assert store.reads.next_claimable_at(["q"], ["k"], now) == now + 5_000
+    assert store.reads.next_claimable_at(["q", "r"], ["k"], now) == now + 2_000
+    assert store.reads.next_claimable_at(["q"], ["k"], now + 5_000) is None
+
+
 def _heard_once_committed(
     store: Store, make_store: StoreFactory, notify: Callable[[WriteTransaction], None]
 ) -> list[str | None]:
