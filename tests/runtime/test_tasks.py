@@ -502,7 +502,7 @@ def test_a_naive_datetime_given_as_json_is_refused_as_one_given_in_python() -> N
         assert "aware" in str(attempt.error_message)
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, "1", True])
+@pytest.mark.parametrize("timeout", [float("nan"), -1, "1", True])
 def test_a_wait_refuses_a_timeout_that_is_not_seconds(timeout: Any) -> None:
     """A NaN timeout waited for ever, a string raised a TypeError from inside."""
     with Headgate("memory://") as hg:
