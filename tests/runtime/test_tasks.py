@@ -546,3 +546,28 @@ def test_an_eager_async_task_enqueued_inside_an_event_loop_runs() -> None:
 
 async def _async_ping(job: JobContext) -> None:
     await asyncio.sleep(0)
+
+
+class Leaf(pydantic.BaseModel):
+    weight: float
+    parent: Leaf | None = None
+    extra: object = None
+
+
+def test_a_pydantic_model_that_cannot_be_stored_is_refused_by_its_path() -> None:
+    """Its own dump's errors (a cycle, a value pydantic cannot serialize) and a NaN
+    in it are the caller's, named: not a pydantic exception from inside."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("grow")
+        def grow(leaf: Leaf) -> None:
+            """Never runs here."""
+
+        cycle = Leaf(weight=1)
+        cycle.parent = cycle
+        refused = _refused(lambda: grow.enqueue(cycle))
+        assert refused.field == "leaf" and "cannot dump the Leaf model" in refused.rule
+        assert _refused(lambda: grow.enqueue(Leaf(weight=1, extra=object()))).field == "leaf"
+        nan = _refused(lambda: grow.enqueue(Leaf(weight=1, parent=Leaf(weight=float("nan")))))
+        assert (nan.field, nan.rule) == ("leaf.parent.weight", "must be a finite number, got nan")
+        assert sum(hg.count_jobs().values()) == 0
