@@ -158,13 +158,25 @@ def _encode_other(value: Any, path: str, depth: int) -> JsonValue:
         }
         return {TAG: "dataclass", "of": type(value).__name__, "v": fields}
     if _is_pydantic_model(value):
-        dumped = value.model_dump(mode="json")
-        return {TAG: "model", "of": type(value).__name__, "v": dumped}
+        return {TAG: "model", "of": type(value).__name__, "v": _dumped(value, path, depth)}
     if isinstance(value, str | int | float | list | tuple | dict):
         return encode(_plain(value), path, depth)
     raise ValidationError(
         path, f"Headgate cannot encode a {type(value).__qualname__}: it takes {_TAKES}"
     )
+
+
+def _dumped(model: Any, path: str, depth: int) -> JsonValue:
+    """A pydantic model's JSON dump, held to the rules of any other value (finite
+    numbers, the depth) by its path; what pydantic cannot dump (a cycle, a value
+    of no type it knows) is refused by the model's path."""
+    name = type(model).__name__
+    try:
+        dumped: JsonValue = model.model_dump(mode="json")
+    except (ValueError, TypeError) as error:  # pydantic's serialization errors are ValueErrors
+        raise ValidationError(path, f"cannot dump the {name} model: {error}") from None
+    encode(dumped, path, depth + 1)
+    return dumped
 
 
 def _plain(value: Any) -> object:
