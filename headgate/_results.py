@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from headgate._domain.lifecycle import UNFINISHED_STATES
-from headgate._errors import NotFound
+from headgate._errors import NotFound, ValidationError
 from headgate._projections import JobRow
 from headgate._store.port import JOBS_ENDED, JOBS_TAKEN, Listener, Store
 
@@ -48,6 +49,7 @@ class ResultWatch:
         """The job's row once it has ended (any state but pending and running);
         TimeoutError if it has not within `timeout_s` (None: wait as long as it
         takes); NotFound for a job the store does not hold."""
+        _require_seconds(timeout_s)
         self._listen()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -66,6 +68,7 @@ class ResultWatch:
     async def await_end(self, job_id: str, timeout_s: float | None, read: ReadAsync) -> JobRow:
         """`wait_for_end` for a coroutine: woken on its own loop, each read on `read`
         (the Headgate's thread pool), so the loop never blocks on the store."""
+        _require_seconds(timeout_s)
         self._listen()
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
@@ -125,3 +128,19 @@ class ResultWatch:
             wakes = list(self._loops)
         for wake in wakes:
             wake()
+
+
+def _require_seconds(timeout_s: object) -> None:
+    """None (or infinity: as long as it takes), or a number of seconds from 0 (a NaN
+    would wait for ever, having no deadline it passes)."""
+    if timeout_s is None:
+        return
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or math.isnan(timeout_s)
+        or timeout_s < 0
+    ):
+        raise ValidationError(
+            "timeout", f"must be None or a number of seconds from 0, got {timeout_s!r}"
+        )

@@ -50,6 +50,10 @@ __all__ = ["TAG", "decode", "encode"]
 
 TAG: Final = "$type"
 
+MAX_DEPTH: Final = 64
+"""How deep a value may nest (lists, dicts, dataclasses, tagged values): deeper is
+taken for a value that contains itself, refused by its path, not by a RecursionError."""
+
 _TAKES: Final = (
     "JSON values, aware datetimes, dates, times, UUIDs, Decimals, Enums, dataclasses "
     "and pydantic models"
@@ -59,22 +63,30 @@ _TAKES: Final = (
 # encoding ---------------------------------------------------------------------
 
 
-def encode(value: Any, path: str) -> JsonValue:
+def encode(value: Any, path: str, depth: int = 0) -> JsonValue:
     """`value` as JSON, by the module's encoding; ValidationError naming `path`
-    (where the value is) for what it cannot encode."""
+    (where the value is, `depth` levels in) for what it cannot encode."""
+    _within_depth(depth, path)
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
         return _finite(value, path)
     if kind is list or kind is tuple:
-        return [encode(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return [encode(item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)]
     if kind is dict:
-        return _encode_dict(value, path)
+        return _encode_dict(value, path, depth)
     encoder = _ENCODERS.get(kind)
     if encoder is not None:
         return encoder(value, path)
-    return _encode_other(value, path)
+    return _encode_other(value, path, depth)
+
+
+def _within_depth(depth: int, path: str) -> None:
+    if depth > MAX_DEPTH:
+        raise ValidationError(
+            path, f"nests deeper than {MAX_DEPTH} levels (a value that contains itself?)"
+        )
 
 
 def _finite(value: float, path: str) -> float:
@@ -83,12 +95,12 @@ def _finite(value: float, path: str) -> float:
     return value
 
 
-def _encode_dict(value: Mapping[object, object], path: str) -> JsonValue:
+def _encode_dict(value: Mapping[object, object], path: str, depth: int) -> JsonValue:
     encoded: dict[str, JsonValue] = {}
     for key, item in value.items():
         if not isinstance(key, str):
             raise ValidationError(path, f"a dict's keys must be strings, got {key!r}")
-        encoded[key] = encode(item, f"{path}.{key}")
+        encoded[key] = encode(item, f"{path}.{key}", depth + 1)
     if TAG in encoded:
         return {TAG: "dict", "v": encoded}
     return encoded
@@ -132,27 +144,39 @@ _ENCODERS: Final[dict[type[Any], Callable[[Any, str], JsonValue]]] = {
 }
 
 
-def _encode_other(value: Any, path: str) -> JsonValue:
+def _encode_other(value: Any, path: str, depth: int) -> JsonValue:
     """Subclasses of the types above, Enums, dataclasses and pydantic models."""
     if isinstance(value, enum.Enum):
-        return {TAG: "enum", "of": type(value).__name__, "v": encode(value.value, path)}
+        return {TAG: "enum", "of": type(value).__name__, "v": encode(value.value, path, depth + 1)}
     for base, encoder in _ENCODERS.items():
         if isinstance(value, base):
             return encoder(value, path)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {
-            field.name: encode(getattr(value, field.name), f"{path}.{field.name}")
+            field.name: encode(getattr(value, field.name), f"{path}.{field.name}", depth + 1)
             for field in dataclasses.fields(value)
         }
         return {TAG: "dataclass", "of": type(value).__name__, "v": fields}
     if _is_pydantic_model(value):
-        dumped = value.model_dump(mode="json")
-        return {TAG: "model", "of": type(value).__name__, "v": dumped}
+        return {TAG: "model", "of": type(value).__name__, "v": _dumped(value, path, depth)}
     if isinstance(value, str | int | float | list | tuple | dict):
-        return encode(_plain(value), path)
+        return encode(_plain(value), path, depth)
     raise ValidationError(
         path, f"Headgate cannot encode a {type(value).__qualname__}: it takes {_TAKES}"
     )
+
+
+def _dumped(model: Any, path: str, depth: int) -> JsonValue:
+    """A pydantic model's JSON dump, held to the rules of any other value (finite
+    numbers, the depth) by its path; what pydantic cannot dump (a cycle, a value
+    of no type it knows) is refused by the model's path."""
+    name = type(model).__name__
+    try:
+        dumped: JsonValue = model.model_dump(mode="json")
+    except (ValueError, TypeError) as error:  # pydantic's serialization errors are ValueErrors
+        raise ValidationError(path, f"cannot dump the {name} model: {error}") from None
+    encode(dumped, path, depth + 1)
+    return dumped
 
 
 def _plain(value: Any) -> object:
@@ -173,24 +197,25 @@ def _is_pydantic_model(value: object) -> bool:
 # decoding ---------------------------------------------------------------------
 
 
-def decode(value: JsonValue, annotation: object, path: str) -> object:
+def decode(value: JsonValue, annotation: object, path: str, depth: int = 0) -> object:
     """A stored value back as `annotation` says (Any or a missing annotation: by its
     tags alone). Raises ValidationError naming `path` for a value that is not
     what it should be (a stored job whose task changed its signature since)."""
+    _within_depth(depth, path)
     if isinstance(value, dict):
         tag = value.get(TAG)
         if tag is not None:
-            return _decode_tagged(tag, value, annotation, path)
+            return _decode_tagged(tag, value, annotation, path, depth)
         inner = _mapping_values(annotation)
         kind = _dataclass_in(annotation)
         if kind is not None:  # a dataclass given as its fields (from another language)
-            return _build_dataclass(kind, value, path)
+            return _build_dataclass(kind, value, path, depth)
         model = _model_in(annotation, None)
         if model is not None:
             return _validated(model, value, path)
-        return {key: decode(item, inner, f"{path}.{key}") for key, item in value.items()}
+        return {key: decode(item, inner, f"{path}.{key}", depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return _decode_list(value, annotation, path)
+        return _decode_list(value, annotation, path, depth)
     return _decode_scalar(value, annotation, path)
 
 
@@ -205,7 +230,7 @@ def _decode_scalar(value: JsonValue, annotation: object, path: str) -> object:
     return value
 
 
-def _decode_list(value: list[JsonValue], annotation: object, path: str) -> object:
+def _decode_list(value: list[JsonValue], annotation: object, path: str, depth: int) -> object:
     origin = typing.get_origin(annotation)
     arguments = typing.get_args(annotation)
     for member in _members(annotation):
@@ -218,26 +243,31 @@ def _decode_list(value: list[JsonValue], annotation: object, path: str) -> objec
             break
     if origin is tuple:
         if len(arguments) == 2 and arguments[1] is Ellipsis:
-            items = [decode(item, arguments[0], f"{path}[{i}]") for i, item in enumerate(value)]
+            items = [
+                decode(item, arguments[0], f"{path}[{i}]", depth + 1)
+                for i, item in enumerate(value)
+            ]
         elif arguments:
             items = [
-                decode(item, arguments[i] if i < len(arguments) else Any, f"{path}[{i}]")
+                decode(item, arguments[i] if i < len(arguments) else Any, f"{path}[{i}]", depth + 1)
                 for i, item in enumerate(value)
             ]
         else:
-            items = [decode(item, Any, f"{path}[{i}]") for i, item in enumerate(value)]
+            items = [decode(item, Any, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
         return tuple(items)
     inner = arguments[0] if arguments else Any
-    return [decode(item, inner, f"{path}[{index}]") for index, item in enumerate(value)]
+    return [decode(item, inner, f"{path}[{index}]", depth + 1) for index, item in enumerate(value)]
 
 
 def _decode_tagged(
-    tag: object, value: dict[str, JsonValue], annotation: object, path: str
+    tag: object, value: dict[str, JsonValue], annotation: object, path: str, depth: int
 ) -> object:
     text = value.get("v")
     try:
         if tag == "datetime":
             decoded = dt.datetime.fromisoformat(str(text))
+            if decoded.utcoffset() is None:
+                raise ValueError("a datetime must be aware (give it an offset)")
             zone = value.get("tz")
             return decoded.astimezone(ZoneInfo(str(zone))) if zone is not None else decoded
         if tag == "date":
@@ -254,7 +284,7 @@ def _decode_tagged(
         if not isinstance(text, dict):
             raise ValidationError(path, "a tagged dict's 'v' must be an object")
         inner = _mapping_values(annotation)
-        return {key: decode(item, inner, f"{path}.{key}") for key, item in text.items()}
+        return {key: decode(item, inner, f"{path}.{key}", depth + 1) for key, item in text.items()}
     name = value.get("of")
     if tag == "enum":
         member = _enum_in(annotation, name)
@@ -263,7 +293,7 @@ def _decode_tagged(
         if not isinstance(text, dict):
             raise ValidationError(path, "a dataclass's 'v' must be an object of its fields")
         kind = _dataclass_in(annotation, name)
-        return value if kind is None else _build_dataclass(kind, text, path)
+        return value if kind is None else _build_dataclass(kind, text, path, depth)
     if tag == "model":
         model = _model_in(annotation, name)
         return value if model is None else _validated(model, text, path)
@@ -328,14 +358,17 @@ def _dataclass_in(annotation: object, name: object = None) -> type[Any] | None:
     return None
 
 
-def _build_dataclass(kind: type[Any], values: Mapping[str, JsonValue], path: str) -> object:
+def _build_dataclass(
+    kind: type[Any], values: Mapping[str, JsonValue], path: str, depth: int
+) -> object:
     hints = _hints(kind)
     fields = {field.name: field for field in dataclasses.fields(kind)}
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ValidationError(f"{path}.{unknown[0]}", f"is not a field of {kind.__name__}")
     given = {
-        name: decode(item, hints.get(name, Any), f"{path}.{name}") for name, item in values.items()
+        name: decode(item, hints.get(name, Any), f"{path}.{name}", depth + 1)
+        for name, item in values.items()
     }
     init = {name: item for name, item in given.items() if fields[name].init}
     try:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import sys
 import threading
 import traceback
@@ -494,7 +495,7 @@ class AttemptRunner:
         its own, a process one in a child this thread waits for), and say how it
         ended: None if it was withdrawn meanwhile."""
         if attempt.spec.is_async:
-            asyncio.run(attempt.run_async())
+            _run_on_a_loop_of_its_own(attempt)
         elif attempt.spec.executor == "process":
             with attempt.traced():
                 self._children.run(attempt.spec.function, attempt)
@@ -511,6 +512,32 @@ class AttemptRunner:
         self._deadlines.forget(attempt)
         _log_settlement(attempt, outcome)
         self._on_end(attempt, outcome)
+
+
+def _run_on_a_loop_of_its_own(attempt: Attempt) -> None:
+    """An async handler's attempt on a new event loop: in this thread, or, when this
+    thread runs a loop already (`drain()` or an eager enqueue called from a
+    coroutine), on a thread of its own this one waits for, as one loop cannot run
+    inside another."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(attempt.run_async())
+        return
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(attempt.run_async())
+        except BaseException as error:  # raised again in the caller
+            failures.append(error)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name="headgate-async-attempt")
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
 
 
 def _log_settlement(attempt: Attempt, outcome: Outcome | None) -> None:

@@ -452,3 +452,122 @@ def test_a_date_in_a_different_zone_is_the_same_instant() -> None:
             return when + timedelta(hours=1)
 
         assert echo.enqueue(WHEN).wait(timeout=0) == WHEN + timedelta(hours=1)
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    child: Node | None = None
+
+
+def test_a_value_that_contains_itself_is_refused_by_its_path() -> None:
+    """A cycle or a nesting too deep is the caller's error, named, not a RecursionError."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("tree")
+        def tree(node: Node, notes: Any = None) -> None:
+            """Never runs here."""
+
+        loop = Node("a")
+        loop.child = loop
+        refused = _refused(lambda: tree.enqueue(loop))
+        assert refused.field.startswith("node.child.child")
+        assert "nests deeper than" in refused.rule
+        itself: list[Any] = []
+        itself.append(itself)
+        assert _refused(lambda: tree.enqueue(Node("b"), itself)).field.startswith("notes[0][0]")
+        deep: Any = None
+        for _ in range(5000):
+            deep = {"in": deep}
+        by_kind = _refused(lambda: hg.enqueue("tree", {"node": {"name": "c"}, "notes": deep}))
+        assert by_kind.field.startswith("notes.in.in") and "nests deeper than" in by_kind.rule
+        assert sum(hg.count_jobs().values()) == 0
+
+
+def test_a_naive_datetime_given_as_json_is_refused_as_one_given_in_python() -> None:
+    """Another language's payload follows the Python caller's rule: a datetime is aware."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("remind")
+        def remind(when: datetime) -> None:
+            """Never runs here."""
+
+        naive = {"when": {"$type": "datetime", "v": "2026-12-05T09:30:00"}}
+        refused = _refused(lambda: hg.enqueue("remind", naive))
+        assert refused.field == "when" and "aware" in refused.rule
+        job = hg.enqueue_job("remind", naive, remind.options)  # written before the check
+        hg.drain()
+        attempt = hg.get_job(job.id).attempt_history[0]
+        assert attempt.error_type == "headgate.ArgumentsRefused"
+        assert "aware" in str(attempt.error_message)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, "1", True])
+def test_a_wait_refuses_a_timeout_that_is_not_seconds(timeout: Any) -> None:
+    """A NaN timeout waited for ever, a string raised a TypeError from inside."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("later")
+        def later() -> None:
+            """Never runs: no worker."""
+
+        handle = later.enqueue()
+        refused = _refused(lambda: handle.wait(timeout=timeout))
+        assert refused.field == "timeout" and "seconds" in refused.rule
+        refused = _refused(lambda: asyncio.run(handle.await_result(timeout=timeout)))
+        assert refused.field == "timeout"
+
+
+def test_an_eager_async_task_enqueued_inside_an_event_loop_runs() -> None:
+    """A sync enqueue (or drain) in a coroutine: the task runs on a loop of its own
+    rather than failing on the caller's and leaving its job running for ever."""
+    with Headgate("memory://", eager=True) as hg:
+
+        @hg.task("double")
+        async def double(n: int) -> int:
+            await asyncio.sleep(0)
+            return n * 2
+
+        async def caller() -> tuple[int, str]:
+            handle = double.enqueue(21)
+            return handle.wait(timeout=0), handle.refresh().state
+
+        assert asyncio.run(caller()) == (42, "completed")
+    with Headgate("memory://") as hg:
+        hg.handler("ping")(_async_ping)
+        job = hg.enqueue("ping", {})
+
+        async def drains() -> int:
+            return hg.drain().succeeded
+
+        assert asyncio.run(drains()) == 1
+        assert hg.get_job(job.id).state == "completed"
+
+
+async def _async_ping(job: JobContext) -> None:
+    await asyncio.sleep(0)
+
+
+class Leaf(pydantic.BaseModel):
+    weight: float
+    parent: Leaf | None = None
+    extra: object = None
+
+
+def test_a_pydantic_model_that_cannot_be_stored_is_refused_by_its_path() -> None:
+    """Its own dump's errors (a cycle, a value pydantic cannot serialize) and a NaN
+    in it are the caller's, named: not a pydantic exception from inside."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("grow")
+        def grow(leaf: Leaf) -> None:
+            """Never runs here."""
+
+        cycle = Leaf(weight=1)
+        cycle.parent = cycle
+        refused = _refused(lambda: grow.enqueue(cycle))
+        assert refused.field == "leaf" and "cannot dump the Leaf model" in refused.rule
+        assert _refused(lambda: grow.enqueue(Leaf(weight=1, extra=object()))).field == "leaf"
+        nan = _refused(lambda: grow.enqueue(Leaf(weight=1, parent=Leaf(weight=float("nan")))))
+        assert (nan.field, nan.rule) == ("leaf.parent.weight", "must be a finite number, got nan")
+        assert sum(hg.count_jobs().values()) == 0
