@@ -305,25 +305,37 @@ def earliest_due_at(connection: Connection) -> int | None:
     return None if value is None else int(value)
 
 
-def job(connection: Connection, job_id: str) -> JobRow | None:
+def job(connection: Connection, job_id: str, *, for_update: bool = False) -> JobRow | None:
+    """`for_update`: lock the row until the transaction ends (where writers run
+    side by side, a decision read from it must not be overtaken by a claim)."""
     if not could_be_stored(job_id):
         return None
-    row = connection.execute(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id)).first()
+    query = _locked_if(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id), for_update)
+    row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
 
-def job_for_tick(connection: Connection, schedule_id: str, tick_ms: int) -> JobRow | None:
+def _locked_if(query: Select[Any], for_update: bool) -> Select[Any]:
+    return query.with_for_update() if for_update else query
+
+
+def job_for_tick(
+    connection: Connection, schedule_id: str, tick_ms: int, *, for_update: bool = False
+) -> JobRow | None:
     """The job whose periodic origin is (schedule, tick): one probe of its unique index."""
     if not could_be_stored(schedule_id):
         return None
     query = select(*_JOB_ROW_COLUMNS).where(
         _jobs.c.periodic_schedule_id == schedule_id, _jobs.c.periodic_tick_ms == tick_ms
     )
+    query = _locked_if(query, for_update)
     row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
 
-def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
+def jobs(
+    connection: Connection, job_ids: Iterable[str], *, for_update: bool = False
+) -> dict[str, JobRow]:
     """The rows of those jobs that exist, by id (one indexed lookup per chunk)."""
     wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
     found: dict[str, JobRow] = {}
@@ -332,16 +344,20 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
         query = select(*_JOB_ROW_COLUMNS).where(
             dialect.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
         )
+        query = _locked_if(query.order_by(_jobs.c.job_id), for_update)
         found.update((row.job_id, JobRow(*row)) for row in connection.execute(query))
     return found
 
 
-def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
+def running_on(
+    connection: Connection, worker_ids: Collection[str], *, for_update: bool = False
+) -> list[JobRow]:
     if not worker_ids:
         return []
     query = select(*_JOB_ROW_COLUMNS).where(
         _RUNNING, dialect_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
     )
+    query = _locked_if(query.order_by(_jobs.c.job_id), for_update)
     return [JobRow(*row) for row in connection.execute(query)]
 
 
@@ -351,10 +367,14 @@ def late_jobs(
     kinds: Collection[str],
     now_ms: int,
     limit: int,
+    *,
+    for_update: bool = False,
 ) -> list[JobRow]:
     if not queues or not kinds:
         return []
-    query = late_jobs_query(dialect_of(connection), queues, kinds, now_ms, limit)
+    query = _locked_if(
+        late_jobs_query(dialect_of(connection), queues, kinds, now_ms, limit), for_update
+    )
     return [JobRow(*row) for row in connection.execute(query)]
 
 
@@ -378,13 +398,16 @@ def late_jobs_query(
     )
 
 
-def pending_like(connection: Connection, kind: str, payload: str, limit: int) -> list[JobRow]:
+def pending_like(
+    connection: Connection, kind: str, payload: str, limit: int, *, for_update: bool = False
+) -> list[JobRow]:
     query = (
         select(*_JOB_ROW_COLUMNS)
         .where(_CLAIMABLE, _jobs.c.kind == kind, _jobs.c.payload == payload)
         .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
         .limit(limit)
     )
+    query = _locked_if(query, for_update)
     return [JobRow(*row) for row in connection.execute(query)]
 
 
