@@ -14,7 +14,15 @@ inline, in the same transaction.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Final
 
 from sqlalchemy import BigInteger, bindparam, func, select, update
@@ -333,23 +341,38 @@ class SqlWriteTransaction(WriteTransaction):
     def late_jobs(
         self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
     ) -> list[JobRow]:
-        return self._learn_versions(
-            queries.late_jobs(
-                self.connection, queues, kinds, now_ms, limit, for_update=self._for_update
-            )
+        return self._held_rows(
+            lambda: queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
         )
 
     def rate_slot_frees_at(self, now_ms: int) -> int | None:
         return claiming.rate_slot_frees_at(self.connection, now_ms)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
-        return self._learn_versions(
-            queries.running_on(self.connection, worker_ids, for_update=self._for_update)
-        )
+        return self._held_rows(lambda: queries.running_on(self.connection, worker_ids))
 
     def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
+        return self._held_rows(lambda: queries.pending_like(self.connection, kind, payload, limit))
+
+    def _held_rows(self, find: Callable[[], list[JobRow]]) -> list[JobRow]:
+        """The job rows `find` reads, to decide on, locked as every writer locks a
+        job: its stream first, then its row (a writer that appends to a job's
+        stream folds into its row after; the other order beside it deadlocks).
+        So the rows are found, their streams held, their rows locked, and `find`
+        asked again: those it still finds are the answer, unchanged until this
+        transaction ends (one that no longer fits is left out; one new to it is
+        left to the next call)."""
+        if not self._order.locks_per_stream:
+            return self._learn_versions(find())
+        found = find()
+        if not found:
+            return []
+        ids = [row.job_id for row in found]
+        self._hold_streams(job_stream(job_id) for job_id in sorted(ids))
+        locked = queries.jobs(self.connection, ids, for_update=True)
+        still = {row.job_id for row in find()}
         return self._learn_versions(
-            queries.pending_like(self.connection, kind, payload, limit, for_update=self._for_update)
+            [locked[job_id] for job_id in ids if job_id in locked and job_id in still]
         )
 
     def _learn_versions(self, rows: list[JobRow]) -> list[JobRow]:

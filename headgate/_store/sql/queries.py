@@ -349,15 +349,12 @@ def jobs(
     return found
 
 
-def running_on(
-    connection: Connection, worker_ids: Collection[str], *, for_update: bool = False
-) -> list[JobRow]:
+def running_on(connection: Connection, worker_ids: Collection[str]) -> list[JobRow]:
     if not worker_ids:
         return []
     query = select(*_JOB_ROW_COLUMNS).where(
         _RUNNING, dialect_of(connection).is_one_of(_jobs.c.worker_id, list(worker_ids))
     )
-    query = _locked_if(query.order_by(_jobs.c.job_id), for_update)
     return [JobRow(*row) for row in connection.execute(query)]
 
 
@@ -367,14 +364,10 @@ def late_jobs(
     kinds: Collection[str],
     now_ms: int,
     limit: int,
-    *,
-    for_update: bool = False,
 ) -> list[JobRow]:
     if not queues or not kinds:
         return []
-    query = _locked_if(
-        late_jobs_query(dialect_of(connection), queues, kinds, now_ms, limit), for_update
-    )
+    query = late_jobs_query(dialect_of(connection), queues, kinds, now_ms, limit)
     return [JobRow(*row) for row in connection.execute(query)]
 
 
@@ -398,16 +391,13 @@ def late_jobs_query(
     )
 
 
-def pending_like(
-    connection: Connection, kind: str, payload: str, limit: int, *, for_update: bool = False
-) -> list[JobRow]:
+def pending_like(connection: Connection, kind: str, payload: str, limit: int) -> list[JobRow]:
     query = (
         select(*_JOB_ROW_COLUMNS)
         .where(_CLAIMABLE, _jobs.c.kind == kind, _jobs.c.payload == payload)
         .order_by(_jobs.c.run_at_ms, _jobs.c.job_id)
         .limit(limit)
     )
-    query = _locked_if(query, for_update)
     return [JobRow(*row) for row in connection.execute(query)]
 
 

@@ -19,16 +19,22 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 from headgate import DuplicateJob, Headgate
-from headgate._domain.events import ConcurrencyLimitSet, RecordedEvent
+from headgate._domain.events import (
+    ConcurrencyLimitSet,
+    JobCancelled,
+    JobReleased,
+    RecordedEvent,
+)
 from headgate._domain.limits import scope_of
-from headgate._domain.streams import limit_stream
+from headgate._domain.streams import job_stream, limit_stream
 from headgate._errors import ConcurrencyConflict, ProjectionsRebuilding
+from headgate._projections import JobRow
 from headgate._store.port import NO_STREAM, StreamAppend, WriteTransaction
 from headgate._store.sql.maintenance import rebuild, verify
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.conftest import empty_store_url
-from tests.store.builders import defined, enqueue
+from tests.store.builders import claim, defined, enqueue
 
 WAIT_S = 10.0
 """How long a step that should go ahead may take (a busy machine included)."""
@@ -83,7 +89,13 @@ class Background:
 class HeldWrite:
     """A write transaction on `store`, held open after `act` until released."""
 
-    def __init__(self, store: SqlStore, act: Callable[[WriteTransaction], Any]) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        act: Callable[[WriteTransaction], Any],
+        then: Callable[[WriteTransaction, Any], Any] | None = None,
+    ) -> None:
+        """`then`, given what `act` returned, runs once released, before the commit."""
         self._acted = threading.Event()
         self._release = threading.Event()
         self.value: Any = None
@@ -93,6 +105,8 @@ class HeldWrite:
                 self.value = act(transaction)
                 self._acted.set()
                 assert self._release.wait(WAIT_S * 3), "never released"
+                if then is not None:
+                    then(transaction, self.value)
 
         self._background = Background(write)
         assert self._acted.wait(WAIT_S), "the held write did not get to act"
@@ -297,3 +311,50 @@ def test_a_rebuild_waits_for_writes_in_flight_and_holds_off_the_rest(
     assert report.head >= held.value[0].position
     assert verify(other).ok
     assert other.reads.schedule("a") is not None
+
+
+def test_a_cancel_beside_a_rescue_of_the_same_job_takes_turns(
+    stores: tuple[SqlStore, SqlStore], clock: FakeClock
+) -> None:
+    """One writer finds running jobs by their worker (a rescue, a crash's record)
+    and then ends them; another reads the job by id to cancel it. Each locks the
+    job's stream before its row, so one waits for the other: no deadlock."""
+    one, other = stores
+    enqueue(one, "j")
+    claim(one, "j", worker="w1")
+
+    def running(transaction: WriteTransaction) -> list[JobRow]:
+        return transaction.running_on(["w1"])
+
+    def take_back(transaction: WriteTransaction, rows: list[JobRow]) -> None:
+        for row in rows:
+            transaction.append_units(
+                [
+                    [
+                        StreamAppend(
+                            job_stream(row.job_id), row.version, (JobReleased(row.job_id, "w1"),)
+                        )
+                    ]
+                ]
+            )
+
+    held = HeldWrite(one, running, then=take_back)
+    assert [row.job_id for row in held.value] == ["j"]
+
+    def cancel() -> str | None:
+        with other.log.write() as transaction:
+            row = transaction.job("j")
+            assert row is not None
+            if row.state != "running":
+                return row.state
+            transaction.append_units(
+                [[StreamAppend(job_stream("j"), row.version, (JobCancelled("j"),))]]
+            )
+            return None
+
+    cancelling = Background(cancel)
+    try:
+        assert cancelling.still_running_after(BLOCKED_S), "it waits for the rescue"
+    finally:
+        held.commit()
+    assert cancelling.result() == "pending"
