@@ -1,7 +1,10 @@
 """The claim on SQL: what a worker takes, and the flow-control facts it reads.
 
-A claim runs in a write transaction, holding the log head, so no other claim
-on the store runs beside it: what it counts (running jobs, a rate class's
+A claim takes the rows it claims with FOR UPDATE SKIP LOCKED (where the
+database has it), so claims beside each other never take one job twice nor
+wait for each other's rows. With concurrency limits or rate classes, a claim
+holds the store's claim lock (`CLAIMS_KEY`; on SQLite every write holds the
+whole log) before it counts, so what it counts (running jobs, a rate class's
 recent starts) cannot change before it commits, and a limit it keeps holds
 across every process (`limits`). Without limits or rate classes a claim is
 one UPDATE per queue of the rows the claim index gives first; with them, it
@@ -16,7 +19,7 @@ current turn.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from sqlalchemy import (
@@ -133,16 +136,22 @@ MAX_ROUNDS: Final = 32
 claim or finds another scope full, so few rounds are ever needed."""
 
 
-def claim(
+CLAIMS_KEY: Final = "claims"
+"""The key a claim holds while it counts against limits and rate classes."""
+
+
+def claim(  # noqa: PLR0917 (the claim values, and how to hold a key)
     connection: Connection,
     capacity: Mapping[str, int],
     timeouts_ms: Mapping[str, int],
     worker_id: str,
     now_ms: int,
+    hold: Callable[[Collection[str]], None],
 ) -> tuple[list[JobRow], bool]:
     """Claim due pending jobs of these kinds (see JobQueue.claim), per queue.
     With them, whether any fingerprint carries crash blame (read in the same
-    statement: nearly always none, and then the claim needs no blame lookup)."""
+    statement: nearly always none, and then the claim needs no blame lookup).
+    `hold` holds keys until the transaction ends (`LogOrder.lock`)."""
     if not timeouts_ms:
         return [], True
     dialect = dialect_of(connection)
@@ -171,6 +180,9 @@ def claim(
             slots_read = True
             if not rows:  # limits to keep, or nothing due: which, the read says
                 slots = _slots(connection, now_ms)
+                if slots is not None:
+                    hold([CLAIMS_KEY])
+                    slots = _slots(connection, now_ms)  # counted again: nobody else counts
                 connection.info[_LIMITED_LATELY] = slots is not None
             if rows or (tried and slots is None):  # the unlimited claim's answer stands
                 blame_seen = blame_seen or blamed
@@ -273,6 +285,7 @@ def _claim_statement(
         .where(*_due(dialect, queue, now, [kind for kind, _ in key[1]]))
         .order_by(*_ORDER)
         .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
     )
     if unless_limited:
         due = due.where(~exists().select_from(_limits), ~exists().select_from(_rates))
@@ -283,8 +296,9 @@ def _claim_statement(
 
 def takes_its_turn() -> ColumnElement[bool]:
     """A job that is not serial, or a serial one no earlier tick job of whose
-    schedule is pending or running (`overlap.is_serial`). Claims are made holding
-    the log head, so no other claim can start one meanwhile."""
+    schedule is pending or running (`overlap.is_serial`). An earlier tick job
+    is live until its end commits, so a claim beside this one that takes it
+    leaves it live here too."""
     earlier = _jobs.alias(_EARLIER)
     return or_(
         _jobs.c.serial.is_(False),
@@ -435,14 +449,15 @@ def _candidates(dialect: Dialect, kinds: Sequence[str]) -> Prepared:
         )
         .order_by(*_ORDER)
         .limit(bindparam("window", type_=Integer))
+        .with_for_update(skip_locked=True)
     )
     with _CLAIMS_LOCK:
         return _CANDIDATES.setdefault(key, Prepared(built))
 
 
 def _by_ids(dialect: Dialect, timeouts_ms: Mapping[str, int]) -> Prepared:
-    """The claim of the jobs `ids`, just read pending in this transaction (which
-    holds the log head: nothing changed them since), each found by its primary
+    """The claim of the jobs `ids`, just read pending in this transaction (and
+    locked by that read: nothing changed them since), each found by its primary
     key. Their state is not asked again: with the claim index's predicate in
     the statement, PostgreSQL read that whole index for a few ids while its
     statistics lagged a growing table."""

@@ -1,18 +1,28 @@
 """The event log on SQL: atomic multi-stream appends with optimistic concurrency.
 
-Appends are serialised by locking the single log-head row (SQLite's write
-lock does the same), so positions are assigned gap-free in commit order and
-a reader tailing by position can never skip an event that commits later with
-a lower position. Holding that lock also makes the stream versions read
-inside a write transaction stable until commit, which is how a batch checks
-every expected version up front and appends the rest without per-event
-round trips. Projections are applied inline, in the same transaction.
+How appends are ordered and fenced is the backend's `log_order.LogOrder`: on
+SQLite every write holds the log head (positions gap-free in commit order);
+on PostgreSQL a write holds only the streams it appends to and the facts it
+decides on, and takes positions from a sequence, while readers that tail the
+log stop at the safe head (docs/explanation/log-positions.md). Either way the
+stream versions a write transaction reads for a stream it holds stay put
+until it commits, which is how a batch checks every expected version up front
+and appends the rest without per-event round trips. Projections are applied
+inline, in the same transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Hashable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Final
 
 from sqlalchemy import BigInteger, bindparam, func, select, update
@@ -53,6 +63,7 @@ from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, decode_values, event_row, events_between
+from headgate._store.sql.log_order import LogOrder, order_for, stream_keys
 from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import events, leases, log_head
@@ -105,9 +116,15 @@ class SqlWriteTransaction(WriteTransaction):
         projector: Projector,
         now_ms: int,
         head: int,
+        *,
+        order: LogOrder,
     ) -> None:
         self.connection = connection
         """The transaction's connection, for the adapter's own maintenance code."""
+        self._order = order
+        self._held: set[str] = set()
+        """Streams this transaction holds (`LogOrder.lock`): their versions, once
+        read, stay put until it commits."""
         self._dialect = backend.dialect
         self._connector = backend.connector
         self._now_ms = now_ms
@@ -133,11 +150,33 @@ class SqlWriteTransaction(WriteTransaction):
     def head(self) -> int:
         return self._head
 
+    def hold(self, keys: Collection[str]) -> None:
+        """Hold these keys (`LogOrder.lock`) until the transaction ends."""
+        self._order.lock(self.connection, keys)
+
+    def _hold_streams(self, stream_ids: Iterable[str]) -> None:
+        if not self._order.locks_per_stream:
+            return
+        new = [stream_id for stream_id in stream_ids if stream_id not in self._held]
+        if new:
+            self._order.lock(self.connection, stream_keys(new))
+            self._held.update(new)
+
+    def _note_versions(self, versions: Iterable[tuple[str, int]]) -> None:
+        """Versions read from rows: known from now on where nobody else can move
+        them (the whole log held, or the stream)."""
+        if self._order.locks_per_stream:
+            self._versions.update((s, v) for s, v in versions if s in self._held)
+        else:
+            self._versions.update(versions)
+
     def stream_versions(self, stream_ids: Iterable[str]) -> dict[str, int]:
+        ids = list(dict.fromkeys(stream_ids))
+        self._hold_streams(ids)
         known = self._versions
         versions: dict[str, int] = {}
         wanted: list[str] = []
-        for stream_id in dict.fromkeys(stream_ids):
+        for stream_id in ids:
             if stream_id in known:
                 versions[stream_id] = known[stream_id]
             else:
@@ -170,7 +209,7 @@ class SqlWriteTransaction(WriteTransaction):
                 recorded = decode_values(values)
                 found[recorded.stream_id] = recorded.event
         # A stream without a first event does not exist: its version is known.
-        self._versions.update((stream_id, 0) for stream_id in wanted if stream_id not in found)
+        self._note_versions((stream_id, 0) for stream_id in wanted if stream_id not in found)
         return found
 
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
@@ -178,15 +217,25 @@ class SqlWriteTransaction(WriteTransaction):
         rows: list[dict[str, object]] = []
         recorded: list[RecordedEvent] = []
         results: list[UnitResult] = []
+        accepted: list[ConcurrencyConflict | None] = []
+        after = dict(versions)  # each unit sees the versions the units before it left
+        count = 0
         for unit in units:
-            conflict = _first_conflict(unit, versions)
-            if conflict is not None:
-                results.append(conflict)
+            conflict = _first_conflict(unit, after)
+            accepted.append(conflict)
+            if conflict is None:
+                for stream_append in unit:
+                    after[stream_append.stream_id] += len(stream_append.events)
+                    count += len(stream_append.events)
+        positions = iter(self._order.draw(self.connection, count, self._head))
+        for unit, refused in zip(units, accepted, strict=True):
+            if refused is not None:
+                results.append(refused)
                 continue
             unit_recorded: list[RecordedEvent] = []
             for stream_append in unit:
                 for event in stream_append.events:
-                    self._head += 1
+                    self._head = next(positions)
                     versions[stream_append.stream_id] += 1
                     entry = RecordedEvent(
                         self._head,
@@ -212,7 +261,7 @@ class SqlWriteTransaction(WriteTransaction):
         """Its block is done: where the log head now is (if it appended), and the
         queues it enqueued on, left for the transaction's later writers and its
         closing (`SqlEventLog._close_transaction`)."""
-        if self._head != self._head_at_start:
+        if self._head != self._head_at_start and self._order.moves_head:
             carried[_HEAD] = self._head
         if self._enqueued_on:
             carried.setdefault(_QUEUES, set()).update(self._enqueued_on)
@@ -246,16 +295,34 @@ class SqlWriteTransaction(WriteTransaction):
     def _learn_schedule_versions(self, rows: Iterable[ScheduleRow]) -> None:
         """A schedule row's version is its stream's, as a job row's is (every event
         on a schedule's stream folds into its row, deleted ones included)."""
-        self._versions.update((schedule_stream(row.schedule_id), row.version) for row in rows)
+        self._note_versions((schedule_stream(row.schedule_id), row.version) for row in rows)
+
+    @property
+    def _for_update(self) -> bool:
+        """Job rows read to decide on are locked where writers run side by side: a
+        claim must not move a job on between the decision and its write."""
+        return self._order.locks_per_stream
 
     def job(self, job_id: str) -> JobRow | None:
-        return queries.job(self.connection, job_id)
+        self._hold_streams([job_stream(job_id)])
+        return self._learn_one(queries.job(self.connection, job_id, for_update=self._for_update))
 
     def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
-        return queries.jobs(self.connection, job_ids)
+        self._hold_streams(job_stream(job_id) for job_id in sorted(job_ids))
+        rows = queries.jobs(self.connection, job_ids, for_update=self._for_update)
+        self._learn_versions(list(rows.values()))
+        return rows
 
     def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
-        return queries.job_for_tick(self.connection, schedule_id, tick_ms)
+        row = queries.job_for_tick(
+            self.connection, schedule_id, tick_ms, for_update=self._for_update
+        )
+        return self._learn_one(row)
+
+    def _learn_one(self, row: JobRow | None) -> JobRow | None:
+        if row is not None:
+            self._learn_versions([row])
+        return row
 
     def claim(
         self,
@@ -266,7 +333,7 @@ class SqlWriteTransaction(WriteTransaction):
     ) -> list[JobRow]:
         with self._dialect.probing_indexes(self.connection):
             rows, blame_seen = claiming.claim(
-                self.connection, capacity, timeouts_ms, worker_id, now_ms
+                self.connection, capacity, timeouts_ms, worker_id, now_ms, hold=self.hold
             )
         self._no_blame = not blame_seen
         return self._learn_versions(rows)
@@ -274,24 +341,46 @@ class SqlWriteTransaction(WriteTransaction):
     def late_jobs(
         self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
     ) -> list[JobRow]:
-        return self._learn_versions(
-            queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
+        return self._held_rows(
+            lambda: queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
         )
 
     def rate_slot_frees_at(self, now_ms: int) -> int | None:
         return claiming.rate_slot_frees_at(self.connection, now_ms)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
-        return self._learn_versions(queries.running_on(self.connection, worker_ids))
+        return self._held_rows(lambda: queries.running_on(self.connection, worker_ids))
 
     def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
-        return self._learn_versions(queries.pending_like(self.connection, kind, payload, limit))
+        return self._held_rows(lambda: queries.pending_like(self.connection, kind, payload, limit))
+
+    def _held_rows(self, find: Callable[[], list[JobRow]]) -> list[JobRow]:
+        """The job rows `find` reads, to decide on, locked as every writer locks a
+        job: its stream first, then its row (a writer that appends to a job's
+        stream folds into its row after; the other order beside it deadlocks).
+        So the rows are found, their streams held, their rows locked, and `find`
+        asked again: those it still finds are the answer, unchanged until this
+        transaction ends (one that no longer fits is left out; one new to it is
+        left to the next call)."""
+        if not self._order.locks_per_stream:
+            return self._learn_versions(find())
+        found = find()
+        if not found:
+            return []
+        ids = [row.job_id for row in found]
+        self._hold_streams(job_stream(job_id) for job_id in sorted(ids))
+        locked = queries.jobs(self.connection, ids, for_update=True)
+        still = {row.job_id for row in find()}
+        return self._learn_versions(
+            [locked[job_id] for job_id in ids if job_id in locked and job_id in still]
+        )
 
     def _learn_versions(self, rows: list[JobRow]) -> list[JobRow]:
         """A job row's version is its stream's: the projection is written in the
-        transaction that appends, and no other writer runs while we hold the
-        log head, so the append that follows needs no read of its own."""
-        self._versions.update((job_stream(row.job_id), row.version) for row in rows)
+        transaction that appends, and no other writer of a stream this one
+        holds runs beside it, so the append that follows needs no read of its
+        own."""
+        self._note_versions((job_stream(row.job_id), row.version) for row in rows)
         return rows
 
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
@@ -322,6 +411,9 @@ class SqlWriteTransaction(WriteTransaction):
         if not candidates:
             return GateFacts({}, {}, frozenset(), {})
         connection = self.connection
+        if self._order.locks_per_stream:
+            self._hold_streams(sorted(job_stream(c.job.job_id) for c in candidates))
+            self.hold(admission_keys(candidates, count_queues))
         first = self.first_events(job_stream(c.job.job_id) for c in candidates)
         existing = {
             event.job_id: event for event in first.values() if isinstance(event, JobEnqueued)
@@ -337,6 +429,16 @@ class SqlWriteTransaction(WriteTransaction):
             live_ticks=queries.live_ticks(connection, overlap_schedules(candidates)),
             turns=claiming.turns(connection, lanes_of(candidates), partitions_of(candidates)),
         )
+
+
+def admission_keys(candidates: Sequence[Candidate], count_queues: Collection[str]) -> list[str]:
+    """What an admission decides on beside its jobs' own streams, each a key the
+    gate holds while it reads and writes: a unique key's holders, a capped
+    queue's pending count, a serial schedule's live ticks."""
+    keys = [f"unique:{c.job.unique_key}" for c in candidates if c.job.unique_key is not None]
+    keys.extend(f"pending:{queue}" for queue in count_queues)
+    keys.extend(f"ticks:{schedule_id}" for schedule_id in overlap_schedules(candidates))
+    return keys
 
 
 def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict | None:
@@ -356,16 +458,21 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
+        self._order = order_for(database.engine.dialect.name)
         self._identity: tuple[Any, ...] | None = None
         head = select(log_head.c.position, log_head.c.rebuilding, *self._dialect.write_settings())
-        locked = self._dialect.locked(head.where(log_head.c.id == 1))
-        self._head_query = str(
-            locked.compile(dialect=database.engine.dialect, compile_kwargs={"literal_binds": True})
+        head = head.where(log_head.c.id == 1)
+        if self._order.moves_head:
+            head = self._dialect.locked(head)
+        read = str(
+            head.compile(dialect=database.engine.dialect, compile_kwargs={"literal_binds": True})
         )
-        """The log head, locked, and whether a rebuild is under way: one constant
-        statement (the lock returns the row as the last writer left it, a
-        rebuild's too), which also makes the transaction's settings
-        (`Dialect.write_settings`), sent with the BEGIN where it can be."""
+        self._head_query = self._order.opening(read)
+        """What opens every write: the log head (locked, where writes take turns on
+        it) and whether a rebuild is under way, in constant statements (a lock
+        returns the row as the last writer left it, a rebuild's too), which also
+        make the transaction's settings (`Dialect.write_settings`), sent with
+        the BEGIN where it can be."""
 
     @contextlib.contextmanager
     def write(
@@ -386,6 +493,9 @@ class SqlEventLog(EventLog):
             connection = session.connection
             ((head, rebuilding, *_),) = session.opened
             head = session.carried.get(_HEAD, head)  # moved by earlier writers in it
+            if while_rebuilding and not self._order.moves_head:
+                self._order.exclude_writers(connection)
+                head = self._order.safe_head(connection, head)
             self._dialect.write_settings_made(connection)
             if isinstance(self._clock, StoreClock) and self._clock.reading_due:
                 self._database.synchronise_clock(connection)
@@ -397,7 +507,9 @@ class SqlEventLog(EventLog):
                 now = max(now, record_at_ms)
             if fence is not None:
                 self._check_fence(connection, fence, now)
-            transaction = SqlWriteTransaction(connection, self._backend, self.projector, now, head)
+            transaction = SqlWriteTransaction(
+                connection, self._backend, self.projector, now, head, order=self._order
+            )
             yield transaction
             transaction.hand_on(session.carried)
 
@@ -415,7 +527,7 @@ class SqlEventLog(EventLog):
         connection = self._host_connection(host)
         with translated_errors("writing to the store in the host's transaction"):
             self._require_this_database(connection)
-            connection.execute(_LOCK_HEAD)  # before the savepoint: see the docstring
+            connection.execute(self._order.entered(_LOCK_HEAD))  # before the savepoint
             if not self._dialect.commits_with_host(connection):
                 raise ValidationError(
                     "connection",
@@ -429,7 +541,7 @@ class SqlEventLog(EventLog):
                     self._refuse_while_rebuilding(connection, head)
                 now = self._clock.now_ms()
                 transaction = SqlWriteTransaction(
-                    connection, self._backend, self.projector, now, head
+                    connection, self._backend, self.projector, now, head, order=self._order
                 )
                 yield transaction
                 carried: dict[str, Any] = {}
@@ -552,14 +664,22 @@ class SqlEventLog(EventLog):
     def read_all(
         self, after_position: int = 0, limit: int = 1000, until_position: int | None = None
     ) -> list[RecordedEvent]:
-        query = events_between(after_position, until_position, limit)
         with self._database.reading("reading the log") as connection:
+            if not self._order.moves_head:  # never past a position still in flight
+                safe = self._safe_head(connection)
+                until_position = safe if until_position is None else min(until_position, safe)
+            query = events_between(after_position, until_position, limit)
             return [decode_row(row) for row in connection.execute(query)]
 
     def head(self) -> int:
-        query = select(log_head.c.position).where(log_head.c.id == 1)
         with self._database.reading("reading the log head") as connection:
-            return int(connection.execute(query).scalar_one())
+            return self._safe_head(connection)
+
+    def _safe_head(self, connection: Connection) -> int:
+        kept = int(
+            connection.execute(select(log_head.c.position).where(log_head.c.id == 1)).scalar_one()
+        )
+        return self._order.safe_head(connection, kept)
 
     def stream_version(self, stream_id: str) -> int:
         query = select(func.max(events.c.version)).where(events.c.stream_id == stream_id)

@@ -307,25 +307,37 @@ def earliest_due_at(connection: Connection) -> int | None:
     return None if value is None else int(value)
 
 
-def job(connection: Connection, job_id: str) -> JobRow | None:
+def job(connection: Connection, job_id: str, *, for_update: bool = False) -> JobRow | None:
+    """`for_update`: lock the row until the transaction ends (where writers run
+    side by side, a decision read from it must not be overtaken by a claim)."""
     if not could_be_stored(job_id):
         return None
-    row = connection.execute(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id)).first()
+    query = _locked_if(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id), for_update)
+    row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
 
-def job_for_tick(connection: Connection, schedule_id: str, tick_ms: int) -> JobRow | None:
+def _locked_if(query: Select[Any], for_update: bool) -> Select[Any]:
+    return query.with_for_update() if for_update else query
+
+
+def job_for_tick(
+    connection: Connection, schedule_id: str, tick_ms: int, *, for_update: bool = False
+) -> JobRow | None:
     """The job whose periodic origin is (schedule, tick): one probe of its unique index."""
     if not could_be_stored(schedule_id):
         return None
     query = select(*_JOB_ROW_COLUMNS).where(
         _jobs.c.periodic_schedule_id == schedule_id, _jobs.c.periodic_tick_ms == tick_ms
     )
+    query = _locked_if(query, for_update)
     row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
 
-def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
+def jobs(
+    connection: Connection, job_ids: Iterable[str], *, for_update: bool = False
+) -> dict[str, JobRow]:
     """The rows of those jobs that exist, by id (one indexed lookup per chunk)."""
     wanted = [job_id for job_id in dict.fromkeys(job_ids) if could_be_stored(job_id)]
     found: dict[str, JobRow] = {}
@@ -334,6 +346,7 @@ def jobs(connection: Connection, job_ids: Iterable[str]) -> dict[str, JobRow]:
         query = select(*_JOB_ROW_COLUMNS).where(
             dialect.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
         )
+        query = _locked_if(query.order_by(_jobs.c.job_id), for_update)
         found.update((row.job_id, JobRow(*row)) for row in connection.execute(query))
     return found
 

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Sequence,
     SmallInteger,
     String,
     Table,
@@ -113,10 +114,15 @@ log_head = Table(
     Column("position", BigInteger, nullable=False),
     Column("rebuilding", Boolean, nullable=False, server_default=false()),
 )
-"""One row: the last assigned log position. Appenders lock it, which
-serialises appends so positions are gap-free and commit in order.
+"""One row. On SQLite, the last assigned log position: appenders lock it, which
+serialises appends so positions are gap-free and commit in order (on
+PostgreSQL positions come from `POSITIONS`, and this one is not moved).
 `rebuilding`: some projection is being rebuilt (its checkpoint says how far),
 so live writes are refused; the first statement of every write reads it."""
+
+POSITIONS: Final = Sequence(f"{TABLE_PREFIX}event_positions", start=1)
+"""PostgreSQL's source of log positions (`log_order.SequenceOrder`); SQLite
+hands them out from the log head."""
 
 projection_checkpoints = Table(
     f"{TABLE_PREFIX}projection_checkpoints",

@@ -106,8 +106,7 @@ class GroupTransaction:
             begin = "BEGIN" if opening is None else f"BEGIN; {opening}"
             cursor = transaction._send(begin)
             if opening is not None:
-                cursor.nextset()
-                transaction.opened[opening] = cursor.fetchall()
+                transaction.opened[opening] = _last_rows(cursor)
             return transaction
         except BaseException:
             _discard(connection, driver)
@@ -165,7 +164,7 @@ class GroupTransaction:
         rows = self.opened.get(opening)
         if rows is None:
             if self.explicit:
-                rows = self._send(opening).fetchall()
+                rows = _last_rows(self._send(opening))
             else:
                 rows = self.connection.exec_driver_sql(opening).all()
             self.opened[opening] = rows
@@ -232,6 +231,15 @@ class GroupTransaction:
     def _send(self, statement: str) -> Any:
         with as_sqlalchemy_errors(self.connection, statement):
             return self.driver.execute(statement)
+
+
+def _last_rows(cursor: Any) -> Sequence[Sequence[Any]]:
+    """The rows of the last statement a simple query of several sent (an opening
+    may be more than one statement: `log_order.SequenceOrder.opening`)."""
+    while cursor.nextset():
+        pass
+    rows: Sequence[Sequence[Any]] = cursor.fetchall()
+    return rows
 
 
 def _discard(connection: Connection, driver: Any) -> None:

@@ -48,7 +48,10 @@ def make_legacy_store(url: str, version: int = 6, copy_from: SqlStore | None = N
                     if name == "projection_checkpoints":  # only the projections of its day
                         query = query.where(live.c.name.in_(LEGACY_PROJECTIONS))
                     rows = [dict(row) for row in source.execute(query).mappings()]
-                    if name == "projection_checkpoints":  # those builds moved them with the head
+                    if name in ("projection_checkpoints", "log_head"):
+                        # those builds moved them with the head (which PostgreSQL's
+                        # stores of today leave where it was: their positions come
+                        # from a sequence)
                         head = copy_from.log.head()
                         rows = [{**row, "position": head} for row in rows]
                     target.execute(delete(old))

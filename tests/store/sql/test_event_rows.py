@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import insert, select, text, update
 
 from headgate._domain.events import (
     EnqueueAttempted,
@@ -17,6 +17,7 @@ from headgate._domain.events import (
     JobQuarantined,
     JobSnoozed,
     JobSucceeded,
+    ManualRunRequested,
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
@@ -217,17 +218,12 @@ def test_schedules_from_before_bounds_and_jitter_read_as_unbounded_and_unjittere
 
 
 def test_an_unknown_event_type_is_a_clear_error(store: SqlStore) -> None:
+    """An event a newer build wrote, of a type this one does not know (appended
+    as the log appends, so it is at a position the log hands out)."""
+    store.log.append("manual-x", NO_STREAM, [ManualRunRequested("s", "key", "j")])
     with store.engine.begin() as connection:
         connection.execute(
-            insert(events).values(
-                position=1,
-                stream_id="x",
-                version=1,
-                type="Mystery",
-                schema_version=1,
-                body="{}",
-                recorded_at_ms=1,
-            )
+            update(events).where(events.c.stream_id == "manual-x").values(type="Mystery", body="{}")
         )
     with pytest.raises(UnknownEventType, match="unknown event type 'Mystery'"):
         store.log.read_all()

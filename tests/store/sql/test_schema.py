@@ -68,6 +68,24 @@ from tests.store.sql.legacy import legacy, make_legacy_store
 from tests.store.sql.schema_shape import differences, schema_shape
 
 
+def _stamp_as_before(connection: Connection, revision: str) -> None:
+    """Stamp the store at an earlier revision, its log head as a store written
+    then would have it (`_head_as_before`)."""
+    connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '{revision}'"))
+    _head_as_before(connection)
+
+
+def _head_as_before(connection: Connection) -> None:
+    """Before revision 26 the log head row held the last position on PostgreSQL
+    too (a sequence hands them out now, and the row is not moved)."""
+    connection.execute(
+        text(
+            "UPDATE headgate_log_head SET position ="
+            " (SELECT coalesce(max(position), 0) FROM headgate_events) WHERE id = 1"
+        )
+    )
+
+
 @pytest.fixture
 def fresh_url(
     store_url: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -573,6 +591,7 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
         live = snapshot(store.engine)
         attempts = LIVE.job_attempts
         with store.engine.begin() as connection:  # as revision 7 left it
+            _head_as_before(connection)
             connection.execute(delete(attempts).where(attempts.c.outcome == "retried"))
             connection.execute(text("DROP INDEX ix_headgate_schedules_listed"))
             connection.execute(text("ALTER TABLE headgate_schedules DROP COLUMN summary"))  # 9's
@@ -585,31 +604,12 @@ def test_revision_8_adds_the_rows_of_retries_already_folded(store_url: str) -> N
                     "(SELECT position FROM headgate_log_head)"
                 )
             )
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0007'"))
+            _stamp_as_before(connection, "0007")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [
-            8,
-            9,
-            10,
-            11,
-            12,
-            13,
-            14,
-            15,
-            16,
-            17,
-            18,
-            19,
-            20,
-            21,
-            22,
-            23,
-            24,
-            25,
-        ]
+        assert migrate(engine) == list(range(8, LATEST_VERSION + 1))
         assert snapshot(engine) == live
         with engine.connect() as connection:
             rows = connection.execute(
@@ -645,12 +645,12 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         live = snapshot(store.engine)
         with store.engine.begin() as connection:
             _as_revision_22_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0022'"))
+            _stamp_as_before(connection, "0022")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [23, 24, 25]
+        assert migrate(engine) == list(range(23, LATEST_VERSION + 1))
         assert snapshot(engine) == live
     finally:
         engine.dispose()
@@ -834,12 +834,12 @@ def test_revision_11_gives_stored_jobs_the_default_priority_and_claims_by_it(
         create_schedule(store, "nightly")
         with store.engine.begin() as connection:
             _as_revision_10_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0010'"))
+            _stamp_as_before(connection, "0010")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(11, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -869,12 +869,12 @@ def test_revision_13_lets_stored_schedules_overlap_and_gives_stored_jobs_no_dead
         fire_tick(store, "nightly", 60_000)
         with store.engine.begin() as connection:
             _as_revision_12_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0012'"))
+            _stamp_as_before(connection, "0012")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(13, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -902,12 +902,12 @@ def test_revision_15_gives_stored_jobs_the_first_turn_and_no_limits(store_url: s
         create_schedule(store, "nightly")
         with store.engine.begin() as connection:
             _as_revision_14_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0014'"))
+            _stamp_as_before(connection, "0014")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(15, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -947,12 +947,12 @@ def test_revision_16_starts_each_lane_at_its_running_jobs_turn(store_url: str) -
         assert [row.fair_turn for row in claimed] == [5, 6]
         with store.engine.begin() as connection:
             _as_revision_15_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0015'"))
+            _stamp_as_before(connection, "0015")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(16, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -976,12 +976,12 @@ def test_revision_17_reads_an_earlier_workers_row_as_serving_every_kind_of_its_q
         store.workers.beat(WorkerBeat("vm:1:a", "vm", 1, {"reports": 2}, 1_000, 0, 0), 60_000)
         with store.engine.begin() as connection:
             _as_revision_16_left_it(connection)
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0016'"))
+            _stamp_as_before(connection, "0016")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(17, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)
@@ -1006,6 +1006,7 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
         create_schedule(store, "nightly")
         fire_tick(store, "nightly", 60_000)
         with store.engine.begin() as connection:  # as revision 9 left a lagging one
+            _head_as_before(connection)
             _as_revision_10_left_it(connection)
             connection.execute(text("ALTER TABLE headgate_log_head DROP COLUMN rebuilding"))
             connection.execute(text("DROP TABLE headgate_rebuild_claims"))
@@ -1020,12 +1021,12 @@ def test_revision_10_keeps_refusing_writes_while_a_projection_lags_the_head(
                 .where(projection_checkpoints.c.name == "schedules")
                 .values(position=1)
             )
-            connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '0009'"))
+            _stamp_as_before(connection, "0009")
     finally:
         store.close()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+        assert migrate(engine) == list(range(10, LATEST_VERSION + 1))
     finally:
         engine.dispose()
     store = SqlStore(store_url, clock)

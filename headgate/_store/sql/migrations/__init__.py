@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import Engine, MetaData, func, insert, inspect, select, text
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.schema import CreateSequence, CreateTable
 
 from headgate._errors import SchemaBehind, SchemaIncomplete, SchemaTooNew, StoreNotFound
 from headgate._logs import get_logger
@@ -46,6 +46,7 @@ from headgate._store.sql.engine import shown_url, translated_errors, write_trans
 from headgate._store.sql.migrations import legacy
 from headgate._store.sql.schema import (
     LOG,
+    POSITIONS,
     TABLE_PREFIX,
     compaction_state,
     log_head,
@@ -281,6 +282,8 @@ def _create_at_head(connection: Connection) -> None:
     indexes = {str(index.name): index for table in LOG.sorted_tables for index in table.indexes}
     for name in INDEX_ORDER:
         indexes[name].create(connection)
+    if connection.dialect.name == "postgresql":
+        connection.execute(CreateSequence(POSITIONS))
     connection.execute(insert(log_head).values(id=1, position=0, rebuilding=False))
     connection.execute(insert(compaction_state).values(id=1, position=0))
     connection.execute(
