@@ -11,12 +11,13 @@ that waits where it should not fails the test rather than hanging it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 
 from headgate import DuplicateJob, Headgate
 from headgate._domain.events import (
@@ -291,6 +292,19 @@ def _claim(store: SqlStore, clock: FakeClock) -> list[str]:
     return [row.job_id for row in rows]
 
 
+def _until_a_lock_is_waited_for(store: SqlStore) -> None:
+    """Return once some session of this database waits for an advisory lock."""
+    waiting = text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + WAIT_S
+    with store.engine.connect() as connection:
+        while not connection.execute(waiting).scalar_one():
+            assert time.monotonic() < deadline, f"nobody waits for a lock after {WAIT_S}s"
+            time.sleep(0.01)
+
+
 def test_a_rebuild_waits_for_writes_in_flight_and_holds_off_the_rest(
     stores: tuple[SqlStore, SqlStore],
 ) -> None:
@@ -301,6 +315,7 @@ def test_a_rebuild_waits_for_writes_in_flight_and_holds_off_the_rest(
     rebuilding = Background(lambda: rebuild(other))
     try:
         assert rebuilding.still_running_after(BLOCKED_S), "it waits for the write in flight"
+        _until_a_lock_is_waited_for(other)  # the rebuild's, asked for: later writers queue
         meanwhile = Background(lambda: other.log.append("schedule-b", NO_STREAM, [defined("b")]))
         assert meanwhile.still_running_after(BLOCKED_S), "a new writer waits behind the rebuild"
     finally:
