@@ -282,6 +282,13 @@ class AsyncOperations:
         )
 
 
+async def on_pool(hg: Headgate, call: Callable[[], T]) -> T:
+    """`call()` on `hg`'s pool, as its coroutines run theirs: for code of this
+    package whose one request makes several calls (the web app's routes: a
+    schedule and its health), each request then takes one turn of the pool."""
+    return await hg._async.run(call)
+
+
 def _sync(operations: AsyncOperations) -> Headgate:
     """The Headgate these coroutines are mixed into, with its synchronous calls."""
     return cast("Headgate", operations)
