@@ -144,13 +144,16 @@ class _Client:
 
 
 def _client_process(  # noqa: PLR0917 (a process's arguments)
-    port: int, first_client: int, start_at: float, stop_at: float, floor: bool, out: Any
+    port: int, first_client: int, window: Any, ready: Any, floor: bool, out: Any
 ) -> None:
-    """THREADS_PER_PROCESS clients; what each measured between start_at and stop_at."""
+    """THREADS_PER_PROCESS clients; what each measured in the window (start, stop)
+    the parent sets once every client process has said it is ready."""
     results: list[Samples] = []
+    ready.put(first_client)
 
     def run(client: int) -> None:
         connection = _Client(port, client, floor)
+        start_at, stop_at = window.get()
         warm = Samples()
         while time.time() < start_at:
             connection.one_round(warm)
@@ -171,6 +174,10 @@ def _client_process(  # noqa: PLR0917 (a process's arguments)
     for result in results:
         total.extend(result)
     out.put((total.writes, total.reads, total.errors))
+
+
+WARM_UP_S = 2.0
+"""Each client's calls before the measured window (connections made, caches warm)."""
 
 
 def _free_port() -> int:
@@ -215,18 +222,23 @@ def through_http(url: str, seconds: float, *, floor: bool = False) -> Samples:
     try:
         _wait_until_up(port, server)
         context = multiprocessing.get_context("spawn")
-        out = context.Queue()
-        start_at = time.time() + 3
-        stop_at = start_at + seconds
+        out, ready, window = context.Queue(), context.Queue(), context.Queue()
         clients = [
             context.Process(
                 target=_client_process,
-                args=(port, index * THREADS_PER_PROCESS, start_at, stop_at, floor, out),
+                args=(port, index * THREADS_PER_PROCESS, window, ready, floor, out),
             )
             for index in range(PROCESSES)
         ]
         for client in clients:
             client.start()
+        # The window opens once every process is up: on a busy machine starting
+        # them may take longer than a fixed delay, which measured fewer clients.
+        for _ in clients:
+            ready.get(timeout=120)
+        start_at = time.time() + WARM_UP_S
+        for _ in range(PROCESSES * THREADS_PER_PROCESS):
+            window.put((start_at, start_at + seconds))
         total = Samples()
         for _ in clients:
             writes, reads, errors = out.get(timeout=seconds + 120)
