@@ -13,7 +13,8 @@ Beside it, in the same run: the HTTP stack's own floor, the same clients
 calling GET /healthz (which touches no store) in place of both calls; and the
 same writes and reads made by 32 threads
 through the Python API of one process (`hg.put_schedule`, `hg.run_now`,
-`hg.get_schedule`, `hg.list_jobs`) with its scheduler firing the same 200
+`hg.get_schedule` with `hg.schedules_health`, `hg.list_jobs`: what each route
+reads) with its scheduler firing the same 200
 schedules: the store's own bound, with no HTTP, JSON or server around it.
 "vs Python" is the API's writes/s against it; "vs /healthz" is each row's
 writes/s against the /healthz run's pairs/s (a pair: the two GETs a client
@@ -251,6 +252,12 @@ def through_http(url: str, seconds: float, *, floor: bool = False) -> Samples:
         server.wait(timeout=30)
 
 
+def _schedule_with_health(hg: Headgate, schedule_id: str) -> object:
+    """What GET /api/v1/periodic/{id} reads: the schedule, and its health."""
+    schedule = hg.get_schedule(schedule_id)
+    return schedule, hg.schedules_health([schedule])
+
+
 def in_process(url: str, seconds: float) -> Samples:
     """The same calls on the Python API, 32 threads in the process that schedules."""
     hg = Headgate(url, config=RuntimeConfig(max_ticks_per_s=TICK_CEILING))
@@ -272,7 +279,7 @@ def in_process(url: str, seconds: float) -> Samples:
                 else functools.partial(hg.run_now, schedule_id, idempotency_key=uuid.uuid4().hex)
             )
             read: Callable[[], object] = (
-                functools.partial(hg.get_schedule, schedule_id)
+                functools.partial(_schedule_with_health, hg, schedule_id)
                 if turn % 4 < 2
                 else functools.partial(hg.list_jobs, limit=20)
             )
