@@ -1,9 +1,10 @@
 """The HTTP control API, /api/v1: a thin translation to the Headgate object.
 
 Every route is a coroutine: its store calls run on the Headgate's own bounded
-pool (`_async_api`), the ones a request makes together in one turn of it
-(`in_store`), and the rest (parsing, validation, the answer's JSON) on the event
-loop. A request thus crosses to a thread once, where sync routes crossed for
+pool (`_async_api`; reads on threads of their own, so that they never queue
+behind writes waiting for the writer), the ones a request makes together in
+one turn of it (`in_store`), and the rest (parsing, validation, the answer's
+JSON) on the event loop. A request thus crosses to a thread once, where sync routes crossed for
 each dependency, the route itself and its answer's serialization, and the
 store sees at most the pool's threads at once, however many clients wait.
 """
@@ -112,10 +113,12 @@ def _hg(request: Request) -> Headgate:
     return hg
 
 
-async def in_store(request: Request, call: Callable[[Headgate], T]) -> T:
-    """`call(hg)` on the Headgate's pool: the store calls of one request, together."""
+async def in_store(request: Request, call: Callable[[Headgate], T], *, reads: bool = False) -> T:
+    """`call(hg)` on the Headgate's pool: the store calls of one request, together
+    (with `reads`, calls that write nothing: on the reads' threads, never queued
+    behind writes waiting for the writer)."""
     hg = _hg(request)
-    return await on_pool(hg, lambda: call(hg))
+    return await on_pool(hg, lambda: call(hg), reads=reads)
 
 
 @router.get(
@@ -152,7 +155,7 @@ async def list_schedules(
             next_cursor=page.next_cursor,
         )
 
-    return await in_store(request, read)
+    return await in_store(request, read, reads=True)
 
 
 @router.put(
@@ -231,7 +234,7 @@ async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
         schedule = hg.get_schedule(schedule_id)
         return ScheduleOut.of(schedule, hg.schedules_health([schedule]).get(schedule.id))
 
-    return await in_store(request, read)
+    return await in_store(request, read, reads=True)
 
 
 @router.get(
@@ -329,7 +332,7 @@ async def upcoming(
     schedule_id: str,
     count: Annotated[int, Query(ge=1, le=100)] = 5,
 ) -> UpcomingList:
-    runs = await in_store(request, lambda hg: hg.upcoming(schedule_id, count))
+    runs = await in_store(request, lambda hg: hg.upcoming(schedule_id, count), reads=True)
     return UpcomingList(
         upcoming=[UpcomingOut(tick_ms=r.tick_ms, due_at_ms=r.due_at_ms) for r in runs]
     )
@@ -346,7 +349,9 @@ async def manual_runs(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
-    page = await in_store(request, lambda hg: hg.manual_runs(schedule_id, limit, cursor))
+    page = await in_store(
+        request, lambda hg: hg.manual_runs(schedule_id, limit, cursor), reads=True
+    )
     return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
 
 
@@ -465,7 +470,7 @@ async def list_workers(request: Request) -> WorkersOut:
             scheduler=None if lease is None else LeaseOut.of(lease),
         )
 
-    return await in_store(request, read)
+    return await in_store(request, read, reads=True)
 
 
 @router.get(
@@ -474,7 +479,7 @@ async def list_workers(request: Request) -> WorkersOut:
     summary="Declared handlers: the queue and defaults enqueue routes each kind by",
 )
 async def list_handlers(request: Request) -> HandlerList:
-    handlers = await in_store(request, lambda hg: hg.declared_handlers())
+    handlers = await in_store(request, lambda hg: hg.declared_handlers(), reads=True)
     return HandlerList(handlers=[HandlerOut.of(handler) for handler in handlers])
 
 
@@ -484,7 +489,9 @@ async def list_handlers(request: Request) -> HandlerList:
     summary="Whether anybody fires the ticks (the scheduler lease and the oldest due schedule)",
 )
 async def scheduler_health(request: Request) -> SchedulerHealthOut:
-    return SchedulerHealthOut.of(await in_store(request, lambda hg: hg.scheduler_health()))
+    return SchedulerHealthOut.of(
+        await in_store(request, lambda hg: hg.scheduler_health(), reads=True)
+    )
 
 
 @router.get("/quarantine", response_model=QuarantineList, summary="Quarantined fingerprints")
@@ -493,7 +500,7 @@ async def list_quarantine(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> QuarantineList:
-    page = await in_store(request, lambda hg: hg.list_quarantine(limit, cursor))
+    page = await in_store(request, lambda hg: hg.list_quarantine(limit, cursor), reads=True)
     return QuarantineList(
         entries=[QuarantineOut.of(entry) for entry in page.entries], next_cursor=page.next_cursor
     )
@@ -530,7 +537,9 @@ async def list_queues(
 ) -> QueueList:
     """The paused queues and the busiest others (most jobs pending and running),
     `limit` in all, by name; `more`: how many were left out."""
-    shown = busiest(await in_store(request, lambda hg: hg.queues()), limit, queue_weight)
+    shown = busiest(
+        await in_store(request, lambda hg: hg.queues(), reads=True), limit, queue_weight
+    )
     return QueueList(queues=[QueueOut.of(status) for status in shown.items], more=shown.more)
 
 
@@ -564,7 +573,7 @@ async def list_unserved(
 ) -> UnservedList:
     """The `limit` (queue, kind) with the most pending jobs; `more`: how many
     were left out."""
-    unserved = await in_store(request, lambda hg: hg.unserved())
+    unserved = await in_store(request, lambda hg: hg.unserved(), reads=True)
     shown = busiest(unserved, limit, lambda work: work.pending)
     return UnservedList(unserved=[UnservedOut.of(work) for work in shown.items], more=shown.more)
 
@@ -573,7 +582,7 @@ async def list_unserved(
     "/limits", response_model=LimitList, summary="Concurrency limits, with their running jobs"
 )
 async def list_limits(request: Request) -> LimitList:
-    limits = await in_store(request, lambda hg: hg.limits())
+    limits = await in_store(request, lambda hg: hg.limits(), reads=True)
     return LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in limits])
 
 
@@ -617,7 +626,7 @@ async def clear_limit(
     summary="Rate classes, with their starts in the window ending now",
 )
 async def list_rate_limits(request: Request) -> RateLimitList:
-    rates = await in_store(request, lambda hg: hg.rate_limits())
+    rates = await in_store(request, lambda hg: hg.rate_limits(), reads=True)
     return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates])
 
 
@@ -652,7 +661,7 @@ async def clear_rate_limit(request: Request, rate_class: str) -> Response:
 async def activity(
     request: Request, since_ms: Annotated[int | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
 ) -> ActivityList:
-    points = await in_store(request, lambda hg: hg.activity(since_ms))
+    points = await in_store(request, lambda hg: hg.activity(since_ms), reads=True)
     return ActivityList(points=[ActivityPointOut.of(point) for point in points])
 
 

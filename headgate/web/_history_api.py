@@ -33,7 +33,7 @@ async def schedule_as_of(
     and who made the change in force. `state` says when it did not exist yet, or
     when the instant is before the oldest event compaction kept."""
     return ScheduleAsOfOut.of(
-        await in_store(request, lambda hg: hg.schedule_as_of(schedule_id, as_of))
+        await in_store(request, lambda hg: hg.schedule_as_of(schedule_id, as_of), reads=True)
     )
 
 
@@ -58,6 +58,7 @@ async def schedule_changes(
     changes = await in_store(
         request,
         lambda hg: hg.schedule_changes(schedule_id, since=since, until=until, limit=limit),
+        reads=True,
     )
     return ScheduleChangesOut.of(changes)
 
@@ -73,4 +74,6 @@ async def job_as_of(
     as_of: Annotated[str, Query(max_length=INSTANT_TEXT, description=_INSTANT)],
 ) -> JobAsOfOut:
     """Folded from its events up to that instant: its state, attempts and errors then."""
-    return JobAsOfOut.of(await in_store(request, lambda hg: hg.job_as_of(job_id, as_of)))
+    return JobAsOfOut.of(
+        await in_store(request, lambda hg: hg.job_as_of(job_id, as_of), reads=True)
+    )
