@@ -416,9 +416,11 @@ class Commands:
         None: "spec" for the tick rate, "schedule_id" for the count)."""
         if not puts:
             return
-        before = Load.of(self._reads.spec_counts())
         kept = self._reads.spec_counts(excluding=[put.schedule_id for put in puts])
         after = Load.of(kept).plus(put.definition.spec for put in puts)
+        if not after.over(self._settings.ceilings):
+            return  # the store as it was is read only for a write that would be refused
+        before = Load.of(self._reads.spec_counts())
         problem = load_problem(before, after, self._settings.ceilings)
         if problem is not None:
             ceiling, rule = problem

@@ -10,8 +10,9 @@ allows, so everyone else gets 503. The same holds the other way: a client that
 asks for a large file and never reads it leaves its response waiting, for ever,
 for room in the connection's buffers. ASGI middleware cannot help: the app is
 called only once the headers are complete, and its `send` simply waits. So the
-HTTP protocol itself carries the deadlines (`SlowClientGuard`, uvicorn's h11
-protocol with timers): a request's headers must be complete within
+HTTP protocol itself carries the deadlines (`SlowClientGuard`, uvicorn's
+httptools protocol with timers; httptools parses in C, where h11's Python parser
+cost the server a third of a plain request): a request's headers must be complete within
 `header_timeout_s` of the connection being ready for them (opened, or done with
 the previous request), and its body within `body_timeout_s` of its headers; and
 a response may wait on its client, while the client leaves what was sent unread
@@ -38,9 +39,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from headgate._logs import STDERR, MaskSecrets
 from headgate._serving import BACKLOG, ClientLimits
@@ -100,16 +100,20 @@ class _Server(uvicorn.Server):
             self._on_started()
 
 
-class SlowClientGuard(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request's headers or
-    body are not complete in time, or whose client leaves its response unread
+class SlowClientGuard(HttpToolsProtocol):
+    """uvicorn's httptools protocol, closing a connection whose request's headers
+    or body are not complete in time, or whose client leaves its response unread
     too long (see the module docstring).
 
-    The phase a connection is in is h11's state of the client: IDLE until a
-    request's headers are complete, SEND_BODY until its body is, then DONE (the
-    app's turn) until the response ends and the next cycle starts at IDLE. Each
-    change of phase replaces the one timer; the timer, on firing, closes the
-    transport, which ends a request being read as a client disconnect would.
+    The phase a connection is in follows the parser's callbacks: waiting for a
+    request's headers from the moment the connection is ready for one (opened,
+    or done answering the one before) to their end; for its body from then to
+    the body's end (the app may already run: it reads the body as it comes);
+    neither while the app has its turn (a request pipelined meanwhile is timed
+    once the answer before it is complete, as a connection read one request at
+    a time would). Each change of phase replaces the one timer; the timer, on
+    firing, closes the transport, which ends a request being read as a client
+    disconnect would.
 
     The send clock is separate: it runs while asyncio has paused writing (the
     client is not taking what it was sent), stops when writing resumes, and
@@ -123,9 +127,19 @@ class SlowClientGuard(H11Protocol):
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: str | None = None
+    _parsing: str | None = None
+    """What the parser waits for within a request it has begun: "headers", "body",
+    or None (no request begun, or the last one complete)."""
     _send_deadline: asyncio.TimerHandle | None = None
     _stalled_since: float | None = None
     _stalled_s: float = 0.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's own limit check answers with a 503 of its own, without the
+        # headers: it is off, and on_headers_complete makes the same check.
+        self.limit_concurrency = None
+        self._app = self.app
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -135,24 +149,26 @@ class SlowClientGuard(H11Protocol):
         super().data_received(data)
         self._follow()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._follow()
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._parsing = "headers"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # uvicorn's own limit check answers with a 503 of its own, without the
-        # headers: it is off, and handle_events makes the same check.
-        self.limit_concurrency = None
-        self._app = self.app
-
-    def handle_events(self) -> None:
+    def on_headers_complete(self) -> None:
         # uvicorn's check, this connection counted as it counts it, made before
-        # uvicorn reads the events and starts the app it is given for a request.
+        # uvicorn starts the app it is given for the request.
         limit = self.limits.max_connections
         busy = len(self.connections) >= limit or len(self.tasks) >= limit
         self.app = self._busy if busy else self._app
-        super().handle_events()
+        self._parsing = "body"
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._parsing = None
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow()
 
     async def _busy(self, scope: Any, receive: Any, send: Any) -> None:
         self.logger.warning("Exceeded concurrency limit.")
@@ -173,17 +189,16 @@ class SlowClientGuard(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's, with the answer headers."""
+        body = msg.encode("ascii")
         headers = [
+            *self.server_state.default_headers,
             (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
             *self.answer_headers,
         ]
-        for event in (
-            h11.Response(status_code=400, headers=headers, reason=STATUS_PHRASES[400]),
-            h11.Data(data=msg.encode("ascii")),
-            h11.EndOfMessage(),
-        ):
-            self.transport.write(self.conn.send(event) or b"")
+        head = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+        self.transport.write(STATUS_LINE[400] + head + b"\r\n" + body)
         self.transport.close()
 
     def pause_writing(self) -> None:
@@ -198,22 +213,29 @@ class SlowClientGuard(H11Protocol):
         super().resume_writing()
         self._stop_send_clock()
 
-    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+    def handle_websocket_upgrade(self) -> None:
         self._cancel()  # the connection is the WebSocket protocol's from here on
         self._stop_send_clock()
         self._waiting_for = "upgrade"
-        super().handle_websocket_upgrade(event)
+        super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         self._stop_send_clock()
         super().connection_lost(exc)
 
+    def _phase(self) -> str | None:
+        if self._parsing == "body":
+            return "body"
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if answering or self.pipeline:
+            return None  # the app's turn
+        return "headers"
+
     def _follow(self) -> None:
         if self._waiting_for == "upgrade":
             return
-        state = self.conn.their_state
-        waiting_for = {h11.IDLE: "headers", h11.SEND_BODY: "body"}.get(state)
+        waiting_for = self._phase()
         if waiting_for == self._waiting_for:
             return
         if self._waiting_for == "headers":

@@ -64,26 +64,32 @@ def test_a_write_lock_held_at_a_fork_is_released_in_the_child() -> None:
         del locks[key]
 
 
-def test_uvicorn_still_has_the_h11_protocol_the_slow_client_guard_extends() -> None:
+def test_uvicorn_still_has_the_httptools_protocol_the_slow_client_guard_extends() -> None:
     import inspect
 
     import uvicorn
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
     from headgate._http_server import guard_for
     from headgate._serving import ClientLimits
 
     hooks = ("connection_made", "data_received", "on_response_complete", "connection_lost")
+    parsing = ("on_message_begin", "on_headers_complete", "on_message_complete")
     flow = ("pause_writing", "resume_writing")
-    for name in (*hooks, *flow, "handle_websocket_upgrade"):
-        assert callable(getattr(H11Protocol, name, None)), (
-            f"uvicorn's H11Protocol.{name} is gone: the header, body and send deadlines of "
-            "`headgate serve` are no longer armed; update headgate/_http_server.py"
+    for name in (*hooks, *parsing, *flow, "handle_websocket_upgrade", "send_400_response"):
+        assert callable(getattr(HttpToolsProtocol, name, None)), (
+            f"uvicorn's HttpToolsProtocol.{name} is gone: the header, body and send deadlines "
+            "of `headgate serve` are no longer armed; update headgate/_http_server.py"
         )
-    source = inspect.getsource(H11Protocol.__init__)
-    for attribute in ("self.conn", "self.loop", "self.transport"):
-        assert attribute in source, f"H11Protocol no longer sets {attribute}"
+    source = inspect.getsource(HttpToolsProtocol.__init__)
+    for attribute in ("self.loop", "self.transport", "self.cycle", "self.pipeline", "self.app"):
+        assert attribute in source, f"HttpToolsProtocol no longer sets {attribute}"
+    check = inspect.getsource(HttpToolsProtocol.on_headers_complete)
+    assert "self.limit_concurrency" in check and "app = self.app" in check, (
+        "HttpToolsProtocol.on_headers_complete no longer checks the limit and starts self.app"
+    )
+    assert STATUS_LINE[400].startswith(b"HTTP/1.1 400 ")
     config = uvicorn.Config(lambda *_: None, http=guard_for(ClientLimits()))
     config.load()
-    assert issubclass(config.http_protocol_class, H11Protocol), "uvicorn ignores http=<class>"
+    assert issubclass(config.http_protocol_class, HttpToolsProtocol), "uvicorn ignores http=<class>"
     assert "started" in vars(uvicorn.Server(config)), "Server.started, read after startup()"

@@ -175,6 +175,20 @@ def test_a_refusal_names_the_ceiling_it_would_break() -> None:
     assert load_problem(above, above, ceilings) is None, "nothing raised, nothing refused"
 
 
+_LOADS = st.builds(Load, st.integers(0, 20), st.floats(0, 20, allow_nan=False))
+
+
+@given(_LOADS, _LOADS, st.integers(0, 20), st.integers(0, 20))
+def test_a_load_within_both_ceilings_is_never_refused(
+    before: Load, after: Load, max_schedules: int, max_ticks_per_s: int
+) -> None:
+    """Why a write reads the store's load as it was only for a load `over` a
+    ceiling: within both, nothing the load was before can make it refused."""
+    ceilings = Ceilings(max_schedules, max_ticks_per_s)
+    if load_problem(before, after, ceilings) is not None:
+        assert after.over(ceilings)
+
+
 def _put(base: str, schedule_id: str, spec: str) -> tuple[int, dict[str, object]]:
     request = urllib.request.Request(
         f"{base}/api/v1/periodic/{schedule_id}",

@@ -26,6 +26,8 @@ from headgate._domain.spec import HOUR_MS, InvalidSpec, parse_spec
 
 MAX_SCHEDULES_LIMIT: Final = 10_000_000
 MAX_TICKS_PER_S_LIMIT: Final = 1_000_000
+_FLOAT_SLACK: Final = 1e-9
+"""A hair of float error must not refuse a store exactly at its ceiling."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,14 @@ class Load:
         return cls(
             sum(spec_counts.values()),
             sum(count * ticks_per_s(spec) for spec, count in spec_counts.items()),
+        )
+
+    def over(self, ceilings: Ceilings) -> bool:
+        """Past either ceiling: only then may a write that makes this load be
+        refused (`load_problem`)."""
+        return (
+            self.schedules > ceilings.max_schedules
+            or self.ticks_per_s > ceilings.max_ticks_per_s + _FLOAT_SLACK
         )
 
     def plus(self, specs: Iterable[str]) -> Load:
@@ -76,9 +86,8 @@ def load_problem(before: Load, after: Load, ceilings: Ceilings) -> tuple[str, st
             f"{ceilings.max_schedules:,} (RuntimeConfig.max_schedules, serve "
             "--max-schedules, $HEADGATE_MAX_SCHEDULES): delete some first, or raise it"
         )
-    # A hair of float error must not refuse a store exactly at its ceiling.
-    over = after.ticks_per_s > ceilings.max_ticks_per_s + 1e-9
-    if over and after.ticks_per_s > before.ticks_per_s + 1e-9:
+    over = after.ticks_per_s > ceilings.max_ticks_per_s + _FLOAT_SLACK
+    if over and after.ticks_per_s > before.ticks_per_s + _FLOAT_SLACK:
         return "max_ticks_per_s", (
             f"the store's schedules would tick {_rate(after.ticks_per_s)} times a second "
             f"(each at its busiest hour), over max_ticks_per_s {ceilings.max_ticks_per_s:,} "

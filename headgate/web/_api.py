@@ -1,19 +1,31 @@
-"""The HTTP control API, /api/v1: a thin translation to the Headgate object."""
+"""The HTTP control API, /api/v1: a thin translation to the Headgate object.
+
+Every route is a coroutine: its store calls run on the Headgate's own bounded
+pool (`_async_api`; reads on threads of their own, so that they never queue
+behind writes waiting for the writer), the ones a request makes together in
+one turn of it (`in_store`), and the rest (parsing, validation, the answer's
+JSON) on the event loop. A request thus crosses to a thread once, where sync routes crossed for
+each dependency, the route itself and its answer's serialization, and the
+store sees at most the pool's threads at once, however many clients wait.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from headgate._app import JOB_COUNT_CAP, Headgate
+from headgate._async_api import on_pool
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
 from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
+from headgate._model import QuarantineEntry
 from headgate.web._schemas import (
     ActivityList,
     ActivityPointOut,
@@ -78,7 +90,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _each_query_parameter_once(request: Request) -> None:
+T = TypeVar("T")
+
+
+async def _each_query_parameter_once(request: Request) -> None:
     """A query parameter given twice is refused (422), where FastAPI would take
     the last of them silently."""
     seen: set[str] = set()
@@ -98,12 +113,20 @@ def _hg(request: Request) -> Headgate:
     return hg
 
 
+async def in_store(request: Request, call: Callable[[Headgate], T], *, reads: bool = False) -> T:
+    """`call(hg)` on the Headgate's pool: the store calls of one request, together
+    (with `reads`, calls that write nothing: on the reads' threads, never queued
+    behind writes waiting for the writer)."""
+    hg = _hg(request)
+    return await on_pool(hg, lambda: call(hg), reads=reads)
+
+
 @router.get(
     "/periodic",
     response_model=ScheduleList,
     summary="List schedules",
 )
-def list_schedules(
+async def list_schedules(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
@@ -123,13 +146,16 @@ def list_schedules(
     ] = None,
 ) -> ScheduleList:
     """Ordered by id, code point by code point; each with its health and last run."""
-    hg = _hg(request)
-    page = hg.list_schedules(limit, cursor, search=search, health=health)
-    judged = hg.schedules_health(page.schedules)
-    return ScheduleList(
-        schedules=[ScheduleOut.of(s, judged.get(s.id)) for s in page.schedules],
-        next_cursor=page.next_cursor,
-    )
+
+    def read(hg: Headgate) -> ScheduleList:
+        page = hg.list_schedules(limit, cursor, search=search, health=health)
+        judged = hg.schedules_health(page.schedules)
+        return ScheduleList(
+            schedules=[ScheduleOut.of(s, judged.get(s.id)) for s in page.schedules],
+            next_cursor=page.next_cursor,
+        )
+
+    return await in_store(request, read, reads=True)
 
 
 @router.put(
@@ -138,11 +164,11 @@ def list_schedules(
     summary="Create or replace a schedule (a full replace: fields left out take their defaults)",
     responses={201: {"model": ScheduleOut, "description": "Created"}},
 )
-def put_schedule(
+async def put_schedule(
     request: Request, response: Response, schedule_id: str, body: ScheduleIn
 ) -> ScheduleOut:
     definition = ScheduleDefinition.from_fields(body.model_dump())
-    result = _hg(request).put_definition(schedule_id, definition)
+    result = await in_store(request, lambda hg: hg.put_definition(schedule_id, definition))
     response.status_code = 201 if result.outcome == "created" else 200
     return ScheduleOut.of(result.schedule)
 
@@ -157,9 +183,13 @@ def put_schedule(
         "declared in code, a change is an override that survives deploys."
     ),
 )
-def update_schedule(request: Request, schedule_id: str, body: ScheduleChangesIn) -> ScheduleOut:
+async def update_schedule(
+    request: Request, schedule_id: str, body: ScheduleChangesIn
+) -> ScheduleOut:
     changes = body.model_dump(exclude_unset=True)
-    return ScheduleOut.of(_hg(request).update_schedule_fields(schedule_id, changes))
+    return ScheduleOut.of(
+        await in_store(request, lambda hg: hg.update_schedule_fields(schedule_id, changes))
+    )
 
 
 @router.delete(
@@ -167,8 +197,8 @@ def update_schedule(request: Request, schedule_id: str, body: ScheduleChangesIn)
     response_model=ScheduleOut,
     summary="Clear operators' overrides: the schedule becomes what its code declares",
 )
-def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(_hg(request).clear_overrides(schedule_id))
+async def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(await in_store(request, lambda hg: hg.clear_overrides(schedule_id)))
 
 
 @router.post(
@@ -184,13 +214,13 @@ def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
     ),
     responses={201: {"model": SchedulesPutOut, "description": "At least one was created"}},
 )
-def put_schedules(request: Request, response: Response, body: SchedulesIn) -> SchedulesPutOut:
+async def put_schedules(request: Request, response: Response, body: SchedulesIn) -> SchedulesPutOut:
     items = []
     for item in body.schedules:
         fields = item.model_dump()
         items.append({"schedule_id": fields.pop("id"), **fields})
     try:
-        result = _hg(request).put_schedules(items)
+        result = await in_store(request, lambda hg: hg.put_schedules(items))
     except ValidationError as error:  # named as the body names it: `schedules[3].id`
         field = re.sub(r"^(schedules\[\d+\])\.schedule_id$", r"\1.id", error.field)
         raise ValidationError(field, error.rule) from None
@@ -199,10 +229,12 @@ def put_schedules(request: Request, response: Response, body: SchedulesIn) -> Sc
 
 
 @router.get("/periodic/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
-def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    hg = _hg(request)
-    schedule = hg.get_schedule(schedule_id)
-    return ScheduleOut.of(schedule, hg.schedules_health([schedule]).get(schedule.id))
+async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    def read(hg: Headgate) -> ScheduleOut:
+        schedule = hg.get_schedule(schedule_id)
+        return ScheduleOut.of(schedule, hg.schedules_health([schedule]).get(schedule.id))
+
+    return await in_store(request, read, reads=True)
 
 
 @router.get(
@@ -210,14 +242,14 @@ def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     response_model=ScheduleRunList,
     summary="What became of each run (tick jobs and Enqueue now's), newest first",
 )
-def schedule_runs(
+async def schedule_runs(
     request: Request,
     schedule_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 30,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> ScheduleRunList:
     """The newest 100 runs are kept, also after the schedule is deleted."""
-    page = _hg(request).schedule_runs(schedule_id, limit, cursor)
+    page = await _hg(request).aschedule_runs(schedule_id, limit, cursor)
     return ScheduleRunList(
         runs=[ScheduleRunOut.of(run) for run in page.runs], next_cursor=page.next_cursor
     )
@@ -226,8 +258,8 @@ def schedule_runs(
 @router.delete(
     "/periodic/{schedule_id}", status_code=204, summary="Delete a schedule (history stays)"
 )
-def delete_schedule(request: Request, schedule_id: str) -> Response:
-    _hg(request).delete_schedule(schedule_id)
+async def delete_schedule(request: Request, schedule_id: str) -> Response:
+    await _hg(request).adelete_schedule(schedule_id)
     return Response(status_code=204)
 
 
@@ -245,14 +277,15 @@ def _utf8_header(name: str, value: str) -> str:
 @router.post(
     "/periodic/{schedule_id}/run", status_code=202, response_model=RunOut, summary="Enqueue now"
 )
-def run_now(
+async def run_now(
     request: Request,
     schedule_id: str,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> RunOut:
     if idempotency_key is None:
         raise ValidationError("Idempotency-Key", "header is required")
-    result = _hg(request).run_now(schedule_id, _utf8_header("Idempotency-Key", idempotency_key))
+    key = _utf8_header("Idempotency-Key", idempotency_key)
+    result = await _hg(request).arun_now(schedule_id, key)
     return RunOut(id=result.job_id, replayed=result.replayed)
 
 
@@ -261,8 +294,8 @@ def run_now(
     response_model=ScheduleOut,
     summary="Pause a schedule (idempotent; its phase is kept)",
 )
-def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(_hg(request).pause_schedule(schedule_id))
+async def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(await _hg(request).apause_schedule(schedule_id))
 
 
 @router.post(
@@ -270,8 +303,8 @@ def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     response_model=ScheduleOut,
     summary="Resume a schedule (idempotent; missed ticks follow its missed-run policy)",
 )
-def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(_hg(request).resume_schedule(schedule_id))
+async def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
+    return ScheduleOut.of(await _hg(request).aresume_schedule(schedule_id))
 
 
 @router.get(
@@ -279,13 +312,13 @@ def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     response_model=EventList,
     summary="Automatic enqueue attempts, newest first",
 )
-def enqueue_events(
+async def enqueue_events(
     request: Request,
     schedule_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 30,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> EventList:
-    page = _hg(request).enqueue_events(schedule_id, limit, cursor)
+    page = await _hg(request).aenqueue_events(schedule_id, limit, cursor)
     return EventList(events=[EventOut.of(e) for e in page.events], next_cursor=page.next_cursor)
 
 
@@ -294,12 +327,12 @@ def enqueue_events(
     response_model=UpcomingList,
     summary="The next ticks it fires, from its stored next_run_ms, with their jittered instants",
 )
-def upcoming(
+async def upcoming(
     request: Request,
     schedule_id: str,
     count: Annotated[int, Query(ge=1, le=100)] = 5,
 ) -> UpcomingList:
-    runs = _hg(request).upcoming(schedule_id, count)
+    runs = await in_store(request, lambda hg: hg.upcoming(schedule_id, count), reads=True)
     return UpcomingList(
         upcoming=[UpcomingOut(tick_ms=r.tick_ms, due_at_ms=r.due_at_ms) for r in runs]
     )
@@ -310,27 +343,31 @@ def upcoming(
     response_model=JobList,
     summary="Jobs this schedule's Enqueue now made, newest first",
 )
-def manual_runs(
+async def manual_runs(
     request: Request,
     schedule_id: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
-    page = _hg(request).manual_runs(schedule_id, limit, cursor)
+    page = await in_store(
+        request, lambda hg: hg.manual_runs(schedule_id, limit, cursor), reads=True
+    )
     return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut, summary="Enqueue an ordinary job")
-def enqueue(request: Request, body: JobIn) -> JobOut:
+async def enqueue(request: Request, body: JobIn) -> JobOut:
     fields = body.model_dump()
     origin = fields["periodic_origin"]
     options = JobOptions(**{name: fields[name] for name in JOB_OPTION_FIELDS})
-    job = _hg(request).enqueue_job(fields["kind"], fields["payload"], options, origin)
+    job = await in_store(
+        request, lambda hg: hg.enqueue_job(fields["kind"], fields["payload"], options, origin)
+    )
     return JobOut.of(job)
 
 
 @router.get("/jobs", response_model=JobList, summary="List jobs, newest first")
-def list_jobs(
+async def list_jobs(
     request: Request,
     *,
     state: Annotated[JobState | None, Query()] = None,
@@ -347,7 +384,7 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
-    page = _hg(request).list_jobs(
+    page = await _hg(request).alist_jobs(
         state=state,
         queue=queue,
         kind=kind,
@@ -364,7 +401,7 @@ def list_jobs(
     response_model=JobCountsOut,
     summary="Count jobs per state (bounded), with the filters of GET /jobs",
 )
-def count_jobs(
+async def count_jobs(
     request: Request,
     *,
     queue: Annotated[str | None, Query(max_length=255)] = None,
@@ -372,7 +409,9 @@ def count_jobs(
     schedule_id: Annotated[str | None, Query(max_length=255)] = None,
     search: Annotated[str | None, Query(max_length=255)] = None,
 ) -> JobCountsOut:
-    counts = _hg(request).count_jobs(queue=queue, kind=kind, schedule_id=schedule_id, search=search)
+    counts = await _hg(request).acount_jobs(
+        queue=queue, kind=kind, schedule_id=schedule_id, search=search
+    )
     return JobCountsOut(counts=counts, cap=JOB_COUNT_CAP)
 
 
@@ -381,8 +420,8 @@ def count_jobs(
     response_model=JobsBulkOut,
     summary="Retry the jobs matching filters (one retryable state; at most 1,000 a call)",
 )
-def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
-    return JobsBulkOut.of(_hg(request).retry_jobs(**_bulk_filters(body)))
+async def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
+    return JobsBulkOut.of(await _hg(request).aretry_jobs(**_bulk_filters(body)))
 
 
 @router.post(
@@ -390,8 +429,8 @@ def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
     response_model=JobsBulkOut,
     summary="Cancel the jobs matching filters (pending or running; at most 1,000 a call)",
 )
-def cancel_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
-    return JobsBulkOut.of(_hg(request).cancel_jobs(**_bulk_filters(body)))
+async def cancel_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
+    return JobsBulkOut.of(await _hg(request).acancel_jobs(**_bulk_filters(body)))
 
 
 def _bulk_filters(body: JobsBulkIn) -> dict[str, Any]:
@@ -399,8 +438,8 @@ def _bulk_filters(body: JobsBulkIn) -> dict[str, Any]:
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, summary="Inspect a job and its attempts")
-def get_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(_hg(request).get_job(job_id))
+async def get_job(request: Request, job_id: str) -> JobOut:
+    return JobOut.of(await _hg(request).aget_job(job_id))
 
 
 @router.post(
@@ -408,8 +447,8 @@ def get_job(request: Request, job_id: str) -> JobOut:
     response_model=JobOut,
     summary="Cancel a pending or running job (409 from any other state)",
 )
-def cancel_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(_hg(request).cancel_job(job_id))
+async def cancel_job(request: Request, job_id: str) -> JobOut:
+    return JobOut.of(await _hg(request).acancel_job(job_id))
 
 
 @router.post(
@@ -417,19 +456,21 @@ def cancel_job(request: Request, job_id: str) -> JobOut:
     response_model=JobOut,
     summary="Run a failed, cancelled or quarantined job again (409 from any other state)",
 )
-def retry_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(_hg(request).retry_job(job_id))
+async def retry_job(request: Request, job_id: str) -> JobOut:
+    return JobOut.of(await _hg(request).aretry_job(job_id))
 
 
 @router.get("/workers", response_model=WorkersOut, summary="Live workers and the scheduler")
-def list_workers(request: Request) -> WorkersOut:
-    hg = _hg(request)
-    now_ms = hg.clock.now_ms()
-    lease = hg.lease_status()
-    return WorkersOut(
-        workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
-        scheduler=None if lease is None else LeaseOut.of(lease),
-    )
+async def list_workers(request: Request) -> WorkersOut:
+    def read(hg: Headgate) -> WorkersOut:
+        now_ms = hg.clock.now_ms()
+        lease = hg.lease_status()
+        return WorkersOut(
+            workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
+            scheduler=None if lease is None else LeaseOut.of(lease),
+        )
+
+    return await in_store(request, read, reads=True)
 
 
 @router.get(
@@ -437,10 +478,9 @@ def list_workers(request: Request) -> WorkersOut:
     response_model=HandlerList,
     summary="Declared handlers: the queue and defaults enqueue routes each kind by",
 )
-def list_handlers(request: Request) -> HandlerList:
-    return HandlerList(
-        handlers=[HandlerOut.of(handler) for handler in _hg(request).declared_handlers()]
-    )
+async def list_handlers(request: Request) -> HandlerList:
+    handlers = await in_store(request, lambda hg: hg.declared_handlers(), reads=True)
+    return HandlerList(handlers=[HandlerOut.of(handler) for handler in handlers])
 
 
 @router.get(
@@ -448,17 +488,19 @@ def list_handlers(request: Request) -> HandlerList:
     response_model=SchedulerHealthOut,
     summary="Whether anybody fires the ticks (the scheduler lease and the oldest due schedule)",
 )
-def scheduler_health(request: Request) -> SchedulerHealthOut:
-    return SchedulerHealthOut.of(_hg(request).scheduler_health())
+async def scheduler_health(request: Request) -> SchedulerHealthOut:
+    return SchedulerHealthOut.of(
+        await in_store(request, lambda hg: hg.scheduler_health(), reads=True)
+    )
 
 
 @router.get("/quarantine", response_model=QuarantineList, summary="Quarantined fingerprints")
-def list_quarantine(
+async def list_quarantine(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> QuarantineList:
-    page = _hg(request).list_quarantine(limit, cursor)
+    page = await in_store(request, lambda hg: hg.list_quarantine(limit, cursor), reads=True)
     return QuarantineList(
         entries=[QuarantineOut.of(entry) for entry in page.entries], next_cursor=page.next_cursor
     )
@@ -469,10 +511,12 @@ def list_quarantine(
     response_model=QuarantineOut,
     summary="Quarantine a fingerprint by hand, with a note",
 )
-def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> QuarantineOut:
-    hg = _hg(request)
-    hg.quarantine(fingerprint, body.note)
-    entry = hg.quarantine_entry(fingerprint)
+async def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> QuarantineOut:
+    def write(hg: Headgate) -> QuarantineEntry | None:
+        hg.quarantine(fingerprint, body.note)
+        return hg.quarantine_entry(fingerprint)
+
+    entry = await in_store(request, write)
     if entry is None:  # released by someone else since this request's write
         raise NotFound(f"fingerprint {fingerprint} was released meanwhile")
     return QuarantineOut.of(entry)
@@ -481,19 +525,21 @@ def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> Quaran
 @router.delete(
     "/quarantine/{fingerprint}", status_code=204, summary="Release a quarantined fingerprint"
 )
-def release(request: Request, fingerprint: str) -> Response:
-    _hg(request).release(fingerprint)
+async def release(request: Request, fingerprint: str) -> Response:
+    await in_store(request, lambda hg: hg.release(fingerprint))
     return Response(status_code=204)
 
 
 @router.get("/queues", response_model=QueueList, summary="Queues: paused or not, jobs waiting")
-def list_queues(
+async def list_queues(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
 ) -> QueueList:
     """The paused queues and the busiest others (most jobs pending and running),
     `limit` in all, by name; `more`: how many were left out."""
-    shown = busiest(_hg(request).queues(), limit, queue_weight)
+    shown = busiest(
+        await in_store(request, lambda hg: hg.queues(), reads=True), limit, queue_weight
+    )
     return QueueList(queues=[QueueOut.of(status) for status in shown.items], more=shown.more)
 
 
@@ -502,8 +548,9 @@ def list_queues(
     response_model=QueueOut,
     summary="Pause a queue: no process claims its jobs until it is resumed (running ones finish)",
 )
-def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) -> QueueOut:
-    return QueueOut.of(_hg(request).pause_queue(queue, "" if body is None else body.note))
+async def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) -> QueueOut:
+    note = "" if body is None else body.note
+    return QueueOut.of(await in_store(request, lambda hg: hg.pause_queue(queue, note)))
 
 
 @router.post(
@@ -511,8 +558,8 @@ def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) 
     response_model=QueueOut,
     summary="Resume a paused queue (resuming one that is not paused changes nothing)",
 )
-def resume_queue(request: Request, queue: str) -> QueueOut:
-    return QueueOut.of(_hg(request).resume_queue(queue))
+async def resume_queue(request: Request, queue: str) -> QueueOut:
+    return QueueOut.of(await in_store(request, lambda hg: hg.resume_queue(queue)))
 
 
 @router.get(
@@ -520,21 +567,23 @@ def resume_queue(request: Request, queue: str) -> QueueOut:
     response_model=UnservedList,
     summary="Pending jobs no live worker runs, by queue and kind",
 )
-def list_unserved(
+async def list_unserved(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
 ) -> UnservedList:
     """The `limit` (queue, kind) with the most pending jobs; `more`: how many
     were left out."""
-    shown = busiest(_hg(request).unserved(), limit, lambda work: work.pending)
+    unserved = await in_store(request, lambda hg: hg.unserved(), reads=True)
+    shown = busiest(unserved, limit, lambda work: work.pending)
     return UnservedList(unserved=[UnservedOut.of(work) for work in shown.items], more=shown.more)
 
 
 @router.get(
     "/limits", response_model=LimitList, summary="Concurrency limits, with their running jobs"
 )
-def list_limits(request: Request) -> LimitList:
-    return LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in _hg(request).limits()])
+async def list_limits(request: Request) -> LimitList:
+    limits = await in_store(request, lambda hg: hg.limits(), reads=True)
+    return LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in limits])
 
 
 @router.put(
@@ -542,9 +591,12 @@ def list_limits(request: Request) -> LimitList:
     response_model=ConcurrencyLimitOut,
     summary="Set the fleet-wide limit on running jobs of a scope (queue, kind, partition key)",
 )
-def set_limit(request: Request, body: LimitIn) -> ConcurrencyLimitOut:
-    status = _hg(request).set_limit(
-        queue=body.queue, kind=body.kind, partition_key=body.partition_key, limit=body.limit
+async def set_limit(request: Request, body: LimitIn) -> ConcurrencyLimitOut:
+    status = await in_store(
+        request,
+        lambda hg: hg.set_limit(
+            queue=body.queue, kind=body.kind, partition_key=body.partition_key, limit=body.limit
+        ),
     )
     return ConcurrencyLimitOut.of(status)
 
@@ -554,13 +606,16 @@ def set_limit(request: Request, body: LimitIn) -> ConcurrencyLimitOut:
     status_code=204,
     summary="Remove the limit on exactly this scope (404 if it has none)",
 )
-def clear_limit(
+async def clear_limit(
     request: Request,
     queue: Annotated[str | None, Query()] = None,
     kind: Annotated[str | None, Query()] = None,
     partition_key: Annotated[str | None, Query()] = None,
 ) -> Response:
-    if not _hg(request).clear_limit(queue=queue, kind=kind, partition_key=partition_key):
+    cleared = await in_store(
+        request, lambda hg: hg.clear_limit(queue=queue, kind=kind, partition_key=partition_key)
+    )
+    if not cleared:
         raise NotFound("no limit on that scope")
     return Response(status_code=204)
 
@@ -570,8 +625,9 @@ def clear_limit(
     response_model=RateLimitList,
     summary="Rate classes, with their starts in the window ending now",
 )
-def list_rate_limits(request: Request) -> RateLimitList:
-    return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in _hg(request).rate_limits()])
+async def list_rate_limits(request: Request) -> RateLimitList:
+    rates = await in_store(request, lambda hg: hg.rate_limits(), reads=True)
+    return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates])
 
 
 @router.put(
@@ -579,8 +635,10 @@ def list_rate_limits(request: Request) -> RateLimitList:
     response_model=RateLimitOut,
     summary="Set a rate class's limit: at most `limit` of its jobs start in any `per_ms`",
 )
-def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> RateLimitOut:
-    status = _hg(request).set_rate_limit(rate_class, limit=body.limit, per_ms=body.per_ms)
+async def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> RateLimitOut:
+    status = await in_store(
+        request, lambda hg: hg.set_rate_limit(rate_class, limit=body.limit, per_ms=body.per_ms)
+    )
     return RateLimitOut.of(status)
 
 
@@ -589,8 +647,8 @@ def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> Rate
     status_code=204,
     summary="Remove a rate class's limit (404 if it has none)",
 )
-def clear_rate_limit(request: Request, rate_class: str) -> Response:
-    if not _hg(request).clear_rate_limit(rate_class):
+async def clear_rate_limit(request: Request, rate_class: str) -> Response:
+    if not await in_store(request, lambda hg: hg.clear_rate_limit(rate_class)):
         raise NotFound(f"rate class {rate_class!r} has no limit")
     return Response(status_code=204)
 
@@ -600,16 +658,18 @@ def clear_rate_limit(request: Request, rate_class: str) -> Response:
     response_model=ActivityList,
     summary="The per-minute activity roll-up (default: the last three hours)",
 )
-def activity(
+async def activity(
     request: Request, since_ms: Annotated[int | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
 ) -> ActivityList:
-    points = _hg(request).activity(since_ms)
+    points = await in_store(request, lambda hg: hg.activity(since_ms), reads=True)
     return ActivityList(points=[ActivityPointOut.of(point) for point in points])
 
 
 @router.get(
     "/spec-preview", response_model=SpecPreview, summary="Validate a spec and show its next ticks"
 )
-def spec_preview(request: Request, spec: Annotated[str, Query(max_length=1024)]) -> SpecPreview:
+async def spec_preview(
+    request: Request, spec: Annotated[str, Query(max_length=1024)]
+) -> SpecPreview:
     hg = _hg(request)
     return preview(spec, hg.clock.now_ms(), hg.config.min_interval_ms)

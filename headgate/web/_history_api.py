@@ -8,7 +8,7 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from headgate.web._api import ERRORS, _each_query_parameter_once, _hg
+from headgate.web._api import ERRORS, _each_query_parameter_once, in_store
 from headgate.web._history_schemas import JobAsOfOut, ScheduleAsOfOut, ScheduleChangesOut
 
 INSTANT_TEXT: Final = 64
@@ -24,7 +24,7 @@ router = APIRouter(
     response_model=ScheduleAsOfOut,
     summary="A schedule as it stood at a past instant",
 )
-def schedule_as_of(
+async def schedule_as_of(
     request: Request,
     schedule_id: str,
     as_of: Annotated[str, Query(max_length=INSTANT_TEXT, description=_INSTANT)],
@@ -32,7 +32,9 @@ def schedule_as_of(
     """Folded from its events up to that instant: its definition and timing then,
     and who made the change in force. `state` says when it did not exist yet, or
     when the instant is before the oldest event compaction kept."""
-    return ScheduleAsOfOut.of(_hg(request).schedule_as_of(schedule_id, as_of))
+    return ScheduleAsOfOut.of(
+        await in_store(request, lambda hg: hg.schedule_as_of(schedule_id, as_of), reads=True)
+    )
 
 
 @router.get(
@@ -40,7 +42,7 @@ def schedule_as_of(
     response_model=ScheduleChangesOut,
     summary="A schedule's definition changes between two instants, with who made them",
 )
-def schedule_changes(
+async def schedule_changes(
     request: Request,
     schedule_id: str,
     since: Annotated[
@@ -53,7 +55,11 @@ def schedule_changes(
 ) -> ScheduleChangesOut:
     """Oldest first, each a diff from the definition before it; a payload shows
     its keys and which of them changed, never a value."""
-    changes = _hg(request).schedule_changes(schedule_id, since=since, until=until, limit=limit)
+    changes = await in_store(
+        request,
+        lambda hg: hg.schedule_changes(schedule_id, since=since, until=until, limit=limit),
+        reads=True,
+    )
     return ScheduleChangesOut.of(changes)
 
 
@@ -62,10 +68,12 @@ def schedule_changes(
     response_model=JobAsOfOut,
     summary="A job as it stood at a past instant",
 )
-def job_as_of(
+async def job_as_of(
     request: Request,
     job_id: str,
     as_of: Annotated[str, Query(max_length=INSTANT_TEXT, description=_INSTANT)],
 ) -> JobAsOfOut:
     """Folded from its events up to that instant: its state, attempts and errors then."""
-    return JobAsOfOut.of(_hg(request).job_as_of(job_id, as_of))
+    return JobAsOfOut.of(
+        await in_store(request, lambda hg: hg.job_as_of(job_id, as_of), reads=True)
+    )

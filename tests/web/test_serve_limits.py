@@ -428,6 +428,20 @@ def test_a_kept_alive_connection_must_finish_its_next_headers_in_time() -> None:
         assert _closed_within(sock, 0.5 + SLACK_S) >= 0.4
 
 
+def test_a_request_pipelined_behind_another_is_timed_from_the_answer_before_it() -> None:
+    """The parser reads a request sent before the answer to the one ahead of it:
+    its headers are not timed while that one's handler runs (longer than the
+    header deadline here), and must be complete within the deadline after."""
+    with (
+        guarded_server(ClientLimits(header_timeout_s=0.5, body_timeout_s=5)) as guarded,
+        socket.create_connection(guarded.address, timeout=5) as sock,
+    ):
+        first = b"GET /?1.0 HTTP/1.1\r\nHost: x\r\n\r\n"
+        sock.sendall(first + b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        assert _closed_within(sock, 0.5 + SLACK_S) >= 0.4
+
+
 def test_a_connection_that_sends_nothing_is_closed() -> None:
     with (
         guarded_server(ClientLimits(header_timeout_s=0.5, body_timeout_s=5)) as guarded,

@@ -424,11 +424,11 @@ def jobs_page(
 ) -> Page[JobRow]:
     """Newest first, by (created_at_ms, job_id); the cursor is where the last page stopped."""
     check_limit(limit, maximum)
-    query = jobs_query(where, limit, cursor)
+    query = jobs_query(where, limit, cursor, _JOB_ROW_COLUMNS)
     if query is None:
         return Page([], None)
     with dialect_of(connection).probing_indexes(connection):
-        items = [JobRow(**row) for row in connection.execute(query).mappings()]
+        items = [JobRow(*row) for row in connection.execute(query)]
     more = len(items) > limit
     items = items[:limit]
     last = items[-1] if more else None

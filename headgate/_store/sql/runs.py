@@ -7,8 +7,21 @@ from collections.abc import Collection
 from dataclasses import fields
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, and_, false, func, literal, literal_column, not_, select
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    and_,
+    bindparam,
+    false,
+    func,
+    literal,
+    literal_column,
+    not_,
+    select,
+)
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Executable
 
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import RUNS_CURSOR, decode_cursor, encode_cursor
@@ -17,6 +30,8 @@ from headgate._domain.schedule_health import FAILED_OUTCOMES, HealthState
 from headgate._projections import ScheduleRunRow
 from headgate._projections.schedule_runs import KEEP_PER_SCHEDULE, SETTLED_STATES, RunState
 from headgate._store.port import HealthFilter, Page, RunRead
+from headgate._store.sql.backends import Dialect, dialect_of
+from headgate._store.sql.prepared import Prepared, PreparedPerDialect
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import LIVE
 
@@ -28,6 +43,53 @@ read joins the jobs, which have a state too) and with its value written out (a
 bound one would keep SQLite off a partial index)."""
 _COUNTED: Final = sorted(SETTLED_STATES - {RunState.CANCELLED})
 """Settled runs that say whether a schedule fails: a cancel says neither."""
+_MANUAL: Final = next(
+    index for index, field in enumerate(fields(ScheduleRunRow)) if field.name == "manual"
+)
+"""Where a run row read on the driver holds its boolean (SQLite gives 0 or 1)."""
+_PER_SCHEDULE: Final = bindparam("per_schedule", type_=Integer)
+_ONE_SCHEDULES_RUNS: Final = Prepared(
+    select(*_RUN_COLUMNS)
+    .where(_runs.c.schedule_id == bindparam("schedule_id", type_=String))
+    .order_by(_runs.c.position.desc())
+    .limit(_PER_SCHEDULE)
+)
+"""A schedule's newest runs, walking its runs' index backwards (a schedule's
+page and its health: the API's read of one schedule)."""
+
+
+def _ranked_runs(dialect: Dialect) -> Executable:
+    """The newest `per_schedule` runs of each schedule of the batch `schedules`,
+    ranked per schedule in one statement (a page of the schedules list)."""
+    rank = (
+        func.row_number()
+        .over(partition_by=_runs.c.schedule_id, order_by=_runs.c.position.desc())
+        .label("rank")
+    )
+    ranked = (
+        select(*_RUN_COLUMNS, rank)
+        .where(dialect.is_one_of_bound("schedules", _runs.c.schedule_id))
+        .subquery()
+    )
+    return (
+        select(*(ranked.c[field.name] for field in fields(ScheduleRunRow)))
+        .where(ranked.c.rank <= _PER_SCHEDULE)
+        .order_by(ranked.c.schedule_id, ranked.c.position.desc())
+    )
+
+
+_RANKED_RUNS: Final = PreparedPerDialect(_ranked_runs)
+_JOB_STATES: Final = PreparedPerDialect(
+    lambda dialect: select(_jobs.c.job_id, _jobs.c.state).where(
+        dialect.is_one_of_bound("jobs", _jobs.c.job_id)
+    )
+)
+
+
+def _run_row(values: Any) -> ScheduleRunRow:
+    row = list(values)
+    row[_MANUAL] = bool(row[_MANUAL])
+    return ScheduleRunRow(*row)
 
 
 def _read(row: Any) -> RunRead:
@@ -83,44 +145,45 @@ def runs_page_query(schedule_id: str, limit: int, before: int | None) -> Any:
 def recent_runs(
     connection: Connection, schedule_ids: Collection[str], per_schedule: int
 ) -> dict[str, list[RunRead]]:
-    """Each schedule's newest runs, ranked per schedule in one statement; then the
-    jobs of those not settled (a few), for whether each waits or runs."""
+    """Each schedule's newest runs (one schedule's on its index, several ranked
+    per schedule in one statement); then the jobs of those not settled (a few),
+    for whether each waits or runs. Prepared statements: a schedule's page
+    and the schedules list read them on every request."""
     check_limit(per_schedule, KEEP_PER_SCHEDULE)
     wanted = sorted({i for i in schedule_ids if could_be_stored(i)})
     found: dict[str, list[ScheduleRunRow]] = {}
     if not wanted:
         return {}
-    rank = (
-        func.row_number()
-        .over(partition_by=_runs.c.schedule_id, order_by=_runs.c.position.desc())
-        .label("rank")
-    )
-    ranked = select(*_RUN_COLUMNS, rank).where(_runs.c.schedule_id.in_(wanted)).subquery()
-    columns = [ranked.c[field.name] for field in fields(ScheduleRunRow)]
-    query = (
-        select(*columns)
-        .where(ranked.c.rank <= per_schedule)
-        .order_by(ranked.c.schedule_id, ranked.c.position.desc())
-    )
-    for row in connection.execute(query):
-        run = ScheduleRunRow(*row)
+    dialect = dialect_of(connection)
+    if len(wanted) == 1:
+        rows = _ONE_SCHEDULES_RUNS.run(connection, schedule_id=wanted[0], per_schedule=per_schedule)
+    else:
+        rows = _RANKED_RUNS.on(dialect).run(
+            connection, schedules=dialect.batch_value(wanted), per_schedule=per_schedule
+        )
+    for row in rows:
+        run = _run_row(row)
         found.setdefault(run.schedule_id, []).append(run)
     open_runs = [
         run.job_id for runs in found.values() for run in runs if run.state not in SETTLED_STATES
     ]
-    states = _job_states(connection, open_runs)
+    states = _job_states(connection, dialect, open_runs)
     return {
         schedule_id: [RunRead(run, states.get(run.job_id)) for run in runs]
         for schedule_id, runs in found.items()
     }
 
 
-def _job_states(connection: Connection, job_ids: list[str]) -> dict[str, str]:
+def _job_states(connection: Connection, dialect: Dialect, job_ids: list[str]) -> dict[str, str]:
     states: dict[str, str] = {}
-    for start in range(0, len(job_ids), CHUNK):
-        chunk = job_ids[start : start + CHUNK]
-        query = select(_jobs.c.job_id, _jobs.c.state).where(_jobs.c.job_id.in_(chunk))
-        states.update({str(job_id): str(state) for job_id, state in connection.execute(query)})
+    if not job_ids:
+        return states
+    statement = _JOB_STATES.on(dialect)
+    with dialect.probing_indexes(connection):  # the jobs grow faster than their statistics
+        for start in range(0, len(job_ids), CHUNK):
+            chunk = dialect.batch_value(job_ids[start : start + CHUNK])
+            rows = statement.run(connection, jobs=chunk)
+            states.update({str(job_id): str(state) for job_id, state in rows})
     return states
 
 
