@@ -285,8 +285,8 @@ def _claim_statement(
         .where(*_due(dialect, queue, now, [kind for kind, _ in key[1]]))
         .order_by(*_ORDER)
         .limit(bindparam("limit", type_=Integer))
-        .with_for_update(skip_locked=True)
     )
+    due = dialect.locked_skipping(due)
     if unless_limited:
         due = due.where(~exists().select_from(_limits), ~exists().select_from(_rates))
     built = _claimed(_jobs.c.job_id.in_(due.scalar_subquery()), dict(key[1]))
@@ -449,8 +449,8 @@ def _candidates(dialect: Dialect, kinds: Sequence[str]) -> Prepared:
         )
         .order_by(*_ORDER)
         .limit(bindparam("window", type_=Integer))
-        .with_for_update(skip_locked=True)
     )
+    built = dialect.locked_skipping(built)
     with _CLAIMS_LOCK:
         return _CANDIDATES.setdefault(key, Prepared(built))
 

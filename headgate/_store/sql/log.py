@@ -1,6 +1,6 @@
 """The event log on SQL: atomic multi-stream appends with optimistic concurrency.
 
-How appends are ordered and fenced is the backend's `log_order.LogOrder`: on
+How appends are ordered and fenced is the backend's `backends.log_order.LogOrder`: on
 SQLite every write holds the log head (positions gap-free in commit order);
 on PostgreSQL a write holds only the streams it appends to and the facts it
 decides on, and takes positions from a sequence, while readers that tail the
@@ -60,13 +60,13 @@ from headgate._store.port import (
 )
 from headgate._store.sql import claiming, queries, worker_rows
 from headgate._store.sql.backends import Dialect, SqlBackend
+from headgate._store.sql.backends.log_order import LogOrder, stream_keys
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.event_rows import decode_row, decode_values, event_row, events_between
-from headgate._store.sql.log_order import LogOrder, order_for, stream_keys
 from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
-from headgate._store.sql.schema import events, leases, log_head
+from headgate._store.sql.schema import POSITIONS, events, leases, log_head
 
 _HEAD: Final = "log_head"
 """In a transaction's carried state: the log head as its last writer left it."""
@@ -458,7 +458,7 @@ class SqlEventLog(EventLog):
         self._maintenance = database.backend.maintenance
         self._clock = database.clock
         self.projector = projector
-        self._order = order_for(database.engine.dialect.name)
+        self._order = self._dialect.log_order(log_head.name, POSITIONS.name)
         self._identity: tuple[Any, ...] | None = None
         head = select(log_head.c.position, log_head.c.rebuilding, *self._dialect.write_settings())
         head = head.where(log_head.c.id == 1)

@@ -312,13 +312,15 @@ def job(connection: Connection, job_id: str, *, for_update: bool = False) -> Job
     side by side, a decision read from it must not be overtaken by a claim)."""
     if not could_be_stored(job_id):
         return None
-    query = _locked_if(select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id), for_update)
+    query = _locked_if(
+        connection, select(*_JOB_ROW_COLUMNS).where(_jobs.c.job_id == job_id), for_update
+    )
     row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
 
-def _locked_if(query: Select[Any], for_update: bool) -> Select[Any]:
-    return query.with_for_update() if for_update else query
+def _locked_if(connection: Connection, query: Select[Any], for_update: bool) -> Select[Any]:
+    return dialect_of(connection).locked(query) if for_update else query
 
 
 def job_for_tick(
@@ -330,7 +332,7 @@ def job_for_tick(
     query = select(*_JOB_ROW_COLUMNS).where(
         _jobs.c.periodic_schedule_id == schedule_id, _jobs.c.periodic_tick_ms == tick_ms
     )
-    query = _locked_if(query, for_update)
+    query = _locked_if(connection, query, for_update)
     row = connection.execute(query).first()
     return None if row is None else JobRow(*row)
 
@@ -346,7 +348,7 @@ def jobs(
         query = select(*_JOB_ROW_COLUMNS).where(
             dialect.is_one_of(_jobs.c.job_id, wanted[start : start + CHUNK])
         )
-        query = _locked_if(query.order_by(_jobs.c.job_id), for_update)
+        query = _locked_if(connection, query.order_by(_jobs.c.job_id), for_update)
         found.update((row.job_id, JobRow(*row)) for row in connection.execute(query))
     return found
 

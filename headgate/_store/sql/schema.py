@@ -121,7 +121,7 @@ PostgreSQL positions come from `POSITIONS`, and this one is not moved).
 so live writes are refused; the first statement of every write reads it."""
 
 POSITIONS: Final = Sequence(f"{TABLE_PREFIX}event_positions", start=1)
-"""PostgreSQL's source of log positions (`log_order.SequenceOrder`); SQLite
+"""PostgreSQL's source of log positions (`postgresql.SequenceOrder`); SQLite
 hands them out from the log head."""
 
 projection_checkpoints = Table(

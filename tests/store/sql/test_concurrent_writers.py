@@ -1,4 +1,4 @@
-"""PostgreSQL's writers run side by side (`log_order.SequenceOrder`): no lock
+"""PostgreSQL's writers run side by side (`postgresql.SequenceOrder`): no lock
 every writer takes, yet per-stream versions, admission facts and limited
 claims hold, a reader tailing the log never passes a position still in
 flight, and a rebuild waits for the writers in flight and holds off the rest.

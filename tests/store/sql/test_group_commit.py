@@ -44,7 +44,7 @@ def _positions(store: SqlStore) -> dict[str, int]:
 
 def _gap_free(store: SqlStore) -> bool:
     """Whether a rolled-back write leaves no hole in the positions (not on
-    PostgreSQL, whose positions come from a sequence: log_order.SequenceOrder)."""
+    PostgreSQL, whose positions come from a sequence: postgresql.SequenceOrder)."""
     return store.engine.dialect.name != "postgresql"
 
 

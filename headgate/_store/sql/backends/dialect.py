@@ -15,6 +15,8 @@ from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.selectable import TableValuedAlias
 
+from headgate._store.sql.backends.log_order import LogOrder
+
 
 class Dialect(ABC):
     """The statements whose SQL differs by database, for the adapter's queries and
@@ -22,6 +24,9 @@ class Dialect(ABC):
 
     clock_is_local: bool
     """The store's clock is this host's (SQLite); else the server's is read."""
+
+    positions_from_a_sequence: bool
+    """The log's positions come from a sequence the schema makes (`backends.log_order`)."""
 
     @abstractmethod
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
@@ -88,6 +93,15 @@ class Dialect(ABC):
     @abstractmethod
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
         """`query`, locking the rows it reads until the transaction ends."""
+
+    @abstractmethod
+    def locked_skipping(self, query: Select[Any]) -> Select[Any]:
+        """`query`, locking the rows it reads and passing over rows another writer
+        holds (a claim beside another never waits for it nor takes its rows)."""
+
+    @abstractmethod
+    def log_order(self, head_table: str, sequence: str) -> LogOrder:
+        """How the event log orders and fences its writes here (`backends.log_order`)."""
 
     @abstractmethod
     def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:

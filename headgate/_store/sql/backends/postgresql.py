@@ -17,6 +17,7 @@ from typing import Any, Final
 from sqlalchemy import (
     ColumnElement,
     Engine,
+    Integer,
     Select,
     String,
     Table,
@@ -48,6 +49,7 @@ from headgate._store.port import Listener
 from headgate._store.sql import bulk
 from headgate._store.sql.backends.connector import Connector
 from headgate._store.sql.backends.dialect import Dialect, code_point_order
+from headgate._store.sql.backends.log_order import LogOrder
 from headgate._store.sql.backends.maintenance import Maintenance
 from headgate._store.sql.prepared import Prepared
 
@@ -328,11 +330,90 @@ _IDENTITY: Final = select(
 )
 
 
+class SequenceOrder(LogOrder):
+    """PostgreSQL's order of writes: positions from a sequence, writers holding
+    only what they touch, readers stopping at the safe head (`backends.log_order`)."""
+
+    moves_head = False
+
+    def __init__(self, head_table: str, sequence: str) -> None:
+        # The first half of every advisory lock key of this store: its log head
+        # table's oid, so stores in other schemas of one database share no lock.
+        space = f"('{head_table}'::regclass::oid::bigint & 1073741823)::int4"
+        locks_space = f"({space} | 1073741824)"  # what writers decide on
+        fence = f"({space} | 536870912), 0"  # every writer shares it, a rebuild takes it
+        self._marker = (
+            f"SELECT pg_advisory_xact_lock_shared({fence}),"
+            f" pg_advisory_xact_lock_shared({space}, "
+            f"(coalesce(pg_sequence_last_value('{sequence}'::regclass), 0) + 1)"
+            "::bit(32)::int4)"
+        )
+        """What a writer holds from its first statement: the fence, shared, and its
+        marker, the lowest position it could draw (its low 32 bits; a reader
+        rebuilds the rest from the sequence)."""
+        self._exclude_writers = text(f"SELECT pg_advisory_xact_lock({fence})")
+        self._markers = text(
+            "SELECT virtualtransaction, objid::bigint FROM pg_locks"
+            " WHERE locktype = 'advisory' AND objsubid = 2 AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            f" AND classid::bigint = {space} AND pid <> pg_backend_pid()"
+        )
+        self._last_drawn = text(f"SELECT pg_sequence_last_value('{sequence}'::regclass)")
+        self._draw = text(
+            f"SELECT nextval('{sequence}') FROM generate_series(1, :count)"
+        ).bindparams(bindparam("count", type_=Integer))
+        self._lock_keys = text(
+            f"SELECT count(pg_advisory_xact_lock({locks_space}, hashtext(key)))"
+            " FROM (SELECT unnest(CAST(:keys AS text[])) AS key ORDER BY 1) AS wanted"
+        )
+
+    def opening(self, head_read: str) -> str:
+        # Two statements, so the second (the rebuild flag's read) has a snapshot
+        # taken after the fence is held: a writer that waited for a rebuild's
+        # transaction (`exclude_writers`) sees what it committed.
+        return f"{self._marker}; {head_read}"
+
+    def entered(self, lock_head: Executable) -> Executable:
+        return text(self._marker)
+
+    def draw(self, connection: Connection, count: int, head: int) -> list[int]:
+        if count <= 0:
+            return []
+        return [int(position) for (position,) in connection.execute(self._draw, {"count": count})]
+
+    def lock(self, connection: Connection, keys: Collection[str]) -> None:
+        if keys:
+            connection.execute(self._lock_keys, {"keys": sorted(set(keys))})
+
+    def safe_head(self, connection: Connection, head: int) -> int:
+        # The sequence first, then the markers: a writer takes its marker before it
+        # draws, so every position drawn by the first read belongs to a writer
+        # whose marker the second read sees, unless it has already ended.
+        drawn = int(connection.execute(self._last_drawn).scalar() or 0)
+        lowest = min(
+            (_unwrapped(int(marker), drawn) for _, marker in connection.execute(self._markers)),
+            default=drawn + 1,
+        )
+        return min(drawn, lowest - 1)
+
+    def exclude_writers(self, connection: Connection) -> None:
+        # Its own shared hold (taken at its opening) does not stand in its way.
+        connection.execute(self._exclude_writers)
+
+
+def _unwrapped(low_bits: int, drawn: int) -> int:
+    """A marker's position from its low 32 bits: the one at or below `drawn + 1`
+    (a marker is never further behind the sequence than 2**31 positions)."""
+    ceiling = drawn + 1
+    return ceiling - ((ceiling - low_bits) % (1 << 32))
+
+
 class PostgresDialect(Dialect):
     """Arrays for batches of keys and bulk writes (COPY for large ones), row locks,
     the server's clock."""
 
     clock_is_local = False
+    positions_from_a_sequence = True
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
@@ -557,6 +638,12 @@ class PostgresDialect(Dialect):
 
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
         return query.with_for_update(read=shared)
+
+    def locked_skipping(self, query: Select[Any]) -> Select[Any]:
+        return query.with_for_update(skip_locked=True)
+
+    def log_order(self, head_table: str, sequence: str) -> LogOrder:
+        return SequenceOrder(head_table, sequence)
 
     def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:
         # LIMIT 1 (there is at most one row anyway) keeps the planner from

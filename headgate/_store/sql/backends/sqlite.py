@@ -43,6 +43,7 @@ from headgate._store.port import Listener
 from headgate._store.sql import bulk
 from headgate._store.sql.backends.connector import Connector
 from headgate._store.sql.backends.dialect import Dialect
+from headgate._store.sql.backends.log_order import HeadOrder, LogOrder
 from headgate._store.sql.backends.maintenance import Maintenance
 from headgate._store.sql.prepared import Prepared
 
@@ -257,6 +258,7 @@ class SqliteDialect(Dialect):
     """Batches of keys as JSON arrays; the write transaction is the lock."""
 
     clock_is_local = True
+    positions_from_a_sequence = False
 
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
         # The values as one JSON array, unpacked by json_each (an IN list is
@@ -311,6 +313,12 @@ class SqliteDialect(Dialect):
 
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:
         return query  # the write transaction (BEGIN IMMEDIATE) already excludes writers
+
+    def locked_skipping(self, query: Select[Any]) -> Select[Any]:
+        return query  # as `locked`: no other writer holds a row
+
+    def log_order(self, head_table: str, sequence: str) -> LogOrder:
+        return HeadOrder()
 
     def first_of_each(self, table: Table, wanted: TableValuedAlias) -> Select[Any]:
         return select(table).where(

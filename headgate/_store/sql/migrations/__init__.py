@@ -282,7 +282,7 @@ def _create_at_head(connection: Connection) -> None:
     indexes = {str(index.name): index for table in LOG.sorted_tables for index in table.indexes}
     for name in INDEX_ORDER:
         indexes[name].create(connection)
-    if connection.dialect.name == "postgresql":
+    if backend_of(connection).dialect.positions_from_a_sequence:
         connection.execute(CreateSequence(POSITIONS))
     connection.execute(insert(log_head).values(id=1, position=0, rebuilding=False))
     connection.execute(insert(compaction_state).values(id=1, position=0))

@@ -1,6 +1,6 @@
 """PostgreSQL draws log positions from a sequence, not from the log head row.
 
-Writers no longer take turns on one row (`log_order.SequenceOrder`): the
+Writers no longer take turns on one row (`postgresql.SequenceOrder`): the
 sequence starts after the last position the head handed out. SQLite keeps
 its head row and has no sequences.
 """
