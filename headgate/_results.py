@@ -1,8 +1,9 @@
 """Waiting for a job's end: what `JobHandle.wait` and `await_result` stand on.
 
 A waiter reads its job's row, and reads it again each time the store says
-jobs may have ended: a write that ended jobs for good tells every listening
-process (`JOBS_ENDED`, by PostgreSQL's NOTIFY; SQLite's listener hears every
+jobs may have ended: a write that ended a task's jobs for good (a handler's
+jobs have no handle to wait on, so their ends are not announced) tells every
+listening process (`JOBS_ENDED`, by PostgreSQL's NOTIFY; SQLite's listener hears every
 commit; the memory store, its own), through one listener per Headgate,
 started at the first wait. A notification lost while the listener
 reconnects, or an end no write announces (an operator's cancel of a pending

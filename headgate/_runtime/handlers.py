@@ -99,6 +99,13 @@ class HandlerSpec:
     `task_calls`): its module is what a child process imports."""
 
     @property
+    def awaitable(self) -> bool:
+        """Its jobs have handles someone may wait on (a task's: `JobHandle.wait`),
+        so their ends are announced (`JOBS_ENDED`); a handler's are not: on
+        PostgreSQL every commit that notifies takes one lock in turn."""
+        return self.source is not None
+
+    @property
     def defined_by(self) -> Callable[..., Any]:
         return self.function if self.source is None else self.source
 

@@ -432,7 +432,10 @@ class WorkerPool:
                 results = transaction.append_units(
                     [job_units.end_unit(attempt.claim, append) for attempt, append, _ in ends]
                 )
-                if any(job_units.ends_job(append) for _, append, _ in ends):
+                if any(
+                    attempt.spec.awaitable and job_units.ends_job(append)
+                    for attempt, append, _ in ends
+                ):
                     transaction.notify_enqueued([JOBS_ENDED])
                 recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
@@ -952,11 +955,12 @@ def _record_drained(
         for attempt, outcome in ran
         if outcome.crashed is None
     ]
+    awaited = {attempt.claim.job_id for attempt, _ in ran if attempt.spec.awaitable}
     with store.log.write() as transaction:
         results = transaction.append_units(
             [job_units.end_unit(claimed, end) for claimed, end, _ in ends]
         )
-        if any(job_units.ends_job(end) for _, end, _ in ends):
+        if any(claimed.job_id in awaited and job_units.ends_job(end) for claimed, end, _ in ends):
             transaction.notify_enqueued([JOBS_ENDED])
         if crashed:
             running = transaction.running_on([holder])

@@ -10,11 +10,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from headgate import Headgate
+from headgate._store.port import JOBS_ENDED
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = textwrap.dedent(
@@ -65,3 +68,46 @@ def test_wait_returns_within_50_ms_of_the_end_in_another_process(store_url: str)
         worker.kill()
         worker.wait(timeout=10)
         hg.close()
+
+
+def _ended_notifications(server_url: str, schema: str, during: Callable[[], None]) -> list[str]:
+    """The payloads announcing the ends of `schema`'s jobs sent while `during` ran."""
+    import psycopg
+
+    url = make_url(server_url).set(drivername="postgresql", query={})
+    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as listener:
+        listener.execute("LISTEN headgate_enqueued")
+        during()
+        time.sleep(0.2)
+        return [
+            note.payload
+            for note in listener.notifies(timeout=0.5, stop_after=1000)
+            if note.payload.startswith(schema) and JOBS_ENDED in note.payload
+        ]
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_only_the_ends_of_jobs_someone_may_wait_on_are_announced(
+    store_url: str, postgres_server_url: str
+) -> None:
+    """A task's job has a handle to wait on; a handler's has none: announcing its
+    end would only make every worker's commit take PostgreSQL's NOTIFY lock."""
+    schema = make_url(store_url).query["options"].partition("search_path=")[2]
+    with Headgate(store_url) as hg:
+        hg.handler("plain")(lambda job: None)
+        hg.task("awaited")(_noop)
+
+        def run_plain() -> None:
+            hg.enqueue("plain")
+            hg.drain()
+
+        def run_awaited() -> None:
+            hg.enqueue("awaited", {})
+            hg.drain()
+
+        assert _ended_notifications(postgres_server_url, schema, run_plain) == []
+        assert len(_ended_notifications(postgres_server_url, schema, run_awaited)) == 1
+
+
+def _noop() -> None:
+    return None
