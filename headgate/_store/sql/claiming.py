@@ -179,10 +179,8 @@ def claim(  # noqa: PLR0917 (the claim values, and how to hold a key)
                 )
             slots_read = True
             if not rows:  # limits to keep, or nothing due: which, the read says
+                hold([CLAIMS_KEY])  # before counting: no other claim counts meanwhile
                 slots = _slots(connection, now_ms)
-                if slots is not None:
-                    hold([CLAIMS_KEY])
-                    slots = _slots(connection, now_ms)  # counted again: nobody else counts
                 connection.info[_LIMITED_LATELY] = slots is not None
             if rows or (tried and slots is None):  # the unlimited claim's answer stands
                 blame_seen = blame_seen or blamed

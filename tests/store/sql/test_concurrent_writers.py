@@ -293,10 +293,13 @@ def _claim(store: SqlStore, clock: FakeClock) -> list[str]:
 
 
 def _until_a_lock_is_waited_for(store: SqlStore) -> None:
-    """Return once some session of this database waits for an advisory lock."""
+    """Return once some session waits for this store's fence (what a rebuild takes
+    alone: `postgresql.SequenceOrder`), not any other store's lock."""
     waiting = text(
         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
         " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND objid = 0 AND objsubid = 2 AND classid::bigint ="
+        " (('headgate_log_head'::regclass::oid::bigint & 1073741823) | 536870912)"
     )
     deadline = time.monotonic() + WAIT_S
     with store.engine.connect() as connection:
@@ -306,9 +309,10 @@ def _until_a_lock_is_waited_for(store: SqlStore) -> None:
 
 
 def test_a_rebuild_waits_for_writes_in_flight_and_holds_off_the_rest(
-    stores: tuple[SqlStore, SqlStore],
+    stores: tuple[SqlStore, SqlStore], url: str, clock: FakeClock
 ) -> None:
     one, other = stores
+    third = SqlStore(url, clock)  # a writer of its own process: it queues in the database
     for name in "xyz":
         one.log.append(f"schedule-{name}", NO_STREAM, [defined(name)])
     held = HeldWrite(one, _define("a"))
@@ -316,12 +320,13 @@ def test_a_rebuild_waits_for_writes_in_flight_and_holds_off_the_rest(
     try:
         assert rebuilding.still_running_after(BLOCKED_S), "it waits for the write in flight"
         _until_a_lock_is_waited_for(other)  # the rebuild's, asked for: later writers queue
-        meanwhile = Background(lambda: other.log.append("schedule-b", NO_STREAM, [defined("b")]))
+        meanwhile = Background(lambda: third.log.append("schedule-b", NO_STREAM, [defined("b")]))
         assert meanwhile.still_running_after(BLOCKED_S), "a new writer waits behind the rebuild"
     finally:
         held.commit()
     report = rebuilding.result()
     kind, error = meanwhile.outcome()
+    third.close()
     assert kind == "raised" and isinstance(error, ProjectionsRebuilding), error
     assert report.head >= held.value[0].position
     assert verify(other).ok
