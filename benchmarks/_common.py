@@ -10,7 +10,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, Select, create_engine, event, select, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/headgate_bench"
@@ -123,3 +137,22 @@ def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[objec
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(value.rjust(w) for value, w in zip(row, widths, strict=True)))
+
+
+def raw_jobs_table(metadata: MetaData) -> Table:
+    """The raw baselines' plain jobs table (`workers`, `write_cost`): what a job
+    queue needs with no event log, no projections and no audit."""
+    return Table(
+        "raw_jobs",
+        metadata,
+        Column("job_id", String(255), primary_key=True),
+        Column("queue", String(128), nullable=False),
+        Column("kind", String(128), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("run_at_ms", BigInteger, nullable=False),
+        Column("attempts", Integer, nullable=False),
+        Column("worker_id", String(128)),
+        Column("deadline_ms", BigInteger),
+        Column("result", Text),
+    )

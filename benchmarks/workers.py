@@ -48,14 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Engine,
-    Integer,
     MetaData,
-    String,
-    Table,
-    Text,
     bindparam,
     func,
     insert,
@@ -71,6 +65,7 @@ from benchmarks._common import (
     locked_log_head,
     print_table,
     raw_engine,
+    raw_jobs_table,
 )
 from benchmarks.scheduler import Lateness, define_many, quiet_json_logs
 from headgate import Headgate, JobContext, SystemClock, WorkerConfig
@@ -149,29 +144,12 @@ def ours_drain(backend: str, count: int) -> float:
     return count / elapsed
 
 
-def _raw_table(metadata: MetaData) -> Table:
-    return Table(
-        "raw_jobs",
-        metadata,
-        Column("job_id", String(255), primary_key=True),
-        Column("queue", String(128), nullable=False),
-        Column("kind", String(128), nullable=False),
-        Column("payload", Text, nullable=False),
-        Column("state", String(16), nullable=False),
-        Column("run_at_ms", BigInteger, nullable=False),
-        Column("attempts", Integer, nullable=False),
-        Column("worker_id", String(128)),
-        Column("deadline_ms", BigInteger),
-        Column("result", Text),
-    )
-
-
 def raw_loop(backend: str, count: int, batch: int) -> tuple[float, float]:
     """Jobs per second, and bytes written per job (`bytes_written`)."""
     with fresh_database(backend) as url:
         engine = raw_engine(url)
         metadata = MetaData()
-        jobs = _raw_table(metadata)
+        jobs = raw_jobs_table(metadata)
         metadata.create_all(engine)
         with engine.begin() as connection:
             connection.execute(

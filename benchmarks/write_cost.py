@@ -41,21 +41,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Engine,
-    Integer,
     MetaData,
-    String,
-    Table,
-    Text,
     bindparam,
     insert,
     text,
     update,
 )
 
-from benchmarks._common import fresh_database, print_table, raw_engine
+from benchmarks._common import fresh_database, print_table, raw_engine, raw_jobs_table
 from benchmarks._write_meter import Cost, Meter, install
 from benchmarks.scheduler import quiet_json_logs
 from headgate import Headgate, JobContext, WorkerConfig
@@ -230,29 +224,12 @@ def ours(backend: str, sizes: Sizes) -> Steps:
     return steps
 
 
-def _raw_jobs(metadata: MetaData) -> Table:
-    return Table(
-        "raw_jobs",
-        metadata,
-        Column("job_id", String(255), primary_key=True),
-        Column("queue", String(128), nullable=False),
-        Column("kind", String(128), nullable=False),
-        Column("payload", Text, nullable=False),
-        Column("state", String(16), nullable=False),
-        Column("run_at_ms", BigInteger, nullable=False),
-        Column("attempts", Integer, nullable=False),
-        Column("worker_id", String(128)),
-        Column("deadline_ms", BigInteger),
-        Column("result", Text),
-    )
-
-
 class _RawQueue:
     """The raw loop: a plain jobs table, written the shortest way SQLAlchemy Core allows."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.jobs = _raw_jobs(MetaData())
+        self.jobs = raw_jobs_table(MetaData())
         self.made = 0
         skip_locked = " FOR UPDATE SKIP LOCKED" if engine.dialect.name == "postgresql" else ""
         self.claim_sql = text(
@@ -322,7 +299,7 @@ def raw(backend: str, sizes: Sizes) -> Steps:
     with fresh_database(backend) as url:
         engine = raw_engine(url)
         metadata = MetaData()
-        _raw_jobs(metadata)
+        raw_jobs_table(metadata)
         metadata.create_all(engine)
         with engine.begin() as connection:
             connection.execute(
