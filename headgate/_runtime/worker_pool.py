@@ -439,6 +439,7 @@ class WorkerPool:
                     transaction.notify_enqueued([JOBS_ENDED])
                 recorded = self._record_crashes(transaction, crashed) if crashed else set()
                 claims = self._claim(transaction, free) if any(free.values()) else []
+                claimed_at = transaction.now_ms
                 freed = self._limited_queues([attempt for attempt, _, _ in ends] + crashed)
                 if freed:
                     transaction.notify_enqueued(freed)
@@ -464,7 +465,7 @@ class WorkerPool:
         for due_ms in _due_again_ms([append for _, append, _ in ends]):
             self._look_again_at(due_ms)
         if any(free.values()) and left_free:
-            self._look_again_at(self._next_claimable_at(free))
+            self._look_again_at(self._next_claimable_at(free, claimed_at))
 
     def _forget_handed(self, claims: Sequence[Claim], passed_over: set[str]) -> None:
         """The handed jobs now claimed, and those a claim with slots left passed
@@ -477,13 +478,18 @@ class WorkerPool:
                 del self._hand_overs.claimed_lately[next(iter(self._hand_overs.claimed_lately))]
             self._hand_overs.jobs -= passed_over
 
-    def _next_claimable_at(self, free: Mapping[str, int]) -> int | None:
+    def _next_claimable_at(self, free: Mapping[str, int], claimed_at_ms: int) -> int | None:
         """After a claim that left slots free: when the store says a job of these
-        queues next becomes claimable by time alone (None: nothing known)."""
+        queues next becomes claimable by time alone (None: nothing known).
+
+        Asked as of the claim's instant, not the read's: a rate window that
+        frees between the two is then an instant already past (claim again at
+        once), where asked as of the read it would be no used-up class at all."""
         queues = [queue for queue, slots in free.items() if slots > 0]
-        now = self._clock.now_ms()
         try:
-            return self._store.reads.next_claimable_at(queues, self._handlers.kinds(), now)
+            return self._store.reads.next_claimable_at(
+                queues, self._handlers.kinds(), claimed_at_ms
+            )
         except StoreError:
             return None
 
