@@ -5,6 +5,7 @@ in place."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    create_engine,
     delete,
     func,
     insert,
@@ -46,6 +48,7 @@ from headgate._errors import (
     SchemaTooNew,
 )
 from headgate._store.port import NO_STREAM, JobFilter, WorkerBeat
+from headgate._store.sql.backends import backend_of
 from headgate._store.sql.engine import create_store_engine, translated_errors
 from headgate._store.sql.maintenance import rebuild, verify
 from headgate._store.sql.migrations import (
@@ -325,6 +328,65 @@ def test_a_newer_legacy_numbering_is_refused(store_url: str) -> None:
 def test_migrations_are_idempotent_and_versioned(store: SqlStore) -> None:
     assert schema_version(store.engine) == LATEST_VERSION
     assert migrate(store.engine) == []
+
+
+def test_stores_opened_at_once_migrate_one_schema_once(
+    fresh_url: Callable[[], str],
+) -> None:
+    url = fresh_url()
+    engines = [create_store_engine(url) for _ in range(3)]
+    start = threading.Barrier(len(engines))
+    applied: list[list[int]] = []
+
+    def open_it(engine: Engine) -> None:
+        start.wait()
+        applied.append(migrate(engine))
+
+    threads = [threading.Thread(target=open_it, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    try:
+        assert sorted(applied, key=len) == [[], [], list(range(1, LATEST_VERSION + 1))]
+        assert schema_version(engines[0]) == LATEST_VERSION
+    finally:
+        for engine in engines:
+            engine.dispose()
+
+
+def test_a_migration_waits_only_for_one_of_its_own_schema(
+    store_url: str, fresh_url: Callable[[], str]
+) -> None:
+    """PostgreSQL: the migration lock is the schema's; a store in another schema of
+    the same database opens while one is held, one in the same schema waits."""
+    if store_url.startswith("sqlite"):
+        pytest.skip("a SQLite store is a file of its own")
+    held_url, other_url = fresh_url(), fresh_url()
+    holder = create_engine(held_url)  # no idle-in-transaction timeout: it holds the lock
+    opened: list[str] = []
+
+    def open_store(url: str, name: str) -> threading.Thread:
+        def run() -> None:
+            SqlStore(url, FakeClock()).close()
+            opened.append(name)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    try:
+        with holder.begin() as connection:
+            backend_of(holder).maintenance.lock_for_migration(connection)
+            open_store(other_url, "other").join(timeout=10)
+            assert opened == ["other"], "a store of another schema waited for this one's lock"
+            waiting = open_store(held_url, "held")
+            waiting.join(timeout=1.0)
+            assert opened == ["other"], "a store of the held schema opened under its lock"
+        waiting.join(timeout=30)
+        assert opened == ["other", "held"]
+    finally:
+        holder.dispose()
 
 
 def test_upgrade_keeps_existing_events(store_url: str) -> None:

@@ -71,7 +71,12 @@ POSTGRES_CONNECT_ARGS: Final = {
     "keepalives_count": 3,
     "tcp_user_timeout": 10_000,
 }
-_MIGRATION_LOCK_KEY: Final = 0x48474D49  # "HGMI"
+_MIGRATION_LOCK: Final = text(
+    "SELECT pg_advisory_xact_lock(1212632393, hashtext(coalesce(current_schema(), '')))"
+)
+"""Per schema ("HGMI", the schema's name): stores in other schemas of one database
+migrate, and open, without waiting for each other. Its first half has bit 30 set,
+so it is never a writer's marker (`SequenceOrder`: those keys are below 2**30)."""
 _SERVER_NOW_MS: Final = text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
 _PLANNER_SWITCHES: Final = ("enable_seqscan", "enable_hashjoin", "enable_mergejoin")
 _SWITCHES_OFF: Final = (
@@ -734,7 +739,7 @@ class PostgresMaintenance(Maintenance):
             connection.execute(text(f"VACUUM {names}"))
 
     def lock_for_migration(self, connection: Connection) -> None:
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        connection.execute(_MIGRATION_LOCK)
 
 
 class _PostgresListener(Listener):
