@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 import structlog
@@ -110,3 +111,35 @@ def _structlog_as_a_host_left_it() -> Iterator[None]:
     log lines in its captured output. Each test starts unconfigured."""
     yield
     structlog.reset_defaults()
+
+
+FAST_HALF_LEAVES_OUT: Final = ("postgresql", "processes", "slow")
+"""The markers `--fast` leaves out: a developer's minute-long run of everything
+that runs in one process on SQLite, memory or no store, on a fake clock."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast half: leave out the " + ", ".join(FAST_HALF_LEAVES_OUT) + " tests",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the PostgreSQL half (`postgresql`) by a parameter or its fixture, and
+    with `--fast` leave out every test that one of FAST_HALF_LEAVES_OUT marks."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        if "postgresql" in params or "postgres_server_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgresql)
+    if not config.getoption("--fast"):
+        return
+    kept, left_out = [], []
+    for item in items:
+        marked = any(item.get_closest_marker(name) for name in FAST_HALF_LEAVES_OUT)
+        (left_out if marked else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept

@@ -35,6 +35,7 @@ def test_ticks_reports_a_bad_spec_in_one_line(capsys: object) -> None:
     assert err == "error: bad cron '61 * * * *': minute 61 out of range 0-59\n"
 
 
+@pytest.mark.processes
 def test_installed_command_runs_the_demo() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "headgate._cli", "ticks", "--count", "1"],

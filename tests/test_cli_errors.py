@@ -30,6 +30,8 @@ from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.web.serving import headgate_command, server_environment
 
+pytestmark = pytest.mark.processes
+
 NOT_FOUND_OR_STORE = 1
 BAD_INPUT = 2
 

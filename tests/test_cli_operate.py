@@ -449,6 +449,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
 # as a process ----------------------------------------------------------------
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
@@ -502,6 +503,7 @@ def test_exit_status_and_one_line_errors(
     assert len(status.stderr.strip().splitlines()) == 1 and "Traceback" not in status.stderr
 
 
+@pytest.mark.processes
 def test_the_command_line_starts_without_the_web_stack() -> None:
     """Only `serve` (and --json output) imports FastAPI and uvicorn."""
     probe = (

@@ -24,6 +24,8 @@ from headgate.testing import FakeClock
 from tests.store.builders import create_schedule, fire_tick
 from tests.store.snapshots import snapshot
 
+pytestmark = pytest.mark.processes
+
 
 def _populate(url: str, schedules: int = 3, ticks: int = 4) -> None:
     store = SqlStore(url, FakeClock())

@@ -17,6 +17,8 @@ from headgate import Headgate
 from tests.processes import process_running
 from tests.web.serving import headgate_command, serving, wait_until_answering
 
+pytestmark = pytest.mark.processes
+
 APP = textwrap.dedent(
     """
     from pathlib import Path

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from headgate._server_extra import INSTALL, SERVER_MODULES
+
+pytestmark = pytest.mark.processes
 
 HIDE_SERVER = "".join(
     f"sys.modules[{name!r}] = None\n" for name in sorted(SERVER_MODULES)

@@ -15,6 +15,8 @@ import pytest
 import headgate
 from headgate import _version
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[1]
 HIDE_PSYCOPG = 'import sys; sys.modules["psycopg"] = None  # as if the extra were not installed\n'
 POSTGRES_URL = "postgresql://app@127.0.0.1:1/app"

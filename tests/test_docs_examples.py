@@ -22,6 +22,8 @@ from headgate.web import create_app
 from tests.doc_examples import DOCS, Example, doc_pages, example_with, examples_in
 from tests.web.conftest import LOCAL
 
+pytestmark = pytest.mark.processes
+
 PAGES_WITH_EXAMPLES = [page for page in doc_pages() if examples_in(page)]
 SKIPPED = {
     "docs/how-to/django.md[0]": "settings of a Django project",

@@ -17,6 +17,8 @@ import yaml
 
 from tests.doc_examples import DOCS, README, ROOT
 
+pytestmark = pytest.mark.processes
+
 COVERED_BY = {
     "Install": ["docs/reference/install.md"],
     "Two commands": ["docs/reference/install.md"],

@@ -9,7 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from headgate._logs import escape_unprintable
+
+pytestmark = pytest.mark.processes
 
 SECRET = "TOPSECRET-PAYLOAD"
 

@@ -11,8 +11,12 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from headgate import Headgate
 from tests.doc_examples import README, examples_in
+
+pytestmark = pytest.mark.processes
 
 
 def _run(code: str, directory: Path) -> subprocess.CompletedProcess[str]:

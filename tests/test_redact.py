@@ -226,6 +226,7 @@ def test_a_headgate_line_is_masked_through_a_hosts_structlog() -> None:
     assert captured and SECRET not in repr(captured)
 
 
+@pytest.mark.processes
 def test_a_headgate_line_and_its_exception_are_masked_through_stdlib_logging() -> None:
     """The host configured no structlog: the stdlib record's message and its
     rendered exception are masked before the host's handler prints them."""

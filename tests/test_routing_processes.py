@@ -13,8 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from headgate import Headgate
 from tests.web.serving import headgate_command, server_environment
+
+pytestmark = pytest.mark.processes
 
 APP = textwrap.dedent(
     """

@@ -203,6 +203,7 @@ def _put(base: str, schedule_id: str, spec: str) -> tuple[int, dict[str, object]
         return refused.code, json.loads(refused.read())
 
 
+@pytest.mark.processes
 def test_serve_holds_the_store_to_its_flags_and_environment(tmp_path: Path) -> None:
     environment = {"HEADGATE_MAX_TICKS_PER_S": "1"}
     with serving(tmp_path, "--max-schedules", "2", environment=environment) as (process, base):

@@ -34,6 +34,8 @@ from headgate._errors import HeadgateError
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.web.serving import headgate_command, server_environment, serving_printed
 
+pytestmark = pytest.mark.processes
+
 MARKER = "MARKER-PW-123"
 SEEN = "MARKER"
 """What no output may contain: the marker in any spelling (percent-encoding

@@ -20,6 +20,8 @@ from headgate._store.sql.engine import parse_store_url
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.web.serving import serving, wait_until_answering
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.mark.parametrize(
     "url",

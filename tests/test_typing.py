@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.doc_examples import ROOT, every_example
+
+pytestmark = pytest.mark.processes
 
 
 def test_the_examples_type_check_strictly(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ import pytest
 
 from tests.conftest import BACKENDS, drop_postgres_schema, fresh_postgres_url
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 PREAMBLE = """
 import json

@@ -28,6 +28,8 @@ import yaml
 from headgate._cli import _build_parser
 from headgate.web._probes import HEALTH_PATHS
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "docs" / "how-to" / "deploy"
 UNITS = sorted(DEPLOY.glob("*.service"))

@@ -225,6 +225,7 @@ hg.close()
 """
 
 
+@pytest.mark.processes
 def test_jitter_is_the_same_in_another_process_and_after_a_failover(
     store_url: str, make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:

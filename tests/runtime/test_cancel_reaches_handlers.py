@@ -22,6 +22,8 @@ import pytest
 
 from headgate import Headgate, JobContext, RuntimeConfig, WorkerConfig
 
+pytestmark = pytest.mark.processes
+
 TOLD_WITHIN_S = 0.5
 """The most a handler may take to be told (seen: 5-60 ms); the heartbeat that
 told it before came every 5 s here."""

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
@@ -24,6 +25,8 @@ from headgate._domain.streams import schedule_stream
 from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._store.port import Claimant
 from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
+
+pytestmark = pytest.mark.processes
 
 TTL_MS = 1_500
 INTERVAL_MS = 200

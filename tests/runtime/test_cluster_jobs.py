@@ -21,9 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_TTL_MS = 1_500

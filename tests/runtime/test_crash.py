@@ -26,6 +26,8 @@ from headgate._store.sql.maintenance import verify
 from headgate.testing import FakeClock
 from tests.runtime.conftest import START_MS
 
+pytestmark = pytest.mark.processes
+
 HOUR = 3_600_000
 CHILD = textwrap.dedent(
     """

@@ -29,9 +29,13 @@ POISONED = 8
 POISON_EXIT = 70
 TTL_S = WorkerConfig().heartbeat_ttl_ms / 1000
 
-pytestmark = pytest.mark.skipif(
-    LocalProcesses().here is None, reason="needs Linux's /proc to tell a dead process for certain"
-)
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(
+        LocalProcesses().here is None,
+        reason="needs Linux's /proc to tell a dead process for certain",
+    ),
+]
 
 
 def _work(url: str, starting: Synchronized[float]) -> None:

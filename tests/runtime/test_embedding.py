@@ -514,6 +514,7 @@ EXITS_WITHOUT_CLOSE = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(("how", "code"), [("exit", 3), ("raise", 1), ("dropped", 3)])
 def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
     store_url: str, how: str, code: int
@@ -557,6 +558,7 @@ CLOSES_UNDER_WRITERS = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 def test_close_while_threads_write_refuses_their_next_writes(store_url: str) -> None:
     """On SQLite every write shares one connection: closing it under another
     thread's write crashed the interpreter (SIGSEGV). Now the write in flight

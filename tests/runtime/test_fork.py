@@ -16,6 +16,8 @@ from headgate import Headgate
 from headgate.testing import FakeClock
 from tests.runtime.conftest import fire
 
+pytestmark = pytest.mark.processes
+
 CHILDREN = 4
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from headgate import Headgate, JobContext, RuntimeConfig, WorkerConfig
 
+pytestmark = pytest.mark.processes
+
 LATE = 10
 
 

@@ -14,7 +14,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from headgate import EACH_PARTITION, Headgate
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2

@@ -22,7 +22,10 @@ from headgate._runtime.local_processes import LocalProcesses, start_ticks_in
 from headgate._store.port import ProcessIdentity, WorkerRow
 
 HERE = LocalProcesses()
-pytestmark = pytest.mark.skipif(HERE.here is None, reason="needs Linux's /proc")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(HERE.here is None, reason="needs Linux's /proc"),
+]
 
 
 def _row(pid: int, process: ProcessIdentity | None) -> WorkerRow:

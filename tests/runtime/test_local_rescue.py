@@ -32,7 +32,10 @@ from tests.faults import FaultyStore
 HERE = LocalProcesses()
 TTL_MS = 10_000
 CONFIG = WorkerConfig(heartbeat_ttl_ms=TTL_MS, rescue_interval_ms=100, poll_interval_ms=20)
-pytestmark = pytest.mark.skipif(HERE.here is None, reason="needs Linux's /proc")
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(HERE.here is None, reason="needs Linux's /proc"),
+]
 
 
 def _identity_of(pid: int) -> ProcessIdentity:

@@ -15,7 +15,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from headgate import Headgate, RuntimeConfig
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = textwrap.dedent(

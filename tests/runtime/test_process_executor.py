@@ -33,6 +33,8 @@ from headgate import (
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from tests.processes import process_running
 
+pytestmark = pytest.mark.processes
+
 LATE_MS = 500
 """The most the median tick may commit late beside four CPU-bound handlers:
 generous for a two-core machine also running another test process (seen: 237

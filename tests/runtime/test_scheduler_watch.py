@@ -26,6 +26,8 @@ from headgate.web import create_app
 from tests.web.conftest import LOCAL
 from tests.web.serving import headgate_command
 
+pytestmark = pytest.mark.processes
+
 MINUTE = 60_000
 
 

@@ -15,6 +15,8 @@ from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate.testing import FakeClock
 from tests.runtime.conftest import jobs_for
 
+pytestmark = pytest.mark.slow
+
 TTL_MS = 1_500
 LATENESS_TARGET_MS = 400
 """The most a tick of another schedule may commit late beside a slow or hung hook:

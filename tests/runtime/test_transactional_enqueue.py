@@ -156,6 +156,7 @@ _HOST_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("when", ["before-commit", "after-commit"])
 def test_a_host_killed_around_its_commit_keeps_the_job_and_its_data_together(
     store_url: str, hg: Headgate, host: Engine, clock: FakeClock, when: str

@@ -19,6 +19,8 @@ from sqlalchemy.engine import make_url
 from headgate import Headgate
 from headgate._store.port import JOBS_ENDED
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = textwrap.dedent(
     """

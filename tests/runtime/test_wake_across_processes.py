@@ -12,7 +12,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from headgate import Headgate
+
+pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = textwrap.dedent(

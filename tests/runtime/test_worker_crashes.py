@@ -25,6 +25,8 @@ import pytest
 
 from headgate import Headgate, JobContext, RuntimeConfig, WorkerConfig
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 TTL_MS = 1_000
 RESCUE_MS = 200

@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 from functools import cache
 from zoneinfo import ZoneInfo
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from headgate import InvalidSpec, parse_spec
 from tests.spec.reference import CronSets, has_any_date, reference_next_ms, wall_exists
+
+pytestmark = pytest.mark.slow
 
 ZONES = [
     "UTC",

@@ -37,6 +37,8 @@ from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from tests.web.serving import free_port, serving, wait_until_answering
 
+pytestmark = pytest.mark.processes
+
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
     "--headless=new",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
@@ -15,6 +16,8 @@ from schemathesis.checks import positive_data_acceptance
 from headgate import Headgate, RuntimeConfig
 from headgate.testing import FakeClock
 from headgate.web import create_app
+
+pytestmark = pytest.mark.slow
 
 _directory = Path(tempfile.mkdtemp(prefix="headgate-fuzz-"))
 _headgate = Headgate(

@@ -24,6 +24,8 @@ from tests.web.serving import (
     wait_until_answering,
 )
 
+pytestmark = pytest.mark.processes
+
 
 def test_serve_answers_quickly_and_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
     with serving(tmp_path) as (process, base):

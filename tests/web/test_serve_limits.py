@@ -35,6 +35,8 @@ from headgate._serving import ClientLimits, listening_sockets
 from headgate.web._headers import answer_headers
 from tests.web.serving import headgate_command, server_environment, serving_printed
 
+pytestmark = pytest.mark.processes
+
 SLACK_S = 3.0
 """How late past its deadline a close may be seen on a busy two-core machine."""
 

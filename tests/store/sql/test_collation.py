@@ -38,6 +38,7 @@ def language_collated_url(postgres_server_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.mark.slow
 def test_the_list_and_its_search_ignore_a_language_collation(language_collated_url: str) -> None:
     store = SqlStore(language_collated_url, FakeClock())
     try:

@@ -8,8 +8,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
+
+pytestmark = pytest.mark.processes
 
 WRITER = textwrap.dedent(
     """
