@@ -9,11 +9,13 @@ runs in one process on a fake clock may take the memory store too
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 import pytest
 import structlog
@@ -143,3 +145,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
+
+
+class _UnmarkedProcessStart(AssertionError):
+    """A test not marked `processes` started an operating-system process."""
+
+
+@pytest.fixture(autouse=True)
+def _processes_are_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """A test that starts a process (subprocess, multiprocessing, a fork) carries
+    the `processes` marker, so `--fast` can leave it out: unmarked, the start fails."""
+    if request.node.get_closest_marker("processes") is not None:
+        yield
+        return
+
+    def refuse(*_args: object, **_kwargs: object) -> NoReturn:
+        raise _UnmarkedProcessStart(
+            f"{request.node.nodeid} starts a process: mark it @pytest.mark.processes"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    yield

@@ -431,6 +431,7 @@ def test_a_strict_headgate_refuses_an_undeclared_kind(store_url: str) -> None:
         Headgate("memory://", undeclared_kinds="strict")  # type: ignore[arg-type]
 
 
+@pytest.mark.processes
 def test_a_process_task_runs_in_its_child() -> None:
     """`executor="process"` pickles the task by name: its child imports it."""
     with Headgate("memory://") as hg:

@@ -21,6 +21,8 @@ from headgate.web import create_app
 from tests.conftest import AND_MEMORY
 from tests.web.conftest import LOCAL
 
+IN_A_CHILD = pytest.param("process", marks=pytest.mark.processes)
+
 
 def _parse_row(row: dict[str, object]) -> None:
     raise ValueError(f"row {row['n']} has no amount (api_key={row['key']})")
@@ -39,7 +41,7 @@ def _failed_attempt(hg: Headgate, executor: str) -> str:
 
 
 @AND_MEMORY
-@pytest.mark.parametrize("executor", ["thread", "process"])
+@pytest.mark.parametrize("executor", ["thread", IN_A_CHILD])
 def test_a_failed_attempts_traceback_reaches_every_surface(
     store_url: str, executor: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -90,7 +92,7 @@ def test_a_host_that_keeps_texts_out_of_the_store_keeps_the_frames(store_url: st
     assert attempt.traceback.rstrip().endswith("builtins.ValueError")
 
 
-@pytest.mark.parametrize("executor", ["thread", "process"])
+@pytest.mark.parametrize("executor", ["thread", IN_A_CHILD])
 def test_the_hosts_redaction_applies_to_the_text_and_the_traceback(
     store_url: str, executor: str
 ) -> None:
