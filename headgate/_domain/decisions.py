@@ -5,7 +5,7 @@ passes it, and nothing else admits a job. The writers gather the facts it
 needs from the store in bulk (`WriteTransaction.gate_facts`), then call it
 for each job; the scheduler records its `Decision` as the attempt's outcome,
 the commands turn a refusal into an exception. Nothing here performs I/O,
-so every rule is tested directly (tests/test_decisions.py).
+so every rule is tested directly (tests/domain/test_decisions.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How a job's attempts end, as pure functions: retries, errors, results, crashes.
 
 The worker pool and the rescuer call these to decide what to record; nothing
-here performs I/O, so every rule is tested directly (tests/test_job_rules.py).
+here performs I/O, so every rule is tested directly (tests/domain/test_job_rules.py).
 
 Crash counting, decided here and documented in docs/explanation/guarantees.md:
 

@@ -54,7 +54,7 @@ class Secret(Exception):
 def test_an_error_keeps_its_type_and_a_cut_message_or_only_its_type() -> None:
     assert error_record(ValueError("bad")).error_type == "ValueError"
     record = error_record(Secret("x" * 5_000))
-    assert record.error_type == "tests.test_job_rules.Secret"
+    assert record.error_type == "tests.domain.test_job_rules.Secret"
     assert record.message is not None and len(record.message) == MAX_ERROR_MESSAGE
     assert record.message.endswith("…")
     assert error_record(Secret("password=hunter2"), keep_messages=False).message is None
