@@ -911,7 +911,6 @@ class Headgate(AsyncOperations):
         the task's signature; another kind is checked against the handlers the
         store knows of (`Headgate(undeclared_kinds=...)`)."""
         job_options_given = JobOptions(**job_options(options, ENQUEUE_KEYWORDS))
-        self._check_kind(kind, payload)
         return self.enqueue_job(kind, payload, job_options_given, periodic_origin, connection)
 
     def _check_kind(self, kind: object, payload: JsonValue) -> None:
@@ -937,10 +936,16 @@ class Headgate(AsyncOperations):
         connection: object = None,
         *,
         job_id: str | None = None,
+        by_kind: bool = True,
     ) -> Job:
         """enqueue with its options as a JobOptions made beforehand; `job_id`, a
         UUID made beforehand (`_domain.ids.new_job_id`), names the job before it is written (for an
-        integration that enqueues at its host's commit, and must say the id first)."""
+        integration that enqueues at its host's commit, and must say the id first).
+        `by_kind` (every surface's enqueue: the API's, the CLI's): the kind and
+        payload are checked as enqueue checks them; a task's own call passes False,
+        its arguments bound to its signature already."""
+        if by_kind:
+            self._check_kind(kind, payload)
         options = self._chosen_at_enqueue(kind, options)
         row = self._commands.enqueue(
             kind, payload, options, periodic_origin, within=connection, job_id=job_id
@@ -965,6 +970,7 @@ class Headgate(AsyncOperations):
         """What enqueue_job checks before it writes (the payload, the queue its
         kind goes to), raising its ValidationError, with nothing written: for an
         integration that enqueues later, at its host's commit."""
+        self._check_kind(kind, payload)
         self._chosen_at_enqueue(kind, options)
         self._commands.check_payload(payload)
 

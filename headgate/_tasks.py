@@ -166,7 +166,7 @@ class Task(Generic[F, P, R]):
         then the job is written as `Headgate.enqueue` writes one (DuplicateJob,
         AdmissionRejected)."""
         payload = self.call.signature.payload(args, kwargs)
-        job = self._hg.enqueue_job(self.kind, payload, self.options)
+        job = self._hg.enqueue_job(self.kind, payload, self.options, by_kind=False)
         return JobHandle(self._hg, job, self.call.signature.returns)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
@@ -174,7 +174,7 @@ class Task(Generic[F, P, R]):
         the arguments are checked before it awaits."""
         payload = self.call.signature.payload(args, kwargs)
         job = await self._hg._async.run(
-            lambda: self._hg.enqueue_job(self.kind, payload, self.options)
+            lambda: self._hg.enqueue_job(self.kind, payload, self.options, by_kind=False)
         )
         return JobHandle(self._hg, job, self.call.signature.returns)
 

@@ -23,6 +23,10 @@ parameter (or field, or the task's return) is annotated with, matched by the
 name in "of", and is left as its tagged JSON where no annotation names it: a
 class is never looked up from the stored text, and nothing is ever pickled.
 
+Decoding checks each value against its annotation (`"7"` for an `int` is refused by
+its path), and takes a datetime, date, time, UUID or Decimal sent as its usual
+text by a client without the tags.
+
 What Headgate cannot encode (a naive datetime, a set, bytes, any other object)
 is refused when the job is enqueued, naming where the value is
 (`when`, `items[2].price`).
@@ -200,7 +204,12 @@ def _is_pydantic_model(value: object) -> bool:
 def decode(value: JsonValue, annotation: object, path: str, depth: int = 0) -> object:
     """A stored value back as `annotation` says (Any or a missing annotation: by its
     tags alone). Raises ValidationError naming `path` for a value that is not
-    what it should be (a stored job whose task changed its signature since)."""
+    what it should be: of another kind than the annotation allows (`"3"` for an
+    `int`), or a stored job whose task changed its signature since."""
+    return _of_the_annotated_kind(_decoded(value, annotation, path, depth), annotation, path)
+
+
+def _decoded(value: JsonValue, annotation: object, path: str, depth: int) -> object:
     _within_depth(depth, path)
     if isinstance(value, dict):
         tag = value.get(TAG)
@@ -298,6 +307,75 @@ def _decode_tagged(
         model = _model_in(annotation, name)
         return value if model is None else _validated(model, text, path)
     raise ValidationError(path, f"unknown {TAG} {tag!r}")
+
+
+_FROM_TEXT: Final[dict[type, Callable[[str], object]]] = {
+    dt.datetime: dt.datetime.fromisoformat,
+    dt.date: dt.date.fromisoformat,
+    dt.time: dt.time.fromisoformat,
+    uuid.UUID: uuid.UUID,
+    Decimal: Decimal,
+}
+"""The kinds a client without the tags (another language, the HTTP API) may send
+as their usual text: ISO 8601, a UUID's hex, a decimal's digits."""
+
+
+def _of_the_annotated_kind(value: object, annotation: object, path: str) -> object:
+    """`value` when the annotation allows it, parsed from its text where a kind of
+    `_FROM_TEXT` is annotated, else a ValidationError naming what was expected.
+    An annotation this cannot check (Any, object, a type variable, a protocol, a
+    TypedDict) allows everything."""
+    kinds: list[type] = []
+    for member in _members(annotation):
+        if member is None or member is type(None):
+            kinds.append(type(None))
+            continue
+        if typing.get_origin(member) is typing.Literal:
+            if value in typing.get_args(member):
+                return value
+            continue
+        kind = typing.get_origin(member) or member
+        if not isinstance(kind, type) or kind is object or _is_unchecked(kind):
+            return value
+        kinds.append(kind)
+    if not kinds:
+        raise ValidationError(path, f"must be one of {typing.get_args(annotation)!r}")
+    if any(_is_a(value, kind) for kind in kinds):
+        return value
+    if isinstance(value, str):
+        for kind in kinds:
+            parse = _FROM_TEXT.get(kind)
+            if parse is not None:
+                return _parsed(parse, kind, value, path)
+    expected = " or ".join(kind.__name__ for kind in kinds)
+    raise ValidationError(path, f"must be {expected}, got {type(value).__name__}")
+
+
+def _is_unchecked(kind: type) -> bool:
+    return bool(getattr(kind, "_is_protocol", False)) or typing.is_typeddict(kind)
+
+
+def _is_a(value: object, kind: type) -> bool:
+    if isinstance(value, bool) and kind in (int, float):
+        return False  # JSON's true is no number
+    if kind is float:
+        return isinstance(value, int | float)
+    if kind in (Sequence, list, tuple, set, frozenset):
+        return isinstance(value, list | tuple | set | frozenset)
+    try:
+        return isinstance(value, kind)
+    except TypeError:
+        return True
+
+
+def _parsed(parse: Callable[[str], object], kind: type, text: str, path: str) -> object:
+    try:
+        parsed = parse(text)
+    except (ValueError, ArithmeticError) as error:
+        raise ValidationError(path, f"not a {kind.__name__}: {text!r} ({error})") from None
+    if isinstance(parsed, dt.datetime) and parsed.utcoffset() is None:
+        raise ValidationError(path, "a datetime must be aware (give it an offset)")
+    return parsed
 
 
 _MEMBERS: dict[object, tuple[object, ...]] = {}

@@ -192,6 +192,52 @@ def test_a_job_enqueued_by_kind_as_json_runs_its_task(store_url: str) -> None:
     assert received == [("ada@example.com", datetime(2026, 12, 5, 8, 30, tzinfo=UTC))]
 
 
+def test_an_argument_of_another_kind_is_refused_at_enqueue_by_its_path() -> None:
+    """Over HTTP or by kind, a value of another kind than the signature says is
+    the caller's error when it is sent, not a job failing in a worker later."""
+    with Headgate("memory://") as hg:
+
+        @hg.task("invoice.send")
+        def send(invoice_id: int, lines: list[float], note: str | None = None) -> None:
+            """Never runs here."""
+
+        cases = {
+            "invoice_id: must be int, got str": {"invoice_id": "7", "lines": []},
+            "invoice_id: must be int, got bool": {"invoice_id": True, "lines": []},
+            "lines[1]: must be float, got str": {"invoice_id": 7, "lines": [1.5, "2"]},
+            "lines: must be list, got dict": {"invoice_id": 7, "lines": {"a": 1}},
+            "note: must be str or NoneType, got int": {"invoice_id": 7, "lines": [], "note": 3},
+        }
+        for said, payload in cases.items():
+            refused = _refused(lambda payload=payload: hg.enqueue("invoice.send", payload))
+            assert f"{refused.field}: {refused.rule}" == said
+        hg.enqueue("invoice.send", {"invoice_id": 7, "lines": [1, 2.5], "note": None})
+        summary = hg.drain()
+        assert (summary.ran, summary.succeeded) == (1, 1), "only the fitting call was written"
+
+
+def test_a_client_without_the_tags_may_send_iso_text_for_a_datetime(store_url: str) -> None:
+    """Another language sends a datetime, a UUID or a Decimal as its usual text;
+    the function gets the value its signature names, and bad text is refused."""
+    received: list[tuple[datetime, uuid.UUID, Decimal]] = []
+    with Headgate(store_url) as hg:
+
+        @hg.task("charge")
+        def charge(at: datetime, order: uuid.UUID, amount: Decimal) -> None:
+            received.append((at, order, amount))
+
+        order = "0b6c5b6e-6f5c-4a55-9a57-2d6f1c7e9a10"
+        hg.enqueue("charge", {"at": "2026-12-05T08:30:00+00:00", "order": order, "amount": "9.50"})
+        naive = _refused(lambda: hg.enqueue("charge", {"at": "2026-12-05T08:30", "order": order}))
+        assert naive.field == "at" and "aware" in naive.rule
+        bad = _refused(lambda: hg.enqueue("charge", {"at": "noon", "order": order, "amount": 1}))
+        assert bad.field == "at" and "not a datetime" in bad.rule
+        hg.drain()
+    assert received == [
+        (datetime(2026, 12, 5, 8, 30, tzinfo=UTC), uuid.UUID(order), Decimal("9.50"))
+    ]
+
+
 def test_a_job_whose_payload_no_longer_fits_fails_without_retries() -> None:
     """A job written before its task's signature changed: its arguments are refused
     when it runs, once (the same payload would fail every time)."""
@@ -201,7 +247,7 @@ def test_a_job_whose_payload_no_longer_fits_fails_without_retries() -> None:
         def resize(width: int, height: int) -> None:
             """Never runs: its job lacks `height`."""
 
-        job = hg.enqueue_job("resize", {"width": 10}, resize.options)
+        job = hg.enqueue_job("resize", {"width": 10}, resize.options, by_kind=False)
         hg.drain()
         done = hg.get_job(job.id)
         assert (done.state, done.attempts) == ("failed", 1)
@@ -496,7 +542,7 @@ def test_a_naive_datetime_given_as_json_is_refused_as_one_given_in_python() -> N
         naive = {"when": {"$type": "datetime", "v": "2026-12-05T09:30:00"}}
         refused = _refused(lambda: hg.enqueue("remind", naive))
         assert refused.field == "when" and "aware" in refused.rule
-        job = hg.enqueue_job("remind", naive, remind.options)  # written before the check
+        job = hg.enqueue_job("remind", naive, remind.options, by_kind=False)  # as before the check
         hg.drain()
         attempt = hg.get_job(job.id).attempt_history[0]
         assert attempt.error_type == "headgate.ArgumentsRefused"
