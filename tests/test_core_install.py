@@ -29,12 +29,12 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return _python(HIDE_SERVER + f"from headgate._cli import main\nsys.exit(main({argv!r}))\n", cwd)
+    return _python(HIDE_SERVER + f"from headgate.cli import main\nsys.exit(main({argv!r}))\n", cwd)
 
 
 def test_the_library_and_the_cli_import_nothing_of_the_server_extra(tmp_path: Path) -> None:
     loaded = _python(
-        "import headgate, headgate._cli, headgate.ops, headgate.testing\n"
+        "import headgate, headgate.cli, headgate.ops, headgate.testing\n"
         "print(sorted({m.partition('.')[0] for m in sys.modules} & "
         + repr(set(SERVER_MODULES))
         + "))\n",

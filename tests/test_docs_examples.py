@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
-from headgate._cli import _build_parser
+from headgate.cli._main import _build_parser
 from headgate.web import create_app
 from tests.doc_examples import DOCS, Example, doc_pages, example_with, examples_in
 from tests.web.conftest import LOCAL

@@ -20,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
-from headgate._cli import main
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
     PER_JOB_FIELDS,
@@ -32,6 +31,7 @@ from headgate._domain.options import (
     ScheduleDefinition,
 )
 from headgate._model import Job, Schedule
+from headgate.cli import main
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from headgate.web._schemas import (

@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 import headgate
-import headgate._cli
 import headgate._serving
+import headgate.cli
 import headgate.ops
 import headgate.web
 from headgate import Headgate, HeadgateError, JobContext, ValidationError

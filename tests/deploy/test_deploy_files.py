@@ -25,7 +25,7 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from headgate._cli import _build_parser
+from headgate.cli._main import _build_parser
 from headgate.web._probes import HEALTH_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from headgate._app import open_existing
-from headgate._cli_output import iso, print_json, print_table, printable
 from headgate._errors import NotFound
 from headgate._model import ConcurrencyLimitStatus, RateLimitStatus
+from headgate.cli._output import iso, print_json, print_table, printable
 
 
 def add_limit_commands(commands: Any, command: Callable[..., Any]) -> None:

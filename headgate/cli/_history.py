@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from headgate._app import open_existing
-from headgate._cli_output import iso, print_fields, print_json, print_table, printable
 from headgate._history import BEFORE_KEPT, DELETED, NOT_YET, ScheduleAsOf
+from headgate.cli._output import iso, print_fields, print_json, print_table, printable
 
 INSTANT_HELP = "epoch ms or ISO-8601 (2026-12-05T01:00:00Z; without an offset: UTC)"
 

@@ -21,14 +21,6 @@ from zoneinfo import ZoneInfo
 
 from headgate import ops
 from headgate._app import Headgate
-from headgate._cli_operate import (
-    add_operator_commands,
-    add_runtime_settings,
-    runtime_config,
-    runtime_flags_given,
-)
-from headgate._cli_output import printable, printable_json
-from headgate._cli_signals import StopSignals
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
 from headgate._errors import HeadgateError, StoreUnopenable, ValidationError
 from headgate._logs import configure_logging, say
@@ -47,6 +39,14 @@ from headgate._serving import (
 )
 from headgate._version import installed_version
 from headgate._worker_flags import add_worker_flags, int_in, seconds_in, worker_config
+from headgate.cli._output import printable, printable_json
+from headgate.cli._schedules import (
+    add_operator_commands,
+    add_runtime_settings,
+    runtime_config,
+    runtime_flags_given,
+)
+from headgate.cli._signals import StopSignals
 from headgate.ops import DEFAULT_BATCH, MAX_BATCH
 
 DEFAULT_DB = "sqlite:///headgate.db"
@@ -568,7 +568,3 @@ def _show(args: argparse.Namespace) -> int:
     if not logged:
         print("no events")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,15 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from headgate import _actors as actors
-from headgate import _cli_history as history
 from headgate._app import JOB_COUNT_CAP, open_existing
-from headgate._cli_limits import add_limit_commands
-from headgate._cli_options import add_option_flags, given, refuse_none_given
-from headgate._cli_output import iso as _iso
-from headgate._cli_output import print_fields as _print_fields
-from headgate._cli_output import print_json as _print_json
-from headgate._cli_output import print_table as _print_table
-from headgate._cli_output import printable as _printable
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.events import JobState
 from headgate._domain.lifecycle import BULK_MAX
@@ -63,6 +55,14 @@ from headgate._model import (
 )
 from headgate._run_reads import HEALTH_STATES
 from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
+from headgate.cli import _history as history
+from headgate.cli._limits import add_limit_commands
+from headgate.cli._options import add_option_flags, given, refuse_none_given
+from headgate.cli._output import iso as _iso
+from headgate.cli._output import print_fields as _print_fields
+from headgate.cli._output import print_json as _print_json
+from headgate.cli._output import print_table as _print_table
+from headgate.cli._output import printable as _printable
 
 Handler = Callable[[argparse.Namespace], int]
 AddDb = Callable[[argparse.ArgumentParser], None]
