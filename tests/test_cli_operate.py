@@ -20,7 +20,7 @@ from headgate._store.sql.store import SqlStore
 from headgate.cli import main
 from headgate.ops import read_events
 from headgate.testing import FakeClock
-from headgate.web._schemas import EventOut, JobOut, QuarantineOut, ScheduleOut
+from headgate._wire.schedules import EventOut, JobOut, QuarantineOut, ScheduleOut
 from tests.store.builders import create_schedule, fire_tick
 
 Capture = pytest.CaptureFixture[str]

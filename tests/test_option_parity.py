@@ -34,7 +34,7 @@ from headgate._model import Job, Schedule
 from headgate.cli import main
 from headgate.testing import FakeClock
 from headgate.web import create_app
-from headgate.web._schemas import (
+from headgate._wire.schedules import (
     JobIn,
     JobOut,
     ScheduleChangesIn,

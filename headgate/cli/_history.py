@@ -46,7 +46,7 @@ def print_schedule_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         found = hg.schedule_as_of(args.schedule_id, args.as_of)
     if args.json:
-        from headgate.web._history_schemas import ScheduleAsOfOut  # noqa: PLC0415
+        from headgate._wire.history import ScheduleAsOfOut  # noqa: PLC0415
 
         print_json(ScheduleAsOfOut.of(found))
         return 0
@@ -91,7 +91,7 @@ def print_schedule_changes(args: argparse.Namespace) -> int:
             args.schedule_id, since=args.since, until=args.until, limit=args.limit
         )
     if args.json:
-        from headgate.web._history_schemas import ScheduleChangesOut  # noqa: PLC0415
+        from headgate._wire.history import ScheduleChangesOut  # noqa: PLC0415
 
         print_json(ScheduleChangesOut.of(changes))
         return 0
@@ -112,7 +112,7 @@ def print_job_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         found = hg.job_as_of(args.job_id, args.as_of)
     if args.json:
-        from headgate.web._history_schemas import JobAsOfOut  # noqa: PLC0415
+        from headgate._wire.history import JobAsOfOut  # noqa: PLC0415
 
         print_json(JobAsOfOut.of(found))
         return 0

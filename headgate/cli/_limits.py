@@ -52,7 +52,7 @@ def _limits_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         limits = hg.limits()
     if args.json:
-        from headgate.web._schemas import ConcurrencyLimitOut, LimitList  # noqa: PLC0415
+        from headgate._wire.schedules import ConcurrencyLimitOut, LimitList  # noqa: PLC0415
 
         print_json(LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in limits]))
         return 0
@@ -91,7 +91,7 @@ def _limit_set(args: argparse.Namespace) -> int:
 
 def _print_limit(args: argparse.Namespace, status: ConcurrencyLimitStatus) -> int:
     if args.json:
-        from headgate.web._schemas import ConcurrencyLimitOut  # noqa: PLC0415
+        from headgate._wire.schedules import ConcurrencyLimitOut  # noqa: PLC0415
 
         print_json(ConcurrencyLimitOut.of(status))
     else:
@@ -118,7 +118,7 @@ def _rates_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         rates = hg.rate_limits()
     if args.json:
-        from headgate.web._schemas import RateLimitList, RateLimitOut  # noqa: PLC0415
+        from headgate._wire.schedules import RateLimitList, RateLimitOut  # noqa: PLC0415
 
         print_json(RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates]))
         return 0
@@ -147,7 +147,7 @@ def _rate_set(args: argparse.Namespace) -> int:
 
 def _print_rate(args: argparse.Namespace, status: RateLimitStatus) -> int:
     if args.json:
-        from headgate.web._schemas import RateLimitOut  # noqa: PLC0415
+        from headgate._wire.schedules import RateLimitOut  # noqa: PLC0415
 
         print_json(RateLimitOut.of(status))
     else:

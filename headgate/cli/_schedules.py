@@ -367,7 +367,7 @@ def _schedules_list(args: argparse.Namespace) -> int:
         page = hg.list_schedules(args.limit, args.cursor, search=args.search, health=args.health)
         judged = hg.schedules_health(page.schedules)
     if args.json:
-        from headgate.web._schemas import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import ScheduleList, ScheduleOut  # noqa: PLC0415 (see top)
 
         _print_json(
             ScheduleList(
@@ -405,7 +405,7 @@ def _schedules_show(args: argparse.Namespace) -> int:
         runs = hg.schedule_runs(args.schedule_id, RUNS_SHOWN).runs
         events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
     if args.json:
-        from headgate.web._schemas import (  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import (  # noqa: PLC0415 (see top)
             EventOut,
             ScheduleOut,
             ScheduleRunOut,
@@ -466,7 +466,7 @@ def _schedules_runs(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         page = hg.schedule_runs(args.schedule_id, min(args.limit, RUNS_KEPT), args.cursor)
     if args.json:
-        from headgate.web._schemas import (  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import (  # noqa: PLC0415 (see top)
             ScheduleRunList,
             ScheduleRunOut,
         )
@@ -588,7 +588,7 @@ def _schedules_run_now(args: argparse.Namespace) -> int:
 
 def _print_schedule_result(args: argparse.Namespace, schedule: Schedule, done: str) -> int:
     if args.json:
-        from headgate.web._schemas import ScheduleOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import ScheduleOut  # noqa: PLC0415 (see top)
 
         _print_json(ScheduleOut.of(schedule))
     else:
@@ -654,7 +654,7 @@ def _jobs_list(args: argparse.Namespace) -> int:
             cursor=args.cursor,
         )
     if args.json:
-        from headgate.web._schemas import JobList, JobOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import JobList, JobOut  # noqa: PLC0415 (see top)
 
         _print_json(
             JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
@@ -752,7 +752,7 @@ def _jobs_bulk(args: argparse.Namespace, action: str) -> int:
         bulk = hg.retry_jobs if action == "retry" else hg.cancel_jobs
         result = bulk(state=args.state, limit=args.limit, **filters)
     if args.json:
-        from headgate.web._schemas import JobsBulkOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import JobsBulkOut  # noqa: PLC0415 (see top)
 
         _print_json(JobsBulkOut.of(result))
         return 0
@@ -780,7 +780,7 @@ def _count(args: argparse.Namespace) -> int:
             queue=args.queue, kind=args.kind, schedule_id=args.schedule, search=args.search
         )
     if args.json:
-        from headgate.web._schemas import JobCountsOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import JobCountsOut  # noqa: PLC0415 (see top)
 
         _print_json(JobCountsOut(counts=counts, cap=JOB_COUNT_CAP))
         return 0
@@ -808,7 +808,7 @@ def _print_job_result(
     args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
 ) -> int:
     if args.json:
-        from headgate.web._schemas import JobOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import JobOut  # noqa: PLC0415 (see top)
 
         _print_json(JobOut.of(job))
         return 0
@@ -884,7 +884,7 @@ def _quarantine_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         page = hg.list_quarantine(args.limit, args.cursor)
     if args.json:
-        from headgate.web._schemas import QuarantineList, QuarantineOut  # noqa: PLC0415
+        from headgate._wire.schedules import QuarantineList, QuarantineOut  # noqa: PLC0415
 
         _print_json(
             QuarantineList(
@@ -926,7 +926,7 @@ def _quarantine_add(args: argparse.Namespace) -> int:
         entry = hg.quarantine_entry(args.fingerprint)
     assert entry is not None
     if args.json:
-        from headgate.web._schemas import QuarantineOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import QuarantineOut  # noqa: PLC0415 (see top)
 
         _print_json(QuarantineOut.of(entry))
     else:
@@ -942,13 +942,13 @@ def _print_quarantined(entry: QuarantineEntry) -> None:
 
 
 def _queues_list(args: argparse.Namespace) -> int:
-    from headgate.web._schemas import queue_weight  # noqa: PLC0415 (see top)
+    from headgate._wire.schedules import queue_weight  # noqa: PLC0415 (see top)
 
     with open_existing(args.db, read_only=True) as hg:
         shown = busiest(hg.queues(), args.limit, queue_weight)
     queues = shown.items
     if args.json:
-        from headgate.web._schemas import QueueList, QueueOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import QueueList, QueueOut  # noqa: PLC0415 (see top)
 
         _print_json(QueueList(queues=[QueueOut.of(queue) for queue in queues], more=shown.more))
         return 0
@@ -975,7 +975,7 @@ def _unserved(args: argparse.Namespace) -> int:
         shown = busiest(hg.unserved(), args.limit, lambda work: work.pending)
     unserved = shown.items
     if args.json:
-        from headgate.web._schemas import UnservedList, UnservedOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import UnservedList, UnservedOut  # noqa: PLC0415 (see top)
 
         _print_json(
             UnservedList(unserved=[UnservedOut.of(work) for work in unserved], more=shown.more)
@@ -994,7 +994,7 @@ def _handlers_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         handlers = hg.declared_handlers()
     if args.json:
-        from headgate.web._schemas import HandlerList, HandlerOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import HandlerList, HandlerOut  # noqa: PLC0415 (see top)
 
         _print_json(HandlerList(handlers=[HandlerOut.of(handler) for handler in handlers]))
         return 0
@@ -1023,7 +1023,7 @@ def _unpause(args: argparse.Namespace) -> int:
 
 def _print_queue(args: argparse.Namespace, status: QueueStatus, done: str) -> int:
     if args.json:
-        from headgate.web._schemas import QueueOut  # noqa: PLC0415 (see top)
+        from headgate._wire.schedules import QueueOut  # noqa: PLC0415 (see top)
 
         _print_json(QueueOut.of(status))
     else:

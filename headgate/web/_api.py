@@ -26,7 +26,7 @@ from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
 from headgate._model import QuarantineEntry
-from headgate.web._schemas import (
+from headgate._wire.schedules import (
     ActivityList,
     ActivityPointOut,
     ConcurrencyLimitOut,

@@ -25,7 +25,7 @@ from headgate._run_reads import HEALTH_STATES
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, PLOT, WIDTH, charts, fitted_start
 from headgate.web._form import form_fields
-from headgate.web._schemas import queue_weight
+from headgate._wire.schedules import queue_weight
 
 router = APIRouter(include_in_schema=False)
 

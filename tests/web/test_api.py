@@ -14,7 +14,7 @@ from headgate import Headgate
 from headgate._domain.ids import tick_job_id
 from headgate.testing import FakeClock
 from headgate.web import create_app
-from headgate.web._schemas import ScheduleOut
+from headgate._wire.schedules import ScheduleOut
 from tests.store.builders import enqueued, schedule_defined
 from tests.web.conftest import LOCAL, START_MS
 

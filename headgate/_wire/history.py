@@ -11,7 +11,7 @@ from headgate._history import (
     ScheduleAsOf,
     ScheduleChanges,
 )
-from headgate.web._schemas import JobOut, ScheduleOut
+from headgate._wire.schedules import JobOut, ScheduleOut
 
 
 class ScheduleAsOfOut(BaseModel):

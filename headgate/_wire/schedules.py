@@ -31,7 +31,7 @@ from headgate._model import (
     UnservedWork,
     WorkerStatus,
 )
-from headgate.web._derived import (
+from headgate._wire.derived import (
     Strict,
     job_options_fields,
     out_fields,
