@@ -1,17 +1,17 @@
 """The command line's reads of the past: `schedules show ID --as-of T`,
 `jobs show ID --as-of T` and `schedules changes ID` (as `GET
 /api/v1/periodic/{id}/as-of`, `/jobs/{id}/as-of` and `/periodic/{id}/changes`).
-The API's schemas are imported only with --json, as in `_cli_operate`."""
+The API's schemas are imported only with --json, as everywhere in the command line."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from typing import Any
 
 from headgate._app import open_existing
 from headgate._history import BEFORE_KEPT, DELETED, NOT_YET, ScheduleAsOf
+from headgate._worker_flags import int_in
+from headgate.cli._common import Commands, command
 from headgate.cli._output import iso, print_fields, print_json, print_table, printable
 
 INSTANT_HELP = "epoch ms or ISO-8601 (2026-12-05T01:00:00Z; without an offset: UTC)"
@@ -23,9 +23,7 @@ def add_as_of(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_schedule_history(
-    group: Any, command: Callable[..., Any], int_in: Any, show: argparse.ArgumentParser
-) -> None:
+def add_schedule_history(group: Commands, show: argparse.ArgumentParser) -> None:
     """`schedules show --as-of` and `schedules changes`."""
     add_as_of(show)
     changes = command(

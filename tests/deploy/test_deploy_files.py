@@ -25,7 +25,7 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from headgate.cli._main import _build_parser
+from headgate.cli._main import build_parser
 from headgate.web._probes import HEALTH_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 30
 def _headgate_arguments(argv: list[str]) -> Any:
     """`argv` (after the `headgate` program) as headgate's parser reads it; a flag
     it does not know fails the test (argparse exits)."""
-    return _build_parser().parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def _documents() -> list[tuple[str, dict[str, Any]]]:
