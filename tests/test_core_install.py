@@ -74,6 +74,9 @@ def test_the_stores_commands_run_without_the_server_extra(tmp_path: Path) -> Non
     listed = _cli(["schedules", "list"], tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "pulse" in listed.stdout
+    queues = _cli(["queues", "list"], tmp_path)  # which queues it shows: the domain says
+    assert queues.returncode == 0, queues.stderr
+    assert queues.stdout == "no queues\n"
     shown = _cli(["events", "show", "--limit", "1"], tmp_path)
     assert shown.returncode == 0, shown.stderr
     rebuilt = _cli(["projections", "rebuild", "--verify"], tmp_path)
