@@ -89,6 +89,8 @@ def test_the_modules_were_found() -> None:
         ("headgate._runtime", (*DRIVERS, "headgate._store.sql")),
         ("headgate._commands", (*DRIVERS, "headgate._store.sql")),
         ("headgate.web", (*DRIVERS, "headgate._store")),
+        # The API's bodies serve the web and the command line: they know neither.
+        ("headgate._wire", (*DRIVERS, "headgate._store", "headgate.web", "headgate.cli")),
     ],
 )
 def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]) -> None:
