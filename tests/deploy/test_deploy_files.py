@@ -164,7 +164,7 @@ def test_the_scheduler_runs_no_workers_and_is_probed_on_the_probe_routes() -> No
     deployment = _deployments()["headgate-scheduler"]
     container = _container(deployment)
     arguments = _headgate_arguments(container["command"][1:])
-    assert arguments.handler.__name__ == "_serve"
+    assert arguments.handler.__name__ == "serve"
     assert arguments.no_workers
     (port,) = container["ports"]
     assert port["containerPort"] == arguments.port
