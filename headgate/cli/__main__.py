@@ -1,7 +1,0 @@
-"""`python -m headgate.cli`: the `headgate` command line."""
-
-import sys
-
-from headgate.cli import main
-
-sys.exit(main())
