@@ -37,7 +37,7 @@ def main() -> None:
     loaded = run(
         sys.executable,
         "-c",
-        "import sys, headgate, headgate._cli\n"
+        "import sys, headgate, headgate.cli\n"
         f"print(sorted(m for m in sys.modules if m.partition('.')[0] in {SERVER_PACKAGES!r}))",
     )
     check(

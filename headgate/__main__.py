@@ -2,6 +2,6 @@
 
 import sys
 
-from headgate._cli import main
+from headgate.cli import main
 
 sys.exit(main())

@@ -89,6 +89,8 @@ def test_the_modules_were_found() -> None:
         ("headgate._runtime", (*DRIVERS, "headgate._store.sql")),
         ("headgate._commands", (*DRIVERS, "headgate._store.sql")),
         ("headgate.web", (*DRIVERS, "headgate._store")),
+        # The API's bodies serve the web and the command line: they know neither.
+        ("headgate._wire", (*DRIVERS, "headgate._store", "headgate.web", "headgate.cli")),
     ],
 )
 def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]) -> None:
@@ -132,18 +134,20 @@ def test_only_the_metrics_module_knows_prometheus() -> None:
     assert set(_importing("headgate", ("prometheus_client",))) == {"headgate._metrics"}
 
 
-def test_only_the_web_package_and_the_http_server_import_the_server_extra() -> None:
+def test_only_the_web_the_wire_and_the_http_server_import_the_server_extra() -> None:
     """FastAPI, pydantic, Jinja and Swagger UI (the `server` extra) are imported by
-    `headgate.web` alone, uvicorn by `_http_server` alone: the library, the workers
-    and the store's commands run on the core install (the command line reaches
-    them only through `headgate.web`, lazily)."""
+    `headgate.web` and the API's bodies (`headgate._wire`, pydantic) alone, uvicorn
+    by `_http_server` alone: the library, the workers, the store's commands and
+    the command line run on the core install (the command line reaches the web
+    package only through `serve`, and the bodies only with --json, lazily)."""
     from headgate._server_extra import SERVER_MODULES
 
     importing = _importing("headgate", tuple(SERVER_MODULES))
     outside = {
         module
         for module in importing
-        if not module.startswith("headgate.web") and module != "headgate._http_server"
+        if not module.startswith(("headgate.web", "headgate._wire"))
+        and module != "headgate._http_server"
     }
     assert outside == set(), f"{sorted(outside)} import the server extra"
 
@@ -235,3 +239,146 @@ def test_pure_layers_reach_nothing_but_the_stdlib_and_croniter(
         assert {
             name for name in inner if name.startswith(("headgate._store", "headgate._runtime"))
         } == set(), f"{module} reaches {sorted(inner)}"
+
+
+def _imports_at_load(module: str) -> set[str]:
+    """What `module` imports when it is loaded: its body's imports, not those
+    inside its functions (a lazy import) nor under `if TYPE_CHECKING:`."""
+    package_dir, name = (
+        (ROOT / "projections", "headgate._projections")
+        if module.startswith("headgate._projections")
+        else (ROOT / "headgate", "headgate")
+    )
+    relative = Path(*module.removeprefix(name).lstrip(".").split("."))
+    path = package_dir / relative.with_suffix(".py")
+    if not path.is_file():
+        path = package_dir / relative / "__init__.py"
+    found: set[str] = set()
+    pending: list[ast.AST] = list(ast.parse(path.read_text()).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+CLI = "headgate.cli"
+CLI_MAY_IMPORT = (
+    CLI,
+    # the facade, and the services the surfaces share beside it
+    "headgate._app",
+    "headgate.ops",
+    "headgate._run_reads",
+    "headgate._history",
+    "headgate._actors",
+    # the domain, its read types and errors
+    "headgate._domain",
+    "headgate._model",
+    "headgate._errors",
+    "headgate._json",
+    # what a process's command line is made of
+    "headgate._logs",
+    "headgate._redact",
+    "headgate._progress",
+    "headgate._version",
+    "headgate._server_extra",
+    "headgate._serving",
+    "headgate._worker_flags",
+    "headgate._runtime.config",
+    # lazily, below: the API's bodies (--json) and the server (`serve`)
+    "headgate._wire",
+    "headgate.web",
+    "headgate._http_server",
+)
+CLI_LAZY = ("headgate._wire", "headgate.web", "headgate._http_server")
+SERVE = "headgate.cli._serve"
+
+
+def _cli_modules() -> list[str]:
+    return [module for module in MODULES if module == CLI or module.startswith(CLI + ".")]
+
+
+def test_the_command_line_uses_the_facade_and_the_domain_never_the_store() -> None:
+    """The command line is a surface beside the web: it reads and writes through
+    the `Headgate` facade, the read services and `ops`, prints the domain's types,
+    and never reaches the stores, the commands or the runtime's parts."""
+    outside = {
+        module: sorted(
+            name
+            for name in MODULES[module]
+            if name.startswith("headgate.")
+            and not name.startswith(tuple(f"{allowed}." for allowed in CLI_MAY_IMPORT))
+            and name not in CLI_MAY_IMPORT
+        )
+        for module in _cli_modules()
+    }
+    assert {module: names for module, names in outside.items() if names} == {}
+    assert _importing(CLI, (*DRIVERS, "headgate._store", "headgate._commands")) == {}
+
+
+def test_the_command_line_imports_the_bodies_and_the_server_only_when_it_needs_them() -> None:
+    """A plain command starts without pydantic or FastAPI (the core install runs
+    it): the bodies are imported where --json prints one, the web package and the
+    HTTP server where `serve` starts them, and only there."""
+    at_load = {
+        module: sorted(name for name in _imports_at_load(module) if name.startswith(CLI_LAZY))
+        for module in _cli_modules()
+    }
+    assert {module: names for module, names in at_load.items() if names} == {}
+    server = ("headgate.web", "headgate._http_server")
+    assert {m for m in _cli_modules() if any(i.startswith(server) for i in MODULES[m])} == {SERVE}
+
+
+def test_only_serve_imports_the_web_package() -> None:
+    """What the web and the command line share (the API's bodies) is in
+    `headgate._wire`; outside the web package only `serve` imports it, to start it."""
+    assert _users_of("headgate.web") == {SERVE}
+
+
+LARGEST_LINES = 600
+LARGE_MODULES = {
+    "headgate/_app.py": "the Headgate facade: being split into namespaces (issue 39)",
+    "headgate/_runtime/worker_pool.py": "the dispatcher with its heartbeat, rescue and "
+    "timeouts: to become duties of their own (issue 39)",
+    "headgate/_commands.py": "the write side of every aggregate: to split per aggregate (issue 39)",
+    "headgate/_store/sql/queries.py": "every SQL read of the port: to split by capability, "
+    "as the port is",
+    "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
+    "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
+    "headgate/_model.py": "the public read types: to be derived from the domain's "
+    "definitions (issue 39)",
+    "headgate/_store/sql/log.py": "the log's appends and their folds in one transaction",
+    "headgate/web/_api.py": "every /api/v1 route: to split one router per noun, as the "
+    "command line is",
+    "headgate/_domain/options.py": "every option's type, rule and description, once, for "
+    "every surface to derive from",
+    "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",
+    "headgate/_store/sql/schema.py": "the declared schema, compared with the migrated one",
+    "headgate/_store/memory/queries.py": "the memory store's reads, the claim's policy "
+    "among them (issue 39)",
+}
+"""Product modules over LARGEST_LINES lines, each with the reason it still is."""
+
+
+def test_no_product_module_is_over_600_lines_but_those_listed() -> None:
+    """A module that grows past 600 lines is split (as the command line was, one
+    module per noun), or listed with its reason; a listed one that shrank below
+    is taken off the list."""
+    lines = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for folder in (ROOT / "headgate", ROOT / "projections")
+        for path in folder.rglob("*.py")
+        if "_projections" not in path.relative_to(ROOT).parts
+    }
+    over = {path: count for path, count in lines.items() if count > LARGEST_LINES}
+    assert sorted(set(over) - set(LARGE_MODULES)) == [], "split them, or list them with why"
+    assert sorted(set(LARGE_MODULES) - set(over)) == [], "no longer over: take them off"

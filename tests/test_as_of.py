@@ -82,7 +82,7 @@ def test_an_instant_in_iso_8601_and_a_bad_one_named(hg: Headgate, clock: FakeClo
     iso = "2024-01-01T00:00:00Z"  # the fake clock's start
     assert hg.schedule_as_of("nightly", iso).state == DEFINED
     assert hg.schedule_as_of("nightly", "2024-01-01T00:00:00").state == DEFINED  # UTC
-    for bad in ("yesterday", "", -1, True):
+    for bad in ("yesterday", "", "¹", -1, True):  # "¹".isdigit(), yet no number
         with pytest.raises(ValidationError, match=r"^as_of: must be"):
             hg.schedule_as_of("nightly", bad)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=r"^until: must not be before since"):

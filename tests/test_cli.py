@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from headgate._cli import main
+from headgate.cli import main
 
 
 def test_ticks_prints_the_next_ticks(capsys: object) -> None:
@@ -38,7 +38,7 @@ def test_ticks_reports_a_bad_spec_in_one_line(capsys: object) -> None:
 @pytest.mark.processes
 def test_installed_command_runs_the_demo() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "headgate._cli", "ticks", "--count", "1"],
+        [sys.executable, "-m", "headgate", "ticks", "--count", "1"],
         capture_output=True,
         text=True,
         check=True,

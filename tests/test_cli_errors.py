@@ -24,8 +24,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from headgate import Headgate
-from headgate._cli import main
 from headgate._store.sql.store import SqlStore
+from headgate.cli import main
 from headgate.testing import FakeClock
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.web.serving import headgate_command, server_environment

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headgate import Headgate
-from headgate._cli import main
+from headgate.cli import main
 
 Capture = pytest.CaptureFixture[str]
 

@@ -15,12 +15,14 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from headgate import Headgate, JobContext, NotFound
-from headgate._cli import main
 from headgate._domain.streams import schedule_stream
 from headgate._store.sql.store import SqlStore
+from headgate._wire.jobs import JobOut
+from headgate._wire.queues import QuarantineOut
+from headgate._wire.schedules import EventOut, ScheduleOut
+from headgate.cli import main
 from headgate.ops import read_events
 from headgate.testing import FakeClock
-from headgate.web._schemas import EventOut, JobOut, QuarantineOut, ScheduleOut
 from tests.store.builders import create_schedule, fire_tick
 
 Capture = pytest.CaptureFixture[str]
@@ -507,7 +509,7 @@ def test_exit_status_and_one_line_errors(
 def test_the_command_line_starts_without_the_web_stack() -> None:
     """Only `serve` (and --json output) imports FastAPI and uvicorn."""
     probe = (
-        "import sys; from headgate._cli import _build_parser; _build_parser(); "
+        "import sys; from headgate.cli._main import build_parser; build_parser(); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'uvicorn', 'starlette'}))"
     )
     found = subprocess.run(

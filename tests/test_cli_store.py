@@ -15,11 +15,11 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.engine import make_url
 
 from headgate import Headgate
-from headgate._cli import main
 from headgate._store.sql.engine import create_store_engine, parse_store_url
 from headgate._store.sql.maintenance import verify
 from headgate._store.sql.migrations import LATEST_VERSION, migrate, schema_version
 from headgate._store.sql.store import SqlStore
+from headgate.cli import main
 from headgate.testing import FakeClock
 from tests.store.builders import create_schedule, fire_tick
 from tests.store.snapshots import snapshot
@@ -228,7 +228,7 @@ def test_bad_arguments_get_one_line(
     db = f"sqlite:///{tmp_path / 'h.db'}"
     SqlStore(db, FakeClock()).close()
     status = subprocess.run(
-        [sys.executable, "-m", "headgate._cli", *[a.replace("{db}", db) for a in argv]],
+        [sys.executable, "-m", "headgate", *[a.replace("{db}", db) for a in argv]],
         capture_output=True,
         text=True,
         timeout=60,
@@ -249,7 +249,7 @@ def test_a_killed_rebuild_resumes(store_url: str) -> None:
         [
             sys.executable,
             "-m",
-            "headgate._cli",
+            "headgate",
             "projections",
             "rebuild",
             "--db",
@@ -270,7 +270,7 @@ def test_a_killed_rebuild_resumes(store_url: str) -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     resumed = subprocess.run(
-        [sys.executable, "-m", "headgate._cli", "projections", "rebuild", "--db", store_url],
+        [sys.executable, "-m", "headgate", "projections", "rebuild", "--db", store_url],
         capture_output=True,
         text=True,
         timeout=120,

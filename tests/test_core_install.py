@@ -33,12 +33,12 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return _python(HIDE_SERVER + f"from headgate._cli import main\nsys.exit(main({argv!r}))\n", cwd)
+    return _python(HIDE_SERVER + f"from headgate.cli import main\nsys.exit(main({argv!r}))\n", cwd)
 
 
 def test_the_library_and_the_cli_import_nothing_of_the_server_extra(tmp_path: Path) -> None:
     loaded = _python(
-        "import headgate, headgate._cli, headgate.ops, headgate.testing\n"
+        "import headgate, headgate.cli, headgate.ops, headgate.testing\n"
         "print(sorted({m.partition('.')[0] for m in sys.modules} & "
         + repr(set(SERVER_MODULES))
         + "))\n",
@@ -78,6 +78,9 @@ def test_the_stores_commands_run_without_the_server_extra(tmp_path: Path) -> Non
     listed = _cli(["schedules", "list"], tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "pulse" in listed.stdout
+    queues = _cli(["queues", "list"], tmp_path)  # which queues it shows: the domain says
+    assert queues.returncode == 0, queues.stderr
+    assert queues.stdout == "no queues\n"
     shown = _cli(["events", "show", "--limit", "1"], tmp_path)
     assert shown.returncode == 0, shown.stderr
     rebuilt = _cli(["projections", "rebuild", "--verify"], tmp_path)

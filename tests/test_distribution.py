@@ -92,7 +92,7 @@ def test_a_postgresql_url_without_psycopg_names_the_extra(tmp_path: Path) -> Non
 def test_the_cli_says_so_in_one_line(tmp_path: Path) -> None:
     listed = _python(
         HIDE_PSYCOPG
-        + "from headgate._cli import main\n"
+        + "from headgate.cli import main\n"
         + f"sys.exit(main(['schedules', 'list', '--db', {POSTGRES_URL!r}]))\n",
         tmp_path,
     )

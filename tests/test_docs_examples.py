@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
-from headgate._cli import _build_parser
+from headgate.cli._main import build_parser
 from headgate.web import create_app
 from tests.doc_examples import DOCS, Example, doc_pages, example_with, examples_in
 from tests.web.conftest import LOCAL
@@ -209,6 +209,6 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "headgate") -> list
 
 def test_the_cli_reference_names_every_command() -> None:
     text = (DOCS / "reference" / "cli.md").read_text()
-    commands = _commands(_build_parser())
+    commands = _commands(build_parser())
     assert len(commands) > 20
     assert [command for command in commands if command not in text] == []

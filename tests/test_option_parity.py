@@ -20,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
-from headgate._cli import main
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
     PER_JOB_FIELDS,
@@ -32,16 +31,11 @@ from headgate._domain.options import (
     ScheduleDefinition,
 )
 from headgate._model import Job, Schedule
+from headgate._wire.jobs import JobIn, JobOut
+from headgate._wire.schedules import ScheduleChangesIn, ScheduleIn, ScheduleItemIn, ScheduleOut
+from headgate.cli import main
 from headgate.testing import FakeClock
 from headgate.web import create_app
-from headgate.web._schemas import (
-    JobIn,
-    JobOut,
-    ScheduleChangesIn,
-    ScheduleIn,
-    ScheduleItemIn,
-    ScheduleOut,
-)
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SCHEDULE_SAMPLE: dict[str, Any] = {

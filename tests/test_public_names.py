@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 import headgate
-import headgate._cli
 import headgate._serving
+import headgate.cli
 import headgate.ops
 import headgate.web
 from headgate import Headgate, HeadgateError, JobContext, ValidationError
@@ -26,7 +26,7 @@ INTERNAL_ERRORS = {
 """Headgate errors the package does not export, each with the reason no user meets it."""
 
 
-@pytest.mark.parametrize("name", ["headgate", "headgate.testing"])
+@pytest.mark.parametrize("name", ["headgate", "headgate.testing", "headgate.cli"])
 def test_a_public_modules_namespace_is_its_surface(name: str) -> None:
     """`dir(headgate.testing)` showed `annotations` and `threading`."""
     module = importlib.import_module(name)

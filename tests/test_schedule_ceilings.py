@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from headgate import Headgate, RuntimeConfig, ValidationError
-from headgate._cli import _build_parser, main
-from headgate._cli_operate import RUNTIME_SETTINGS, runtime_config
 from headgate._domain.schedule_load import Ceilings, Load, load_problem, ticks_per_s
 from headgate._domain.spec import parse_spec
+from headgate.cli._main import build_parser, main
+from headgate.cli._settings import RUNTIME_SETTINGS, runtime_config
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import LOCAL, START_MS
@@ -142,12 +142,12 @@ def test_every_runtime_setting_reaches_every_surface(
     """Defined once (RuntimeConfig's field, with its default and rule); `serve`,
     `schedules put` and `schedules update` take its flag, and each reads its
     environment variable when the flag is not given."""
-    from headgate._cli_operate import RuntimeSetting
+    from headgate.cli._settings import RuntimeSetting
 
     assert isinstance(setting, RuntimeSetting)
     default = getattr(RuntimeConfig(), setting.field)
     assert isinstance(default, int) and 1 <= default <= setting.highest
-    parser = _build_parser()
+    parser = build_parser()
     put = ["schedules", "put", "x", "--spec", "@daily", "--kind", "k"]
     for command in (["serve"], put, ["schedules", "update", "x"]):
         args = parser.parse_args([*command, setting.flag, "7"])

@@ -28,9 +28,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from headgate import Headgate, _redact, ops
-from headgate._cli import main
 from headgate._domain.ids import fingerprint_of_text
 from headgate._errors import HeadgateError
+from headgate.cli import main
 from tests.conftest import drop_postgres_schema, fresh_postgres_url
 from tests.web.serving import headgate_command, server_environment, serving_printed
 

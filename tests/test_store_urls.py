@@ -80,7 +80,7 @@ def test_headgate_db_takes_a_postgres_url(platform_url: str) -> None:
     with Headgate(platform_url) as hg:
         hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
     shown = subprocess.run(
-        [sys.executable, "-m", "headgate._cli", "events", "show", "--stream", "nightly"],
+        [sys.executable, "-m", "headgate", "events", "show", "--stream", "nightly"],
         env=_command_env(HEADGATE_DB=platform_url),
         capture_output=True,
         text=True,

@@ -48,7 +48,7 @@ def parse_instant(field: str, value: object) -> int:
 
 
 def _instant_of_text(field: str, text: str) -> int:
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text[:20])
     try:
         moment = datetime.fromisoformat(text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -48,3 +48,19 @@ def busiest(items: Sequence[T], limit: int, weight: Callable[[T], float]) -> Sho
     ranked = sorted(range(len(items)), key=lambda index: (-weight(items[index]), index))
     kept = sorted(ranked[:limit])
     return Shown([items[index] for index in kept], len(items) - limit)
+
+
+class QueueLoad(Protocol):
+    """What a queue's weight is read from (`QueueStatus`)."""
+
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+
+
+def queue_weight(status: QueueLoad) -> float:
+    """Which queues a bounded list keeps: the paused ones, then the busiest."""
+    return (float("inf") if status.paused else 0.0) + status.pending + status.running

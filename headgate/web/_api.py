@@ -22,56 +22,55 @@ from headgate._async_api import on_pool
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
-from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest
+from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest, queue_weight
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
 from headgate._model import QuarantineEntry
-from headgate.web._schemas import (
-    ActivityList,
-    ActivityPointOut,
-    ConcurrencyLimitOut,
-    ErrorOut,
-    EventList,
-    EventOut,
+from headgate._wire.activity import ActivityList, ActivityPointOut
+from headgate._wire.errors import ErrorOut
+from headgate._wire.fleet import (
     HandlerList,
     HandlerOut,
-    JobCountsOut,
-    JobIn,
-    JobList,
-    JobOut,
-    JobsBulkIn,
-    JobsBulkOut,
     LeaseOut,
+    SchedulerHealthOut,
+    WorkerOut,
+    WorkersOut,
+)
+from headgate._wire.jobs import JobCountsOut, JobIn, JobList, JobOut, JobsBulkIn, JobsBulkOut
+from headgate._wire.limits import (
+    ConcurrencyLimitOut,
     LimitIn,
     LimitList,
+    RateLimitIn,
+    RateLimitList,
+    RateLimitOut,
+)
+from headgate._wire.queues import (
     QuarantineIn,
     QuarantineList,
     QuarantineOut,
     QueueList,
     QueueOut,
     QueuePauseIn,
-    RateLimitIn,
-    RateLimitList,
-    RateLimitOut,
+    UnservedList,
+    UnservedOut,
+)
+from headgate._wire.schedules import (
+    EventList,
+    EventOut,
     RunOut,
     ScheduleChangesIn,
     ScheduleIn,
     ScheduleList,
     ScheduleOut,
-    SchedulerHealthOut,
     ScheduleRunList,
     ScheduleRunOut,
     SchedulesIn,
     SchedulesPutOut,
     SpecPreview,
-    UnservedList,
-    UnservedOut,
     UpcomingList,
     UpcomingOut,
-    WorkerOut,
-    WorkersOut,
     preview,
-    queue_weight,
 )
 
 ERRORS: dict[int | str, dict[str, Any]] = {

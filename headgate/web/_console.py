@@ -17,7 +17,7 @@ from headgate._app import JOB_COUNT_CAP, Headgate
 from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import BULK_MAX, JobAction, JobState, allows
-from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest
+from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest, queue_weight
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
@@ -25,7 +25,6 @@ from headgate._run_reads import HEALTH_STATES
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, PLOT, WIDTH, charts, fitted_start
 from headgate.web._form import form_fields
-from headgate.web._schemas import queue_weight
 
 router = APIRouter(include_in_schema=False)
 

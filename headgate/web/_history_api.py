@@ -8,8 +8,8 @@ from typing import Annotated, Final
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from headgate._wire.history import JobAsOfOut, ScheduleAsOfOut, ScheduleChangesOut
 from headgate.web._api import ERRORS, _each_query_parameter_once, in_store
-from headgate.web._history_schemas import JobAsOfOut, ScheduleAsOfOut, ScheduleChangesOut
 
 INSTANT_TEXT: Final = 64
 _INSTANT = "Epoch milliseconds, or ISO-8601 with a UTC offset (without one: UTC)"

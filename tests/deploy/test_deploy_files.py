@@ -25,7 +25,7 @@ import jsonschema_rs
 import pytest
 import yaml
 
-from headgate._cli import _build_parser
+from headgate.cli._main import build_parser
 from headgate.web._probes import HEALTH_PATHS
 
 pytestmark = pytest.mark.processes
@@ -50,7 +50,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 30
 def _headgate_arguments(argv: list[str]) -> Any:
     """`argv` (after the `headgate` program) as headgate's parser reads it; a flag
     it does not know fails the test (argparse exits)."""
-    return _build_parser().parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def _documents() -> list[tuple[str, dict[str, Any]]]:
@@ -166,7 +166,7 @@ def test_the_scheduler_runs_no_workers_and_is_probed_on_the_probe_routes() -> No
     deployment = _deployments()["headgate-scheduler"]
     container = _container(deployment)
     arguments = _headgate_arguments(container["command"][1:])
-    assert arguments.handler.__name__ == "_serve"
+    assert arguments.handler.__name__ == "serve"
     assert arguments.no_workers
     (port,) = container["ports"]
     assert port["containerPort"] == arguments.port

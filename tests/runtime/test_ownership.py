@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
 from headgate import Headgate, JobContext, RuntimeConfig, ValidationError
-from headgate._cli import main
+from headgate.cli import main
 
 
 def _host(

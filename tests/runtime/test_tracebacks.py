@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
 from headgate import Headgate, JobContext, WorkerConfig
-from headgate._cli import main
+from headgate.cli import main
 from headgate.web import create_app
 from tests.conftest import AND_MEMORY
 from tests.web.conftest import LOCAL

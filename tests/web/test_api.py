@@ -12,9 +12,9 @@ from structlog.testing import capture_logs
 
 from headgate import Headgate
 from headgate._domain.ids import tick_job_id
+from headgate._wire.schedules import ScheduleOut
 from headgate.testing import FakeClock
 from headgate.web import create_app
-from headgate.web._schemas import ScheduleOut
 from tests.store.builders import enqueued, schedule_defined
 from tests.web.conftest import LOCAL, START_MS
 

@@ -14,11 +14,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from headgate import Headgate, RuntimeConfig
-from headgate._cli import main
 from headgate._domain.activity import MINUTE_MS, QUEUE_DEPTH, Snapshot, roll_up
 from headgate._domain.activity import MinuteRows as Rows
 from headgate._domain.shown import CHART_SHOWN, OTHER, SERIES_SHOWN
 from headgate._store.port import Store
+from headgate.cli import main
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import LOCAL, START_MS

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate, RuntimeConfig
-from headgate._cli import main
+from headgate.cli import main
 from tests.web.conftest import START_MS
 
 

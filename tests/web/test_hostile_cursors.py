@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headgate import Headgate, RuntimeConfig
-from headgate._cli import main
 from headgate._domain.cursors import (
     HISTORY_CURSOR,
     JOBS_CURSOR,
@@ -27,6 +26,7 @@ from headgate._domain.cursors import (
     SCHEDULES_CURSOR,
     encode_cursor,
 )
+from headgate.cli import main
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import LOCAL, START_MS

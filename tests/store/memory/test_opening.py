@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from headgate import Headgate, ops
-from headgate._cli import EXIT_USAGE, main
 from headgate._errors import ValidationError
 from headgate._store.memory import MemoryStore
+from headgate.cli._main import EXIT_USAGE, main
 from headgate.testing import FakeClock
 
 REFUSED = "memory:// is a store inside one process"

@@ -11,7 +11,8 @@ from headgate._history import (
     ScheduleAsOf,
     ScheduleChanges,
 )
-from headgate.web._schemas import JobOut, ScheduleOut
+from headgate._wire.jobs import JobOut
+from headgate._wire.schedules import ScheduleOut
 
 
 class ScheduleAsOfOut(BaseModel):

@@ -1,18 +1,18 @@
 """The command line's reads of the past: `schedules show ID --as-of T`,
 `jobs show ID --as-of T` and `schedules changes ID` (as `GET
 /api/v1/periodic/{id}/as-of`, `/jobs/{id}/as-of` and `/periodic/{id}/changes`).
-The API's schemas are imported only with --json, as in `_cli_operate`."""
+The API's schemas are imported only with --json, as everywhere in the command line."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
-from typing import Any
 
 from headgate._app import open_existing
-from headgate._cli_output import iso, print_fields, print_json, print_table, printable
 from headgate._history import BEFORE_KEPT, DELETED, NOT_YET, ScheduleAsOf
+from headgate._worker_flags import int_in
+from headgate.cli._common import Commands, command
+from headgate.cli._output import iso, print_fields, print_json, print_table, printable
 
 INSTANT_HELP = "epoch ms or ISO-8601 (2026-12-05T01:00:00Z; without an offset: UTC)"
 
@@ -23,9 +23,7 @@ def add_as_of(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_schedule_history(
-    group: Any, command: Callable[..., Any], int_in: Any, show: argparse.ArgumentParser
-) -> None:
+def add_schedule_history(group: Commands, show: argparse.ArgumentParser) -> None:
     """`schedules show --as-of` and `schedules changes`."""
     add_as_of(show)
     changes = command(
@@ -46,7 +44,7 @@ def print_schedule_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         found = hg.schedule_as_of(args.schedule_id, args.as_of)
     if args.json:
-        from headgate.web._history_schemas import ScheduleAsOfOut  # noqa: PLC0415
+        from headgate._wire.history import ScheduleAsOfOut  # noqa: PLC0415
 
         print_json(ScheduleAsOfOut.of(found))
         return 0
@@ -91,7 +89,7 @@ def print_schedule_changes(args: argparse.Namespace) -> int:
             args.schedule_id, since=args.since, until=args.until, limit=args.limit
         )
     if args.json:
-        from headgate.web._history_schemas import ScheduleChangesOut  # noqa: PLC0415
+        from headgate._wire.history import ScheduleChangesOut  # noqa: PLC0415
 
         print_json(ScheduleChangesOut.of(changes))
         return 0
@@ -112,7 +110,7 @@ def print_job_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         found = hg.job_as_of(args.job_id, args.as_of)
     if args.json:
-        from headgate.web._history_schemas import JobAsOfOut  # noqa: PLC0415
+        from headgate._wire.history import JobAsOfOut  # noqa: PLC0415
 
         print_json(JobAsOfOut.of(found))
         return 0

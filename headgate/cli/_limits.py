@@ -1,25 +1,22 @@
 """`headgate limits` and `headgate rate-limits`: the fleet-wide limits, as the
 control API's /limits and /rate-limits edit them, against a store URL (the
-conventions of `_cli_operate`: --db, --json, exit statuses)."""
+conventions of `_common`: --db, --json, exit statuses)."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
 from headgate._app import open_existing
-from headgate._cli_output import iso, print_json, print_table, printable
 from headgate._errors import NotFound
 from headgate._model import ConcurrencyLimitStatus, RateLimitStatus
+from headgate.cli._common import Commands, command, noun
+from headgate.cli._output import iso, print_json, print_table, printable
 
 
-def add_limit_commands(commands: Any, command: Callable[..., Any]) -> None:
-    """Add `limits` and `rate-limits` to the `headgate` parser's subcommands;
-    `command` makes one subcommand with --db and --json. Numbers are checked by
-    the domain, whose errors name the field (exit status 2)."""
-    limits = commands.add_parser("limits", help="fleet-wide limits on running jobs")
-    group = limits.add_subparsers(title="commands", parser_class=type(limits), required=True)
+def add_commands(commands: Commands) -> None:
+    """`headgate limits` and `headgate rate-limits`. Numbers are checked by the
+    domain, whose errors name the field (exit status 2)."""
+    group = noun(commands, "limits", "fleet-wide limits on running jobs")
     command(group, "list", "every concurrency limit, with its jobs running now", _limits_list)
     put = command(
         group, "set", "hold a scope's jobs to LIMIT running at once, fleet-wide", _limit_set
@@ -29,8 +26,7 @@ def add_limit_commands(commands: Any, command: Callable[..., Any]) -> None:
     clear = command(group, "clear", "remove the limit on exactly this scope", _limit_clear)
     _scope_flags(clear)
 
-    rates = commands.add_parser("rate-limits", help="rate classes: starts per window")
-    group = rates.add_subparsers(title="commands", parser_class=type(rates), required=True)
+    group = noun(commands, "rate-limits", "rate classes: starts per window")
     command(group, "list", "every rate class's limit and its starts in the window", _rates_list)
     put = command(group, "set", "at most --limit of a class's jobs start in any window", _rate_set)
     put.add_argument("rate_class", metavar="RATE_CLASS")
@@ -52,7 +48,7 @@ def _limits_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         limits = hg.limits()
     if args.json:
-        from headgate.web._schemas import ConcurrencyLimitOut, LimitList  # noqa: PLC0415
+        from headgate._wire.limits import ConcurrencyLimitOut, LimitList  # noqa: PLC0415
 
         print_json(LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in limits]))
         return 0
@@ -91,7 +87,7 @@ def _limit_set(args: argparse.Namespace) -> int:
 
 def _print_limit(args: argparse.Namespace, status: ConcurrencyLimitStatus) -> int:
     if args.json:
-        from headgate.web._schemas import ConcurrencyLimitOut  # noqa: PLC0415
+        from headgate._wire.limits import ConcurrencyLimitOut  # noqa: PLC0415
 
         print_json(ConcurrencyLimitOut.of(status))
     else:
@@ -118,7 +114,7 @@ def _rates_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         rates = hg.rate_limits()
     if args.json:
-        from headgate.web._schemas import RateLimitList, RateLimitOut  # noqa: PLC0415
+        from headgate._wire.limits import RateLimitList, RateLimitOut  # noqa: PLC0415
 
         print_json(RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates]))
         return 0
@@ -147,7 +143,7 @@ def _rate_set(args: argparse.Namespace) -> int:
 
 def _print_rate(args: argparse.Namespace, status: RateLimitStatus) -> int:
     if args.json:
-        from headgate.web._schemas import RateLimitOut  # noqa: PLC0415
+        from headgate._wire.limits import RateLimitOut  # noqa: PLC0415
 
         print_json(RateLimitOut.of(status))
     else:

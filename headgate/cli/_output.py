@@ -69,3 +69,8 @@ def print_table(
             indent
             + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
+
+
+def shown_json(value: object) -> str:
+    """A stored JSON value (a payload, a result) on one line, keys sorted."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
