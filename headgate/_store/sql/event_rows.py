@@ -16,18 +16,11 @@ from headgate._store.mapper import decode, encode
 from headgate._store.sql.schema import events
 
 
-def event_row(entry: RecordedEvent) -> dict[str, object]:
-    """The events-table row of a recorded event."""
-    return {
-        "position": entry.position,
-        **unplaced_row(entry.stream_id, entry.version, entry.recorded_at_ms, entry.event),
-    }
-
-
 def unplaced_row(
     stream_id: str, version: int, recorded_at_ms: int, event: DomainEvent
 ) -> dict[str, Any]:
-    """The events-table row of an event not yet given its position."""
+    """The events-table row of an event not yet given its position (the log
+    gives it one as it inserts it: `LogOrder.insert_drawing`)."""
     type_name, schema_version, body = encode(event)
     return {
         "stream_id": stream_id,
