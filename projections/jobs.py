@@ -195,7 +195,9 @@ def as_claimed(folded: Mapping[str, Any], live: Mapping[str, Any] | None) -> dic
 
 def changes(recorded: RecordedEvent) -> dict[str, Any] | None:
     """The columns a later event sets, or None for an event that does not touch a
-    job's row (JobEnqueued creates it: see `creates`)."""
+    job's row (JobEnqueued creates it: see `creates`). Never from the event's
+    position: the SQL store folds an attempt's end into its row before the
+    event has one (the row's compare-and-set decides whether it gets one)."""
     event = recorded.event
     delta: dict[str, Any]
     if isinstance(event, JobClaimed):

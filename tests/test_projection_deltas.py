@@ -303,6 +303,20 @@ def test_job_changes_agree_with_apply(events: list[object], run_at: int | None) 
         row = folded
 
 
+@given(event=job_lifecycle, position=st.integers(1, 2**40), version=st.integers(2, 2**20))
+def test_a_job_rows_changes_do_not_depend_on_the_events_position(
+    event: object, position: int, version: int
+) -> None:
+    """An attempt's end is folded into its job row before its event is given a
+    position (`SqlWriteTransaction._append_on_job_rows`), from what `changes`
+    makes of it at position 0: the same columns as at its real position."""
+    assert JOBS.changes is not None
+    unplaced = RecordedEvent(0, "job-j", version, 10, event)  # type: ignore[arg-type]
+    placed = RecordedEvent(position, "job-j", version, 10, event)  # type: ignore[arg-type]
+    assert JOBS.key(unplaced) == JOBS.key(placed)
+    assert JOBS.changes(unplaced) == JOBS.changes(placed)
+
+
 @given(event=job_lifecycle, position=st.integers(1, 2**40), recorded_at=ms)
 def test_job_attempt_rows_are_what_apply_makes(
     event: object, position: int, recorded_at: int

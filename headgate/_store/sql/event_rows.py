@@ -11,22 +11,24 @@ from typing import Any
 
 from sqlalchemy import Select, select
 
-from headgate._domain.events import RecordedEvent
+from headgate._domain.events import DomainEvent, RecordedEvent
 from headgate._store.mapper import decode, encode
 from headgate._store.sql.schema import events
 
 
-def event_row(entry: RecordedEvent) -> dict[str, object]:
-    """The events-table row of a recorded event."""
-    type_name, schema_version, body = encode(entry.event)
+def unplaced_row(
+    stream_id: str, version: int, recorded_at_ms: int, event: DomainEvent
+) -> dict[str, Any]:
+    """The events-table row of an event not yet given its position (the log
+    gives it one as it inserts it: `LogOrder.insert_drawing`)."""
+    type_name, schema_version, body = encode(event)
     return {
-        "position": entry.position,
-        "stream_id": entry.stream_id,
-        "version": entry.version,
+        "stream_id": stream_id,
+        "version": version,
         "type": type_name,
         "schema_version": schema_version,
         "body": body,
-        "recorded_at_ms": entry.recorded_at_ms,
+        "recorded_at_ms": recorded_at_ms,
     }
 
 

@@ -14,6 +14,7 @@ inline, in the same transaction.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import (
     Callable,
     Collection,
@@ -46,7 +47,7 @@ from headgate._errors import (
     ProjectionsRebuilding,
     ValidationError,
 )
-from headgate._projections import JobRow, ScheduleRow
+from headgate._projections import AnyProjection, JobRow, ScheduleRow
 from headgate._store.mapper import type_name
 from headgate._store.port import (
     ANY_VERSION,
@@ -63,7 +64,7 @@ from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.backends.log_order import LogOrder, stream_keys
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
-from headgate._store.sql.event_rows import decode_row, decode_values, event_row, events_between
+from headgate._store.sql.event_rows import decode_row, decode_values, events_between, unplaced_row
 from headgate._store.sql.prepared import Prepared
 from headgate._store.sql.projector import CHUNK, Projector
 from headgate._store.sql.schema import POSITIONS, events, leases, log_head
@@ -118,6 +119,7 @@ class SqlWriteTransaction(WriteTransaction):
         head: int,
         *,
         order: LogOrder,
+        checks_on_job_rows: bool = True,
     ) -> None:
         self.connection = connection
         """The transaction's connection, for the adapter's own maintenance code."""
@@ -141,6 +143,14 @@ class SqlWriteTransaction(WriteTransaction):
         self._read_schedules: dict[Hashable, ScheduleRow] = {}
         """Schedule rows read since the last append: what the next append's fold
         starts from, not read again (only a fold changes a schedule's row)."""
+        self._jobs_on_rows = (
+            projector.projection_of("jobs")
+            if checks_on_job_rows and backend.dialect.updates_at_versions
+            else None
+        )
+        """The jobs projection, where an attempt's end is checked and folded on its
+        job row (`_append_on_job_rows`): where that saves a round trip, and not in
+        a rebuild's own writes (the live rows may be behind the log then)."""
 
     @property
     def now_ms(self) -> int:
@@ -213,49 +223,106 @@ class SqlWriteTransaction(WriteTransaction):
         return found
 
     def append_units(self, units: Sequence[Unit]) -> list[UnitResult]:
-        versions = self.stream_versions(a.stream_id for unit in units for a in unit)
-        rows: list[dict[str, object]] = []
-        recorded: list[RecordedEvent] = []
-        results: list[UnitResult] = []
-        accepted: list[ConcurrencyConflict | None] = []
-        after = dict(versions)  # each unit sees the versions the units before it left
-        count = 0
-        for unit in units:
-            conflict = _first_conflict(unit, after)
-            accepted.append(conflict)
-            if conflict is None:
-                for stream_append in unit:
-                    after[stream_append.stream_id] += len(stream_append.events)
-                    count += len(stream_append.events)
-        positions = iter(self._order.draw(self.connection, count, self._head))
-        for unit, refused in zip(units, accepted, strict=True):
-            if refused is not None:
-                results.append(refused)
+        self._hold_streams(a.stream_id for unit in units for a in unit)
+        on_rows = self._append_on_job_rows(units)
+        after = self.stream_versions(
+            a.stream_id for index, unit in enumerate(units) if index not in on_rows for a in unit
+        )  # each unit sees the versions the units before it left
+        after.update(on_rows.values())
+        placed: list[tuple[str, int, DomainEvent]] = []
+        on_job_rows: list[int] = []
+        parts: list[ConcurrencyConflict | slice] = []
+        for index, unit in enumerate(units):
+            conflict = None if index in on_rows else _first_conflict(unit, after)
+            if conflict is not None:
+                parts.append(conflict)
                 continue
-            unit_recorded: list[RecordedEvent] = []
+            first = len(placed)
+            if index in on_rows:
+                on_job_rows.append(first)
             for stream_append in unit:
                 for event in stream_append.events:
-                    self._head = next(positions)
-                    versions[stream_append.stream_id] += 1
-                    entry = RecordedEvent(
-                        self._head,
-                        stream_append.stream_id,
-                        versions[stream_append.stream_id],
-                        self._now_ms,
-                        event,
-                    )
-                    unit_recorded.append(entry)
-                    rows.append(event_row(entry))
-            recorded.extend(unit_recorded)
-            results.append(unit_recorded)
-        self._versions.update(versions)
+                    after[stream_append.stream_id] += 1
+                    placed.append((stream_append.stream_id, after[stream_append.stream_id], event))
+            parts.append(slice(first, len(placed)))
+        recorded = self._insert_events(placed)
+        self._versions.update(after)
         self._no_blame = False
-        if rows:
-            self._dialect.bulk_insert(self.connection, events, rows)
+        if recorded:
             known = {"schedules": self._read_schedules} if self._read_schedules else None
-            self._projector.fold_live(self.connection, recorded, known)
+            folded = {recorded[place].position for place in on_job_rows}
+            self._projector.fold_live(self.connection, recorded, known, folded={"jobs": folded})
         self._read_schedules = {}  # the fold may have changed them
-        return results
+        return [part if isinstance(part, ConcurrencyConflict) else recorded[part] for part in parts]
+
+    def _insert_events(self, placed: Sequence[tuple[str, int, DomainEvent]]) -> list[RecordedEvent]:
+        """Insert the events at their streams' versions, at new positions in this
+        order (drawn in the same statement where the backend can)."""
+        if not placed:
+            return []
+        now = self._now_ms
+        rows = [
+            unplaced_row(stream_id, version, now, event) for stream_id, version, event in placed
+        ]
+        positions = self._order.insert_drawing(self.connection, events, rows)
+        if positions is None:
+            positions = self._order.draw(self.connection, len(rows), self._head)
+            for row, position in zip(rows, positions, strict=True):
+                row["position"] = position
+            self._dialect.bulk_insert(self.connection, events, rows)
+        self._head = positions[-1]
+        return [
+            RecordedEvent(position, stream_id, version, now, event)
+            for position, (stream_id, version, event) in zip(positions, placed, strict=True)
+        ]
+
+    def _append_on_job_rows(self, units: Sequence[Unit]) -> dict[int, tuple[str, int]]:
+        """The units that end a job's attempt (one event on a job's stream, at an
+        expected version this transaction has not read), checked and folded on
+        the job rows themselves: the jobs projection's update, made only where
+        the row is at the expected version (`Dialect.update_at_versions`). A
+        job row's version is its stream's (every event on the stream folds
+        into it in the transaction that appends it), and this transaction
+        holds the streams, so that is the compare-and-set without a read of
+        the log. The rest (and a row at another version, or none) are checked
+        against the log as any unit is. By unit index, the stream and the
+        version it was at, of each unit whose job row took it."""
+        jobs = self._jobs_on_rows
+        if jobs is None:
+            return {}
+        appearances = Counter(a.stream_id for unit in units for a in unit)
+        candidates: list[tuple[int, str, int]] = []
+        rows: list[dict[str, Any]] = []
+        for index, unit in enumerate(units):
+            if len(unit) != 1 or len(unit[0].events) != 1:
+                continue
+            (stream_append,) = unit
+            stream_id, expected = stream_append.stream_id, stream_append.expected_version
+            if expected < 1 or appearances[stream_id] > 1 or stream_id in self._versions:
+                continue
+            # Not yet given its position: the jobs fold's `changes` reads none.
+            unplaced = RecordedEvent(
+                0, stream_id, expected + 1, self._now_ms, stream_append.events[0]
+            )
+            job_id, delta = jobs.key(unplaced), _changes(jobs, unplaced)
+            if job_id is None or delta is None or stream_id != job_stream(str(job_id)):
+                continue
+            candidates.append((index, str(job_id), expected))
+            rows.append({**delta, jobs.key_column: job_id})
+        if not rows:
+            return {}
+        updated = self._dialect.update_at_versions(
+            self.connection,
+            self._projector.table_for(jobs),
+            jobs.key_column,
+            rows,
+            [expected for _, _, expected in candidates],
+        )
+        return {
+            index: (job_stream(job_id), expected)
+            for index, job_id, expected in candidates
+            if job_id in updated
+        }
 
     def hand_on(self, carried: dict[str, Any]) -> None:
         """Its block is done: where the log head now is (if it appended), and the
@@ -441,6 +508,10 @@ def admission_keys(candidates: Sequence[Candidate], count_queues: Collection[str
     return keys
 
 
+def _changes(projection: AnyProjection, recorded: RecordedEvent) -> dict[str, Any] | None:
+    return None if projection.changes is None else projection.changes(recorded)
+
+
 def _first_conflict(unit: Unit, versions: dict[str, int]) -> ConcurrencyConflict | None:
     for stream_append in unit:
         actual = versions[stream_append.stream_id]
@@ -508,7 +579,13 @@ class SqlEventLog(EventLog):
             if fence is not None:
                 self._check_fence(connection, fence, now)
             transaction = SqlWriteTransaction(
-                connection, self._backend, self.projector, now, head, order=self._order
+                connection,
+                self._backend,
+                self.projector,
+                now,
+                head,
+                order=self._order,
+                checks_on_job_rows=not while_rebuilding,
             )
             yield transaction
             transaction.hand_on(session.carried)

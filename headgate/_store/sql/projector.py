@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Final, TypeVar
 
@@ -36,6 +36,10 @@ class Projector:
         with fewer projections)."""
         return any(projection.table == table for projection in self.projections)
 
+    def projection_of(self, table: str) -> AnyProjection | None:
+        """The projection that keeps `table` live here, if any."""
+        return next((p for p in self.projections if p.table == table), None)
+
     def table_for(self, projection: AnyProjection) -> Table:
         return self.tables.by_name(projection.table)
 
@@ -44,10 +48,12 @@ class Projector:
         connection: Connection,
         recorded: Sequence[RecordedEvent],
         known: Mapping[str, Mapping[Hashable, Any]] | None = None,
+        folded: Mapping[str, Collection[int]] | None = None,
     ) -> None:
         """Apply a just-appended batch to every projection's live table. `known`:
         rows the caller read in this transaction and nothing has changed since,
-        by table and key (not read again).
+        by table and key (not read again). `folded`: by table, the positions of
+        events the caller has already folded into it (left out of its fold).
 
         EventLog.write refuses to open a live write while a rebuild is in
         progress, so every projection is at the transaction's starting head,
@@ -55,7 +61,9 @@ class Projector:
         """
         for projection in self.projections:
             rows = None if known is None else known.get(projection.table)
-            fold_into_table(connection, projection, self.table_for(projection), recorded, rows)
+            done = None if folded is None else folded.get(projection.table)
+            events = recorded if not done else [e for e in recorded if e.position not in done]
+            fold_into_table(connection, projection, self.table_for(projection), events, rows)
 
     def rebuilding(self, connection: Connection) -> dict[str, int]:
         """Projections being rebuilt, and how far each has folded (name -> position)."""

@@ -419,8 +419,11 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         jobs.c.periodic_schedule_id,
         jobs.c.periodic_tick_ms,
         unique=True,
+        sqlite_where=text(PERIODIC_WHERE),
+        postgresql_where=text(PERIODIC_WHERE),
     )
-    """One job per (schedule, tick): rows without an origin hold NULLs, which never collide."""
+    """One job per (schedule, tick), tick jobs alone indexed: an index a row is in
+    takes a new entry at each change of its state (claimed, ended)."""
     Index(
         f"ix_{prefix}jobs_live_ticks",
         jobs.c.periodic_schedule_id,

@@ -10,9 +10,12 @@ from collections.abc import Callable
 import pytest
 
 from headgate._domain.events import (
+    FingerprintBlameCleared,
+    JobAttemptFailed,
     JobEnqueued,
     JobFinished,
     JobState,
+    JobSucceeded,
     ManualRunRequested,
     NextRunAdvanced,
     ScheduleDeleted,
@@ -110,6 +113,48 @@ def test_units_in_one_batch_see_each_others_versions(store: Store) -> None:
     )
     assert not any(isinstance(r, ConcurrencyConflict) for r in results)
     assert store.log.stream_version("schedule-a") == 2
+
+
+def test_a_batch_of_attempt_ends_lands_in_its_order_each_at_its_version(store: Store) -> None:
+    """Ends of attempts (each checked on its job row where the backend can)
+    beside other units: each recorded or refused as its expected version says,
+    the log and the rows agreeing, positions in the batch's order."""
+    for job_id in ("a", "b", "c", "d"):
+        store.log.append(f"job-{job_id}", NO_STREAM, [_job(job_id)])
+    results = store.log.append_units(
+        [
+            [StreamAppend("job-a", 1, (JobSucceeded("a", 1, "w1", 0, {"ok": 1}),))],
+            [StreamAppend("schedule-x", NO_STREAM, (defined("x"),))],
+            [StreamAppend("job-b", 5, (JobSucceeded("b", 1, "w1", 0),))],
+            [StreamAppend("job-c", 1, (JobAttemptFailed("c", 1, "w1", 0, "E", "m", 9_000),))],
+            [
+                StreamAppend("job-d", 1, (JobSucceeded("d", 1, "w1", 0),)),
+                StreamAppend("quarantine-f", ANY_VERSION, (FingerprintBlameCleared("f", "d"),)),
+            ],
+        ]
+    )
+    refused = results[2]
+    assert isinstance(refused, ConcurrencyConflict)
+    assert (refused.expected, refused.actual) == (5, 1)
+    recorded = [e for r in results if not isinstance(r, ConcurrencyConflict) for e in r]
+    assert [(e.stream_id, e.version) for e in recorded] == [
+        ("job-a", 2),
+        ("schedule-x", 1),
+        ("job-c", 2),
+        ("job-d", 2),
+        ("quarantine-f", 1),
+    ]
+    positions = [e.position for e in recorded]
+    assert positions == sorted(set(positions))
+    assert [e.position for e in store.log.read_all(after_position=positions[0] - 1)] == positions
+    states = {j: store.reads.job(j) for j in ("a", "b", "c", "d")}
+    assert {j: (r.state, r.version) for j, r in states.items() if r is not None} == {
+        "a": ("completed", 2),
+        "b": ("pending", 1),
+        "c": ("pending", 2),
+        "d": ("completed", 2),
+    }
+    assert [e.version for e in store.log.read_stream("job-b")] == [1]
 
 
 def _positions_are_gap_free(store: Store) -> bool:

@@ -22,8 +22,10 @@ from sqlalchemy import Engine, create_engine, text
 from headgate import DuplicateJob, Headgate
 from headgate._domain.events import (
     ConcurrencyLimitSet,
+    JobAttemptFailed,
     JobCancelled,
     JobReleased,
+    JobSucceeded,
     RecordedEvent,
 )
 from headgate._domain.limits import scope_of
@@ -179,6 +181,76 @@ def test_racing_writers_at_one_expected_version_append_once(
         assert sorted(kind for kind, _ in outcomes) == ["raised", "returned"], outcomes
         assert len(conflicts) == 1
         assert [event.version for event in stores[0].log.read_stream(stream)] == [1]
+
+
+def _end(job_id: str, expected: int, event: Any) -> Callable[[WriteTransaction], Any]:
+    def act(transaction: WriteTransaction) -> object:
+        (result,) = transaction.append_units(
+            [[StreamAppend(job_stream(job_id), expected, (event,))]]
+        )
+        return result
+
+    return act
+
+
+def test_an_attempts_end_beside_a_cancel_of_its_job_waits_and_is_refused(
+    stores: tuple[SqlStore, SqlStore],
+) -> None:
+    """An attempt's end is checked on its job row (UPDATE ... WHERE version =
+    the claimed one), not by a read of the log: one held open by another
+    writer's cancel at the same version makes it wait, then refuses it with
+    the version the cancel left."""
+    one, other = stores
+    enqueue(one, "j")
+    claim(one, "j", worker="w1")
+    claimed = one.log.stream_version(job_stream("j"))
+    held = HeldWrite(one, _end("j", claimed, JobCancelled("j")))
+    ending = Background(
+        lambda: other.log.append(job_stream("j"), claimed, [JobSucceeded("j", 1, "w1", 0)])
+    )
+    try:
+        assert ending.still_running_after(BLOCKED_S), "it waits for the cancel"
+    finally:
+        held.commit()
+    kind, error = ending.outcome()
+    assert kind == "raised" and isinstance(error, ConcurrencyConflict), error
+    assert (error.expected, error.actual) == (claimed, claimed + 1)
+    row = other.reads.job("j")
+    assert row is not None and (row.state, row.version) == ("cancelled", claimed + 1)
+    assert [e.version for e in other.log.read_stream(job_stream("j"))] == [1, 2, 3]
+
+
+def test_racing_ends_of_one_attempt_record_one(stores: tuple[SqlStore, SqlStore]) -> None:
+    """Two writers end one claimed attempt at once (a success and a failure, as
+    a worker and a late duplicate would): one is recorded, on the row and in
+    the log alike, and the other refused."""
+    for round_ in range(5):
+        job_id = f"r{round_}"
+        enqueue(stores[0], job_id)
+        claim(stores[0], job_id, worker="w1")
+        start = threading.Barrier(2)
+        ends = [
+            JobSucceeded(job_id, 1, "w1", 0),
+            JobAttemptFailed(job_id, 1, "w1", 0, "E", "m", None),
+        ]
+
+        def write(store: SqlStore, event: Any, job_id: str = job_id, start: Any = start) -> object:
+            start.wait(WAIT_S)
+            return store.log.append(job_stream(job_id), 2, [event])
+
+        racers = [
+            Background(lambda store=store, event=event: write(store, event))
+            for store, event in zip(stores, ends, strict=True)
+        ]
+        outcomes = [racer.outcome() for racer in racers]
+        assert sorted(kind for kind, _ in outcomes) == ["raised", "returned"], outcomes
+        (recorded,) = [value for kind, value in outcomes if kind == "returned"]
+        stream = stores[1].log.read_stream(job_stream(job_id))
+        assert [e.version for e in stream] == [1, 2, 3]
+        assert stream[-1].event == recorded[0].event
+        row = stores[1].reads.job(job_id)
+        expected_state = "completed" if isinstance(recorded[0].event, JobSucceeded) else "failed"
+        assert row is not None and (row.state, row.version) == (expected_state, 3)
 
 
 def test_a_tailing_reader_never_passes_a_position_still_in_flight(

@@ -728,8 +728,75 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
 
 
+def _as_revision_26_left_it(connection: Connection) -> None:
+    """Undo revision 27 (the one-job-per-tick index over every job again)."""
+    connection.execute(text("DROP INDEX ux_headgate_jobs_periodic_origin"))
+    connection.execute(
+        text(
+            "CREATE UNIQUE INDEX ux_headgate_jobs_periodic_origin"
+            " ON headgate_jobs (periodic_schedule_id, periodic_tick_ms)"
+        )
+    )
+    connection.execute(text("DROP INDEX ix_headgate_jobs_live_ticks"))
+    connection.execute(
+        text(
+            "CREATE INDEX ix_headgate_jobs_live_ticks"
+            " ON headgate_jobs (periodic_schedule_id, periodic_tick_ms)"
+            " WHERE state IN ('pending', 'running') AND periodic_schedule_id IS NOT NULL"
+        )
+    )
+
+
+def _tick_index_holds_tick_jobs_only(engine: Engine) -> bool:
+    query = (
+        "SELECT sql FROM sqlite_master WHERE name = 'ux_headgate_jobs_periodic_origin'"
+        if engine.dialect.name == "sqlite"
+        else "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+        " AND indexname = 'ux_headgate_jobs_periodic_origin'"
+    )
+    with engine.connect() as connection:
+        (definition,) = connection.exec_driver_sql(query).one()
+    return "periodic_schedule_id IS NOT NULL" in str(definition)
+
+
+def test_revision_27_indexes_tick_jobs_only_and_keeps_one_job_per_tick(store_url: str) -> None:
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        create_schedule(store, "nightly")
+        fire_tick(store, "nightly", 60_000)
+        store.log.append(job_stream("by-hand"), NO_STREAM, [enqueued("by-hand", "k", "q", None)])
+        with store.engine.begin() as connection:
+            _as_revision_26_left_it(connection)
+            _stamp_as_before(connection, "0026")
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert not _tick_index_holds_tick_jobs_only(engine)
+        assert migrate(engine) == [27]
+        assert _tick_index_holds_tick_jobs_only(engine)
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        second = enqueued("again", "k", "q", None, None, "nightly", 60_000)
+        with pytest.raises(ConstraintViolation, match="one job"):
+            store.log.append(job_stream("again"), NO_STREAM, [second])
+        with store.log.write() as transaction:
+            row = transaction.job_for_tick("nightly", 60_000)
+        assert row is not None and row.job_id == "job-for-nightly-60000"
+        store.log.append(
+            job_stream("by-hand-2"), NO_STREAM, [enqueued("by-hand-2", "k", "q", None)]
+        )
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
 def _as_revision_24_left_it(connection: Connection) -> None:
-    """Undo revision 25 (jobs searched by unique key, read by kind)."""
+    """Undo revisions 27 and 25 (jobs searched by unique key, read by kind)."""
+    _as_revision_26_left_it(connection)
     connection.execute(text("DROP INDEX ix_headgate_jobs_unique_key"))
     connection.execute(text("DROP INDEX ix_headgate_jobs_kind_state"))
 

@@ -27,6 +27,9 @@ class Dialect(ABC):
 
     positions_from_a_sequence: bool
     """The log's positions come from a sequence the schema makes (`backends.log_order`)."""
+    updates_at_versions: bool = False
+    """Whether `update_at_versions` saves a round trip over reading the versions
+    first (a server's; an embedded database's reads cost none)."""
 
     @abstractmethod
     def is_one_of(self, column: ColumnElement[Any], values: Sequence[Any]) -> ColumnElement[bool]:
@@ -89,6 +92,19 @@ class Dialect(ABC):
         self, connection: Connection, table: Table, key_column: str, rows: Sequence[dict[str, Any]]
     ) -> None:
         """UPDATE rows by key; each row holds the key and the columns to set."""
+
+    def update_at_versions(
+        self,
+        connection: Connection,
+        table: Table,
+        key_column: str,
+        rows: Sequence[dict[str, Any]],
+        expected: Sequence[int],
+    ) -> set[Any]:
+        """Update each of `rows` (by key) only where its `version` column is the
+        one `expected` gives (same order): the keys of the rows updated, in as
+        few statements as `bulk_update`'s. Only where `updates_at_versions`."""
+        raise NotImplementedError
 
     @abstractmethod
     def locked(self, query: Select[Any], *, shared: bool = False) -> Select[Any]:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
+from typing import Any
 
+from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import Executable
 
@@ -48,6 +50,14 @@ class LogOrder(ABC):
     @abstractmethod
     def draw(self, connection: Connection, count: int, head: int) -> list[int]:
         """`count` new positions, in order, after `head` (this transaction's)."""
+
+    def insert_drawing(
+        self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
+    ) -> list[int] | None:
+        """Insert the event `rows` (without their positions) into `table` at
+        positions drawn in the same statement, in the rows' order; the positions.
+        None where this order does not (then `draw`, and insert them as any rows)."""
+        return None
 
     @abstractmethod
     def lock(self, connection: Connection, keys: Collection[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -144,6 +145,8 @@ _ARRAY_CASTS: Final = {
     "SMALLINT": "smallint[]",
     "BOOLEAN": "boolean[]",
 }
+_EXPECTED: Final = "expected_version"
+"""The column a compare-and-set update's batch carries each row's expected version in."""
 COPY_FROM_ROWS: Final = 20
 """Batches this large are inserted by COPY, smaller ones from arrays in one
 statement. COPY costs a round trip more, but psycopg dumps arrays in Python:
@@ -367,6 +370,8 @@ class SequenceOrder(LogOrder):
         self._draw = text(
             f"SELECT nextval('{sequence}') FROM generate_series(1, :count)"
         ).bindparams(bindparam("count", type_=Integer))
+        self._sequence = sequence
+        self._drawing_inserts: dict[tuple[str, tuple[str, ...]], str] = {}
         self._lock_keys = text(
             f"SELECT count(pg_advisory_xact_lock({locks_space}, hashtext(key)))"
             " FROM (SELECT unnest(CAST(:keys AS text[])) AS key ORDER BY 1) AS wanted"
@@ -385,6 +390,53 @@ class SequenceOrder(LogOrder):
         if count <= 0:
             return []
         return [int(position) for (position,) in connection.execute(self._draw, {"count": count})]
+
+    def insert_drawing(
+        self, connection: Connection, table: Table, rows: Sequence[dict[str, Any]]
+    ) -> list[int] | None:
+        """A batch below `COPY_FROM_ROWS`: one INSERT ... SELECT nextval(...) FROM
+        unnest(arrays) RETURNING, not a draw and an insert. The rows are sorted by
+        their place in the batch before the select list is computed (PostgreSQL
+        evaluates a volatile select list after the ORDER BY below it), so the
+        positions follow the batch's order; checked on what comes back all the
+        same, as a write that broke it must not commit."""
+        if not rows or len(rows) >= COPY_FROM_ROWS:
+            return None
+        names = tuple(rows[0])
+        sql = self._drawing_insert_sql(connection, table, names)
+        arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
+        with bulk.driver_cursor(connection, sql) as cursor:
+            cursor.execute(sql, arrays)
+            returned = cursor.fetchall()
+        positions = [int(position) for position, _, _ in returned]
+        keys = [(stream_id, version) for _, stream_id, version in returned]
+        if keys != [(row["stream_id"], row["version"]) for row in rows] or any(
+            later <= earlier for earlier, later in itertools.pairwise(positions)
+        ):
+            raise RuntimeError("events were given positions out of their batch's order")
+        return positions
+
+    def _drawing_insert_sql(
+        self, connection: Connection, table: Table, names: tuple[str, ...]
+    ) -> str:
+        key = (table.name, names)
+        sql = self._drawing_inserts.get(key)
+        if sql is None:
+            quote = connection.dialect.identifier_preparer.quote
+            casts = [
+                _ARRAY_CASTS.get(str(table.c[name].type.compile(connection.dialect)), "text[]")
+                for name in names
+            ]
+            source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
+            columns = ", ".join(quote(name) for name in names)
+            picked = ", ".join(f"v.{quote(name)}" for name in names)
+            sql = self._drawing_inserts[key] = (
+                f"INSERT INTO {quote(table.name)} (position, {columns}) "
+                f"SELECT nextval('{self._sequence}'), {picked} "
+                f"FROM unnest({source}) WITH ORDINALITY AS v({columns}, place) "
+                "ORDER BY v.place RETURNING position, stream_id, version"
+            )
+        return sql
 
     def lock(self, connection: Connection, keys: Collection[str]) -> None:
         if keys:
@@ -419,6 +471,7 @@ class PostgresDialect(Dialect):
 
     clock_is_local = False
     positions_from_a_sequence = True
+    updates_at_versions = True
 
     def __init__(self) -> None:
         self._array_types: dict[type[TypeEngine[Any]], ARRAY[Any]] = {}
@@ -600,6 +653,79 @@ class PostgresDialect(Dialect):
         with self.probing_indexes(connection):
             for names, group in bulk.group_by_columns(rows).items():
                 self._update_from_arrays(connection, table, key_column, names, group)
+
+    def update_at_versions(
+        self,
+        connection: Connection,
+        table: Table,
+        key_column: str,
+        rows: Sequence[dict[str, Any]],
+        expected: Sequence[int],
+    ) -> set[Any]:
+        """UPDATE ... WHERE version = expected RETURNING the key: the compare-and-set
+        and the write in one statement (per set of columns). Under READ COMMITTED
+        a row another transaction changed meanwhile is checked again as it
+        committed, so a version moved on is never overwritten."""
+        if len(rows) == 1:
+            (row,) = rows
+            statement = self._update_one_at_version(table, key_column, tuple(row))
+            values = {f"v_{name}": value for name, value in row.items()}
+            return {key for (key,) in statement.run(connection, **values, expected=expected[0])}
+        updated: set[Any] = set()
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row, version in zip(rows, expected, strict=True):
+            groups.setdefault(tuple(row), []).append({**row, _EXPECTED: version})
+        with self.probing_indexes(connection):
+            for names, group in groups.items():
+                sql = self._update_at_versions_sql(connection, table, key_column, names)
+                arrays = {f"a{i}": [row[name] for row in group] for i, name in enumerate(names)}
+                arrays["expected"] = [row[_EXPECTED] for row in group]
+                with bulk.driver_cursor(connection, sql) as cursor:
+                    cursor.execute(sql, arrays)
+                    updated.update(key for (key,) in cursor.fetchall())
+        return updated
+
+    def _update_one_at_version(
+        self, table: Table, key_column: str, names: tuple[str, ...]
+    ) -> Prepared:
+        key = (table.name, key_column, (*names, _EXPECTED))
+        statement = self._update_sql.get(key)
+        if statement is None:
+            values: dict[str, Any] = {
+                name: bindparam(f"v_{name}") for name in names if name != key_column
+            }
+            built = (
+                update(table)
+                .where(
+                    table.c[key_column] == bindparam(f"v_{key_column}"),
+                    table.c.version == bindparam("expected"),
+                )
+                .values(values)
+                .returning(table.c[key_column])
+            )
+            statement = self._update_sql.setdefault(key, Prepared(built))
+        return statement
+
+    def _update_at_versions_sql(
+        self, connection: Connection, table: Table, key_column: str, names: tuple[str, ...]
+    ) -> str:
+        sql_key = (table.name, key_column, (*names, _EXPECTED))
+        sql = self._update_from_sql.get(sql_key)
+        if sql is None:
+            quote = connection.dialect.identifier_preparer.quote
+            casts = [self._array_cast(connection, table, name) for name in names]
+            source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
+            columns = ", ".join(quote(name) for name in names)
+            assignments = ", ".join(
+                f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
+            )
+            key = quote(key_column)
+            sql = self._update_from_sql[sql_key] = (
+                f"UPDATE {quote(table.name)} AS t SET {assignments} "
+                f"FROM unnest({source}, %(expected)s::integer[]) AS v({columns}, {_EXPECTED}) "
+                f"WHERE t.{key} = v.{key} AND t.version = v.{_EXPECTED} RETURNING t.{key}"
+            )
+        return sql
 
     def _update_one(self, table: Table, key_column: str, names: tuple[str, ...]) -> Prepared:
         key = (table.name, key_column, names)

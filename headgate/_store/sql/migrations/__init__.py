@@ -238,12 +238,10 @@ INDEX_ORDER: Final = (
     "ix_headgate_jobs_state_created",
     "ix_headgate_jobs_schedule_created",
     "ix_headgate_jobs_run_now",
-    "ux_headgate_jobs_periodic_origin",
     "ix_headgate_schedules_due_order",
     "ix_headgate_schedules_declared",
     "ix_headgate_schedules_undeclared",
     "ix_headgate_schedules_listed",
-    "ix_headgate_jobs_live_ticks",
     "ix_headgate_jobs_finished",
     "ix_headgate_jobs_claimable",
     "ix_headgate_rate_starts",
@@ -257,6 +255,8 @@ INDEX_ORDER: Final = (
     "ix_headgate_schedule_runs_waiting",
     "ix_headgate_jobs_unique_key",
     "ix_headgate_jobs_kind_state",
+    "ux_headgate_jobs_periodic_origin",
+    "ix_headgate_jobs_live_ticks",
 )
 """Every index of `schema.py`, in the order the revisions, applied in turn, make
 them: a new store is made with them in this order (see `_create_at_head`); a
