@@ -61,6 +61,7 @@ from headgate._model import (
     ScheduleHealth,
     ScheduleRun,
 )
+from headgate._operator import operator_of
 from headgate._run_reads import HEALTH_STATES
 from headgate._runtime.config import MAX_MIN_INTERVAL_MS, RuntimeConfig
 
@@ -532,7 +533,7 @@ def _last_run_word(run: ScheduleRun | None) -> str:
 def _schedules_put(args: argparse.Namespace) -> int:
     definition = ScheduleDefinition.from_fields(given(args, SCHEDULE_FIELDS))
     with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
-        schedule = hg.put_definition(args.schedule_id, definition).schedule
+        schedule = operator_of(hg).put_definition(args.schedule_id, definition).schedule
     return _print_schedule_result(args, schedule, f"saved schedule {schedule.id}")
 
 
@@ -540,7 +541,7 @@ def _schedules_update(args: argparse.Namespace) -> int:
     changes = given(args, SCHEDULE_FIELDS)
     refuse_none_given(changes, "update")
     with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
-        schedule = hg.update_schedule_fields(args.schedule_id, changes)
+        schedule = operator_of(hg).update_schedule_fields(args.schedule_id, changes)
     return _print_schedule_result(args, schedule, f"updated schedule {schedule.id}")
 
 
@@ -686,8 +687,8 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
     payload = _json_argument("--payload", args.payload)
     options = JobOptions(**given(args, JOB_OPTION_FIELDS))
     with open_existing(args.db, read_only=False) as hg:
-        job = hg.enqueue_job(args.kind, payload, options)
-        limits = hg.job_limits(job)
+        job = operator_of(hg).enqueue_job(args.kind, payload, options)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, f"enqueued job {job.id}")
 
 
@@ -696,7 +697,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
         return history.print_job_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         job = hg.get_job(args.job_id)
-        limits = hg.job_limits(job)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, None)
 
 
@@ -705,7 +706,7 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
         return _jobs_bulk(args, "cancel")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.cancel_job(args.job_id)
-        limits = hg.job_limits(job)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, f"cancelled job {job.id}")
 
 
@@ -714,7 +715,7 @@ def _jobs_retry(args: argparse.Namespace) -> int:
         return _jobs_bulk(args, "retry")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.retry_job(args.job_id)
-        limits = hg.job_limits(job)
+        limits = operator_of(hg).job_limits(job)
     done = f"job {job.id} runs again (attempts and crashes reset)"
     return _print_job_result(args, job, limits, done)
 
