@@ -20,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
-from headgate._facade.schedules import Schedules
 from headgate._cli import main
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
@@ -32,6 +31,7 @@ from headgate._domain.options import (
     ScheduleArgs,
     ScheduleDefinition,
 )
+from headgate._facade.schedules import Schedules
 from headgate._model import Job, Schedule
 from headgate._operator import operator_of
 from headgate.testing import FakeClock
