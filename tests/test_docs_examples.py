@@ -163,7 +163,7 @@ def test_the_metrics_example_exposes_headgates_metrics_in_the_hosts_registry(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'metrics.db'}"
-    example = example_with(DOCS / "how-to" / "metrics.md", "metrics_collector")
+    example = example_with(DOCS / "how-to" / "metrics.md", "metrics.collector")
     namespace: dict[str, Any] = {}
     exec(compile(example.replace("sqlite:///headgate.db", url), "metrics.md", "exec"), namespace)
     hg = namespace["hg"]

@@ -156,7 +156,7 @@ def test_every_other_response_gets_the_headers_and_no_policy_to_run_anything(
     def broken(*_: object, **__: object) -> object:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(Headgate, "list_schedules", broken)
+    monkeypatch.setattr(hg.schedules, "list", broken)
     with TestClient(
         create_app(hg, api_token=""), base_url=LOCAL, raise_server_exceptions=False
     ) as c:
