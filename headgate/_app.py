@@ -467,7 +467,7 @@ class Headgate(OldNames):
 
         The code owns the definition; what an operator changes on it (a pause,
         a new spec) is an override that survives restarts until cleared
-        (`clear_overrides`). A schedule the code stops declaring is reported
+        (`hg.schedules.clear_overrides`). A schedule the code stops declaring is reported
         at the next start (and paused, with `RuntimeConfig.on_undeclared`)."""
         require_name("id", schedule_id)
         job_kind = schedule_id if kind is None else kind

@@ -1,6 +1,6 @@
 """The API's reads of the past: a schedule or a job as of an instant, and a
-schedule's definition changes between two instants (`Headgate.schedule_as_of`,
-`schedule_changes`, `job_as_of`)."""
+schedule's definition changes between two instants (`hg.schedules.as_of`,
+`changes`, `hg.jobs.as_of`)."""
 
 from __future__ import annotations
 
