@@ -169,13 +169,21 @@ class Headgate(OldNames):
         """Schedules declared in code (`periodic`): upserted at start."""
         self._operator = Operator(core)
         self.schedules = Schedules(core)
+        """Schedules defined, read, paused, run now; their runs, health and history."""
         self.jobs = Jobs(core)
+        """Jobs read, listed, counted, retried and cancelled (one or in bulk)."""
         self.queues = Queues(core)
+        """Queues paused, resumed and listed with their depth."""
         self.limits = Limits(core)
+        """Concurrency limits over a queue, kind and partition key."""
         self.rates = Rates(core)
+        """Rate limits over a rate class."""
         self.quarantine = Quarantine(core)
+        """Fingerprints no job is admitted under."""
         self.metrics = Metrics(core)
+        """Prometheus's registry and collector, and the per-minute activity."""
         self.runtime = Runtime(core)
+        """The fleet on the store: workers, the scheduler lease, readiness, compaction now."""
         renew_in_forked_children(core)
 
     def __repr__(self) -> str:
