@@ -80,7 +80,7 @@ def test_a_producer_without_the_handler_routes_to_the_declared_queue_while_no_wo
     with Headgate(store_url) as client:
         first = _worker(tmp_path, environment)
         try:
-            _until(client.workers, "the first worker never beat")
+            _until(client.runtime.workers, "the first worker never beat")
         finally:
             assert "Traceback" not in _stop(first)
         assert first.returncode == 0 and client.runtime.workers() == [], "no worker is alive"
