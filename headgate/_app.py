@@ -32,8 +32,9 @@ from typing_extensions import Unpack
 
 from headgate._async_api import is_async_host, on_host
 from headgate._clock import Clock, StoreClock
-from headgate._commands import Put, require_allowed
+from headgate._commands import require_allowed
 from headgate._core import JOB_COUNT_CAP, Core
+from headgate._declarations import declare_handlers, declare_schedules
 from headgate._domain.admission import require_name
 from headgate._domain.job_rules import unredacted
 from headgate._domain.options import (
@@ -56,7 +57,7 @@ from headgate._facade.quarantine import Quarantine
 from headgate._facade.queues import Queues
 from headgate._facade.rates import Rates
 from headgate._facade.runtime import Runtime
-from headgate._facade.schedules import Schedules, put_all
+from headgate._facade.schedules import Schedules
 from headgate._forksafe import renew_in_forked_children
 from headgate._json import JsonValue
 from headgate._logs import get_logger
@@ -228,9 +229,9 @@ class Headgate(OldNames):
                 return self
             self._core.give_back_asked.clear()
             if self._declared:
-                self._declare()
+                declare_schedules(self._core, self._declared)
             if self._core.handlers:
-                self._declare_handlers()
+                declare_handlers(self._core)
             if scheduler:
                 self._start_scheduler()
             config = self._worker_config(workers)
@@ -248,38 +249,6 @@ class Headgate(OldNames):
                 self._core.pool.start()
             _RUNNING.add(self)
         return self
-
-    def _declare(self) -> None:
-        """Upsert the schedules this code declares (keeping operators' overrides),
-        then report those of its group it no longer declares."""
-        group = self.config.declarations_group
-        put_all(
-            self._core,
-            [Put(schedule_id, d, declared_by=group) for schedule_id, d in self._declared.items()],
-        )
-        pause = self.config.on_undeclared == "pause"
-        for schedule_id in self._core.commands.undeclare(group, self._declared.keys(), pause):
-            log.warning(
-                "schedule no longer declared in code",
-                schedule_id=schedule_id,
-                declarations_group=group,
-                paused=pause,
-            )
-
-    def _declare_handlers(self) -> None:
-        """Record this code's handlers in the store, with the defaults each gives a
-        job, so that a process without them routes their jobs as they would."""
-        group = self.config.declarations_group
-        host = f"{socket.gethostname()}:{os.getpid()}"
-        for row in self._core.store.handlers.declare(
-            group, host, self._core.handlers.declarations()
-        ):
-            log.info(
-                "handler declared",
-                kind=row.declaration.kind,
-                queue=row.declaration.queue,
-                declarations_group=group,
-            )
 
     def _worker_config(self, workers: WorkerConfig | bool | None) -> WorkerConfig | None:
         if workers is False or (workers is None and not self._core.handlers):
