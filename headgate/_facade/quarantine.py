@@ -30,7 +30,9 @@ class Quarantine(Namespace):
         return fingerprint_of_text(kind, require_payload(payload, sys.maxsize))
 
     def add(self, fingerprint: str, note: str = "") -> None:
-        """Admit no job of this fingerprint until `release`d; its pending jobs stay."""
+        """Admit no job of this fingerprint until it is released: an enqueue of it
+        raises AdmissionRejected and its schedules' ticks are skipped; `note`
+        says why."""
         self._core.commands.quarantine(fingerprint, note)
 
     def release(self, fingerprint: str) -> None:
