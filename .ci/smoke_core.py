@@ -54,8 +54,8 @@ def main() -> None:
         "        return 'pong'\n"
         "    job = hg.enqueue('core.ping')\n"
         "    hg.drain()\n"
-        "    hg.put_schedule('pulse', spec='@every:60000', kind='core.ping')\n"
-        "    print(hg.get_job(job.id).result)\n",
+        "    hg.schedules.put('pulse', spec='@every:60000', kind='core.ping')\n"
+        "    print(hg.jobs.get(job.id).result)\n",
     )
     check(made.stdout == "pong\n", "a store is made and migrated, and a job runs", made.stderr)
 

@@ -254,8 +254,8 @@ def through_http(url: str, seconds: float, *, floor: bool = False) -> Samples:
 
 def _schedule_with_health(hg: Headgate, schedule_id: str) -> object:
     """What GET /api/v1/periodic/{id} reads: the schedule, and its health."""
-    schedule = hg.get_schedule(schedule_id)
-    return schedule, hg.schedules_health([schedule])
+    schedule = hg.schedules.get(schedule_id)
+    return schedule, hg.schedules.health_of([schedule])
 
 
 def in_process(url: str, seconds: float) -> Samples:

@@ -98,7 +98,7 @@ def ours(backend: str, count: int) -> tuple[list[float], float]:
     with fresh_database(backend) as url:
         hg = Headgate(url)
         samples = _timed(lambda: hg.enqueue(KIND, PAYLOAD), count)
-        writer = hg._store.database.write_engine  # every write of the process goes through it
+        writer = hg._core.store.database.write_engine  # every write of the process goes through it
         with counting_statements(writer) as sent:
             for _ in range(10):
                 hg.enqueue(KIND, PAYLOAD)

@@ -98,7 +98,7 @@ def _worker(url: str, capacity: int, ids_path: str) -> None:
             start_races += 1
             if start_races > 5:
                 raise
-    pool = hg._pool
+    pool = hg._core.pool
     assert pool is not None
     while not stopping.wait(PROGRESS_S):
         print(f"progress {pool.stats.succeeded}", flush=True)
@@ -375,7 +375,7 @@ def _exactly_once(observer: Headgate, members: list[_Process], jobs: int) -> str
         runs.update(text.split())
     twice = sum(1 for count in runs.values() if count > 1)
     succeeded = sum(int(m.report.get("succeeded", 0)) for m in members)
-    completed = observer._store.reads.job_counts().get(("default", "completed"), 0)
+    completed = observer._core.store.reads.job_counts().get(("default", "completed"), 0)
     problems = []
     if len(runs) != jobs:
         problems.append(f"{len(runs)} distinct jobs ran")

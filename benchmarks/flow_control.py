@@ -51,7 +51,7 @@ def _backlog(hg: Headgate, count: int, partitions: int, *, first: int = 0) -> No
             turn = (n - first) // partitions if partitions else 0
             event = JobEnqueued(f"j{n:06d}", KIND, {"n": n}, options, fair_turn=turn)
             units.append([StreamAppend(job_stream(event.job_id), NO_STREAM, (event,))])
-        hg._store.log.append_units(units)
+        hg._core.store.log.append_units(units)
 
 
 def _throughput(backend: str, setup: str, count: int, capacity: int) -> float:
@@ -59,13 +59,13 @@ def _throughput(backend: str, setup: str, count: int, capacity: int) -> float:
         hg = Headgate(url)
         hg.handler(KIND)(lambda job: None)
         if setup == "one limit":
-            hg.set_limit(queue="default", limit=capacity)
+            hg.limits.set(queue="default", limit=capacity)
         elif setup == "100 partitions":
-            hg.set_limit(partition_key=EACH_PARTITION, limit=2)
+            hg.limits.set(partition_key=EACH_PARTITION, limit=2)
         _backlog(hg, count, 100 if setup == "100 partitions" else 0)
         began = time.perf_counter()
         hg.start(WorkerConfig(queues={"default": capacity}), scheduler=False)
-        pool = hg._pool
+        pool = hg._core.pool
         assert pool is not None
         while pool.stats.succeeded < count:
             time.sleep(0.005)
@@ -121,7 +121,7 @@ def fairness(backend: str, backlog: int, small_jobs: int, *, partitioned: bool) 
         deadline = time.monotonic() + 600
         while len(started_at) < small_jobs and time.monotonic() < deadline:
             time.sleep(0.01)
-        pool = hg._pool
+        pool = hg._core.pool
         assert pool is not None
         backlog_left = backlog - max(pool.stats.succeeded - len(started_at), 0)
         hg.close()

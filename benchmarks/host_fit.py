@@ -46,6 +46,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select
 from benchmarks._common import fresh_database, print_table, raw_engine
 from benchmarks.scheduler import quiet_json_logs
 from headgate import Headgate, JobContext, WorkerConfig
+from headgate._operator import operator_of
 from headgate._runtime.hooks import AttemptResult, EnqueueHook, TickContext
 from headgate._store.sql.schema import LIVE, events
 
@@ -338,7 +339,7 @@ def tick_lateness(backend: str, executor: str | None, seconds: float) -> list[ob
                 for each in range(4):
                     hg.enqueue("burn", {"s": seconds + 2, "n": each})
                 time.sleep(1.0)
-            hg.put_schedule("tick", spec="@every:1000", kind="tick", queue="ticks")
+            hg.schedules.put("tick", spec="@every:1000", kind="tick", queue="ticks")
             time.sleep(seconds)
         finally:
             hg.close()
@@ -373,7 +374,7 @@ def hop_cost(backend: str, count: int) -> list[object]:
 
 def _wait_idle(hg: Headgate) -> None:
     while True:
-        status = hg.queue_status("default")
+        status = operator_of(hg).queue_status("default")
         if status.pending == status.running == 0:
             return
         time.sleep(0.01)

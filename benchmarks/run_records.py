@@ -48,7 +48,7 @@ def _backlog(hg: Headgate, count: int, kind: str, *, runs: bool) -> None:
             schedule = f"s{n % SCHEDULES:03d}" if runs else None
             job = JobEnqueued(f"j{n:06d}", kind, {"n": n}, OPTIONS, run_now_schedule_id=schedule)
             units.append([StreamAppend(job_stream(job.job_id), NO_STREAM, (job,))])
-        hg._store.log.append_units(units)
+        hg._core.store.log.append_units(units)
 
 
 def _once(backend: str, count: int, *, runs: bool, failing: bool, pool: bool) -> float:
@@ -57,12 +57,12 @@ def _once(backend: str, count: int, *, runs: bool, failing: bool, pool: bool) ->
         hg = Headgate(url)
         hg.handler(kind, max_attempts=1)(_fails if failing else _noop)
         for n in range(SCHEDULES):
-            hg.put_schedule(f"s{n:03d}", spec="@every:3600000", kind=kind, paused=True)
+            hg.schedules.put(f"s{n:03d}", spec="@every:3600000", kind=kind, paused=True)
         _backlog(hg, count, kind, runs=runs)
         began = time.perf_counter()
         if pool:
             hg.start(WorkerConfig(queues={"default": 10}), scheduler=False)
-            running = hg._pool
+            running = hg._core.pool
             assert running is not None
             while running.stats.succeeded + running.stats.failed < count:
                 time.sleep(0.005)
@@ -73,7 +73,7 @@ def _once(backend: str, count: int, *, runs: bool, failing: bool, pool: bool) ->
             elapsed = time.perf_counter() - began
             assert summary.succeeded + summary.failed == count, summary
         if runs:
-            assert len(hg.schedule_runs("s000", 100).runs) == min(100, count // SCHEDULES)
+            assert len(hg.schedules.runs("s000", 100).runs) == min(100, count // SCHEDULES)
         hg.close()
     return count / elapsed
 

@@ -110,7 +110,7 @@ def define_many(hg: Headgate, count: int, spec: str, next_run_ms: int, prefix: s
             ]
             for n in range(start, min(start + 1000, count))
         ]
-        hg._store.log.append_units(units)
+        hg._core.store.log.append_units(units)
 
 
 def raw_loop(url: str, count: int) -> float:
@@ -351,7 +351,7 @@ def catch_up_ours(backend: str, count: int) -> float:
         hg.start()
         assert hg.run_pending(timeout=600)
         elapsed = time.perf_counter() - began
-        with hg._store.engine.connect() as connection:
+        with hg._core.store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM headgate_jobs")).scalar_one()
             advanced = connection.execute(
                 text("SELECT COUNT(*) FROM headgate_schedules WHERE next_run_ms > :t"),
@@ -371,7 +371,7 @@ def sql_alone(count: int) -> list[object]:
         clock = FakeClock(START_MS - 1)
         hg = Headgate(url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
         define_many(hg, count, "@every:60000", START_MS)
-        hg._store.log.checkpoint()
+        hg._core.store.log.checkpoint()
         shutil.copy(path, f"{path}.start")
         issued: list[tuple[str, Any, bool]] = []
 
@@ -449,7 +449,7 @@ def steady_state(backend: str, schedules: int, seconds: int) -> list[object]:
         # or merged away by the skip policy under overload.
         last_due = (clock.now_ms() - 200) // 1000 * 1000
         hg.stop()
-        with hg._store.engine.connect() as connection:
+        with hg._core.store.engine.connect() as connection:
             jobs = connection.execute(
                 text("SELECT COUNT(*) FROM headgate_jobs WHERE periodic_schedule_id IS NOT NULL")
             ).scalar_one()
@@ -506,7 +506,7 @@ def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[obj
     rows = []
     with fresh_database(backend) as url:
         observer = Headgate(url, config=RuntimeConfig(min_interval_ms=100))
-        observer.put_schedule("pulse", spec="@every:100", kind="k")
+        observer.schedules.put("pulse", spec="@every:100", kind="k")
         children = [
             subprocess.Popen(
                 [sys.executable, "-c", FAILOVER_CHILD, url, str(ttl_ms)],
@@ -517,13 +517,13 @@ def failover(backend: str, trials: int = 3, ttl_ms: int = 1500) -> list[list[obj
         ]
         try:
             for trial in range(trials):
-                while (status := observer.lease_status()) is None:
+                while (status := observer.runtime.lease()) is None:
                     time.sleep(0.05)
                 time.sleep(1.0)
                 killed_ms = observer.clock.now_ms()
                 os.kill(status.pid, signal.SIGKILL)
                 while True:
-                    with observer._store.engine.connect() as connection:
+                    with observer._core.store.engine.connect() as connection:
                         # A tick after the kill can only have been fired by another
                         # process; timed when seen (up to one poll late: conservative).
                         fired = connection.execute(

@@ -60,9 +60,9 @@ def bulk_ours(backend: str, count: int) -> tuple[float, float, float]:
             rates = []
             for batch in (items(count), items(count), items(count, "customer")):
                 began = time.perf_counter()
-                hg.put_schedules(batch)
+                hg.schedules.put_many(batch)
                 rates.append(count / (time.perf_counter() - began))
-            assert len(hg.list_schedules(limit=200).schedules) == min(count, 200)
+            assert len(hg.schedules.list(limit=200).schedules) == min(count, 200)
         finally:
             hg.close()
     created, unchanged, updated = rates
@@ -181,23 +181,23 @@ def single(backend: str, samples: int) -> list[object]:
     """put_schedule latency against a bare commit, samples alternating."""
     with fresh_database(backend) as url:
         hg = Headgate(url)
-        engine = hg._store.engine
+        engine = hg._core.store.engine
         try:
             with engine.begin() as connection:
                 connection.execute(text("CREATE TABLE raw_commits (id VARCHAR(64) PRIMARY KEY)"))
             for n in range(200):  # a store that holds some, and warm connections
-                hg.put_schedule(f"warm-{n}", spec=f"{n % 60} 9 * * *", kind="report.build")
+                hg.schedules.put(f"warm-{n}", spec=f"{n % 60} 9 * * *", kind="report.build")
             counter = iter(range(10**9))
 
             def create() -> None:
                 n = next(counter)
-                hg.put_schedule(
+                hg.schedules.put(
                     f"tenant-{n}", spec=f"{n % 60} 9 * * *", kind="report.build", payload={"n": n}
                 )
 
             def change() -> None:
                 n = next(counter)
-                hg.put_schedule("warm-0", spec="0 9 * * *", kind="report.build", payload={"n": n})
+                hg.schedules.put("warm-0", spec="0 9 * * *", kind="report.build", payload={"n": n})
 
             def raw_commit() -> None:
                 with engine.begin() as connection:
@@ -207,7 +207,7 @@ def single(backend: str, samples: int) -> list[object]:
                     )
 
             def empty_write() -> None:
-                with hg._store.log.write():
+                with hg._core.store.log.write():
                     pass
 
             timings = _alternating([create, change, raw_commit, empty_write], samples)

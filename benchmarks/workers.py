@@ -87,7 +87,7 @@ def _noop(job: JobContext) -> None:
 def _enqueue_backlog(hg: Headgate, count: int) -> None:
     """`count` pending jobs, written as an enqueue writes them, 500 per transaction."""
     for start in range(0, count, SETUP_BATCH):
-        hg._store.log.append_units(
+        hg._core.store.log.append_units(
             [
                 [
                     StreamAppend(
@@ -119,14 +119,14 @@ def ours_pool(backend: str, count: int, capacity: int) -> tuple[float, float]:
         with bytes_written(url) as written:
             began = time.perf_counter()
             hg.start(WorkerConfig(queues={"default": capacity}), scheduler=False)
-            pool = hg._pool
+            pool = hg._core.pool
             assert pool is not None
             while pool.stats.succeeded < count:
                 time.sleep(0.005)
             elapsed = time.perf_counter() - began
             hg.stop()
             per_job = written() / count
-        assert _completed(hg._store.engine, "headgate_jobs") == count
+        assert _completed(hg._core.store.engine, "headgate_jobs") == count
         hg.close()
     return count / elapsed, per_job
 
@@ -520,7 +520,7 @@ def steady_with_workers(backend: str, schedules: int, seconds: int) -> list[obje
         cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
         last_due = (clock.now_ms() - 200) // 1000 * 1000
         hg.stop()
-        with hg._store.engine.connect() as connection:
+        with hg._core.store.engine.connect() as connection:
             fired = connection.execute(
                 text("SELECT COUNT(*) FROM headgate_jobs WHERE periodic_tick_ms <= :last"),
                 {"last": last_due},
@@ -584,14 +584,14 @@ def rescue(backend: str, trials: int) -> list[list[object]]:
             host.kill()
             host.wait(timeout=10)
             killed = time.monotonic()
-            while hg.get_job(job.id).state == "running":
+            while hg.jobs.get(job.id).state == "running":
                 time.sleep(0.01)
             rescued = time.monotonic() - killed
             hg.stop()
             hg.start(WorkerConfig(queues={"long": 1}), scheduler=False)
             assert done.wait(60)
             completed = time.monotonic() - killed
-            assert hg.get_job(job.id).crash_count == 1
+            assert hg.jobs.get(job.id).crash_count == 1
             hg.close()
         rows.append([backend, trial, f"{rescued:.1f}", f"{completed:.1f}", "10 + 5", "<= 20"])
     return rows

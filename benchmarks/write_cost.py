@@ -179,7 +179,7 @@ def ours(backend: str, sizes: Sizes) -> Steps:
         _merge(steps, "drain", backlog, cost)
 
         hg.start(WorkerConfig(queues={"split": SPLIT_CAPACITY}), scheduler=False)
-        pool = hg._pool
+        pool = hg._core.pool
         assert pool is not None
         for round_ in range(sizes.split_rounds):
             held.release.clear()
@@ -204,7 +204,7 @@ def ours(backend: str, sizes: Sizes) -> Steps:
         hg.stop()
 
         hg.start(WorkerConfig(queues={"steady": POOL_CAPACITY}), scheduler=False)
-        pool = hg._pool
+        pool = hg._core.pool
         assert pool is not None
         due = hg.clock.now_ms() + LEAD_MS
         for start in range(0, sizes.pool, SETUP_CHUNK):

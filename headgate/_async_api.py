@@ -1,6 +1,7 @@
-"""The operations a request handler calls, as coroutines on the Headgate object.
+"""The thread pools a Headgate's coroutines run on, and an async host's connection.
 
-`await hg.aenqueue(...)` runs `hg.enqueue(...)` on a small thread pool of the
+`await hg.aenqueue(...)` runs `hg.enqueue(...)` (and `await hg.jobs.aget(...)`
+`hg.jobs.get(...)`: `_facade/twins.py`) on a small thread pool of the
 Headgate's own (`ASYNC_THREADS`), so the event loop never waits on the store:
 the store's writes stay the synchronous, group-committed ones every other
 caller shares, and calls made at once from many requests share commits too.
@@ -24,30 +25,9 @@ import contextvars
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
-
-from typing_extensions import Unpack
-
-from headgate._domain.lifecycle import BULK_MAX
-from headgate._domain.options import EnqueueArgs, ScheduleArgs
-from headgate._json import JsonValue
-
-if TYPE_CHECKING:
-    from headgate._app import Headgate
-    from headgate._model import (
-        BulkResult,
-        EnqueueEventsPage,
-        Job,
-        JobsPage,
-        PutSchedulesResult,
-        RunNowResult,
-        Schedule,
-        ScheduleHealth,
-        ScheduleRunsPage,
-        SchedulesPage,
-    )
+from typing import Any, Final, TypeVar
 
 ASYNC_THREADS: Final = 32
 """Threads a Headgate runs its coroutines' writes on: more writes than this at
@@ -94,224 +74,13 @@ class AsyncPool:
             executor.shutdown(wait=True)
 
 
-def _is_async_host(connection: object) -> bool:
+def is_async_host(connection: object) -> bool:
     """An SQLAlchemy AsyncConnection or AsyncSession (told by its `run_sync`
     coroutine: only the SQL adapter imports SQLAlchemy)."""
     return inspect.iscoroutinefunction(getattr(connection, "run_sync", None))
 
 
-class AsyncOperations:
-    """Headgate's coroutines (mixed into Headgate; see the module's docstring)."""
-
-    _async: AsyncPool
-
-    async def aenqueue(
-        self,
-        kind: str,
-        payload: JsonValue = None,
-        *,
-        periodic_origin: object = None,
-        connection: object = None,
-        **options: Unpack[EnqueueArgs],
-    ) -> Job:
-        """`enqueue`, awaited; `connection` may be an AsyncConnection or AsyncSession."""
-        if _is_async_host(connection):
-            return await _on_host(
-                connection,
-                lambda sync: _sync(self).enqueue(
-                    kind, payload, periodic_origin=periodic_origin, connection=sync, **options
-                ),
-            )
-        return await self._async.run(
-            lambda: _sync(self).enqueue(
-                kind, payload, periodic_origin=periodic_origin, connection=connection, **options
-            )
-        )
-
-    async def aenqueue_many(
-        self, jobs: Iterable[Mapping[str, object]], *, connection: object = None
-    ) -> list[Job]:
-        """`enqueue_many`, awaited; `connection` as for `aenqueue`."""
-        items = list(jobs)
-        if _is_async_host(connection):
-            return await _on_host(
-                connection, lambda sync: _sync(self).enqueue_many(items, connection=sync)
-            )
-        return await self._async.run(lambda: _sync(self).enqueue_many(items, connection=connection))
-
-    async def arun_now(self, schedule_id: str, idempotency_key: str) -> RunNowResult:
-        return await self._async.run(lambda: _sync(self).run_now(schedule_id, idempotency_key))
-
-    async def aget_job(self, job_id: str) -> Job:
-        return await self._async.run(lambda: _sync(self).get_job(job_id), reads=True)
-
-    async def alist_jobs(
-        self,
-        *,
-        state: str | None = None,
-        queue: str | None = None,
-        kind: str | None = None,
-        schedule_id: str | None = None,
-        search: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> JobsPage:
-        return await self._async.run(
-            lambda: _sync(self).list_jobs(
-                state=state,
-                queue=queue,
-                kind=kind,
-                schedule_id=schedule_id,
-                search=search,
-                limit=limit,
-                cursor=cursor,
-            ),
-            reads=True,
-        )
-
-    async def acount_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        kind: str | None = None,
-        schedule_id: str | None = None,
-        search: str | None = None,
-    ) -> dict[str, int]:
-        return await self._async.run(
-            lambda: _sync(self).count_jobs(
-                queue=queue, kind=kind, schedule_id=schedule_id, search=search
-            ),
-            reads=True,
-        )
-
-    async def aretry_jobs(
-        self,
-        *,
-        state: str,
-        queue: str | None = None,
-        kind: str | None = None,
-        schedule_id: str | None = None,
-        search: str | None = None,
-        limit: int = BULK_MAX,
-    ) -> BulkResult:
-        return await self._async.run(
-            lambda: _sync(self).retry_jobs(
-                state=state,
-                queue=queue,
-                kind=kind,
-                schedule_id=schedule_id,
-                search=search,
-                limit=limit,
-            )
-        )
-
-    async def acancel_jobs(
-        self,
-        *,
-        state: str,
-        queue: str | None = None,
-        kind: str | None = None,
-        schedule_id: str | None = None,
-        search: str | None = None,
-        limit: int = BULK_MAX,
-    ) -> BulkResult:
-        return await self._async.run(
-            lambda: _sync(self).cancel_jobs(
-                state=state,
-                queue=queue,
-                kind=kind,
-                schedule_id=schedule_id,
-                search=search,
-                limit=limit,
-            )
-        )
-
-    async def acancel_job(self, job_id: str) -> Job:
-        return await self._async.run(lambda: _sync(self).cancel_job(job_id))
-
-    async def aretry_job(self, job_id: str) -> Job:
-        return await self._async.run(lambda: _sync(self).retry_job(job_id))
-
-    async def aput_schedule(
-        self, schedule_id: str, *, spec: str, kind: str, **options: Unpack[ScheduleArgs]
-    ) -> Schedule:
-        return await self._async.run(
-            lambda: _sync(self).put_schedule(schedule_id, spec=spec, kind=kind, **options)
-        )
-
-    async def aput_schedules(self, schedules: Iterable[Mapping[str, object]]) -> PutSchedulesResult:
-        items = list(schedules)
-        return await self._async.run(lambda: _sync(self).put_schedules(items))
-
-    async def aupdate_schedule(
-        self,
-        schedule_id: str,
-        *,
-        spec: str | None = None,
-        kind: str | None = None,
-        **changes: Unpack[ScheduleArgs],
-    ) -> Schedule:
-        return await self._async.run(
-            lambda: _sync(self).update_schedule(schedule_id, spec=spec, kind=kind, **changes)
-        )
-
-    async def apause_schedule(self, schedule_id: str) -> Schedule:
-        return await self._async.run(lambda: _sync(self).pause_schedule(schedule_id))
-
-    async def aresume_schedule(self, schedule_id: str) -> Schedule:
-        return await self._async.run(lambda: _sync(self).resume_schedule(schedule_id))
-
-    async def adelete_schedule(self, schedule_id: str) -> None:
-        await self._async.run(lambda: _sync(self).delete_schedule(schedule_id))
-
-    async def aenqueue_events(
-        self, schedule_id: str, limit: int = 30, cursor: str | None = None
-    ) -> EnqueueEventsPage:
-        return await self._async.run(
-            lambda: _sync(self).enqueue_events(schedule_id, limit, cursor), reads=True
-        )
-
-    async def aschedule_runs(
-        self, schedule_id: str, limit: int = 30, cursor: str | None = None
-    ) -> ScheduleRunsPage:
-        return await self._async.run(
-            lambda: _sync(self).schedule_runs(schedule_id, limit, cursor), reads=True
-        )
-
-    async def aschedule_health(self, schedule_id: str) -> ScheduleHealth:
-        return await self._async.run(lambda: _sync(self).schedule_health(schedule_id), reads=True)
-
-    async def aget_schedule(self, schedule_id: str) -> Schedule:
-        return await self._async.run(lambda: _sync(self).get_schedule(schedule_id), reads=True)
-
-    async def alist_schedules(
-        self,
-        limit: int = 200,
-        cursor: str | None = None,
-        *,
-        search: str | None = None,
-        health: str | None = None,
-    ) -> SchedulesPage:
-        return await self._async.run(
-            lambda: _sync(self).list_schedules(limit, cursor, search=search, health=health),
-            reads=True,
-        )
-
-
-async def on_pool(hg: Headgate, call: Callable[[], T], *, reads: bool = False) -> T:
-    """`call()` on `hg`'s pool (the reads' with `reads`), as its coroutines run
-    theirs: for code of this package whose one request makes several calls (the
-    web app's routes: a schedule and its health), each request then takes one
-    turn of the pool."""
-    return await hg._async.run(call, reads=reads)
-
-
-def _sync(operations: AsyncOperations) -> Headgate:
-    """The Headgate these coroutines are mixed into, with its synchronous calls."""
-    return cast("Headgate", operations)
-
-
-async def _on_host(connection: Any, call: Callable[[Any], T]) -> T:
+async def on_host(connection: Any, call: Callable[[Any], T]) -> T:
     """`call(sync)` on an async host's own connection or session (`run_sync`)."""
     result: T = await connection.run_sync(call)
     return result

@@ -4,7 +4,7 @@ For tests and scripts (Celery's `task_always_eager`, RQ's `is_async=False`):
 `Headgate("memory://", eager=True)`, or `headgate.testing.eager(hg)` for a
 block. The job is written as any job is, then run by `drain()`'s machinery
 (the same attempt runner, deadlines, result and attempt records), so what a
-test reads afterwards (`get_job`, `JobHandle.wait`) is what a worker would
+test reads afterwards (`hg.jobs.get`, `JobHandle.wait`) is what a worker would
 have left. A failed attempt is retried at once, up to the job's attempts
 (the retry policy's exceptions kept, its waits left out): a test does not
 wait out a backoff. What is due on the job's queue runs with it (a job an

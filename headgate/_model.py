@@ -65,7 +65,7 @@ class Schedule:
     """The host's code declares it (`Headgate.periodic`): the code owns its definition."""
     overrides: tuple[str, ...] = ()
     """The fields an operator changed from what the code declares (kept across
-    deploys until `clear_overrides`); always empty when not declared in code."""
+    deploys until `hg.schedules.clear_overrides`); always empty when not declared in code."""
     undeclared_at_ms: int | None = None
     """When a runtime of its declarations group started without declaring it
     (the declaration disappeared from the code); None while declared."""
@@ -231,7 +231,7 @@ class Job:
     run_now_schedule_id: str | None = None
     """The schedule whose Enqueue now made it (a tick's job has `periodic_origin`)."""
     fingerprint: str = ""
-    """What quarantine matches: its kind and payload (`Headgate.fingerprint`), to
+    """What quarantine matches: its kind and payload (`hg.quarantine.fingerprint`), to
     quarantine jobs like it (`Headgate.quarantine`) or find why it is refused."""
     running_attempt: RunningAttempt | None = None
     """The attempt under way, while the job is running."""
@@ -322,7 +322,7 @@ class LimitInForce:
 
 @dataclass(frozen=True)
 class JobLimits:
-    """The attempt limit and timeout a job runs under (`Headgate.job_limits`)."""
+    """The attempt limit and timeout a job runs under (`operator_of(hg).job_limits`)."""
 
     max_attempts: LimitInForce
     timeout_ms: LimitInForce
@@ -391,7 +391,7 @@ class WorkerStatus:
 
 @dataclass(frozen=True)
 class BulkResult:
-    """What one bulk retry or cancel did (`Headgate.retry_jobs`, `cancel_jobs`)."""
+    """What one bulk retry or cancel did (`hg.jobs.retry_many`, `cancel_many`)."""
 
     action: str
     """retry or cancel."""
@@ -407,10 +407,10 @@ class BulkResult:
 
 
 QUARANTINE_SAMPLED = 200
-"""Quarantined jobs `Headgate.list_quarantine` reads to name each entry's kind and a job."""
+"""Quarantined jobs `hg.quarantine.list` reads to name each entry's kind and a job."""
 
 RUNNING_SHOWN = 200
-"""Running jobs `Headgate.workers` reads to say which worker runs which."""
+"""Running jobs `hg.runtime.workers` reads to say which worker runs which."""
 
 
 @dataclass(frozen=True)
@@ -432,7 +432,7 @@ class DrainSummary:
 
 @dataclass(frozen=True)
 class EnqueueEvent:
-    """One automatic tick attempt, as operators see it (`enqueue_events`, the API's
+    """One automatic tick attempt, as operators see it (`hg.schedules.enqueue_events`, the API's
     enqueue-events): an `EnqueueAttempted` event, read from the enqueue_history
     projection (`EnqueueHistoryRow`). `event_id` is the event's log position."""
 
@@ -467,7 +467,7 @@ class EnqueueEventsPage:
 class ScheduleRun:
     """What became of one of a schedule's runs: a tick's job, or an Enqueue now's
     (`manual`). Read from the schedule_runs projection and, until it settles,
-    its job (`Headgate.schedule_runs`)."""
+    its job (`hg.schedules.runs`)."""
 
     job_id: str
     schedule_id: str
@@ -516,7 +516,7 @@ class ScheduleRunsPage:
 
 @dataclass(frozen=True)
 class ScheduleHealth:
-    """How a schedule is doing (`Headgate.schedule_health`), read from its newest
+    """How a schedule is doing (`hg.schedules.health`), read from its newest
     100 runs and its row at `as_of_ms`.
 
     `state` is the first of these that holds: `paused`; `missing` (a tick has
@@ -561,7 +561,7 @@ class PutScheduleResult:
 
 @dataclass(frozen=True)
 class PutSchedulesResult:
-    """What `put_schedules` did: each schedule's outcome, by id, in the call's order."""
+    """What `hg.schedules.put_many` did: each schedule's outcome, by id, in the call's order."""
 
     outcomes: dict[str, str]
     """id -> "created" (new, or defined again after a delete), "updated" (changed;
@@ -598,7 +598,7 @@ class QuarantineEntry:
     """Why: the crash limit (naming the job) or an operator's note."""
     quarantined_at_ms: int
     kind: str | None = None
-    """The kind of its newest job held in quarantine (`list_quarantine`); None
+    """The kind of its newest job held in quarantine (`hg.quarantine.list`); None
     where none is among the newest QUARANTINE_SAMPLED quarantined jobs (a
     fingerprint quarantined by hand before any of its jobs crashed)."""
     sample_job_id: str | None = None
@@ -710,7 +710,7 @@ class LeaseStatus:
 
 @dataclass(frozen=True)
 class SchedulerHealth:
-    """Whether anybody fires the ticks (`Headgate.scheduler_health`): `state` is
+    """Whether anybody fires the ticks (`hg.runtime.scheduler_health`): `state` is
     `ok`, `no_scheduler` (schedules due past the grace and no process holds the
     scheduler lease) or `behind` (a holder, yet schedules due past the grace)."""
 

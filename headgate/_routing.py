@@ -4,7 +4,7 @@ handler for (`headgate._domain.routing`).
 Enqueue asks often (every job a process without the handler enqueues), so the
 declarations are read at most every `REFRESH_MS` of store time, all of them
 at once (one row per kind and declarations group: a small table); the reads
-an operator makes (`Headgate.declared_handlers`) read them fresh.
+an operator makes (`hg.runtime.declared_handlers`) read them fresh.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What became of each schedule's runs, and how each schedule is doing: the reads
-behind `Headgate.schedule_runs`, `schedule_health` and the health filter of
-`list_schedules`, shared by the API, the CLI, the console and the metrics.
+behind `hg.schedules.runs`, `health` and the health filter of
+`list`, shared by the API, the CLI, the console and the metrics.
 
 Health is judged at read time from the schedule's newest runs and its row
 (`_domain/schedule_health.py`), so it is never stale and needs no writer: a

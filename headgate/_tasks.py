@@ -35,7 +35,7 @@ from headgate._runtime.handlers import JobContext
 from headgate._runtime.task_calls import TaskCall, TaskSignature
 
 if TYPE_CHECKING:
-    from headgate._app import Headgate
+    from headgate._core import Core
 
 __all__ = ["JobHandle", "Task", "TaskDecorator"]
 
@@ -49,8 +49,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class JobHandle(Generic[R]):
     """A job a task enqueued: `wait` or `await_result` for what its function returned."""
 
-    def __init__(self, hg: Headgate, job: Job, returns: object) -> None:
-        self._hg = hg
+    def __init__(self, core: Core, job: Job, returns: object) -> None:
+        self._core = core
         self.job = job
         """The job as it was enqueued (`refresh()` reads it again)."""
         self._returns = returns
@@ -63,8 +63,8 @@ class JobHandle(Generic[R]):
         return f"<JobHandle {self.job.kind} {self.job.id}>"
 
     def refresh(self) -> Job:
-        """The job as the store holds it now (`Headgate.get_job`)."""
-        return self._hg.get_job(self.job.id)
+        """The job as the store holds it now (`hg.jobs.get`)."""
+        return self._core.get_job(self.job.id)
 
     def wait(self, timeout: float | None = None) -> R:
         """Block until the job ends and return its result, decoded to the task's
@@ -73,20 +73,20 @@ class JobHandle(Generic[R]):
         traceback), TimeoutError when it has not ended within `timeout` seconds
         (None: as long as it takes; the job carries on either way). Woken by
         the store's notifications, not by polling."""
-        row = self._hg._results.wait_for_end(self.job.id, timeout)
+        row = self._core.results.wait_for_end(self.job.id, timeout)
         return self._outcome(row)
 
     async def await_result(self, timeout: float | None = None) -> R:
         """`wait` for a coroutine: the event loop is not blocked while it waits."""
-        row = await self._hg._results.await_end(self.job.id, timeout, self._hg._async.run)
+        row = await self._core.results.await_end(self.job.id, timeout, self._core.async_pool.run)
         if row.state == "completed":
             return self._outcome(row)
-        attempts = await self._hg._async.run(lambda: self._hg.get_job(self.job.id))
+        attempts = await self._core.async_pool.run(lambda: self._core.get_job(self.job.id))
         raise _failure(row, attempts)
 
     def _outcome(self, row: JobRow) -> R:
         if row.state != "completed":
-            raise _failure(row, self._hg.get_job(row.job_id))
+            raise _failure(row, self._core.get_job(row.job_id))
         stored = None if row.result is None else json.loads(row.result)
         result: R = decode(stored, self._returns, "result")  # type: ignore[assignment]
         return result
@@ -117,7 +117,7 @@ class Task(Generic[F, P, R]):
 
     def __init__(
         self,
-        hg: Headgate,
+        core: Core,
         kind: str,
         function: F,
         call: TaskCall,
@@ -128,7 +128,7 @@ class Task(Generic[F, P, R]):
         self.call = call
         self.options = options
         """The per-job options `configure` set (None: the handler's)."""
-        self._hg = hg
+        self._core = core
         self.__wrapped__ = function
         self.__doc__ = function.__doc__
         self.__name__ = getattr(function, "__name__", kind)
@@ -158,7 +158,7 @@ class Task(Generic[F, P, R]):
         configured before; the handler's defaults stay for what none sets."""
         given = JobOptions(**job_options(options, ENQUEUE_KEYWORDS))
         merged = given.under(self.options)
-        return Task(self._hg, self.kind, self.function, self.call, merged)
+        return Task(self._core, self.kind, self.function, self.call, merged)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Enqueue a job of this call. The arguments are checked here against the
@@ -166,17 +166,17 @@ class Task(Generic[F, P, R]):
         then the job is written as `Headgate.enqueue` writes one (DuplicateJob,
         AdmissionRejected)."""
         payload = self.call.signature.payload(args, kwargs)
-        job = self._hg.enqueue_job(self.kind, payload, self.options, by_kind=False)
-        return JobHandle(self._hg, job, self.call.signature.returns)
+        job = self._core.enqueue_job(self.kind, payload, self.options)
+        return JobHandle(self._core, job, self.call.signature.returns)
 
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """`enqueue` for a coroutine (on the Headgate's thread pool, as `aenqueue`);
         the arguments are checked before it awaits."""
         payload = self.call.signature.payload(args, kwargs)
-        job = await self._hg._async.run(
-            lambda: self._hg.enqueue_job(self.kind, payload, self.options, by_kind=False)
+        job = await self._core.async_pool.run(
+            lambda: self._core.enqueue_job(self.kind, payload, self.options)
         )
-        return JobHandle(self._hg, job, self.call.signature.returns)
+        return JobHandle(self._core, job, self.call.signature.returns)
 
     def enqueue_many(
         self, calls: Iterable[Mapping[str, Any] | tuple[Any, ...]]
@@ -186,12 +186,12 @@ class Task(Generic[F, P, R]):
         checked before anything is written (`jobs[3].when: ...`)."""
         chosen: dict[object, JobOptions] = {}
         new_jobs = [
-            self._hg._new_job(index, self._item(index, call), chosen, check=False)
+            self._core.new_job(index, self._item(index, call), chosen, check=False)
             for index, call in enumerate(calls)
         ]
-        jobs = self._hg.enqueue_new_jobs(new_jobs)
+        jobs = self._core.enqueue_new_jobs(new_jobs)
         returns = self.call.signature.returns
-        return [JobHandle(self._hg, job, returns) for job in jobs]
+        return [JobHandle(self._core, job, returns) for job in jobs]
 
     def _item(self, index: int, call: Mapping[str, Any] | tuple[Any, ...]) -> dict[str, object]:
         try:

@@ -3,7 +3,7 @@ need it (it never routes a job: `headgate._routing` does, by declaration).
 
 Enqueue asks often (whether a job it wrote has a live worker to run it), so
 the workers' rows are read at most every `REFRESH_MS` of store time; the reads
-an operator makes (`Headgate.unserved`, `waiting_for`) read them fresh.
+an operator makes (`hg.runtime.unserved`, `hg.jobs.waiting_for`) read them fresh.
 """
 
 from __future__ import annotations

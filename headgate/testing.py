@@ -1,9 +1,9 @@
 """Helpers for testing code that uses Headgate: a clock that moves only when told,
-and eager mode for a block of code.
+eager mode for a block of code, and the seams a test drives by hand (a job
+finished outside Headgate, the activity roll-up now).
 
 Its namespace is its public surface (`__all__`): what it imports is bound under
-a private name, so `from headgate.testing import *` and `dir()` show only
-`FakeClock` and `eager`.
+a private name, so `from headgate.testing import *` and `dir()` show only those.
 """
 
 import contextlib as _contextlib
@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from headgate._app import Headgate as _Headgate
+    from headgate._model import Job as _Job
 
-__all__ = ["FakeClock", "eager"]
+__all__ = ["FakeClock", "eager", "finish_job", "roll_up_activity"]
 
 
 @_contextlib.contextmanager
@@ -30,6 +31,18 @@ def eager(hg: "_Headgate") -> _Iterator["_Headgate"]:
         yield hg
     finally:
         hg.eager = before
+
+
+def finish_job(hg: "_Headgate", job_id: str, state: str = "completed") -> "_Job":
+    """Mark a pending job finished, as a host that consumes jobs outside Headgate
+    would (`state`: how it finished); a ValidationError for a job finished already."""
+    return hg._core.finish_job(job_id, state)
+
+
+def roll_up_activity(hg: "_Headgate") -> list[int]:
+    """Roll up the minutes closed since the last roll-up now (the lease holder does
+    it once a minute anyway): the minutes rolled up, oldest first."""
+    return hg._core.roll_up_activity()
 
 
 class FakeClock:

@@ -91,6 +91,10 @@ def test_the_modules_were_found() -> None:
         ("headgate.web", (*DRIVERS, "headgate._store")),
         # The API's bodies serve the web and the command line: they know neither.
         ("headgate._wire", (*DRIVERS, "headgate._store", "headgate.web", "headgate.cli")),
+        # The facade's parts share the Core, never the object that composes them.
+        ("headgate._core", (*DRIVERS, "headgate._store.sql", "headgate._app")),
+        ("headgate._facade", (*DRIVERS, "headgate._store.sql", "headgate._app", "headgate.web")),
+        ("headgate._operator", (*DRIVERS, "headgate._store.sql", "headgate._app", "headgate.web")),
     ],
 )
 def test_what_each_layer_may_not_import(package: str, forbidden: tuple[str, ...]) -> None:
@@ -126,6 +130,14 @@ def test_the_sql_stores_parts_depend_on_the_database_not_the_store() -> None:
     assert _users_of("headgate._store.sql.store") - {"headgate._store.opening", "headgate.ops"} == {
         "headgate._store.sql.maintenance"
     }
+
+
+def test_only_headgates_own_surfaces_call_the_operator_service() -> None:
+    """Surface-only operations are not public: the web app, the command line and
+    the Django backend share them (and the old names' table points at them)."""
+    surfaces = ("headgate.web", "headgate._cli", "headgate.contrib")
+    users = _users_of("headgate._operator") - {"headgate._app", "headgate._facade.old_names"}
+    assert {user for user in users if not user.startswith(surfaces)} == set()
 
 
 def test_only_the_metrics_module_knows_prometheus() -> None:

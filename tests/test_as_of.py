@@ -40,21 +40,21 @@ def test_as_of_each_change_equals_the_live_schedule_then(hg: Headgate, clock: Fa
     """At every event boundary, the fold up to it is the schedule the live read
     gave right after it, and one millisecond before the next it still is."""
     seen = []
-    hg.put_schedule("nightly", spec="@every:60000", kind="report", payload={"team": 7})
-    seen.append((clock.now_ms(), hg.get_schedule("nightly")))
+    hg.schedules.put("nightly", spec="@every:60000", kind="report", payload={"team": 7})
+    seen.append((clock.now_ms(), hg.schedules.get("nightly")))
     hg.start(workers=False)
     for step in range(3):
         clock.advance(2 * MINUTE)
         assert hg.run_pending(), "a tick was due"
-        seen.append((clock.now_ms(), hg.get_schedule("nightly")))
+        seen.append((clock.now_ms(), hg.schedules.get("nightly")))
         clock.advance(1_000)
-        hg.update_schedule("nightly", spec=f"@every:{(step + 2) * MINUTE}")
-        seen.append((clock.now_ms(), hg.get_schedule("nightly")))
+        hg.schedules.update("nightly", spec=f"@every:{(step + 2) * MINUTE}")
+        seen.append((clock.now_ms(), hg.schedules.get("nightly")))
     for (instant, live), (following, _) in zip(
         seen, [*seen[1:], (clock.now_ms() + 1, None)], strict=True
     ):
         for at in {instant, following - 1}:
-            as_of = hg.schedule_as_of("nightly", at)
+            as_of = hg.schedules.as_of("nightly", at)
             assert as_of.state == DEFINED and as_of.exact
             assert as_of.schedule == _outlined(live), at
     assert len({live.last_enqueued_ms for _, live in seen}) == 4  # every tick folded too
@@ -63,57 +63,57 @@ def test_as_of_each_change_equals_the_live_schedule_then(hg: Headgate, clock: Fa
 def test_as_of_before_an_edit_shows_the_old_definition_and_who_made_it(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report")
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report")
     created = clock.now_ms()
     clock.advance(MINUTE)
     with acting_as(CLI):
-        hg.update_schedule("nightly", spec="0 3 * * *")
-    old = hg.schedule_as_of("nightly", clock.now_ms() - 1)
+        hg.schedules.update("nightly", spec="0 3 * * *")
+    old = hg.schedules.as_of("nightly", clock.now_ms() - 1)
     assert old.schedule is not None and old.schedule.spec == "0 2 * * *"
     assert (old.changed_at_ms, old.changed_by) == (created, "operator:python")
-    new = hg.schedule_as_of("nightly", clock.now_ms())
+    new = hg.schedules.as_of("nightly", clock.now_ms())
     assert new.schedule is not None and new.schedule.spec == "0 3 * * *"
     assert new.changed_by == "operator:cli"
-    assert hg.schedule_as_of("nightly", created - 1).state == NOT_YET
+    assert hg.schedules.as_of("nightly", created - 1).state == NOT_YET
 
 
 def test_an_instant_in_iso_8601_and_a_bad_one_named(hg: Headgate, clock: FakeClock) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report")
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report")
     iso = "2024-01-01T00:00:00Z"  # the fake clock's start
-    assert hg.schedule_as_of("nightly", iso).state == DEFINED
-    assert hg.schedule_as_of("nightly", "2024-01-01T00:00:00").state == DEFINED  # UTC
+    assert hg.schedules.as_of("nightly", iso).state == DEFINED
+    assert hg.schedules.as_of("nightly", "2024-01-01T00:00:00").state == DEFINED  # UTC
     for bad in ("yesterday", "", "¹", -1, True):  # "¹".isdigit(), yet no number
         with pytest.raises(ValidationError, match=r"^as_of: must be"):
-            hg.schedule_as_of("nightly", bad)  # type: ignore[arg-type]
+            hg.schedules.as_of("nightly", bad)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=r"^until: must not be before since"):
-        hg.schedule_changes("nightly", since=10, until=5)
+        hg.schedules.changes("nightly", since=10, until=5)
     with pytest.raises(ValidationError, match=r"^limit:"):
-        hg.schedule_changes("nightly", limit=0)
+        hg.schedules.changes("nightly", limit=0)
     with pytest.raises(NotFound):
-        hg.schedule_as_of("missing", iso)
+        hg.schedules.as_of("missing", iso)
 
 
 def test_a_deleted_schedule_as_of_after_its_deletion(hg: Headgate, clock: FakeClock) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report")
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report")
     clock.advance(MINUTE)
-    hg.delete_schedule("nightly")
-    gone = hg.schedule_as_of("nightly", clock.now_ms())
+    hg.schedules.delete("nightly")
+    gone = hg.schedules.as_of("nightly", clock.now_ms())
     assert gone.state == DELETED and gone.changed_by == "operator:python"
     assert gone.schedule is not None and gone.schedule.spec == "0 2 * * *"
-    assert hg.schedule_as_of("nightly", clock.now_ms() - 1).state == DEFINED
+    assert hg.schedules.as_of("nightly", clock.now_ms() - 1).state == DEFINED
 
 
 def test_changes_are_a_diff_with_who_and_payload_keys_never_values(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report", payload={"token": "s3cret"})
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report", payload={"token": "s3cret"})
     start = clock.now_ms()
     clock.advance(MINUTE)
     with acting_as(CLI):
-        hg.update_schedule("nightly", spec="0 3 * * *", payload={"token": "n3w", "team": 7})
+        hg.schedules.update("nightly", spec="0 3 * * *", payload={"token": "n3w", "team": 7})
     clock.advance(MINUTE)
-    hg.delete_schedule("nightly")
-    changes = hg.schedule_changes("nightly")
+    hg.schedules.delete("nightly")
+    changes = hg.schedules.changes("nightly")
     assert [(c.what, c.changed_by) for c in changes.changes] == [
         ("created", "operator:python"),
         ("changed", "operator:cli"),
@@ -127,13 +127,13 @@ def test_changes_are_a_diff_with_who_and_payload_keys_never_values(
     )
     assert "s3cret" not in repr(changes) and "n3w" not in repr(changes)
     for at in (start, start + MINUTE, clock.now_ms()):  # a rotated value, a deleted one
-        past = repr(hg.schedule_as_of("nightly", at))
+        past = repr(hg.schedules.as_of("nightly", at))
         assert "s3cret" not in past and "n3w" not in past, at
         assert "an object with keys" in past
-    since_creation = hg.schedule_changes("nightly", since=start, until=start + MINUTE)
+    since_creation = hg.schedules.changes("nightly", since=start, until=start + MINUTE)
     assert [c.what for c in since_creation.changes] == ["changed"]
     assert not since_creation.more_before
-    newest = hg.schedule_changes("nightly", limit=1)
+    newest = hg.schedules.changes("nightly", limit=1)
     assert [c.what for c in newest.changes] == ["deleted"] and newest.more_before
 
 
@@ -142,21 +142,21 @@ def test_code_declarations_are_attributed_to_their_group(clock: FakeClock) -> No
     hg.periodic("nightly", spec="0 2 * * *", kind="report")(lambda payload: None)
     hg.start(workers=False)
     hg.stop()
-    (created,) = hg.schedule_changes("nightly").changes
+    (created,) = hg.schedules.changes("nightly").changes
     assert created.what == "created"
     assert created.changed_by is not None and created.changed_by.startswith("code:")
     hg.close()
 
 
 def test_an_instant_before_what_compaction_kept_is_said_so(hg: Headgate, clock: FakeClock) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report")
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report")
     first = clock.now_ms()
     clock.advance(MINUTE)
-    hg.update_schedule("nightly", spec="0 3 * * *")
-    hg._store.compact(CompactionPolicy(definitions_per_schedule=1))
-    said = hg.schedule_as_of("nightly", first)
+    hg.schedules.update("nightly", spec="0 3 * * *")
+    hg._core.store.compact(CompactionPolicy(definitions_per_schedule=1))
+    said = hg.schedules.as_of("nightly", first)
     assert (said.state, said.schedule, said.oldest_kept_ms) == (BEFORE_KEPT, None, clock.now_ms())
-    (change,) = hg.schedule_changes("nightly").changes
+    (change,) = hg.schedules.changes("nightly").changes
     assert change.what == "changed" and not change.before_known
 
 
@@ -172,21 +172,21 @@ def test_a_job_as_of_each_of_its_events_equals_the_live_job_then(
             raise RuntimeError("not yet")
 
     job = hg.enqueue("flaky", {"n": 1})
-    seen = [(clock.now_ms(), hg.get_job(job.id))]
+    seen = [(clock.now_ms(), hg.jobs.get(job.id))]
     for _ in range(2):
         clock.advance(MINUTE)
         hg.drain(timeout=30)
-        seen.append((clock.now_ms(), hg.get_job(job.id)))
+        seen.append((clock.now_ms(), hg.jobs.get(job.id)))
     for instant, live in seen:
-        as_of = hg.job_as_of(job.id, instant)
+        as_of = hg.jobs.as_of(job.id, instant)
         assert as_of.state == DEFINED and as_of.job is not None
         assert dataclasses.replace(as_of.job, waiting_for=()) == dataclasses.replace(
             live, waiting_for=()
         )
-    assert [a.outcome for a in hg.job_as_of(job.id, seen[1][0]).job.attempt_history] == ["failed"]  # type: ignore[union-attr]
-    assert hg.job_as_of(job.id, seen[0][0] - 1).state == NOT_YET
+    assert [a.outcome for a in hg.jobs.as_of(job.id, seen[1][0]).job.attempt_history] == ["failed"]  # type: ignore[union-attr]
+    assert hg.jobs.as_of(job.id, seen[0][0] - 1).state == NOT_YET
     with pytest.raises(NotFound):
-        hg.job_as_of("no-such-job", seen[0][0])
+        hg.jobs.as_of("no-such-job", seen[0][0])
 
 
 def _outlined(live: Schedule) -> Schedule:

@@ -235,7 +235,7 @@ def test_every_command_refuses_every_bad_postgres_url_in_one_line(
 def store_db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'h.db'}"
     with Headgate(url) as hg:
-        hg.put_schedule("s1", spec="@every:60000", kind="k")
+        hg.schedules.put("s1", spec="@every:60000", kind="k")
     return url
 
 

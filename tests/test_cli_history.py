@@ -41,8 +41,8 @@ def test_a_schedule_as_of_before_its_edit_and_its_changes(
     put = ("schedules", "put", "nightly", "--spec", "0 2 * * *", "--kind", "report")
     assert _run(capsys, *put, "--payload", '{"token": "s3cret"}', *db)[0] == 0
     time.sleep(0.005)  # the edit a few milliseconds later
-    hg.update_schedule("nightly", spec="0 3 * * *")
-    created, edited = hg.schedule_changes("nightly").changes
+    hg.schedules.update("nightly", spec="0 3 * * *")
+    created, edited = hg.schedules.changes("nightly").changes
     instant = str(created.recorded_at_ms)
     status, out, _ = _run(capsys, "schedules", "show", "nightly", "--as-of", instant, *db)
     assert status == 0 and "0 2 * * *" in out and "0 3 * * *" not in out
@@ -60,7 +60,7 @@ def test_a_schedule_as_of_before_its_edit_and_its_changes(
 def test_a_bad_instant_is_a_usage_error_naming_it(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
-    hg.put_schedule("nightly", spec="0 2 * * *", kind="report")
+    hg.schedules.put("nightly", spec="0 2 * * *", kind="report")
     status, _, err = _run(
         capsys, "schedules", "show", "nightly", "--as-of", "last night", "--db", store_url
     )
@@ -73,7 +73,7 @@ def test_a_bad_instant_is_a_usage_error_naming_it(
 
 def test_a_job_as_of(store_url: str, hg: Headgate, capsys: Capture) -> None:
     job = hg.enqueue("k", {"n": 1})
-    enqueued = hg._store.log.oldest_kept(f"job-{job.id}")
+    enqueued = hg._core.store.log.oldest_kept(f"job-{job.id}")
     assert enqueued is not None
     at = str(enqueued.recorded_at_ms)
     status, out, _ = _run(capsys, "jobs", "show", job.id, "--as-of", at, "--db", store_url)

@@ -22,7 +22,7 @@ from headgate._wire.queues import QuarantineOut
 from headgate._wire.schedules import EventOut, ScheduleOut
 from headgate.cli import main
 from headgate.ops import read_events
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, finish_job
 from tests.store.builders import create_schedule, fire_tick
 
 Capture = pytest.CaptureFixture[str]
@@ -73,7 +73,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
     )
     assert status == 0
     assert "saved schedule nightly" in out and "At 09:00, UTC" in out
-    stored = hg.get_schedule("nightly")
+    stored = hg.schedules.get("nightly")
     assert (stored.spec, stored.kind, stored.queue, stored.payload) == (
         "0 9 * * *",
         "report.build",
@@ -122,7 +122,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
 def test_a_page_says_where_the_next_one_starts(store_url: str, capsys: Capture) -> None:
     _ticked(store_url)
     with Headgate(store_url) as client:
-        client.put_schedule("t1", spec="@every:60000", kind="k")
+        client.schedules.put("t1", spec="@every:60000", kind="k")
     status, out, _ = _run(capsys, "schedules", "list", "--db", store_url, "--limit", "1")
     assert status == 0
     cursor = out.splitlines()[-1].removeprefix("next page: --cursor ")
@@ -136,7 +136,7 @@ def test_a_search_lists_the_schedules_whose_id_starts_with_it(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
     for schedule_id in ("bulk-1", "bulk-10", "bulk-2", "other"):
-        hg.put_schedule(schedule_id, spec="@every:60000", kind="k")
+        hg.schedules.put(schedule_id, spec="@every:60000", kind="k")
     listed = _json(capsys, "schedules", "list", "--db", store_url, "--search", "bulk-1")
     assert [s["id"] for s in listed["schedules"]] == ["bulk-1", "bulk-10"]
     status, out, _ = _run(capsys, "schedules", "list", "--db", store_url, "--search", "x" * 10_000)
@@ -144,20 +144,20 @@ def test_a_search_lists_the_schedules_whose_id_starts_with_it(
 
 
 def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) -> None:
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build")
     paused = _json(capsys, "schedules", "pause", "nightly", "--db", store_url)
     assert set(paused) == SCHEDULE_FIELDS and paused["paused"] is True
-    assert hg.get_schedule("nightly").paused
+    assert hg.schedules.get("nightly").paused
     status, out, _ = _run(capsys, "schedules", "resume", "nightly", "--db", store_url)
     assert status == 0 and "resumed schedule nightly" in out and "paused:         no" in out
-    assert not hg.get_schedule("nightly").paused
+    assert not hg.schedules.get("nightly").paused
 
     assert _json(capsys, "schedules", "delete", "nightly", "--db", store_url) == {
         "id": "nightly",
         "deleted": True,
     }
     with pytest.raises(NotFound):
-        hg.get_schedule("nightly")
+        hg.schedules.get("nightly")
     for action in (["delete"], ["pause"], ["resume"], ["run-now"], ["update", "--paused"]):
         argv = ["schedules", action[0], "nightly", "--db", store_url, *action[1:]]
         assert _run(capsys, *argv) == (1, "", "error: no schedule 'nightly'\n")
@@ -166,20 +166,20 @@ def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) 
 def test_run_now_prints_its_key_and_repeats_safely(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
     status, out, _ = _run(capsys, "schedules", "run-now", "nightly", "--db", store_url)
     assert status == 0
     job_id, key = out.split()[2], out.split()[5].rstrip(":")
-    assert hg.get_job(job_id).state == "pending"
-    assert hg.get_job(job_id).payload == {"team": 7}
+    assert hg.jobs.get(job_id).state == "pending"
+    assert hg.jobs.get(job_id).payload == {"team": 7}
     again = _json(
         capsys, "schedules", "run-now", "nightly", "--db", store_url, "--idempotency-key", key
     )
     assert again == {"id": job_id, "replayed": True, "idempotency_key": key}
     other = _json(capsys, "schedules", "run-now", "nightly", "--db", store_url)
     assert other["id"] != job_id and other["replayed"] is False
-    assert len(hg.list_jobs().jobs) == 2
-    assert hg.lease_status() is None, "no command starts the runtime"
+    assert len(hg.jobs.list().jobs) == 2
+    assert hg.runtime.lease() is None, "no command starts the runtime"
 
 
 def test_schedules_put_takes_bounds_and_jitter(
@@ -192,7 +192,7 @@ def test_schedules_put_takes_bounds_and_jitter(
     )
     assert status == 0
     assert "jitter" in out and "1970-01-01T02:00:00Z" in out and "1970-01-01T10:00:00Z" in out
-    stored = hg.get_schedule("b")
+    stored = hg.schedules.get("b")
     assert (stored.spec, stored.start_at_ms, stored.end_at_ms, stored.jitter_ms) == (
         "0 * * * *",
         7_200_000,
@@ -210,7 +210,7 @@ def test_schedules_put_takes_bounds_and_jitter(
 def test_bad_schedule_input_exits_2_and_changes_nothing(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build")
     before = _event_count(store_url)
     put = ("schedules", "put", "nightly", "--db", store_url, "--kind", "k")
     for extra, error in (
@@ -229,7 +229,7 @@ def test_bad_schedule_input_exits_2_and_changes_nothing(
         main([*put, "--spec", "@every:1000", "--on-missed", "never"])
     assert exited.value.code == 2
     assert _event_count(store_url) == before
-    assert hg.get_schedule("nightly").spec == "0 9 * * *"
+    assert hg.schedules.get("nightly").spec == "0 9 * * *"
 
 
 def test_schedules_put_holds_specs_to_the_minimum_interval(
@@ -255,7 +255,7 @@ def test_schedules_put_holds_specs_to_the_minimum_interval(
         2,
         "error: HEADGATE_MIN_INTERVAL_MS: must be a whole number from 1 to 60000\n",
     )
-    assert hg.get_schedule("fast").spec == "@every:250"
+    assert hg.schedules.get("fast").spec == "@every:250"
 
 
 def test_names_stored_before_the_rules_are_operated_and_printed_on_one_line(
@@ -266,7 +266,7 @@ def test_names_stored_before_the_rules_are_operated_and_printed_on_one_line(
     from headgate._store.port import NO_STREAM
     from tests.store.builders import defined
 
-    log = hg._store.log
+    log = hg._core.store.log
     log.append(schedule_stream("abc\n"), NO_STREAM, [defined("abc\n", payload={"s": "a\u2028b"})])
     log.append(quarantine_stream("zzz\n"), NO_STREAM, [FingerprintQuarantined("zzz\n", "old")])
     status, out, _ = _run(capsys, "schedules", "show", "abc\n", "--db", store_url)
@@ -278,7 +278,7 @@ def test_names_stored_before_the_rules_are_operated_and_printed_on_one_line(
     assert (status, out) == (0, "deleted schedule abc\\n (its enqueue history stays)\n")
     status, out, _ = _run(capsys, "quarantine", "release", "zzz\n", "--db", store_url)
     assert (status, out) == (0, "released zzz\\n: its jobs are admitted again\n")
-    assert hg.list_quarantine().entries == [] and hg.list_schedules().schedules == []
+    assert hg.quarantine.list().entries == [] and hg.schedules.list().schedules == []
 
 
 # jobs ------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_jobs_show_and_the_api_say_the_limits_a_job_ran_under_whoever_enqueued_i
     every process shows those, not Headgate's defaults or nothing."""
     with Headgate(store_url) as producer:
         job = producer.enqueue("mail.send", {"to": "a@example.com"}, queue="default")
-        before = producer.get_job(job.id)
+        before = producer.jobs.get(job.id)
         assert (before.max_attempts, before.timeout_ms) == (None, None)
     with Headgate(store_url) as worker:
 
@@ -347,7 +347,7 @@ def test_jobs_show_and_the_api_say_the_limits_a_job_ran_under_whoever_enqueued_i
     shown = _json(capsys, "jobs", "show", job.id, "--db", store_url)
     assert (shown["max_attempts"], shown["timeout_ms"]) == (3, 20_000)
     with Headgate(store_url) as reader:
-        ran = reader.get_job(job.id)
+        ran = reader.jobs.get(job.id)
         assert (ran.max_attempts, ran.timeout_ms, ran.attempts) == (3, 20_000, 1)
 
 
@@ -368,7 +368,7 @@ def test_jobs_show_has_the_attempts_and_their_errors(
     assert "running:        -\n" in out
     assert 'payload:        {"to": "a@example.com"}' in out
     assert "error:          ConnectionError: smtp down\\n\\x1b[2Jagain" in out
-    fingerprint = Headgate.fingerprint("mail.send", {"to": "a@example.com"})
+    fingerprint = hg.quarantine.fingerprint("mail.send", {"to": "a@example.com"})
     assert f"fingerprint:    {fingerprint}\n" in out
     attempts = out[out.index("attempts (newest first):") :].splitlines()
     assert attempts[1].split() == [
@@ -395,7 +395,7 @@ def test_cancel_and_retry(store_url: str, hg: Headgate, capsys: Capture) -> None
     job = hg.enqueue("mail.send", {"to": "a@example.com"})
     status, out, _ = _run(capsys, "jobs", "cancel", job.id, "--db", store_url)
     assert status == 0 and out.startswith(f"cancelled job {job.id}\n")
-    assert hg.get_job(job.id).state == "cancelled"
+    assert hg.jobs.get(job.id).state == "cancelled"
     before = _event_count(store_url)
     status, out, err = _run(capsys, "jobs", "cancel", job.id, "--db", store_url)
     assert (status, out) == (1, "")
@@ -407,7 +407,7 @@ def test_cancel_and_retry(store_url: str, hg: Headgate, capsys: Capture) -> None
 
     retried = _json(capsys, "jobs", "retry", job.id, "--db", store_url)
     assert set(retried) == set(JobOut.model_fields) and retried["state"] == "pending"
-    assert hg.get_job(job.id).state == "pending"
+    assert hg.jobs.get(job.id).state == "pending"
     status, _, err = _run(capsys, "jobs", "retry", job.id, "--db", store_url)
     assert status == 1 and err.startswith(f"error: cannot retry job {job.id}")
     for action in ("show", "cancel", "retry"):
@@ -419,7 +419,7 @@ def test_cancel_and_retry(store_url: str, hg: Headgate, capsys: Capture) -> None
 
 
 def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: Capture) -> None:
-    fingerprint = Headgate.fingerprint("mail.send", {"to": "poison"})
+    fingerprint = hg.quarantine.fingerprint("mail.send", {"to": "poison"})
     status, out, _ = _run(capsys, "quarantine", "list", "--db", store_url)
     assert (status, out) == (0, "nothing is quarantined\n")
     added = _json(
@@ -427,7 +427,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
     )
     assert set(added) == set(QuarantineOut.model_fields)
     assert added["note"] == "crashes parsers"
-    entry = hg.quarantine_entry(fingerprint)
+    entry = hg.quarantine.get(fingerprint)
     assert entry is not None and entry.note == "crashes parsers"
 
     status, out, _ = _run(capsys, "quarantine", "list", "--db", store_url)
@@ -441,7 +441,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
         "fingerprint": fingerprint,
         "released": True,
     }
-    assert hg.quarantine_entry(fingerprint) is None
+    assert hg.quarantine.get(fingerprint) is None
     status, out, err = _run(capsys, "quarantine", "release", fingerprint, "--db", store_url)
     assert (status, out, err) == (1, "", f"error: fingerprint {fingerprint} is not quarantined\n")
     status, _, err = _run(capsys, "quarantine", "add", "a b", "--db", store_url)
@@ -492,7 +492,7 @@ def test_exit_status_and_one_line_errors(
     db = f"sqlite:///{tmp_path / 'h.db'}"
     with Headgate(db) as client:
         job = client.enqueue("k")
-        client.cancel_job(job.id)
+        client.jobs.cancel(job.id)
     status = subprocess.run(
         [sys.executable, "-m", "headgate", *[a.replace("{job}", job.id) for a in argv], "--db", db],
         capture_output=True,
@@ -551,7 +551,7 @@ def test_jobs_list_of_a_schedule_includes_its_manual_runs_marked(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
     _ticked(store_url)
-    manual = hg.run_now("s0", "k-1")
+    manual = hg.schedules.run_now("s0", "k-1")
     hg.enqueue("other", None)
     status, out, _ = _run(capsys, "jobs", "list", "--db", store_url, "--schedule", "s0")
     assert status == 0
@@ -574,7 +574,7 @@ def test_schedules_show_of_a_deleted_schedule_shows_it_and_its_history(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
     _ticked(store_url)
-    hg.delete_schedule("s0")
+    hg.schedules.delete("s0")
     status, out, _ = _run(capsys, "schedules", "show", "s0", "--db", store_url)
     assert status == 0
     assert out.startswith("deleted: ")
@@ -605,10 +605,10 @@ def test_queues_pause_list_and_resume(store_url: str, hg: Headgate, capsys: Capt
     assert [(q["name"], q["paused"], q["pending"], q["note"]) for q in listed] == [
         ("reports", True, 1, "db upgrade")
     ]
-    assert [q.name for q in hg.queues() if q.paused] == ["reports"]
+    assert [q.name for q in hg.queues.list() if q.paused] == ["reports"]
     resumed = _json(capsys, "queues", "resume", "reports", *db)
     assert (resumed["name"], resumed["paused"], resumed["note"]) == ("reports", False, "")
-    assert not any(q.paused for q in hg.queues())
+    assert not any(q.paused for q in hg.queues.list())
 
 
 def test_a_bad_queue_name_is_exit_2_naming_it(
@@ -638,7 +638,7 @@ def test_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture
     assert (
         _run(capsys, "limits", "clear", "--queue", "reports", "--partition-key", "*", *db)[0] == 0
     )
-    assert hg.limits() == []
+    assert hg.limits.list() == []
     assert _run(capsys, "limits", "clear", "--queue", "reports", *db) == (
         1,
         "",
@@ -659,7 +659,7 @@ def test_rate_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Ca
     [listed] = _json(capsys, "rate-limits", "list", *db)["rate_limits"]
     assert (listed["rate_class"], listed["limit"], listed["per_ms"]) == ("mail-api", 30, 60_000)
     assert _run(capsys, "rate-limits", "clear", "mail-api", *db)[0] == 0
-    assert hg.rate_limits() == []
+    assert hg.rates.list() == []
     status, _, err = _run(
         capsys, "rate-limits", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db
     )
@@ -669,7 +669,7 @@ def test_rate_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Ca
 def test_jobs_show_says_what_a_held_job_waits_for(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
-    hg.set_limit(partition_key="tenant-7", limit=0)
+    hg.limits.set(partition_key="tenant-7", limit=0)
     job = hg.enqueue("report.build", partition_key="tenant-7", rate_class="pdf")
     status, out, _ = _run(capsys, "jobs", "show", job.id, "--db", store_url)
     assert status == 0
@@ -702,7 +702,7 @@ def test_jobs_retry_all_takes_the_filtered_jobs_after_asking(
     mails = [hg.enqueue("mail.send", {"n": n}).id for n in range(3)]
     report = hg.enqueue("report.build").id
     for job_id in [*mails, report]:
-        hg.finish_job(job_id, "failed")
+        finish_job(hg, job_id, "failed")
     status, _, err = _run(capsys, "jobs", "retry", "--all", "--state", "failed", "--db", store_url)
     assert status == 1 and "add --yes" in err, "no terminal: not asked, not done"
 
@@ -713,13 +713,13 @@ def test_jobs_retry_all_takes_the_filtered_jobs_after_asking(
     status, _, err = _run(capsys, *args)
     assert status == 1 and "nothing changed" in err
     assert asked == ["retry 3 of the 3 failed jobs matching, newest first? [y/N] "]
-    assert {hg.get_job(job_id).state for job_id in mails} == {"failed"}
+    assert {hg.jobs.get(job_id).state for job_id in mails} == {"failed"}
 
     monkeypatch.setattr("builtins.input", lambda _: "y")
     status, out, _ = _run(capsys, *args)
     assert (status, out) == (0, "retried 3 jobs; skipped 0 that changed state meanwhile\n")
-    assert {hg.get_job(job_id).state for job_id in mails} == {"pending"}
-    assert hg.get_job(report).state == "failed"
+    assert {hg.jobs.get(job_id).state for job_id in mails} == {"pending"}
+    assert hg.jobs.get(report).state == "failed"
 
     cancelled = _json(
         capsys,

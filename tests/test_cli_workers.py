@@ -78,15 +78,15 @@ def test_a_worker_runs_the_apps_handlers_and_stops_cleanly_on_sigterm(tmp_path: 
             job = client.enqueue("write", {"path": str(tmp_path / "out.txt")}, queue="files")
             _wait_for(tmp_path / "out.txt")
             deadline = time.monotonic() + 10
-            while client.get_job(job.id).state != "completed":
+            while client.jobs.get(job.id).state != "completed":
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            assert client.get_job(job.id).result == "written"
-            assert [w.queues for w in client.workers()] == [{"files": 2}]
+            assert client.jobs.get(job.id).result == "written"
+            assert [w.queues for w in client.runtime.workers()] == [{"files": 2}]
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=20) == 0
-            assert client.workers() == [], "a clean stop removes the heartbeat"
-            assert client.lease_status() is None, "a worker never takes the scheduler lease"
+            assert client.runtime.workers() == [], "a clean stop removes the heartbeat"
+            assert client.runtime.lease() is None, "a worker never takes the scheduler lease"
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -113,7 +113,7 @@ def test_sigterm_gives_back_a_job_still_running_after_the_shutdown_timeout(
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=20) == 0
             assert time.monotonic() - began < 1 + 2, "stops within the timeout and a little"
-            given_back = client.get_job(job.id)
+            given_back = client.jobs.get(job.id)
             assert (given_back.state, given_back.attempts, given_back.crash_count) == (
                 "pending",
                 0,
@@ -161,7 +161,7 @@ def test_ctrl_c_says_what_the_stop_waits_for_and_a_second_gives_the_jobs_back_no
             worker.send_signal(signal.SIGINT)
             assert worker.wait(timeout=10) == 0
             assert time.monotonic() - began < 3, "the second Ctrl-C stops at once"
-            given_back = client.get_job(job.id)
+            given_back = client.jobs.get(job.id)
             assert (given_back.state, given_back.attempts, given_back.crash_count) == (
                 "pending",
                 0,
@@ -192,10 +192,10 @@ def test_a_worker_replaces_its_handlers_child_processes_after_max_jobs_per_child
             for _ in range(3):
                 job = client.enqueue("pid", queue="files")
                 deadline = time.monotonic() + 30
-                while client.get_job(job.id).state != "completed":
-                    assert time.monotonic() < deadline, client.get_job(job.id)
+                while client.jobs.get(job.id).state != "completed":
+                    assert time.monotonic() < deadline, client.jobs.get(job.id)
                     time.sleep(0.05)
-                pids.append(client.get_job(job.id).result)
+                pids.append(client.jobs.get(job.id).result)
             assert pids[0] == pids[1] != pids[2], "two jobs per child, then a new child"
             assert worker.pid not in pids
             worker.send_signal(signal.SIGTERM)
@@ -231,7 +231,7 @@ def test_sigterm_to_the_workers_group_lets_a_job_in_a_child_finish(tmp_path: Pat
             _wait_for(started)
             os.killpg(worker.pid, signal.SIGTERM)
             assert worker.wait(timeout=30) == 0
-            done = client.get_job(job.id)
+            done = client.jobs.get(job.id)
             assert (done.state, done.result, done.crash_count) == ("completed", "slept", 0)
     finally:
         if worker.poll() is None:

@@ -58,8 +58,8 @@ def test_the_library_and_its_workers_run_without_the_server_extra(tmp_path: Path
         + "        return 'pong'\n"
         + "    job = hg.enqueue('ping')\n"
         + "    hg.drain()\n"
-        + "    hg.put_schedule('pulse', spec='@every:60000', kind='ping')\n"
-        + "    print(hg.get_job(job.id).result)\n",
+        + "    hg.schedules.put('pulse', spec='@every:60000', kind='ping')\n"
+        + "    print(hg.jobs.get(job.id).result)\n",
         tmp_path,
     )
     assert ran.returncode == 0, ran.stderr
@@ -71,7 +71,7 @@ def test_the_stores_commands_run_without_the_server_extra(tmp_path: Path) -> Non
         HIDE_SERVER
         + "from headgate import Headgate\n"
         + "with Headgate('sqlite:///headgate.db') as hg:\n"
-        + "    hg.put_schedule('pulse', spec='@every:60000', kind='ping')\n",
+        + "    hg.schedules.put('pulse', spec='@every:60000', kind='ping')\n",
         tmp_path,
     )
     assert made.returncode == 0, made.stderr
@@ -101,7 +101,7 @@ def test_json_without_the_server_extra_says_so_before_the_command_acts(tmp_path:
     made = _python(
         "from headgate import Headgate\n"
         "with Headgate('sqlite:///headgate.db') as hg:\n"
-        "    hg.put_schedule('pulse', spec='@every:60000', kind='ping')\n",
+        "    hg.schedules.put('pulse', spec='@every:60000', kind='ping')\n",
         tmp_path,
     )
     assert made.returncode == 0, made.stderr

@@ -109,8 +109,8 @@ def test_sqlite_and_the_web_app_need_no_psycopg(tmp_path: Path) -> None:
         + "from headgate.web import create_app\n"
         + "with Headgate('sqlite:///headgate.db') as hg:\n"
         + "    create_app(hg)\n"
-        + "    hg.put_schedule('pulse', spec='@every:60000', kind='ping')\n"
-        + "    print(hg.get_schedule('pulse').kind)\n",
+        + "    hg.schedules.put('pulse', spec='@every:60000', kind='ping')\n"
+        + "    print(hg.schedules.get('pulse').kind)\n",
         tmp_path,
     )
     assert used.returncode == 0, used.stderr

@@ -85,13 +85,13 @@ def test_the_mounting_example_runs_the_scheduler_with_the_host(tmp_path: Path) -
     with TestClient(namespace["app"], base_url=LOCAL) as client:
         assert hg.running
         deadline = time.monotonic() + 10
-        while hg.lease_status() is None and time.monotonic() < deadline:
+        while hg.runtime.lease() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert hg.lease_status() is not None, "the runtime took the scheduler lease"
+        assert hg.runtime.lease() is not None, "the runtime took the scheduler lease"
         assert client.get("/scheduler/api/v1/periodic").status_code == 200
     assert not hg.running
     with Headgate(url) as observer:
-        assert observer.lease_status() is None, "closing with the host released the lease"
+        assert observer.runtime.lease() is None, "closing with the host released the lease"
 
 
 def test_the_gunicorn_hooks_start_and_close_headgate_in_the_worker(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_the_metrics_example_exposes_headgates_metrics_in_the_hosts_registry(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'metrics.db'}"
-    example = example_with(DOCS / "how-to" / "metrics.md", "metrics_collector")
+    example = example_with(DOCS / "how-to" / "metrics.md", "metrics.collector")
     namespace: dict[str, Any] = {}
     exec(compile(example.replace("sqlite:///headgate.db", url), "metrics.md", "exec"), namespace)
     hg = namespace["hg"]
@@ -176,7 +176,7 @@ def test_the_metrics_example_exposes_headgates_metrics_in_the_hosts_registry(
         assert "headgate_store_up 1.0" in response.text
         assert "python_info" in response.text  # the host's own registry, Headgate's beside
     finally:
-        namespace["REGISTRY"].unregister(hg.metrics_collector)
+        namespace["REGISTRY"].unregister(hg.metrics.collector)
         hg.close()
 
 

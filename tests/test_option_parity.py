@@ -30,7 +30,9 @@ from headgate._domain.options import (
     ScheduleArgs,
     ScheduleDefinition,
 )
+from headgate._facade.schedules import Schedules
 from headgate._model import Job, Schedule
+from headgate._operator import operator_of
 from headgate._wire.jobs import JobIn, JobOut
 from headgate._wire.schedules import ScheduleChangesIn, ScheduleIn, ScheduleItemIn, ScheduleOut
 from headgate.cli import main
@@ -95,8 +97,8 @@ def _keywords(function: Any, typed: type[Any]) -> set[str]:
 @pytest.mark.parametrize(
     ("function", "typed"),
     [
-        (Headgate.put_schedule, ScheduleArgs),
-        (Headgate.update_schedule, ScheduleArgs),
+        (Schedules.put, ScheduleArgs),
+        (Schedules.update, ScheduleArgs),
         (Headgate.periodic, ScheduleArgs),
     ],
 )
@@ -139,14 +141,14 @@ def _assert_job(job: Job | dict[str, Any]) -> None:
 
 
 def test_python_round_trips_every_field(hg: Headgate) -> None:
-    _assert_schedule(hg.put_schedule("nightly", **SCHEDULE_SAMPLE))
-    _assert_schedule(hg.get_schedule("nightly"))
+    _assert_schedule(hg.schedules.put("nightly", **SCHEDULE_SAMPLE))
+    _assert_schedule(hg.schedules.get("nightly"))
     sample = ScheduleDefinition.from_fields(SCHEDULE_SAMPLE)
-    assert hg.get_schedule("nightly").definition.same_as(sample)
-    assert hg.put_definition("nightly", sample).outcome == "unchanged"
-    hg.put_schedule("other", spec="@every:5000", kind="k")
+    assert hg.schedules.get("nightly").definition.same_as(sample)
+    assert operator_of(hg).put_definition("nightly", sample).outcome == "unchanged"
+    hg.schedules.put("other", spec="@every:5000", kind="k")
     changes = {name: value for name, value in SCHEDULE_SAMPLE.items()}
-    _assert_schedule(hg.update_schedule("other", **changes))
+    _assert_schedule(hg.schedules.update("other", **changes))
     _assert_job(hg.enqueue("send", {"to": "a"}, **JOB_SAMPLE))
 
 
@@ -221,7 +223,7 @@ def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 def test_cli_round_trips_every_field(
     hg: Headgate, store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hg.put_schedule("seed", spec="@every:5000", kind="k")  # the store exists
+    hg.schedules.put("seed", spec="@every:5000", kind="k")  # the store exists
     db = ["--db", store_url]
     _assert_schedule(
         _cli_json(capsys, "schedules", "put", "nightly", *db, *_flags(SCHEDULE_SAMPLE))
@@ -241,13 +243,13 @@ def test_cli_round_trips_every_field(
 def test_console_shows_the_summary_on_the_list_and_the_schedule(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    hg.schedules.put("nightly", **SCHEDULE_SAMPLE)
     assert "Builds each tenant&#39;s nightly report" in client.get("/").text
     assert "Builds each tenant&#39;s nightly report" in client.get("/schedules/nightly").text
 
 
 def test_console_form_has_an_input_for_every_field(client: TestClient, hg: Headgate) -> None:
-    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    hg.schedules.put("nightly", **SCHEDULE_SAMPLE)
     for path in ("/schedules/new", "/schedules/nightly/edit"):
         page = client.get(path).text
         named = set(re.findall(r'data-field="([a-z_]+)"', page))
@@ -271,7 +273,7 @@ def test_console_job_page_shows_every_option(client: TestClient, hg: Headgate) -
 def test_console_schedule_page_shows_its_overlap_policy_and_start_deadline(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("nightly", **SCHEDULE_SAMPLE)
+    hg.schedules.put("nightly", **SCHEDULE_SAMPLE)
     page = client.get("/schedules/nightly").text
     assert '<dd id="overlap">Buffer one behind the running one</dd>' in page
     assert "expiring unless started within 1 min 30 s of their tick" in page

@@ -96,7 +96,7 @@ def test_a_failed_attempt_shows_its_error_by_its_public_name(store_url: str) -> 
         declined = hg.enqueue("declines")
         hg.drain()
         shown = {
-            job.kind: hg.get_job(job.id).attempt_history[0].error_type
+            job.kind: hg.jobs.get(job.id).attempt_history[0].error_type
             for job in (bad_result, declined)
         }
     assert shown == {

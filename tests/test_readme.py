@@ -102,7 +102,7 @@ def test_the_jobs_example_runs_the_handler(tmp_path: Path) -> None:
         "{'sent': 'ada@example.com'}",
     ]
     with Headgate(f"sqlite:///{tmp_path / 'jobs.db'}") as hg:
-        assert hg.get_schedule("nightly-report").kind == "nightly-report"
+        assert hg.schedules.get("nightly-report").kind == "nightly-report"
 
 
 def test_the_readme_links_to_pages_that_exist() -> None:
@@ -112,7 +112,7 @@ def test_the_readme_links_to_pages_that_exist() -> None:
 
 
 def test_the_flow_control_example_pauses_a_queue_and_runs_by_priority(tmp_path: Path) -> None:
-    example = next(e for e in examples_in(README) if "pause_queue" in e.code)
+    example = next(e for e in examples_in(README) if "queues.pause" in e.code)
     result = _run(example.code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["0 [('invoices', True, 2)]", "[2, 1]"]
@@ -129,7 +129,7 @@ def test_the_overlap_example_skips_ticks_and_expires_the_late_job(tmp_path: Path
 
 
 def test_the_limits_example_shares_fairly_and_keeps_the_rate(tmp_path: Path) -> None:
-    example = next(e for e in examples_in(README) if "set_rate_limit" in e.code)
+    example = next(e for e in examples_in(README) if "rates.set" in e.code)
     result = _run(example.code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [

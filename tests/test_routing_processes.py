@@ -84,11 +84,11 @@ def test_a_producer_without_the_handler_routes_to_the_declared_queue_while_no_wo
     with Headgate(store_url) as client:
         first = _worker(tmp_path, environment)
         try:
-            _until(client.workers, "the first worker never beat")
+            _until(client.runtime.workers, "the first worker never beat")
         finally:
             assert "Traceback" not in _stop(first)
-        assert first.returncode == 0 and client.workers() == [], "no worker is alive"
-        assert [(h.kind, h.queue, h.priority) for h in client.declared_handlers()] == [
+        assert first.returncode == 0 and client.runtime.workers() == [], "no worker is alive"
+        assert [(h.kind, h.queue, h.priority) for h in client.runtime.declared_handlers()] == [
             ("pdf.render", "pdf", 3)
         ]
 
@@ -103,12 +103,12 @@ def test_a_producer_without_the_handler_routes_to_the_declared_queue_while_no_wo
         )
         job_id, queue, priority = produced.stdout.split()
         assert (queue, priority) == ("pdf", "3"), "its handler's queue, not default"
-        assert client.get_job(job_id).queue == "pdf"
+        assert client.jobs.get(job_id).queue == "pdf"
 
         second = _worker(tmp_path, environment)
         try:
-            _until(lambda: client.get_job(job_id).state == "completed", "the job never ran")
+            _until(lambda: client.jobs.get(job_id).state == "completed", "the job never ran")
         finally:
             assert "Traceback" not in _stop(second)
-        assert client.get_job(job_id).result == "rendered"
+        assert client.jobs.get(job_id).result == "rendered"
         assert out.read_text() == "pdf"

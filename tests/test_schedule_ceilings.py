@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from headgate import Headgate, RuntimeConfig, ValidationError
 from headgate._domain.schedule_load import Ceilings, Load, load_problem, ticks_per_s
 from headgate._domain.spec import parse_spec
+from headgate._operator import operator_of
 from headgate.cli._main import build_parser, main
 from headgate.cli._settings import RUNTIME_SETTINGS, runtime_config
 from headgate.testing import FakeClock
@@ -58,46 +59,46 @@ def test_no_hour_holds_more_ticks_than_an_every_spec_is_charged(
 def test_python_refuses_a_write_past_a_ceiling_naming_the_field_and_the_rule(
     hg: Headgate,
 ) -> None:
-    hg.put_schedule("a", spec="@every:1000", kind="k")
-    hg.put_schedule("b", spec="@hourly", kind="k")
+    hg.schedules.put("a", spec="@every:1000", kind="k")
+    hg.schedules.put("b", spec="@hourly", kind="k")
     with pytest.raises(ValidationError) as too_fast:
-        hg.put_schedule("c", spec="@every:1000", kind="k")
+        hg.schedules.put("c", spec="@every:1000", kind="k")
     assert too_fast.value.field == "spec"
     assert str(too_fast.value).startswith(
         "spec: the store's schedules would tick 2.0003 times a second (each at its busiest "
         "hour), over max_ticks_per_s 2 (RuntimeConfig.max_ticks_per_s, serve --max-ticks-per-s"
     )
-    hg.put_schedule("c", spec="@daily", kind="k")
+    hg.schedules.put("c", spec="@daily", kind="k")
     with pytest.raises(ValidationError) as too_many:
-        hg.put_schedule("d", spec="@daily", kind="k")
+        hg.schedules.put("d", spec="@daily", kind="k")
     assert too_many.value.field == "schedule_id"
     assert str(too_many.value).startswith(
         "schedule_id: the store would hold 4 schedules, over max_schedules 3"
     )
     with pytest.raises(ValidationError, match=r"^spec: .*max_ticks_per_s"):
-        hg.update_schedule("b", spec="@every:1000")
-    assert hg.get_schedule("b").spec == "0 * * * *", "nothing written"
-    hg.put_schedule("a", spec="@every:1000", kind="k", summary="changed")  # no more load
-    hg.delete_schedule("c")
-    hg.put_schedule("d", spec="@daily", kind="k")  # room again
+        hg.schedules.update("b", spec="@every:1000")
+    assert hg.schedules.get("b").spec == "0 * * * *", "nothing written"
+    hg.schedules.put("a", spec="@every:1000", kind="k", summary="changed")  # no more load
+    hg.schedules.delete("c")
+    hg.schedules.put("d", spec="@daily", kind="k")  # room again
 
 
 def test_a_bulk_call_past_a_ceiling_writes_nothing(hg: Headgate) -> None:
     items = [{"schedule_id": f"s{i}", "spec": "@every:1000", "kind": "k"} for i in range(3)]
     with pytest.raises(ValidationError, match=r"^schedules: .*max_ticks_per_s 2"):
-        hg.put_schedules(items)
-    assert hg.count_schedules() == 0
+        hg.schedules.put_many(items)
+    assert operator_of(hg).count_schedules() == 0
 
 
 def test_a_store_above_a_lowered_ceiling_can_still_be_changed(store_url: str) -> None:
     with Headgate(store_url, clock=FakeClock(START_MS)) as roomy:
         for index in range(5):
-            roomy.put_schedule(f"s{index}", spec="@every:1000", kind="k")
+            roomy.schedules.put(f"s{index}", spec="@every:1000", kind="k")
     with Headgate(store_url, clock=FakeClock(START_MS), config=TIGHT) as tight:
-        tight.put_schedule("s0", spec="@every:1000", kind="k", summary="same load")
-        tight.update_schedule("s1", spec="@hourly")  # brings the rate down
+        tight.schedules.put("s0", spec="@every:1000", kind="k", summary="same load")
+        tight.schedules.update("s1", spec="@hourly")  # brings the rate down
         with pytest.raises(ValidationError, match="max_schedules 3"):
-            tight.put_schedule("s9", spec="@daily", kind="k")
+            tight.schedules.put("s9", spec="@daily", kind="k")
 
 
 def test_the_api_answers_422_for_the_attack_of_the_issue(hg: Headgate) -> None:
@@ -120,7 +121,7 @@ def test_the_api_answers_422_for_the_attack_of_the_issue(hg: Headgate) -> None:
         assert fast[2].json()["error"].startswith("spec: the store's schedules would tick 3 ")
         patched = client.patch("/api/v1/periodic/a", json={"spec": "@every:500"})
         assert patched.status_code == 422
-    assert hg.count_schedules() == 2
+    assert operator_of(hg).count_schedules() == 2
 
 
 def test_the_cli_exits_2_naming_the_rule(

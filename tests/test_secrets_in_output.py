@@ -369,7 +369,7 @@ def test_no_command_shows_the_password_of_a_good_url(
     marked: MarkedStore, second_schema: str, run_cli: Callable[..., Ran]
 ) -> None:
     with Headgate(marked.url) as hg:
-        hg.put_schedule("s1", spec="@every:60000", kind="k", payload={"n": 1})
+        hg.schedules.put("s1", spec="@every:60000", kind="k", payload={"n": 1})
         job = hg.enqueue("k", payload={"n": 2})
     fingerprint = fingerprint_of_text("k", '{"n":3}')
     good = [
@@ -440,7 +440,7 @@ def test_worker_shows_the_password_nowhere(marked: MarkedStore, tmp_path: Path) 
     try:
         deadline = time.monotonic() + 60
         with Headgate(marked.url) as hg:
-            while not hg.get_job(job.id).attempt_history:  # its handler ran, and failed
+            while not hg.jobs.get(job.id).attempt_history:  # its handler ran, and failed
                 assert time.monotonic() < deadline, "the worker ran nothing"
                 time.sleep(0.2)
         worker.send_signal(signal.SIGTERM)
@@ -510,7 +510,7 @@ def test_ops_errors_and_public_objects_show_no_password(
             with pytest.raises((HeadgateError, ValueError)) as raised:
                 with_store = call(url)
                 if isinstance(with_store, Headgate):
-                    with_store.list_schedules()
+                    with_store.schedules.list()
                     with_store.close()
                     raise HeadgateError("opened")
             if str(raised.value) == "opened":
@@ -519,7 +519,7 @@ def test_ops_errors_and_public_objects_show_no_password(
     with Headgate(marked.url) as hg:
         _unseen("repr(Headgate)", repr(hg) + str(hg))
         assert "postgres:***@" in repr(hg)
-        _unseen("a readiness", repr(hg.readiness()))
+        _unseen("a readiness", repr(hg.runtime.readiness()))
         report = ops.replay(marked.url)
         _unseen("a replay report", repr(report))
     monkeypatch.setattr(_redact, "_remembered", ())

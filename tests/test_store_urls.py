@@ -71,14 +71,14 @@ def _command_env(**extra: str) -> dict[str, str]:
 
 def test_headgate_opens_a_postgres_url(platform_url: str) -> None:
     with Headgate(platform_url) as hg:
-        hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+        hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build")
     with Headgate(platform_url.replace("postgres://", "postgresql://", 1)) as hg:
-        assert hg.get_schedule("nightly").kind == "report.build"
+        assert hg.schedules.get("nightly").kind == "report.build"
 
 
 def test_headgate_db_takes_a_postgres_url(platform_url: str) -> None:
     with Headgate(platform_url) as hg:
-        hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+        hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build")
     shown = subprocess.run(
         [sys.executable, "-m", "headgate", "events", "show", "--stream", "nightly"],
         env=_command_env(HEADGATE_DB=platform_url),
@@ -106,7 +106,7 @@ def test_serve_takes_a_postgres_url(platform_url: str, tmp_path: Path) -> None:
         assert process.wait(timeout=20) == 0
     assert not (tmp_path / "headgate.db").exists()
     with Headgate(platform_url) as hg:
-        assert hg.get_schedule("pulse").spec == "@every:60000"
+        assert hg.schedules.get("pulse").spec == "@every:60000"
 
 
 def test_headgate_names_an_unopenable_sqlite_path() -> None:

@@ -379,7 +379,7 @@ class JobRetried(DomainEvent):
 
 @dataclass(frozen=True)
 class JobFinished(DomainEvent):
-    """The host finished the job as `state` itself (`Headgate.finish_job`)."""
+    """The host finished the job as `state` itself (`headgate.testing.finish_job`)."""
 
     schema_version: ClassVar[int] = 2
 

@@ -279,7 +279,7 @@ def _restored(cls: type[V], values: Mapping[str, Any]) -> V:
 @dataclass(frozen=True, kw_only=True)
 class JobOptions:
     """How a job runs: set per job (`enqueue`), for a schedule's ticks
-    (`put_schedule`), or as a handler's defaults (`handler`). None means: the
+    (`hg.schedules.put`), or as a handler's defaults (`handler`). None means: the
     handler's setting, else Headgate's default."""
 
     queue: str | None = field(
@@ -631,7 +631,7 @@ ENQUEUE_KEYWORDS: Final = frozenset(EnqueueArgs.__annotations__) | frozenset(
 
 class ScheduleArgs(JobOptionArgs, total=False):
     """A schedule's definition as Python keywords, `spec` and `kind` aside (each
-    method names those itself): `put_schedule`, `update_schedule`, `periodic`."""
+    method names those itself): `hg.schedules.put`, `update`, `periodic`."""
 
     summary: str
     payload: JsonValue

@@ -2,10 +2,10 @@
 
 A schedule declared in code (`Headgate.periodic`) is owned by the code for
 its definition: each start upserts what the code declares. Operators may
-still change it (the API, the console, the CLI, `put_schedule`,
-`update_schedule`, pause and resume); every field where the schedule then
+still change it (the API, the console, the CLI, `hg.schedules.put`,
+`update`, pause and resume); every field where the schedule then
 differs from the code's declaration is an *override*, and overrides survive
-restarts and deploys until an operator clears them (`clear_overrides`) or
+restarts and deploys until an operator clears them (`hg.schedules.clear_overrides`) or
 sets the field back to what the code says. So a pause made during an
 incident is never undone by the next deploy, and a code change to a field an
 operator has overridden waits, visibly, until the override is cleared.

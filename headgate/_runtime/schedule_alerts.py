@@ -1,5 +1,5 @@
 """Hooks told when a schedule starts failing and when it recovers
-(`Headgate.on_schedule_failure`, `on_schedule_recovery`): a Python callable or
+(`hg.schedules.on_failure`, `on_recovery`): a Python callable or
 a webhook URL, called once per change of state, never per failed attempt.
 
 The process that records a run's end (its worker) asks, off the job path on a
@@ -48,7 +48,7 @@ QUEUE_CAPACITY: Final = 1_000
 
 @dataclass(frozen=True)
 class ScheduleAlert:
-    """What an `on_schedule_failure` or `on_schedule_recovery` hook is told (a
+    """What an `hg.schedules.on_failure` or `on_recovery` hook is told (a
     webhook gets it as JSON). It holds no payload and no error message: the job
     page (`job_id`) has those."""
 

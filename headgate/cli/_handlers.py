@@ -23,7 +23,7 @@ def add_commands(commands: Commands) -> None:
 
 def _handlers_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        handlers = hg.declared_handlers()
+        handlers = hg.runtime.declared_handlers()
     if args.json:
         from headgate._wire.fleet import HandlerList, HandlerOut  # noqa: PLC0415 (--json only)
 

@@ -42,7 +42,7 @@ def add_schedule_history(group: Commands, show: argparse.ArgumentParser) -> None
 
 def print_schedule_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        found = hg.schedule_as_of(args.schedule_id, args.as_of)
+        found = hg.schedules.as_of(args.schedule_id, args.as_of)
     if args.json:
         from headgate._wire.history import ScheduleAsOfOut  # noqa: PLC0415
 
@@ -85,7 +85,7 @@ def _said(found: ScheduleAsOf) -> str:
 
 def print_schedule_changes(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        changes = hg.schedule_changes(
+        changes = hg.schedules.changes(
             args.schedule_id, since=args.since, until=args.until, limit=args.limit
         )
     if args.json:
@@ -108,7 +108,7 @@ def print_schedule_changes(args: argparse.Namespace) -> int:
 
 def print_job_as_of(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        found = hg.job_as_of(args.job_id, args.as_of)
+        found = hg.jobs.as_of(args.job_id, args.as_of)
     if args.json:
         from headgate._wire.history import JobAsOfOut  # noqa: PLC0415
 

@@ -15,6 +15,7 @@ from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions
 from headgate._domain.shown import busiest
 from headgate._errors import ValidationError
 from headgate._model import Job, JobLimits, LimitInForce, LimitSource, RunningAttempt
+from headgate._operator import operator_of
 from headgate._worker_flags import int_in
 from headgate.cli import _history as history
 from headgate.cli._common import (
@@ -111,7 +112,7 @@ def _add_bulk_flags(parser: argparse.ArgumentParser) -> None:
 
 def _jobs_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_jobs(
+        page = hg.jobs.list(
             state=args.state,
             queue=args.queue,
             kind=args.kind,
@@ -153,8 +154,8 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
     payload = None if args.payload is None else json_argument("payload", args.payload)
     options = JobOptions(**given(args, JOB_OPTION_FIELDS))
     with open_existing(args.db, read_only=False) as hg:
-        job = hg.enqueue_job(args.kind, payload, options)
-        limits = hg.job_limits(job)
+        job = operator_of(hg).enqueue_job(args.kind, payload, options)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, f"enqueued job {job.id}")
 
 
@@ -162,8 +163,8 @@ def _jobs_show(args: argparse.Namespace) -> int:
     if args.as_of is not None:
         return history.print_job_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
-        job = hg.get_job(args.job_id)
-        limits = hg.job_limits(job)
+        job = hg.jobs.get(args.job_id)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, None)
 
 
@@ -171,8 +172,8 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
     if _bulk_wanted(args):
         return _jobs_bulk(args, "cancel")
     with open_existing(args.db, read_only=False) as hg:
-        job = hg.cancel_job(args.job_id)
-        limits = hg.job_limits(job)
+        job = hg.jobs.cancel(args.job_id)
+        limits = operator_of(hg).job_limits(job)
     return _print_job_result(args, job, limits, f"cancelled job {job.id}")
 
 
@@ -180,8 +181,8 @@ def _jobs_retry(args: argparse.Namespace) -> int:
     if _bulk_wanted(args):
         return _jobs_bulk(args, "retry")
     with open_existing(args.db, read_only=False) as hg:
-        job = hg.retry_job(args.job_id)
-        limits = hg.job_limits(job)
+        job = hg.jobs.retry(args.job_id)
+        limits = operator_of(hg).job_limits(job)
     done = f"job {job.id} runs again (attempts and crashes reset)"
     return _print_job_result(args, job, limits, done)
 
@@ -211,12 +212,12 @@ def _jobs_bulk(args: argparse.Namespace, action: str) -> int:
     with open_existing(args.db, read_only=False) as hg:
         if args.state is None:
             raise ValidationError("--state", f"--all needs the state of the jobs to {action}")
-        matching = hg.count_jobs(**filters)[args.state]
+        matching = hg.jobs.count(**filters)[args.state]
         taken = min(matching, args.limit)
         if not args.yes and not _confirmed(action, args.state, matching, taken):
             print("nothing changed", file=sys.stderr)
             return 1
-        bulk = hg.retry_jobs if action == "retry" else hg.cancel_jobs
+        bulk = hg.jobs.retry_many if action == "retry" else hg.jobs.cancel_many
         result = bulk(state=args.state, limit=args.limit, **filters)
     if args.json:
         from headgate._wire.jobs import JobsBulkOut  # noqa: PLC0415 (--json only)
@@ -243,7 +244,7 @@ def _confirmed(action: str, state: str, matching: int, taken: int) -> bool:
 
 def _count(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        counts = hg.count_jobs(
+        counts = hg.jobs.count(
             queue=args.queue, kind=args.kind, schedule_id=args.schedule, search=args.search
         )
     if args.json:
@@ -346,7 +347,7 @@ def _print_newest_traceback(job: Job) -> None:
 
 def _unserved(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        shown = busiest(hg.unserved(), args.limit, lambda work: work.pending)
+        shown = busiest(hg.runtime.unserved(), args.limit, lambda work: work.pending)
     unserved = shown.items
     if args.json:
         from headgate._wire.queues import UnservedList, UnservedOut  # noqa: PLC0415

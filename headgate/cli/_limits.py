@@ -46,7 +46,7 @@ def _scope_flags(parser: argparse.ArgumentParser) -> None:
 
 def _limits_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        limits = hg.limits()
+        limits = hg.limits.list()
     if args.json:
         from headgate._wire.limits import ConcurrencyLimitOut, LimitList  # noqa: PLC0415
 
@@ -79,7 +79,7 @@ def _partition(partition_key: str | None) -> str:
 
 def _limit_set(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        status = hg.set_limit(
+        status = hg.limits.set(
             queue=args.queue, kind=args.kind, partition_key=args.partition_key, limit=args.limit
         )
     return _print_limit(args, status)
@@ -103,7 +103,9 @@ def _print_limit(args: argparse.Namespace, status: ConcurrencyLimitStatus) -> in
 
 def _limit_clear(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        cleared = hg.clear_limit(queue=args.queue, kind=args.kind, partition_key=args.partition_key)
+        cleared = hg.limits.clear(
+            queue=args.queue, kind=args.kind, partition_key=args.partition_key
+        )
     if not cleared:
         raise NotFound("no limit on that scope")
     print("limit removed")
@@ -112,7 +114,7 @@ def _limit_clear(args: argparse.Namespace) -> int:
 
 def _rates_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        rates = hg.rate_limits()
+        rates = hg.rates.list()
     if args.json:
         from headgate._wire.limits import RateLimitList, RateLimitOut  # noqa: PLC0415
 
@@ -137,7 +139,7 @@ def _rates_list(args: argparse.Namespace) -> int:
 
 def _rate_set(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        status = hg.set_rate_limit(args.rate_class, limit=args.limit, per_ms=args.per_ms)
+        status = hg.rates.set(args.rate_class, limit=args.limit, per_ms=args.per_ms)
     return _print_rate(args, status)
 
 
@@ -158,7 +160,7 @@ def _print_rate(args: argparse.Namespace, status: RateLimitStatus) -> int:
 
 def _rate_clear(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        cleared = hg.clear_rate_limit(args.rate_class)
+        cleared = hg.rates.clear(args.rate_class)
     if not cleared:
         raise NotFound(f"rate class {args.rate_class!r} has no limit")
     print("rate limit removed")

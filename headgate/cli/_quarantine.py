@@ -24,7 +24,7 @@ def add_commands(commands: Commands) -> None:
 
 def _quarantine_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_quarantine(args.limit, args.cursor)
+        page = hg.quarantine.list(args.limit, args.cursor)
     if args.json:
         from headgate._wire.queues import QuarantineList, QuarantineOut  # noqa: PLC0415 (--json only)
 
@@ -54,7 +54,7 @@ def _quarantine_list(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        hg.release(args.fingerprint)
+        hg.quarantine.release(args.fingerprint)
     if args.json:
         print_json({"fingerprint": args.fingerprint, "released": True})
     else:
@@ -64,8 +64,8 @@ def _release(args: argparse.Namespace) -> int:
 
 def _quarantine_add(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        hg.quarantine(args.fingerprint, args.note)
-        entry = hg.quarantine_entry(args.fingerprint)
+        hg.quarantine.add(args.fingerprint, args.note)
+        entry = hg.quarantine.get(args.fingerprint)
     assert entry is not None
     if args.json:
         from headgate._wire.queues import QuarantineOut  # noqa: PLC0415 (--json only)

@@ -30,7 +30,7 @@ def add_commands(commands: Commands) -> None:
 
 def _queues_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        shown = busiest(hg.queues(), args.limit, queue_weight)
+        shown = busiest(hg.queues.list(), args.limit, queue_weight)
     queues = shown.items
     if args.json:
         from headgate._wire.queues import QueueList, QueueOut  # noqa: PLC0415 (--json only)
@@ -57,13 +57,13 @@ def _queues_list(args: argparse.Namespace) -> int:
 
 def _pause(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        status = hg.pause_queue(args.queue, args.note)
+        status = hg.queues.pause(args.queue, args.note)
     return _print_queue(args, status, "paused: no worker claims its jobs until it is resumed")
 
 
 def _unpause(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        status = hg.resume_queue(args.queue)
+        status = hg.queues.resume(args.queue)
     return _print_queue(args, status, "resumed: workers claim its jobs again")
 
 

@@ -15,6 +15,7 @@ from headgate._domain.options import SCHEDULE_DEFAULTS, SCHEDULE_FIELDS, Schedul
 from headgate._domain.schedule_health import RECENT_RUNS as RUNS_KEPT
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._model import Schedule, ScheduleHealth, ScheduleRun
+from headgate._operator import operator_of
 from headgate._run_reads import HEALTH_STATES
 from headgate.cli import _history as history
 from headgate.cli._common import Commands, command, noun, paged, print_next
@@ -85,8 +86,8 @@ def _add_schedule_writes(group: Commands) -> None:
 
 def _schedules_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.list_schedules(args.limit, args.cursor, search=args.search, health=args.health)
-        judged = hg.schedules_health(page.schedules)
+        page = hg.schedules.list(args.limit, args.cursor, search=args.search, health=args.health)
+        judged = hg.schedules.health_of(page.schedules)
     if args.json:
         from headgate._wire.schedules import ScheduleList, ScheduleOut  # noqa: PLC0415 (--json only)
 
@@ -120,11 +121,11 @@ def _schedules_show(args: argparse.Namespace) -> int:
     if args.as_of is not None:
         return history.print_schedule_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
-        deleted = hg.deleted_schedule(args.schedule_id)
-        schedule = deleted if deleted is not None else hg.get_schedule(args.schedule_id)
-        health = None if deleted is not None else hg.schedules_health([schedule])[schedule.id]
-        runs = hg.schedule_runs(args.schedule_id, RUNS_SHOWN).runs
-        events = hg.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
+        deleted = hg.schedules.deleted(args.schedule_id)
+        schedule = deleted if deleted is not None else hg.schedules.get(args.schedule_id)
+        health = None if deleted is not None else hg.schedules.health_of([schedule])[schedule.id]
+        runs = hg.schedules.runs(args.schedule_id, RUNS_SHOWN).runs
+        events = hg.schedules.enqueue_events(args.schedule_id, HISTORY_SHOWN).events
     if args.json:
         from headgate._wire.schedules import (  # noqa: PLC0415 (--json only)
             EventOut,
@@ -183,7 +184,7 @@ def _add_schedule_reads(group: Commands) -> argparse.ArgumentParser:
 
 def _schedules_runs(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
-        page = hg.schedule_runs(args.schedule_id, min(args.limit, RUNS_KEPT), args.cursor)
+        page = hg.schedules.runs(args.schedule_id, min(args.limit, RUNS_KEPT), args.cursor)
     if args.json:
         from headgate._wire.schedules import (  # noqa: PLC0415 (--json only)
             ScheduleRunList,
@@ -251,7 +252,7 @@ def _last_run_word(run: ScheduleRun | None) -> str:
 def _schedules_put(args: argparse.Namespace) -> int:
     definition = ScheduleDefinition.from_fields(given(args, SCHEDULE_FIELDS))
     with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
-        schedule = hg.put_definition(args.schedule_id, definition).schedule
+        schedule = operator_of(hg).put_definition(args.schedule_id, definition).schedule
     return _print_schedule_result(args, schedule, f"saved schedule {schedule.id}")
 
 
@@ -259,20 +260,20 @@ def _schedules_update(args: argparse.Namespace) -> int:
     changes = given(args, SCHEDULE_FIELDS)
     refuse_none_given(changes, "update")
     with open_existing(args.db, read_only=False, config=runtime_config(args)) as hg:
-        schedule = hg.update_schedule_fields(args.schedule_id, changes)
+        schedule = operator_of(hg).update_schedule_fields(args.schedule_id, changes)
     return _print_schedule_result(args, schedule, f"updated schedule {schedule.id}")
 
 
 def _schedules_clear_overrides(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        schedule = hg.clear_overrides(args.schedule_id)
+        schedule = hg.schedules.clear_overrides(args.schedule_id)
     done = f"schedule {schedule.id} is what its code declares again"
     return _print_schedule_result(args, schedule, done)
 
 
 def _schedules_delete(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        hg.delete_schedule(args.schedule_id)
+        hg.schedules.delete(args.schedule_id)
     if args.json:
         print_json({"id": args.schedule_id, "deleted": True})
     else:
@@ -282,20 +283,20 @@ def _schedules_delete(args: argparse.Namespace) -> int:
 
 def _schedules_pause(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        schedule = hg.pause_schedule(args.schedule_id)
+        schedule = hg.schedules.pause(args.schedule_id)
     return _print_schedule_result(args, schedule, f"paused schedule {schedule.id}")
 
 
 def _resume(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=False) as hg:
-        schedule = hg.resume_schedule(args.schedule_id)
+        schedule = hg.schedules.resume(args.schedule_id)
     return _print_schedule_result(args, schedule, f"resumed schedule {schedule.id}")
 
 
 def _schedules_run_now(args: argparse.Namespace) -> int:
     key = args.idempotency_key if args.idempotency_key is not None else str(uuid.uuid4())
     with open_existing(args.db, read_only=False) as hg:
-        result = hg.run_now(args.schedule_id, key)
+        result = hg.schedules.run_now(args.schedule_id, key)
     if args.json:
         print_json({"id": result.job_id, "replayed": result.replayed, "idempotency_key": key})
     elif result.replayed:

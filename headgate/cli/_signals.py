@@ -15,6 +15,7 @@ import threading
 from types import FrameType
 
 from headgate._app import Headgate
+from headgate._operator import operator_of
 
 
 class StopSignals:
@@ -42,7 +43,7 @@ class StopSignals:
             )
             return
         _say("headgate: giving running jobs back now, unfinished")
-        self._hg.give_back_running_jobs_now()
+        operator_of(self._hg).give_back_running_jobs_now()
 
 
 def _say(line: str) -> None:

@@ -18,7 +18,6 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from headgate._app import JOB_COUNT_CAP, Headgate
-from headgate._async_api import on_pool
 from headgate._domain.admission import MAX_STORED_ID_LENGTH
 from headgate._domain.lifecycle import JobState
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions, ScheduleDefinition
@@ -26,6 +25,7 @@ from headgate._domain.shown import MAX_SHOWN, PAGE_SHOWN, busiest, queue_weight
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._errors import NotFound, ValidationError
 from headgate._model import QuarantineEntry
+from headgate._operator import operator_of
 from headgate._wire.activity import ActivityList, ActivityPointOut
 from headgate._wire.errors import ErrorOut
 from headgate._wire.fleet import (
@@ -117,7 +117,7 @@ async def in_store(request: Request, call: Callable[[Headgate], T], *, reads: bo
     (with `reads`, calls that write nothing: on the reads' threads, never queued
     behind writes waiting for the writer)."""
     hg = _hg(request)
-    return await on_pool(hg, lambda: call(hg), reads=reads)
+    return await operator_of(hg).on_pool(lambda: call(hg), reads=reads)
 
 
 @router.get(
@@ -147,8 +147,8 @@ async def list_schedules(
     """Ordered by id, code point by code point; each with its health and last run."""
 
     def read(hg: Headgate) -> ScheduleList:
-        page = hg.list_schedules(limit, cursor, search=search, health=health)
-        judged = hg.schedules_health(page.schedules)
+        page = hg.schedules.list(limit, cursor, search=search, health=health)
+        judged = hg.schedules.health_of(page.schedules)
         return ScheduleList(
             schedules=[ScheduleOut.of(s, judged.get(s.id)) for s in page.schedules],
             next_cursor=page.next_cursor,
@@ -167,7 +167,9 @@ async def put_schedule(
     request: Request, response: Response, schedule_id: str, body: ScheduleIn
 ) -> ScheduleOut:
     definition = ScheduleDefinition.from_fields(body.model_dump())
-    result = await in_store(request, lambda hg: hg.put_definition(schedule_id, definition))
+    result = await in_store(
+        request, lambda hg: operator_of(hg).put_definition(schedule_id, definition)
+    )
     response.status_code = 201 if result.outcome == "created" else 200
     return ScheduleOut.of(result.schedule)
 
@@ -187,7 +189,9 @@ async def update_schedule(
 ) -> ScheduleOut:
     changes = body.model_dump(exclude_unset=True)
     return ScheduleOut.of(
-        await in_store(request, lambda hg: hg.update_schedule_fields(schedule_id, changes))
+        await in_store(
+            request, lambda hg: operator_of(hg).update_schedule_fields(schedule_id, changes)
+        )
     )
 
 
@@ -197,7 +201,9 @@ async def update_schedule(
     summary="Clear operators' overrides: the schedule becomes what its code declares",
 )
 async def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(await in_store(request, lambda hg: hg.clear_overrides(schedule_id)))
+    return ScheduleOut.of(
+        await in_store(request, lambda hg: hg.schedules.clear_overrides(schedule_id))
+    )
 
 
 @router.post(
@@ -219,7 +225,7 @@ async def put_schedules(request: Request, response: Response, body: SchedulesIn)
         fields = item.model_dump()
         items.append({"schedule_id": fields.pop("id"), **fields})
     try:
-        result = await in_store(request, lambda hg: hg.put_schedules(items))
+        result = await in_store(request, lambda hg: hg.schedules.put_many(items))
     except ValidationError as error:  # named as the body names it: `schedules[3].id`
         field = re.sub(r"^(schedules\[\d+\])\.schedule_id$", r"\1.id", error.field)
         raise ValidationError(field, error.rule) from None
@@ -230,8 +236,8 @@ async def put_schedules(request: Request, response: Response, body: SchedulesIn)
 @router.get("/periodic/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
 async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     def read(hg: Headgate) -> ScheduleOut:
-        schedule = hg.get_schedule(schedule_id)
-        return ScheduleOut.of(schedule, hg.schedules_health([schedule]).get(schedule.id))
+        schedule = hg.schedules.get(schedule_id)
+        return ScheduleOut.of(schedule, hg.schedules.health_of([schedule]).get(schedule.id))
 
     return await in_store(request, read, reads=True)
 
@@ -248,7 +254,7 @@ async def schedule_runs(
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> ScheduleRunList:
     """The newest 100 runs are kept, also after the schedule is deleted."""
-    page = await _hg(request).aschedule_runs(schedule_id, limit, cursor)
+    page = await _hg(request).schedules.aruns(schedule_id, limit, cursor)
     return ScheduleRunList(
         runs=[ScheduleRunOut.of(run) for run in page.runs], next_cursor=page.next_cursor
     )
@@ -258,7 +264,7 @@ async def schedule_runs(
     "/periodic/{schedule_id}", status_code=204, summary="Delete a schedule (history stays)"
 )
 async def delete_schedule(request: Request, schedule_id: str) -> Response:
-    await _hg(request).adelete_schedule(schedule_id)
+    await _hg(request).schedules.adelete(schedule_id)
     return Response(status_code=204)
 
 
@@ -284,7 +290,7 @@ async def run_now(
     if idempotency_key is None:
         raise ValidationError("Idempotency-Key", "header is required")
     key = _utf8_header("Idempotency-Key", idempotency_key)
-    result = await _hg(request).arun_now(schedule_id, key)
+    result = await _hg(request).schedules.arun_now(schedule_id, key)
     return RunOut(id=result.job_id, replayed=result.replayed)
 
 
@@ -294,7 +300,7 @@ async def run_now(
     summary="Pause a schedule (idempotent; its phase is kept)",
 )
 async def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(await _hg(request).apause_schedule(schedule_id))
+    return ScheduleOut.of(await _hg(request).schedules.apause(schedule_id))
 
 
 @router.post(
@@ -303,7 +309,7 @@ async def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     summary="Resume a schedule (idempotent; missed ticks follow its missed-run policy)",
 )
 async def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
-    return ScheduleOut.of(await _hg(request).aresume_schedule(schedule_id))
+    return ScheduleOut.of(await _hg(request).schedules.aresume(schedule_id))
 
 
 @router.get(
@@ -317,7 +323,7 @@ async def enqueue_events(
     limit: Annotated[int, Query(ge=1, le=100)] = 30,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> EventList:
-    page = await _hg(request).aenqueue_events(schedule_id, limit, cursor)
+    page = await _hg(request).schedules.aenqueue_events(schedule_id, limit, cursor)
     return EventList(events=[EventOut.of(e) for e in page.events], next_cursor=page.next_cursor)
 
 
@@ -331,7 +337,7 @@ async def upcoming(
     schedule_id: str,
     count: Annotated[int, Query(ge=1, le=100)] = 5,
 ) -> UpcomingList:
-    runs = await in_store(request, lambda hg: hg.upcoming(schedule_id, count), reads=True)
+    runs = await in_store(request, lambda hg: hg.schedules.upcoming(schedule_id, count), reads=True)
     return UpcomingList(
         upcoming=[UpcomingOut(tick_ms=r.tick_ms, due_at_ms=r.due_at_ms) for r in runs]
     )
@@ -349,7 +355,7 @@ async def manual_runs(
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
     page = await in_store(
-        request, lambda hg: hg.manual_runs(schedule_id, limit, cursor), reads=True
+        request, lambda hg: hg.schedules.manual_runs(schedule_id, limit, cursor), reads=True
     )
     return JobList(jobs=[JobOut.of(job) for job in page.jobs], next_cursor=page.next_cursor)
 
@@ -360,7 +366,8 @@ async def enqueue(request: Request, body: JobIn) -> JobOut:
     origin = fields["periodic_origin"]
     options = JobOptions(**{name: fields[name] for name in JOB_OPTION_FIELDS})
     job = await in_store(
-        request, lambda hg: hg.enqueue_job(fields["kind"], fields["payload"], options, origin)
+        request,
+        lambda hg: operator_of(hg).enqueue_job(fields["kind"], fields["payload"], options, origin),
     )
     return JobOut.of(job)
 
@@ -383,7 +390,7 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
-    page = await _hg(request).alist_jobs(
+    page = await _hg(request).jobs.alist(
         state=state,
         queue=queue,
         kind=kind,
@@ -408,7 +415,7 @@ async def count_jobs(
     schedule_id: Annotated[str | None, Query(max_length=255)] = None,
     search: Annotated[str | None, Query(max_length=255)] = None,
 ) -> JobCountsOut:
-    counts = await _hg(request).acount_jobs(
+    counts = await _hg(request).jobs.acount(
         queue=queue, kind=kind, schedule_id=schedule_id, search=search
     )
     return JobCountsOut(counts=counts, cap=JOB_COUNT_CAP)
@@ -420,7 +427,7 @@ async def count_jobs(
     summary="Retry the jobs matching filters (one retryable state; at most 1,000 a call)",
 )
 async def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
-    return JobsBulkOut.of(await _hg(request).aretry_jobs(**_bulk_filters(body)))
+    return JobsBulkOut.of(await _hg(request).jobs.aretry_many(**_bulk_filters(body)))
 
 
 @router.post(
@@ -429,7 +436,7 @@ async def retry_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
     summary="Cancel the jobs matching filters (pending or running; at most 1,000 a call)",
 )
 async def cancel_jobs(request: Request, body: JobsBulkIn) -> JobsBulkOut:
-    return JobsBulkOut.of(await _hg(request).acancel_jobs(**_bulk_filters(body)))
+    return JobsBulkOut.of(await _hg(request).jobs.acancel_many(**_bulk_filters(body)))
 
 
 def _bulk_filters(body: JobsBulkIn) -> dict[str, Any]:
@@ -438,7 +445,7 @@ def _bulk_filters(body: JobsBulkIn) -> dict[str, Any]:
 
 @router.get("/jobs/{job_id}", response_model=JobOut, summary="Inspect a job and its attempts")
 async def get_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(await _hg(request).aget_job(job_id))
+    return JobOut.of(await _hg(request).jobs.aget(job_id))
 
 
 @router.post(
@@ -447,7 +454,7 @@ async def get_job(request: Request, job_id: str) -> JobOut:
     summary="Cancel a pending or running job (409 from any other state)",
 )
 async def cancel_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(await _hg(request).acancel_job(job_id))
+    return JobOut.of(await _hg(request).jobs.acancel(job_id))
 
 
 @router.post(
@@ -456,16 +463,16 @@ async def cancel_job(request: Request, job_id: str) -> JobOut:
     summary="Run a failed, cancelled or quarantined job again (409 from any other state)",
 )
 async def retry_job(request: Request, job_id: str) -> JobOut:
-    return JobOut.of(await _hg(request).aretry_job(job_id))
+    return JobOut.of(await _hg(request).jobs.aretry(job_id))
 
 
 @router.get("/workers", response_model=WorkersOut, summary="Live workers and the scheduler")
 async def list_workers(request: Request) -> WorkersOut:
     def read(hg: Headgate) -> WorkersOut:
         now_ms = hg.clock.now_ms()
-        lease = hg.lease_status()
+        lease = hg.runtime.lease()
         return WorkersOut(
-            workers=[WorkerOut.of(worker, now_ms) for worker in hg.workers()],
+            workers=[WorkerOut.of(worker, now_ms) for worker in hg.runtime.workers()],
             scheduler=None if lease is None else LeaseOut.of(lease),
         )
 
@@ -478,7 +485,7 @@ async def list_workers(request: Request) -> WorkersOut:
     summary="Declared handlers: the queue and defaults enqueue routes each kind by",
 )
 async def list_handlers(request: Request) -> HandlerList:
-    handlers = await in_store(request, lambda hg: hg.declared_handlers(), reads=True)
+    handlers = await in_store(request, lambda hg: hg.runtime.declared_handlers(), reads=True)
     return HandlerList(handlers=[HandlerOut.of(handler) for handler in handlers])
 
 
@@ -489,7 +496,7 @@ async def list_handlers(request: Request) -> HandlerList:
 )
 async def scheduler_health(request: Request) -> SchedulerHealthOut:
     return SchedulerHealthOut.of(
-        await in_store(request, lambda hg: hg.scheduler_health(), reads=True)
+        await in_store(request, lambda hg: hg.runtime.scheduler_health(), reads=True)
     )
 
 
@@ -499,7 +506,7 @@ async def list_quarantine(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> QuarantineList:
-    page = await in_store(request, lambda hg: hg.list_quarantine(limit, cursor), reads=True)
+    page = await in_store(request, lambda hg: hg.quarantine.list(limit, cursor), reads=True)
     return QuarantineList(
         entries=[QuarantineOut.of(entry) for entry in page.entries], next_cursor=page.next_cursor
     )
@@ -512,8 +519,8 @@ async def list_quarantine(
 )
 async def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> QuarantineOut:
     def write(hg: Headgate) -> QuarantineEntry | None:
-        hg.quarantine(fingerprint, body.note)
-        return hg.quarantine_entry(fingerprint)
+        hg.quarantine.add(fingerprint, body.note)
+        return hg.quarantine.get(fingerprint)
 
     entry = await in_store(request, write)
     if entry is None:  # released by someone else since this request's write
@@ -525,7 +532,7 @@ async def quarantine(request: Request, fingerprint: str, body: QuarantineIn) -> 
     "/quarantine/{fingerprint}", status_code=204, summary="Release a quarantined fingerprint"
 )
 async def release(request: Request, fingerprint: str) -> Response:
-    await in_store(request, lambda hg: hg.release(fingerprint))
+    await in_store(request, lambda hg: hg.quarantine.release(fingerprint))
     return Response(status_code=204)
 
 
@@ -537,7 +544,7 @@ async def list_queues(
     """The paused queues and the busiest others (most jobs pending and running),
     `limit` in all, by name; `more`: how many were left out."""
     shown = busiest(
-        await in_store(request, lambda hg: hg.queues(), reads=True), limit, queue_weight
+        await in_store(request, lambda hg: hg.queues.list(), reads=True), limit, queue_weight
     )
     return QueueList(queues=[QueueOut.of(status) for status in shown.items], more=shown.more)
 
@@ -549,7 +556,7 @@ async def list_queues(
 )
 async def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = None) -> QueueOut:
     note = "" if body is None else body.note
-    return QueueOut.of(await in_store(request, lambda hg: hg.pause_queue(queue, note)))
+    return QueueOut.of(await in_store(request, lambda hg: hg.queues.pause(queue, note)))
 
 
 @router.post(
@@ -558,7 +565,7 @@ async def pause_queue(request: Request, queue: str, body: QueuePauseIn | None = 
     summary="Resume a paused queue (resuming one that is not paused changes nothing)",
 )
 async def resume_queue(request: Request, queue: str) -> QueueOut:
-    return QueueOut.of(await in_store(request, lambda hg: hg.resume_queue(queue)))
+    return QueueOut.of(await in_store(request, lambda hg: hg.queues.resume(queue)))
 
 
 @router.get(
@@ -572,7 +579,7 @@ async def list_unserved(
 ) -> UnservedList:
     """The `limit` (queue, kind) with the most pending jobs; `more`: how many
     were left out."""
-    unserved = await in_store(request, lambda hg: hg.unserved(), reads=True)
+    unserved = await in_store(request, lambda hg: hg.runtime.unserved(), reads=True)
     shown = busiest(unserved, limit, lambda work: work.pending)
     return UnservedList(unserved=[UnservedOut.of(work) for work in shown.items], more=shown.more)
 
@@ -581,7 +588,7 @@ async def list_unserved(
     "/limits", response_model=LimitList, summary="Concurrency limits, with their running jobs"
 )
 async def list_limits(request: Request) -> LimitList:
-    limits = await in_store(request, lambda hg: hg.limits(), reads=True)
+    limits = await in_store(request, lambda hg: hg.limits.list(), reads=True)
     return LimitList(limits=[ConcurrencyLimitOut.of(limit) for limit in limits])
 
 
@@ -593,7 +600,7 @@ async def list_limits(request: Request) -> LimitList:
 async def set_limit(request: Request, body: LimitIn) -> ConcurrencyLimitOut:
     status = await in_store(
         request,
-        lambda hg: hg.set_limit(
+        lambda hg: hg.limits.set(
             queue=body.queue, kind=body.kind, partition_key=body.partition_key, limit=body.limit
         ),
     )
@@ -612,7 +619,7 @@ async def clear_limit(
     partition_key: Annotated[str | None, Query()] = None,
 ) -> Response:
     cleared = await in_store(
-        request, lambda hg: hg.clear_limit(queue=queue, kind=kind, partition_key=partition_key)
+        request, lambda hg: hg.limits.clear(queue=queue, kind=kind, partition_key=partition_key)
     )
     if not cleared:
         raise NotFound("no limit on that scope")
@@ -625,7 +632,7 @@ async def clear_limit(
     summary="Rate classes, with their starts in the window ending now",
 )
 async def list_rate_limits(request: Request) -> RateLimitList:
-    rates = await in_store(request, lambda hg: hg.rate_limits(), reads=True)
+    rates = await in_store(request, lambda hg: hg.rates.list(), reads=True)
     return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates])
 
 
@@ -636,7 +643,7 @@ async def list_rate_limits(request: Request) -> RateLimitList:
 )
 async def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> RateLimitOut:
     status = await in_store(
-        request, lambda hg: hg.set_rate_limit(rate_class, limit=body.limit, per_ms=body.per_ms)
+        request, lambda hg: hg.rates.set(rate_class, limit=body.limit, per_ms=body.per_ms)
     )
     return RateLimitOut.of(status)
 
@@ -647,7 +654,7 @@ async def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -
     summary="Remove a rate class's limit (404 if it has none)",
 )
 async def clear_rate_limit(request: Request, rate_class: str) -> Response:
-    if not await in_store(request, lambda hg: hg.clear_rate_limit(rate_class)):
+    if not await in_store(request, lambda hg: hg.rates.clear(rate_class)):
         raise NotFound(f"rate class {rate_class!r} has no limit")
     return Response(status_code=204)
 
@@ -660,7 +667,7 @@ async def clear_rate_limit(request: Request, rate_class: str) -> Response:
 async def activity(
     request: Request, since_ms: Annotated[int | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
 ) -> ActivityList:
-    points = await in_store(request, lambda hg: hg.activity(since_ms), reads=True)
+    points = await in_store(request, lambda hg: hg.metrics.activity(since_ms), reads=True)
     return ActivityList(points=[ActivityPointOut.of(point) for point in points])
 
 

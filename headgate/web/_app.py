@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from headgate._app import Headgate
+from headgate._operator import operator_of
 from headgate.web import _api as api
 from headgate.web import _console as console
 from headgate.web import _docs as docs
@@ -83,7 +84,7 @@ def create_app(
             token,
             hg.clock,
             secret.encode("utf-8", "surrogatepass") if secret else None,
-            revocations=hg,
+            revocations=operator_of(hg),
         )
         if token
         else None

@@ -21,6 +21,7 @@ from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest, que
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
 from headgate._model import ConcurrencyLimitStatus, EnqueueEvent, Schedule
+from headgate._operator import operator_of
 from headgate._run_reads import HEALTH_STATES
 from headgate.web import _templates
 from headgate.web._charts import HEIGHT, PLOT, WIDTH, charts, fitted_start
@@ -135,8 +136,8 @@ def _page(request: Request, template: str, status: int = 200, **context: Any) ->
     schedules due while nobody fires the ticks."""
     hg = _hg(request)
     try:
-        unserved = busiest(hg.unserved(), BANNER_SHOWN, lambda work: work.pending)
-        scheduler = hg.scheduler_health()
+        unserved = busiest(hg.runtime.unserved(), BANNER_SHOWN, lambda work: work.pending)
+        scheduler = hg.runtime.scheduler_health()
     except StoreError:  # the page itself says what the store answered
         unserved, scheduler = Shown([], 0), None
     return _templates.page(
@@ -174,17 +175,17 @@ def index(
     hg = _hg(request)
     wanted = search or None
     try:
-        page = hg.list_schedules(SCHEDULES_SHOWN, cursor or None, search=wanted, health=health)
-        total = hg.count_schedules(search=wanted, health=health)
+        page = hg.schedules.list(SCHEDULES_SHOWN, cursor or None, search=wanted, health=health)
+        total = operator_of(hg).count_schedules(search=wanted, health=health)
     except ValidationError as error:
         return _problem(request, error)
-    judged = hg.schedules_health(page.schedules)
+    judged = hg.schedules.health_of(page.schedules)
     searched = {name: value for name, value in (("search", search), ("health", health)) if value}
     next_query = urlencode({**searched, "cursor": page.next_cursor}) if page.next_cursor else None
     return _page(
         request,
         "index.html",
-        lease=hg.lease_status(),
+        lease=hg.runtime.lease(),
         rows=[{**_row(s), "health": judged[s.id]} for s in page.schedules],
         search=search,
         health=health,
@@ -214,41 +215,41 @@ def schedule_page(
     hg = _hg(request)
     deleted = False
     try:
-        schedule = hg.get_schedule(schedule_id)
+        schedule = hg.schedules.get(schedule_id)
     except NotFound:
-        found = hg.deleted_schedule(schedule_id)
+        found = hg.schedules.deleted(schedule_id)
         if found is None:
             return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
         schedule, deleted = found, True
     try:
-        events = hg.enqueue_events(schedule_id, 30, cursor)
-        runs = hg.schedule_runs(schedule_id, RUNS_SHOWN, runs_cursor)
+        events = hg.schedules.enqueue_events(schedule_id, 30, cursor)
+        runs = hg.schedules.runs(schedule_id, RUNS_SHOWN, runs_cursor)
     except ValidationError as error:
         return _problem(request, error)
     row = _row(schedule)
-    fingerprint = hg.fingerprint(schedule.kind, schedule.payload)
+    fingerprint = hg.quarantine.fingerprint(schedule.kind, schedule.payload)
     return _page(
         request,
         "schedule.html",
         row=row,
         deleted=deleted,
         fingerprint=fingerprint,
-        quarantined=None if deleted else hg.quarantine_entry(fingerprint),
+        quarantined=None if deleted else hg.quarantine.get(fingerprint),
         history=_with_gaps(row["spec"], events.events),
-        health=None if deleted else hg.schedules_health([schedule])[schedule.id],
+        health=None if deleted else hg.schedules.health_of([schedule])[schedule.id],
         runs=runs.runs,
         runs_cursor=runs.next_cursor,
         runs_paged=runs_cursor is not None,
         next_cursor=events.next_cursor,
         newest=cursor is None,
-        upcoming=[] if deleted else hg.upcoming(schedule_id, 5),
+        upcoming=[] if deleted else hg.schedules.upcoming(schedule_id, 5),
     )
 
 
 @router.get("/schedules/{schedule_id}/edit")
 def edit_schedule(request: Request, schedule_id: str) -> HTMLResponse:
     try:
-        schedule = _hg(request).get_schedule(schedule_id)
+        schedule = _hg(request).schedules.get(schedule_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
     return _page(request, "form.html", row=_row(schedule), fields=form_fields(schedule))
@@ -299,8 +300,8 @@ def jobs_page(
         "count_cap": JOB_COUNT_CAP,
     }
     try:
-        page = hg.list_jobs(**chosen, limit=JOBS_SHOWN, cursor=cursor or None)
-        counts = hg.count_jobs(**unstated)
+        page = hg.jobs.list(**chosen, limit=JOBS_SHOWN, cursor=cursor or None)
+        counts = hg.jobs.count(**unstated)
     except ValidationError as error:
         return _page(
             request, "jobs.html", 422, **shown, jobs=[], counts=None, latest={}, error=str(error)
@@ -313,7 +314,7 @@ def jobs_page(
         jobs=page.jobs,
         counts=counts,
         total=sum(counts.values()),
-        latest=hg.latest_attempts([job.id for job in page.jobs]),
+        latest=hg.jobs.latest_attempts([job.id for job in page.jobs]),
         now_ms=hg.clock.now_ms(),
         first_query=urlencode(chosen),
         next_query=next_query,
@@ -325,16 +326,16 @@ def jobs_page(
 def job_page(request: Request, job_id: str) -> HTMLResponse:
     hg = _hg(request)
     try:
-        job = hg.get_job(job_id)
+        job = hg.jobs.get(job_id)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"job {job_id}")
     return _page(
         request,
         "job.html",
         job=job,
-        limits=hg.job_limits(job),
-        quarantined=hg.quarantine_entry(job.fingerprint),
-        queue=hg.queue_status(job.queue),
+        limits=operator_of(hg).job_limits(job),
+        quarantined=hg.quarantine.get(job.fingerprint),
+        queue=operator_of(hg).queue_status(job.queue),
         quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),
         payload_json=_json(job.payload),
         result_json=_json(job.result),
@@ -349,9 +350,9 @@ def workers_page(request: Request) -> HTMLResponse:
     return _page(
         request,
         "workers.html",
-        workers=hg.workers(),
-        handlers=hg.declared_handlers(),
-        lease=hg.lease_status(),
+        workers=hg.runtime.workers(),
+        handlers=hg.runtime.declared_handlers(),
+        lease=hg.runtime.lease(),
         now_ms=hg.clock.now_ms(),
     )
 
@@ -359,7 +360,7 @@ def workers_page(request: Request) -> HTMLResponse:
 @router.get("/queues")
 def queues_page(request: Request) -> HTMLResponse:
     """The paused queues and the busiest others, by name; how many more."""
-    shown = busiest(_hg(request).queues(), PAGE_SHOWN, queue_weight)
+    shown = busiest(_hg(request).queues.list(), PAGE_SHOWN, queue_weight)
     return _page(request, "queues.html", queues=shown.items, more=shown.more)
 
 
@@ -367,7 +368,7 @@ def queues_page(request: Request) -> HTMLResponse:
 def overview_page(request: Request) -> HTMLResponse:
     hg = _hg(request)
     end = minute_of(hg.clock.now_ms()) + MINUTE_MS
-    points = hg.activity(since_ms=end - SHOWN_MS)
+    points = hg.metrics.activity(since_ms=end - SHOWN_MS)
     start = fitted_start(points, end - SHOWN_MS, end)
     return _page(
         request,
@@ -388,8 +389,8 @@ def limits_page(request: Request) -> HTMLResponse:
     return _page(
         request,
         "limits.html",
-        limits=hg.limits(),
-        rates=hg.rate_limits(),
+        limits=hg.limits.list(),
+        rates=hg.rates.list(),
         limit_query=_limit_query,
     )
 
@@ -405,7 +406,7 @@ def quarantine_page(
     request: Request, cursor: Annotated[str | None, Query()] = None
 ) -> HTMLResponse:
     try:
-        page = _hg(request).list_quarantine(50, cursor)
+        page = _hg(request).quarantine.list(50, cursor)
     except ValidationError as error:
         return _problem(request, error)
     return _page(request, "quarantine.html", entries=page.entries, next_cursor=page.next_cursor)

@@ -1,6 +1,6 @@
 """The API's reads of the past: a schedule or a job as of an instant, and a
-schedule's definition changes between two instants (`Headgate.schedule_as_of`,
-`schedule_changes`, `job_as_of`)."""
+schedule's definition changes between two instants (`hg.schedules.as_of`,
+`changes`, `hg.jobs.as_of`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def schedule_as_of(
     and who made the change in force. `state` says when it did not exist yet, or
     when the instant is before the oldest event compaction kept."""
     return ScheduleAsOfOut.of(
-        await in_store(request, lambda hg: hg.schedule_as_of(schedule_id, as_of), reads=True)
+        await in_store(request, lambda hg: hg.schedules.as_of(schedule_id, as_of), reads=True)
     )
 
 
@@ -57,7 +57,7 @@ async def schedule_changes(
     its keys and which of them changed, never a value."""
     changes = await in_store(
         request,
-        lambda hg: hg.schedule_changes(schedule_id, since=since, until=until, limit=limit),
+        lambda hg: hg.schedules.changes(schedule_id, since=since, until=until, limit=limit),
         reads=True,
     )
     return ScheduleChangesOut.of(changes)
@@ -75,5 +75,5 @@ async def job_as_of(
 ) -> JobAsOfOut:
     """Folded from its events up to that instant: its state, attempts and errors then."""
     return JobAsOfOut.of(
-        await in_store(request, lambda hg: hg.job_as_of(job_id, as_of), reads=True)
+        await in_store(request, lambda hg: hg.jobs.as_of(job_id, as_of), reads=True)
     )

@@ -29,7 +29,7 @@ def schedule_as_of_page(
 ) -> HTMLResponse:
     hg = _hg(request)
     try:
-        found = hg.schedule_as_of(schedule_id, as_of)
+        found = hg.schedules.as_of(schedule_id, as_of)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
     except ValidationError as error:
@@ -53,7 +53,7 @@ def schedule_changes_page(
 ) -> HTMLResponse:
     hg = _hg(request)
     try:
-        changes = hg.schedule_changes(schedule_id, since=since or None, until=until or None)
+        changes = hg.schedules.changes(schedule_id, since=since or None, until=until or None)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"schedule {schedule_id}")
     except ValidationError as error:
@@ -74,7 +74,7 @@ def job_as_of_page(
 ) -> HTMLResponse:
     hg = _hg(request)
     try:
-        found = hg.job_as_of(job_id, as_of)
+        found = hg.jobs.as_of(job_id, as_of)
     except NotFound:
         return _page(request, "missing.html", 404, what=f"job {job_id}")
     except ValidationError as error:

@@ -45,7 +45,7 @@ def _scheduler(hg: Headgate) -> dict[str, str]:
     """Whether anybody fires the ticks: a detail of readiness, not a condition of
     it (an API with no scheduler anywhere still serves; the fleet needs one)."""
     try:
-        health = hg.scheduler_health()
+        health = hg.runtime.scheduler_health()
     except StoreError:
         return {"state": "unknown", "message": "the store could not be read"}
     return {"state": health.state, "message": health.message}
@@ -54,7 +54,7 @@ def _scheduler(hg: Headgate) -> dict[str, str]:
 @router.get("/readyz")
 def readyz(request: Request) -> JSONResponse:
     hg: Headgate = request.app.state.headgate
-    readiness = hg.readiness()
+    readiness = hg.runtime.readiness()
     if readiness.ready:
         return JSONResponse(
             {

@@ -22,4 +22,4 @@ def metrics(request: Request) -> Response:
     # A plain (sync) route: the store's figures are read on a worker thread,
     # never on the event loop.
     hg: Headgate = request.app.state.headgate
-    return Response(exposition(hg.metrics_registry), media_type=CONTENT_TYPE)
+    return Response(exposition(hg.metrics.registry), media_type=CONTENT_TYPE)

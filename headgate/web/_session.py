@@ -26,7 +26,7 @@ A session's CSRF token is an HMAC of its value under the same key: the console
 page carries it (a <meta> tag) and console.js sends it back as X-CSRF-Token with
 every write, which a page on another origin can neither read nor compute.
 
-Logging out ends the session in the store (`Headgate.revoke_session`, by its
+Logging out ends the session in the store (`operator_of(hg).revoke_session`, by its
 nonce, never its value), so every process on it refuses the cookie from then
 on, restarted ones too; each request a cookie would authorise asks the store.
 A store that cannot answer that question authorises no cookie (logged): the

@@ -104,12 +104,12 @@ def test_a_task_is_enqueued_run_and_its_result_read(project_env: dict[str, str])
         mailed.refresh()
         again = ship.get_result(result.id)
         failed = refuse.get_result(failing.id)
-        job = backend.headgate.get_job(result.id)
+        job = backend.headgate.jobs.get(result.id)
         print(json.dumps({
             "before": before, "status": result.status, "value": result.return_value,
             "attempts": result.attempts, "again": again.return_value,
-            "mailed": mailed.return_value, "mail_queue": backend.headgate.get_job(mailed.id).queue,
-            "mail_priority": backend.headgate.get_job(mailed.id).priority,
+            "mailed": mailed.return_value, "mail_queue": backend.headgate.jobs.get(mailed.id).queue,
+            "mail_priority": backend.headgate.jobs.get(mailed.id).priority,
             "failed": failed.status,
             "error": failed.errors[0].exception_class_path,
             "error_class_is_value_error": failed.errors[0].exception_class is ValueError,
@@ -206,17 +206,17 @@ def test_an_enqueue_in_an_atomic_block_commits_and_rolls_back_with_it(
             order = Order.objects.create(item="desk")
             kept = ship.enqueue(order.id)
             try:
-                hg.get_job(kept.id)  # the store's own connection: not committed yet
+                hg.jobs.get(kept.id)  # the store's own connection: not committed yet
                 seen_before_commit = True
             except NotFound:
                 seen_before_commit = False
-        state_after_commit = hg.get_job(kept.id).state
+        state_after_commit = hg.jobs.get(kept.id).state
         hg.drain(timeout=30)
         print(json.dumps({
             "gone": gone, "orders": sorted(Order.objects.values_list("item", flat=True)),
             "seen_before_commit": seen_before_commit, "after_commit": state_after_commit,
             "value": ship.get_result(kept.id).return_value,
-            "jobs": len(hg.list_jobs().jobs),
+            "jobs": len(hg.jobs.list().jobs),
         }))
         """,
     )
@@ -255,7 +255,7 @@ def test_a_lent_connection_is_left_as_django_had_it(project_env: dict[str, str])
             grown = handlers() - before
         floors = list(Order.objects.annotate(f=Floor("id")).values_list("f", flat=True))
         matched = Order.objects.filter(id__regex="^[0-9]+$").count()
-        ids = {job.id for job in hg.list_jobs().jobs}
+        ids = {job.id for job in hg.jobs.list().jobs}
         print(json.dumps({
             "grown": grown, "floors": [int(f) for f in floors], "matched": matched,
             "kept": kept.id in ids, "inner": inner.id in ids, "jobs": len(ids),
@@ -288,7 +288,7 @@ def test_a_block_that_reads_first_enqueues_while_the_store_writes_meanwhile(
             time.sleep(0.3)
             job = ship.enqueue(order.id)
         other.join(timeout=30)
-        print(json.dumps(sorted(job.kind for job in hg.list_jobs().jobs)))
+        print(json.dumps(sorted(job.kind for job in hg.jobs.list().jobs)))
         """,
     )
     assert seen == ["elsewhere.kind", "tests.django_project.shop.tasks.ship"]
@@ -309,8 +309,8 @@ def test_a_store_in_another_database_is_written_at_the_commit(
             pass
         with transaction.atomic():
             kept = note.enqueue("kept")
-            during = [job.id for job in elsewhere.headgate.list_jobs().jobs]
-        after = [job.id for job in elsewhere.headgate.list_jobs().jobs]
+            during = [job.id for job in elsewhere.headgate.jobs.list().jobs]
+        after = [job.id for job in elsewhere.headgate.jobs.list().jobs]
         elsewhere.headgate.drain(timeout=30)
         print(json.dumps({
             "during": during, "after": after == [kept.id],

@@ -67,7 +67,7 @@ def faulty(make_faulty: Callable[..., FaultyHeadgate]) -> FaultyHeadgate:
 
 def engine_of(hg: Headgate) -> Engine:
     """The SQL engine under a Headgate's store, for reading tables directly."""
-    store = hg._store
+    store = hg._core.store
     while isinstance(store, FaultyStore):
         store = store.inner
     assert isinstance(store, SqlStore)
@@ -87,7 +87,7 @@ def jobs_for(hg: Headgate, schedule_id: str) -> list[int]:
     ticks: list[int] = []
     cursor = None
     while True:
-        page = hg._store.reads.jobs_page(JobFilter(schedule_id=schedule_id), 200, cursor)
+        page = hg._core.store.reads.jobs_page(JobFilter(schedule_id=schedule_id), 200, cursor)
         ticks.extend(row.periodic_tick_ms for row in page.items if row.periodic_tick_ms is not None)
         if page.next_cursor is None:
             return sorted(ticks)

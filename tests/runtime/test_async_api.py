@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, create_engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from headgate import Headgate, NotFound
-from headgate._async_api import AsyncOperations
+from headgate._facade.twins import Namespace
 from headgate.testing import FakeClock
 from tests.conftest import AND_MEMORY
 
@@ -23,14 +24,40 @@ HOST = MetaData()
 orders = Table("orders", HOST, Column("id", Integer, primary_key=True))
 
 
+def _coroutines() -> list[tuple[type[object], str]]:
+    """Every coroutine twin: Headgate's own and each namespace's."""
+    owners: list[type[object]] = [Headgate, *Namespace.__subclasses__()]
+    return [
+        (owner, name)
+        for owner in owners
+        for name, value in vars(owner).items()
+        if name.startswith("a") and inspect.iscoroutinefunction(value)
+    ]
+
+
 def test_every_coroutine_takes_what_its_synchronous_call_takes() -> None:
-    coroutines = [name for name in vars(AsyncOperations) if name.startswith("a")]
-    assert len(coroutines) >= 16
-    for name in coroutines:
-        synchronous = inspect.signature(getattr(Headgate, name.removeprefix("a")))
-        asynchronous = inspect.signature(getattr(Headgate, name))
+    coroutines = _coroutines()
+    assert len(coroutines) >= 30
+    for owner, name in coroutines:
+        synchronous = inspect.signature(getattr(owner, name.removeprefix("a")))
+        asynchronous = inspect.signature(getattr(owner, name))
         assert list(asynchronous.parameters) == list(synchronous.parameters), name
-        assert inspect.iscoroutinefunction(getattr(Headgate, name)), name
+
+
+def test_a_namespace_coroutine_runs_off_the_event_loop(hg: Headgate) -> None:
+    """A twin awaits its synchronous call on the Headgate's pool: the loop's own
+    thread never runs it."""
+    seen: list[str] = []
+    real = hg.schedules.list
+
+    def listing(*args: object, **kwargs: object) -> object:
+        seen.append(threading.current_thread().name)
+        return real()
+
+    hg.schedules.list = listing  # type: ignore[method-assign]
+    asyncio.run(hg.schedules.alist())
+    assert len(seen) == 1
+    assert seen[0].startswith("headgate-async-read"), seen
 
 
 @AND_MEMORY
@@ -39,26 +66,26 @@ def test_jobs_and_schedules_through_the_coroutines(hg: Headgate, clock: FakeCloc
 
     async def host() -> None:
         job = await hg.aenqueue("k", {"n": 1}, priority=2)
-        assert (await hg.aget_job(job.id)).priority == 2
+        assert (await hg.jobs.aget(job.id)).priority == 2
         many = await hg.aenqueue_many([{"kind": "k"}, {"kind": "k", "queue": "other"}])
         assert [j.queue for j in many] == ["default", "other"]
-        assert len((await hg.alist_jobs(state="pending")).jobs) == 3
-        assert (await hg.acancel_job(job.id)).state == "cancelled"
-        assert (await hg.aretry_job(job.id)).state == "pending"
-        schedule = await hg.aput_schedule("nightly", spec="0 3 * * *", kind="k")
+        assert len((await hg.jobs.alist(state="pending")).jobs) == 3
+        assert (await hg.jobs.acancel(job.id)).state == "cancelled"
+        assert (await hg.jobs.aretry(job.id)).state == "pending"
+        schedule = await hg.schedules.aput("nightly", spec="0 3 * * *", kind="k")
         assert schedule.spec == "0 3 * * *"
-        await hg.aput_schedules([{"schedule_id": "t1", "spec": "@every:1h", "kind": "k"}])
-        assert (await hg.aupdate_schedule("t1", spec="@every:2h")).spec == "@every:7200000"
-        assert (await hg.apause_schedule("t1")).paused
-        assert not (await hg.aresume_schedule("t1")).paused
-        assert {s.id for s in (await hg.alist_schedules()).schedules} == {"nightly", "t1"}
-        run = await hg.arun_now("nightly", "key-1")
+        await hg.schedules.aput_many([{"schedule_id": "t1", "spec": "@every:1h", "kind": "k"}])
+        assert (await hg.schedules.aupdate("t1", spec="@every:2h")).spec == "@every:7200000"
+        assert (await hg.schedules.apause("t1")).paused
+        assert not (await hg.schedules.aresume("t1")).paused
+        assert {s.id for s in (await hg.schedules.alist()).schedules} == {"nightly", "t1"}
+        run = await hg.schedules.arun_now("nightly", "key-1")
         assert run.job_id
-        assert (await hg.aenqueue_events("nightly")).events == []
-        await hg.adelete_schedule("t1")
+        assert (await hg.schedules.aenqueue_events("nightly")).events == []
+        await hg.schedules.adelete("t1")
         with pytest.raises(NotFound):
-            await hg.aget_schedule("t1")
-        assert (await hg.aget_schedule("nightly")).kind == "k"
+            await hg.schedules.aget("t1")
+        assert (await hg.schedules.aget("nightly")).kind == "k"
 
     asyncio.run(host())
     assert hg.drain().succeeded == 3
@@ -86,7 +113,7 @@ def test_the_loop_runs_on_while_the_store_is_written(hg: Headgate) -> None:
         return beats, took
 
     beats, took = asyncio.run(host())
-    assert len(hg.list_jobs(limit=200).jobs) == 200
+    assert len(hg.jobs.list(limit=200).jobs) == 200
     assert beats >= 2, f"the loop ran {beats} times in {took:.3f} s of enqueues"
 
 
@@ -121,7 +148,7 @@ def test_a_job_joins_an_async_hosts_transaction(hg: Headgate, async_host: AsyncE
             assert (await connection.execute(select(orders.c.id))).scalars().all() == [2]
 
     asyncio.run(host())
-    assert sorted(str(job.payload) for job in hg.list_jobs().jobs) == [
+    assert sorted(str(job.payload) for job in hg.jobs.list().jobs) == [
         "{'order': 2}",
         "{'order': 3}",
     ]

@@ -44,18 +44,18 @@ def _by_the_pool(hg: Headgate, kind: str) -> tuple[object, ...]:
     hg.start(FAST, scheduler=False)
     try:
         deadline = time.monotonic() + 10
-        while not hg.get_job(job.id).attempt_history:
+        while not hg.jobs.get(job.id).attempt_history:
             assert time.monotonic() < deadline, "the pool recorded no end of the attempt"
             time.sleep(0.01)
     finally:
         hg.stop()
-    return _recorded(hg.get_job(job.id))
+    return _recorded(hg.jobs.get(job.id))
 
 
 def _by_drain(hg: Headgate, kind: str) -> tuple[object, ...]:
     job = hg.enqueue(kind)
     assert hg.drain().ran == 1
-    return _recorded(hg.get_job(job.id))
+    return _recorded(hg.jobs.get(job.id))
 
 
 def test_an_async_handler_past_its_timeout_is_recorded_timed_out_by_drain_as_by_the_pool(
@@ -199,8 +199,8 @@ def test_drain_stops_at_ctrl_c_and_records_nothing_for_the_attempt(hg: Headgate)
     job = hg.enqueue("interrupted")
     with pytest.raises(KeyboardInterrupt):
         hg.drain()
-    assert hg.get_job(job.id).attempt_history == ()
-    assert hg.workers() == [], "drain leaves no heartbeat behind"
+    assert hg.jobs.get(job.id).attempt_history == ()
+    assert hg.runtime.workers() == [], "drain leaves no heartbeat behind"
 
 
 def test_the_pool_records_a_handler_that_raises_keyboard_interrupt_as_failed(
@@ -249,7 +249,7 @@ def test_each_attempt_is_held_to_its_own_deadline_however_they_overlap(
 
     def wait_for(job_id: str, state: str) -> None:
         deadline = time.monotonic() + 10
-        while hg.get_job(job_id).state != state:
+        while hg.jobs.get(job_id).state != state:
             assert time.monotonic() < deadline, f"job {job_id} never became {state}"
             time.sleep(0.01)
 
@@ -260,7 +260,7 @@ def test_each_attempt_is_held_to_its_own_deadline_however_they_overlap(
     wait_for(running_short.id, "running")
     clock.advance(1_001)
     wait_for(running_short.id, "failed")
-    assert hg.get_job(running_long.id).state == "running"
+    assert hg.jobs.get(running_long.id).state == "running"
     release.set()
     wait_for(running_long.id, "completed")
 
@@ -269,4 +269,4 @@ def test_each_attempt_is_held_to_its_own_deadline_however_they_overlap(
     wait_for(later.id, "running")
     clock.advance(5_001)
     wait_for(later.id, "failed")
-    assert hg.get_job(later.id).error_message == "the handler ran past its timeout of 5 s"
+    assert hg.jobs.get(later.id).error_message == "the handler ran past its timeout of 5 s"

@@ -31,7 +31,7 @@ def _utc(text: str) -> int:
 
 def _recorded(hg: Headgate, schedule_id: str) -> list[tuple[int, int]]:
     """(tick, recorded at) of every enqueued attempt, oldest first."""
-    events = hg.enqueue_events(schedule_id, limit=100).events
+    events = hg.schedules.enqueue_events(schedule_id, limit=100).events
     return [(e.tick_ms, e.recorded_at_ms) for e in reversed(events) if e.outcome == "enqueued"]
 
 
@@ -56,7 +56,7 @@ def test_a_start_in_a_skipped_hour_begins_at_the_first_tick_that_exists(
     hg = make_headgate(ON_TIME)
     clock.set(_utc("2024-03-10T05:00"))
     spec = "CRON_TZ=America/New_York 30 * * * *"
-    schedule = hg.put_schedule("s", spec=spec, kind="k", start_at_ms=_utc("2024-03-10T07:00"))
+    schedule = hg.schedules.put("s", spec=spec, kind="k", start_at_ms=_utc("2024-03-10T07:00"))
     assert schedule.next_run_ms == _utc("2024-03-10T07:30")  # 03:30 EDT, not 01:30 EST
     assert schedule.start_at_ms == _utc("2024-03-10T07:00")
     clock.set(_utc("2024-03-10T07:10"))
@@ -73,7 +73,7 @@ def test_a_start_at_a_tick_fires_that_tick(
 ) -> None:
     hg = make_headgate(ON_TIME)
     start = START_MS + 10 * MINUTE
-    assert hg.put_schedule("s", spec="* * * * *", kind="k", start_at_ms=start).next_run_ms == start
+    assert hg.schedules.put("s", spec="* * * * *", kind="k", start_at_ms=start).next_run_ms == start
 
 
 @AND_MEMORY
@@ -85,16 +85,16 @@ def test_an_end_in_the_repeated_hour_finishes_the_schedule_and_the_sweep_stops_r
     hg = make_headgate(ON_TIME)
     clock.set(_utc("2024-11-03T04:45"))
     spec = "CRON_TZ=America/New_York 0,30 * * * *"
-    hg.put_schedule("s", spec=spec, kind="k", end_at_ms=_utc("2024-11-03T06:45"))
-    runs = hg.upcoming("s", count=10)
+    hg.schedules.put("s", spec=spec, kind="k", end_at_ms=_utc("2024-11-03T06:45"))
+    runs = hg.schedules.upcoming("s", count=10)
     assert [run.tick_ms for run in runs] == [_utc("2024-11-03T05:00"), _utc("2024-11-03T05:30")]
     _fire_each_at_its_instant(hg, clock, "s", runs)
-    schedule = hg.get_schedule("s")
+    schedule = hg.schedules.get("s")
     assert schedule.finished and schedule.next_due_at_ms is None
     assert schedule.next_run_ms == _utc("2024-11-03T07:00")
-    assert hg.upcoming("s") == []
-    assert hg._store.reads.due_schedules(MAX_INSTANT_MS, 10) == []
-    assert hg._store.reads.earliest_due_at() is None
+    assert hg.schedules.upcoming("s") == []
+    assert hg._core.store.reads.due_schedules(MAX_INSTANT_MS, 10) == []
+    assert hg._core.store.reads.earliest_due_at() is None
     clock.set(_utc("2024-11-04T00:00"))
     fire(hg)
     assert jobs_for(hg, "s") == [_utc("2024-11-03T05:00"), _utc("2024-11-03T05:30")]
@@ -106,13 +106,13 @@ def test_an_end_passed_while_down_fires_the_policy_s_ticks_up_to_it_then_finishe
 ) -> None:
     hg = make_headgate(ON_TIME)
     end = START_MS + 10 * MINUTE
-    hg.put_schedule(
+    hg.schedules.put(
         "b", spec="* * * * *", kind="k", on_missed="backfill", backfill_limit=3, end_at_ms=end
     )
     clock.advance(60 * MINUTE)
     fire(hg)
     assert jobs_for(hg, "b") == [end - 2 * MINUTE, end - MINUTE, end]
-    assert hg.get_schedule("b").finished
+    assert hg.schedules.get("b").finished
 
 
 @AND_MEMORY
@@ -120,15 +120,15 @@ def test_a_later_end_reopens_a_finished_schedule(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     hg = make_headgate(ON_TIME)
-    hg.put_schedule("s", spec="* * * * *", kind="k", end_at_ms=START_MS + MINUTE)
+    hg.schedules.put("s", spec="* * * * *", kind="k", end_at_ms=START_MS + MINUTE)
     clock.set(START_MS + MINUTE)
     fire(hg)
-    assert hg.get_schedule("s").finished
-    reopened = hg.put_schedule("s", spec="* * * * *", kind="k", end_at_ms=START_MS + 3 * MINUTE)
+    assert hg.schedules.get("s").finished
+    reopened = hg.schedules.put("s", spec="* * * * *", kind="k", end_at_ms=START_MS + 3 * MINUTE)
     assert not reopened.finished and reopened.next_run_ms == START_MS + 2 * MINUTE
     clock.set(START_MS + 3 * MINUTE)
     fire(hg)
-    assert hg.get_schedule("s").finished
+    assert hg.schedules.get("s").finished
 
 
 @AND_MEMORY
@@ -136,16 +136,16 @@ def test_a_start_dropped_or_moved_earlier_brings_the_schedule_back_now(
     hg: Headgate, clock: FakeClock
 ) -> None:
     day = 86_400_000
-    hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 30 * day)
-    assert hg.get_schedule("s").next_run_ms == START_MS + 30 * day
+    hg.schedules.put("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 30 * day)
+    assert hg.schedules.get("s").next_run_ms == START_MS + 30 * day
     clock.advance(5 * MINUTE + 1)
-    earlier = hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + day)
+    earlier = hg.schedules.put("s", spec="@every:60000", kind="k", start_at_ms=START_MS + day)
     assert earlier.next_run_ms == START_MS + day
-    dropped = hg.put_schedule("s", spec="@every:60000", kind="k")
+    dropped = hg.schedules.put("s", spec="@every:60000", kind="k")
     assert dropped.next_run_ms == START_MS + 6 * MINUTE
-    later = hg.put_schedule("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 2 * day)
+    later = hg.schedules.put("s", spec="@every:60000", kind="k", start_at_ms=START_MS + 2 * day)
     assert later.next_run_ms == START_MS + 2 * day
-    assert hg.upcoming("s", 1)[0].tick_ms == START_MS + 2 * day
+    assert hg.schedules.upcoming("s", 1)[0].tick_ms == START_MS + 2 * day
 
 
 @AND_MEMORY
@@ -163,10 +163,10 @@ def test_bounds_and_jitter_are_validated_naming_the_field_and_the_rule(hg: Headg
     ]
     for fields, message in cases:
         with pytest.raises(ValidationError) as caught:
-            hg.put_schedule("s", spec="* * * * *", kind="k", **fields)  # type: ignore[arg-type]
+            hg.schedules.put("s", spec="* * * * *", kind="k", **fields)  # type: ignore[arg-type]
         assert str(caught.value).startswith(message), fields
     with pytest.raises(Exception, match="no schedule"):
-        hg.get_schedule("s")
+        hg.schedules.get("s")
 
 
 @AND_MEMORY
@@ -175,44 +175,44 @@ def test_upcoming_runs_are_what_then_fires_at_their_jittered_instants_and_nothin
 ) -> None:
     hg = make_headgate(ON_TIME)
     start, end = START_MS + 5 * MINUTE, START_MS + 9 * MINUTE
-    hg.put_schedule(
+    hg.schedules.put(
         "j", spec="* * * * *", kind="k", start_at_ms=start, end_at_ms=end, jitter_ms=30_000
     )
-    runs = hg.upcoming("j", count=10)
+    runs = hg.schedules.upcoming("j", count=10)
     assert [run.tick_ms for run in runs] == [start + n * MINUTE for n in range(5)]
     delays = [run.due_at_ms - run.tick_ms for run in runs]
     assert all(0 <= delay < 30_000 for delay in delays) and len(set(delays)) > 1
     assert delays == [jitter_delay_ms("j", run.tick_ms, 30_000) for run in runs]
-    assert hg.get_schedule("j").next_due_at_ms == runs[0].due_at_ms
+    assert hg.schedules.get("j").next_due_at_ms == runs[0].due_at_ms
     _fire_each_at_its_instant(hg, clock, "j", runs)
     assert _recorded(hg, "j") == [(run.tick_ms, run.due_at_ms) for run in runs]
-    registry = hg.metrics_registry
+    registry = hg.metrics.registry
     assert registry.get_sample_value("headgate_tick_lateness_seconds_count") == len(runs)
     assert registry.get_sample_value("headgate_tick_lateness_seconds_sum") == 0
-    assert hg.get_schedule("j").finished
+    assert hg.schedules.get("j").finished
 
 
 @AND_MEMORY
 def test_upcoming_is_empty_while_paused_and_comes_back_on_resume(hg: Headgate) -> None:
-    hg.put_schedule("p", spec="@every:60000", kind="k", jitter_ms=5_000)
-    before = hg.upcoming("p", count=3)
+    hg.schedules.put("p", spec="@every:60000", kind="k", jitter_ms=5_000)
+    before = hg.schedules.upcoming("p", count=3)
     assert len(before) == 3
-    hg.pause_schedule("p")
-    assert hg.upcoming("p") == []
-    resumed = hg.resume_schedule("p")
+    hg.schedules.pause("p")
+    assert hg.schedules.upcoming("p") == []
+    resumed = hg.schedules.resume("p")
     assert (resumed.jitter_ms, resumed.next_due_at_ms) == (5_000, before[0].due_at_ms)
-    assert hg.upcoming("p", count=3) == before
+    assert hg.schedules.upcoming("p", count=3) == before
     with pytest.raises(ValidationError, match="count: must be an integer from 1 to 100"):
-        hg.upcoming("p", count=0)
+        hg.schedules.upcoming("p", count=0)
 
 
 @AND_MEMORY
 def test_a_respelt_macro_keeps_its_phase(hg: Headgate, clock: FakeClock) -> None:
-    first = hg.put_schedule("m", spec="0 0 * * *", kind="k")
+    first = hg.schedules.put("m", spec="0 0 * * *", kind="k")
     clock.advance(MINUTE)
-    again = hg.put_schedule("m", spec="@daily", kind="k")
+    again = hg.schedules.put("m", spec="@daily", kind="k")
     assert (again.spec, again.next_run_ms) == ("0 0 * * *", first.next_run_ms)
-    zoned = hg.put_schedule("z", spec="CRON_TZ=Europe/Paris @weekly", kind="k")
+    zoned = hg.schedules.put("z", spec="CRON_TZ=Europe/Paris @weekly", kind="k")
     assert zoned.spec == "CRON_TZ=Europe/Paris 0 0 * * 0"
 
 
@@ -220,7 +220,7 @@ _UPCOMING_IN_A_CHILD = """
 import json, sys
 from headgate import Headgate
 hg = Headgate(sys.argv[1])
-print(json.dumps([list(run) for run in hg.upcoming("j", count=20)]))
+print(json.dumps([list(run) for run in hg.schedules.upcoming("j", count=20)]))
 hg.close()
 """
 
@@ -232,8 +232,8 @@ def test_jitter_is_the_same_in_another_process_and_after_a_failover(
     """Another interpreter (its own hash seed) computes the same instants; a second
     runtime that takes over mid-schedule fires at them too."""
     first = make_headgate(ON_TIME)
-    first.put_schedule("j", spec="* * * * *", kind="k", jitter_ms=45_000)
-    runs = first.upcoming("j", count=20)
+    first.schedules.put("j", spec="* * * * *", kind="k", jitter_ms=45_000)
+    runs = first.schedules.upcoming("j", count=20)
     environment = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": "12345"}
     child = subprocess.run(
         [sys.executable, "-c", _UPCOMING_IN_A_CHILD, store_url],

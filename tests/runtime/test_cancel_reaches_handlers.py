@@ -70,7 +70,7 @@ def worker(store_url: str, runs: Runs) -> Iterator[Headgate]:
 def told_late_s(hg: Headgate, runs: Runs, schedule_id: str) -> list[float]:
     """For each tick job the next tick cancelled while it ran: how long after the
     next tick's job was made its handler was told."""
-    jobs = sorted(hg.list_jobs(schedule_id=schedule_id).jobs, key=lambda job: job.created_at_ms)
+    jobs = sorted(hg.jobs.list(schedule_id=schedule_id).jobs, key=lambda job: job.created_at_ms)
     late = []
     for job, successor in pairwise(jobs):
         if job.state == "cancelled" and job.id in runs.told_at_s:
@@ -88,7 +88,7 @@ def _assert_each_previous_run_was_told_at_once(worker: Headgate, runs: Runs) -> 
 def test_cancel_previous_tells_the_running_handler_at_once_in_its_process(
     worker: Headgate, runs: Runs
 ) -> None:
-    worker.put_schedule("each-second", spec="@every:1000", kind="long", overlap="cancel_previous")
+    worker.schedules.put("each-second", spec="@every:1000", kind="long", overlap="cancel_previous")
     worker.start(SLOW_HEARTBEAT)
     time.sleep(4.5)
     _assert_each_previous_run_was_told_at_once(worker, runs)
@@ -106,7 +106,7 @@ def test_cancel_previous_tells_the_running_handler_at_once_in_another_process(
                 import time
                 from headgate import Headgate, RuntimeConfig
                 hg = Headgate({store_url!r}, config=RuntimeConfig(lease_ttl_ms=2_000))
-                hg.put_schedule(
+                hg.schedules.put(
                     "each-second", spec="@every:1000", kind="long", overlap="cancel_previous"
                 )
                 hg.start(workers=False)
@@ -140,7 +140,7 @@ def test_an_operators_cancel_in_another_process_reaches_the_handler_at_once(
             "-c",
             f"import time; from headgate import Headgate\n"
             f"with Headgate({store_url!r}) as hg:\n"
-            f"    hg.cancel_job({job.id!r})\n"
+            f"    hg.jobs.cancel({job.id!r})\n"
             f"    print(time.time())",
         ],
         capture_output=True,
@@ -162,7 +162,7 @@ def test_an_idle_worker_sleeps_through_commits_that_could_take_no_job_of_its(
     with none running, the worker has nothing to look at and waits as before,
     rather than waking every millisecond for a look it never takes."""
     worker.start(SLOW_HEARTBEAT, scheduler=False)
-    pool = worker._pool
+    pool = worker._core.pool
     assert pool is not None
     turns = 0
     take_turn = pool._turn
@@ -174,6 +174,6 @@ def test_an_idle_worker_sleeps_through_commits_that_could_take_no_job_of_its(
 
     pool._turn = counted  # type: ignore[method-assign]
     with Headgate(store_url) as other:
-        other.put_schedule("elsewhere", spec="@every:60000", kind="other")
+        other.schedules.put("elsewhere", spec="@every:60000", kind="other")
         time.sleep(1.0)
     assert turns < 20, f"{turns} turns in a second with nothing to do"

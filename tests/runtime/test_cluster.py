@@ -72,7 +72,7 @@ def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> obj
 
 def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_path: Path) -> None:
     observer = Headgate(store_url, config=CONFIG)
-    observer.put_schedule(
+    observer.schedules.put(
         "pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="backfill", backfill_limit=1000
     )
     outputs = [tmp_path / f"runtime{n}.log" for n in range(3)]
@@ -87,7 +87,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
             children[child.pid] = (child, output)
 
         def holder_pid() -> int | None:
-            status = observer.lease_status()
+            status = observer.runtime.lease()
             return status.pid if status is not None and status.pid in children else None
 
         first = _wait_for(holder_pid, 30, "a first scheduler")
@@ -106,7 +106,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
 
         time.sleep(1.0)
         stale = second
-        if observer._store.backend.name == "postgresql":
+        if observer._core.store.backend.name == "postgresql":
             # A process frozen inside a transaction keeps its row locks until the
             # server ends its session (idle_in_transaction_session_timeout), so
             # the takeover may take that long. SQLite has no such timeout (a
@@ -131,9 +131,9 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
         for pid, (child, _) in children.items():
             child.wait(timeout=30)
             assert pid == first or child.returncode == 0
-        assert observer.lease_status() is None, "a clean stop releases the lease"
+        assert observer.runtime.lease() is None, "a clean stop releases the lease"
 
-        with observer._store.engine.connect() as connection:
+        with observer._core.store.engine.connect() as connection:
             ticks = [
                 int(t)
                 for (t,) in connection.execute(
@@ -147,7 +147,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
         assert ticks == expected, "every tick from first to last has exactly one job"
         records = Counter(
             e.event.tick_ms  # type: ignore[attr-defined]
-            for e in observer._store.log.read_all(0, 1_000_000)
+            for e in observer._core.store.log.read_all(0, 1_000_000)
             if e.type == "EnqueueAttempted" and e.event.outcome == "enqueued"  # type: ignore[attr-defined]
         )
         assert sorted(records) == ticks and set(records.values()) == {1}, (
@@ -161,7 +161,7 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
                 assert not [e for e in entries if e["event"] == "enqueue attempt"], (
                     f"process {pid} never held the lease, yet fired ticks"
                 )
-        if observer._store.backend.name == "postgresql":
+        if observer._core.store.backend.name == "postgresql":
             after_resume = [
                 e for e in logs[stale] if e["event"] == "enqueue attempt" and _at(e) > resumed_at
             ]
@@ -186,7 +186,7 @@ COMPACTING_CHILD = textwrap.dedent(
         sys.argv[1],
         config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2]), compaction_interval_ms=200),
     )
-    store, real_write = hg._store, hg._store.log.write
+    store, real_write = hg._core.store, hg._core.store.log.write
     compaction_writes = 0
     continued = threading.Event()
     signal.signal(signal.SIGCONT, lambda *_: continued.set())
@@ -238,11 +238,11 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
     for n in range(streams):
         # Quarantined, released, quarantined again: compaction keeps the newest
         # event of each type, so the first quarantine goes.
-        fingerprint = observer.fingerprint("k", n)
-        observer.quarantine(fingerprint, "crashed")
-        observer.release(fingerprint)
-        observer.quarantine(fingerprint, "crashed again")
-    store = observer._store
+        fingerprint = observer.quarantine.fingerprint("k", n)
+        observer.quarantine.add(fingerprint, "crashed")
+        observer.quarantine.release(fingerprint)
+        observer.quarantine.add(fingerprint, "crashed again")
+    store = observer._core.store
 
     def counts() -> tuple[int, int]:
         with store.engine.connect() as connection:
@@ -265,7 +265,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
         frozen = counts()
         assert frozen == (3 * streams - 50, 0), "the first transaction committed, no more"
-        held = observer.lease_status()
+        held = observer.runtime.lease()
         assert held is not None and held.pid == child.pid
         _wait_for(
             lambda: observer.clock.now_ms() > held.expires_at_ms + 50, 10, "the lease to expire"
@@ -282,7 +282,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         assert [e["term"] for e in stopped] == [held.term]
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=30)
-        status = observer.lease_status()
+        status = observer.runtime.lease()
         assert status is not None and status.holder == "observer"
     finally:
         if child.poll() is None:
@@ -334,7 +334,7 @@ FREEZING_CHILD = textwrap.dedent(
 
 
 def _pulse_ticks(observer: Headgate) -> list[int]:
-    with observer._store.engine.connect() as connection:
+    with observer._core.store.engine.connect() as connection:
         return [
             int(t)
             for (t,) in connection.execute(
@@ -356,7 +356,7 @@ def test_a_holder_frozen_past_its_lease_while_a_batch_waits_fires_again_at_once(
     observer = Headgate(
         store_url, config=RuntimeConfig(lease_ttl_ms=FROZEN_TTL_MS, min_interval_ms=INTERVAL_MS)
     )
-    observer.put_schedule("pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="skip")
+    observer.schedules.put("pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="skip")
     output = tmp_path / "holder.log"
     child = subprocess.Popen(
         [sys.executable, "-c", FREEZING_CHILD, store_url, str(FROZEN_TTL_MS)],
@@ -367,7 +367,7 @@ def test_a_holder_frozen_past_its_lease_while_a_batch_waits_fires_again_at_once(
     try:
         _wait_for(lambda: "pausing before instant" in output.read_text(), 30, "a batch to wait")
         _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
-        held = observer.lease_status()
+        held = observer.runtime.lease()
         assert held is not None and held.pid == child.pid
         before = _pulse_ticks(observer)
         assert before, "the holder fired ticks before it froze"
@@ -396,7 +396,7 @@ def test_a_holder_frozen_past_its_lease_while_a_batch_waits_fires_again_at_once(
         assert len([tick for tick in ticks if tick >= resumed_ms]) >= 3, "ticks went on firing"
         attempts = [
             (e.event.tick_ms, e.event.next_run_ms)  # type: ignore[attr-defined]
-            for e in observer._store.log.read_stream(schedule_stream("pulse"))
+            for e in observer._core.store.log.read_stream(schedule_stream("pulse"))
             if e.type == "EnqueueAttempted"
         ]
         assert [tick for tick, _ in attempts] == ticks, "one job and one record per tick"

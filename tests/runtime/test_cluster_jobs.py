@@ -80,7 +80,7 @@ def _eventually(predicate: Callable[[], bool], timeout_s: float, what: str) -> N
 
 
 def _pids_running_jobs(hg: Headgate) -> set[int]:
-    return {worker.pid for worker in hg.workers() if worker.running_job_ids}
+    return {worker.pid for worker in hg.runtime.workers() if worker.running_job_ids}
 
 
 def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
@@ -91,7 +91,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
     )
     for _ in range(BACKLOG):
         observer.enqueue("work")
-    observer.put_schedule(
+    observer.schedules.put(
         "pulse",
         spec=f"@every:{INTERVAL_MS}",
         kind="work",
@@ -103,10 +103,10 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
     killed: list[subprocess.Popen[bytes]] = []
     try:
         hosts = [_host(store_url, tmp_path / f"host{n}.log") for n in range(3)]
-        _eventually(lambda: observer.lease_status() is not None, 30, "a scheduler")
+        _eventually(lambda: observer.runtime.lease() is not None, 30, "a scheduler")
         for kill in range(KILLS):
             time.sleep(1.0)
-            lease = observer.lease_status()
+            lease = observer.runtime.lease()
             holder = next((h for h in hosts if lease and h.pid == lease.pid), None)
             busy = [h for h in hosts if h.pid in _pids_running_jobs(observer)]
             victim = (
@@ -118,7 +118,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
             victim.wait(timeout=10)
             killed.append(victim)
             hosts[hosts.index(victim)] = _host(store_url, tmp_path / f"host{3 + kill}.log")
-        observer.put_schedule(
+        observer.schedules.put(
             "pulse",
             spec=f"@every:{INTERVAL_MS}",
             kind="work",
@@ -130,7 +130,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
         def settled() -> bool:
             # One read: a rescue between a read of pending jobs and one of running
             # jobs would move its jobs past both.
-            with observer._store.engine.connect() as connection:
+            with observer._core.store.engine.connect() as connection:
                 unfinished = connection.execute(
                     text("SELECT count(*) FROM headgate_jobs WHERE state IN ('pending', 'running')")
                 ).scalar_one()
@@ -142,7 +142,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
         for host in hosts:
             assert host.wait(timeout=30) == 0
 
-        with observer._store.engine.connect() as connection:
+        with observer._core.store.engine.connect() as connection:
             states: dict[str, int] = {
                 state: count
                 for state, count in connection.execute(

@@ -29,7 +29,7 @@ def test_ticks_fire_while_a_compaction_runs_and_stop_cuts_it_short(
 
     hg, faults = make_faulty(RuntimeConfig(lease_ttl_ms=10 * MINUTE, compaction_interval_ms=MINUTE))
     faults.around_compaction = slow_compact
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     fire(hg)
     clock.advance(MINUTE)
     fire(hg)  # a compaction is due: it starts, and the tick fires
@@ -61,21 +61,21 @@ def test_a_failure_streak_longer_than_the_kept_history_still_rebuilds_where_the_
     hook = _Switchable()
     quiet = RuntimeConfig(lease_ttl_ms=10_000 * MINUTE, compaction_interval_ms=10_000 * MINUTE)
     hg = make_headgate(quiet, hooks=[hook])
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     clock.advance(MINUTE)
     fire(hg)
     hook.failing = True
     for _ in range(110):
-        schedule = hg.get_schedule("s")
+        schedule = hg.schedules.get("s")
         clock.set(max(schedule.next_run_ms, schedule.retry_at_ms or 0))
         fire(hg)
     hg.stop()
-    assert len(hg.enqueue_events("s", limit=100).events) == 100
-    report = hg.compact()
+    assert len(hg.schedules.enqueue_events("s", limit=100).events) == 100
+    report = hg.runtime.compact()
     assert report.events_deleted > 0
-    rebuild(hg._store)
-    assert verify(hg._store).ok
-    schedule = hg.get_schedule("s")
+    rebuild(hg._core.store)
+    assert verify(hg._core.store).ok
+    schedule = hg.schedules.get("s")
     assert (schedule.next_run_ms, schedule.last_enqueued_ms) == (
         START_MS + 2 * MINUTE,
         START_MS + MINUTE,

@@ -81,8 +81,8 @@ POINTS = ["events_written", "advance_projected", "before_commit", "after_commit"
 
 def _define_schedules(store_url: str) -> None:
     setup = Headgate(store_url, clock=FakeClock(START_MS))
-    setup.put_schedule("every-hour", spec="@every:3600000", kind="k")
-    setup.put_schedule(
+    setup.schedules.put("every-hour", spec="@every:3600000", kind="k")
+    setup.schedules.put(
         "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_limit=3
     )
     setup.close()
@@ -104,18 +104,18 @@ def _durable(store_url: str) -> dict[str, object]:
     """What the store holds, read without starting a runtime."""
     hg = Headgate(store_url, clock=FakeClock(START_MS))
     try:
-        types = Counter(e.type for e in hg._store.log.read_all(0, 100_000))
-        with hg._store.engine.connect() as connection:
+        types = Counter(e.type for e in hg._core.store.log.read_all(0, 100_000))
+        with hg._core.store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM headgate_jobs")).scalar_one()
         return {
             "jobs": jobs,
             "records": types["EnqueueAttempted"],
             "advances": sum(
                 e.event.next_run_ms > e.event.tick_ms
-                for e in hg._store.log.read_all(0, 100_000)
+                for e in hg._core.store.log.read_all(0, 100_000)
                 if e.type == "EnqueueAttempted"
             ),
-            "next_run": [hg.get_schedule(s).next_run_ms for s in ("every-hour", "backfill")],
+            "next_run": [hg.schedules.get(s).next_run_ms for s in ("every-hour", "backfill")],
         }
     finally:
         hg.close()
@@ -136,15 +136,15 @@ def _assert_each_tick_once(
         assert hg.run_pending(timeout=60)
         expected = {"every-hour": every_hour, "backfill": backfill}
         for schedule_id, ticks in expected.items():
-            records = hg.enqueue_events(schedule_id, limit=100).events
+            records = hg.schedules.enqueue_events(schedule_id, limit=100).events
             assert Counter(e.tick_ms for e in records) == Counter(ticks), (
                 f"one audit record per tick ({schedule_id})"
             )
             assert {e.outcome for e in records} == {"enqueued"}
             for event in records:
-                job = hg.get_job(event.job_id)
+                job = hg.jobs.get(event.job_id)
                 assert job.periodic_origin == (schedule_id, event.tick_ms)
-            stream = hg._store.log.read_stream(schedule_stream(schedule_id))
+            stream = hg._core.store.log.read_stream(schedule_stream(schedule_id))
             advances = [
                 (e.event.tick_ms, e.event.next_run_ms)
                 for e in stream
@@ -153,8 +153,8 @@ def _assert_each_tick_once(
             assert advances == [(tick, tick + HOUR) for tick in ticks], (
                 "advanced exactly once per tick, each to the tick after it"
             )
-            assert hg.get_schedule(schedule_id).next_run_ms == next_run
-        with hg._store.engine.connect() as connection:
+            assert hg.schedules.get(schedule_id).next_run_ms == next_run
+        with hg._core.store.engine.connect() as connection:
             duplicates = connection.execute(
                 text(
                     "SELECT periodic_schedule_id, periodic_tick_ms, COUNT(*) FROM headgate_jobs "
@@ -233,7 +233,7 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
     for round_, hours in enumerate((0, *rounds)):
         clock.advance(hours * HOUR)
         for name in ("a", "b", "c"):  # a changed payload: a definition of its history
-            hg.put_schedule(
+            hg.schedules.put(
                 name,
                 spec="@every:3600000",
                 kind="k",
@@ -260,21 +260,21 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
             "attempts": [100, 110, 110],
             "history rows": [100, 110, 110],
         }, "one stream compacted, one rolled back"
-        assert verify(hg._store).ok
-        hg.compact()
+        assert verify(hg._core.store).ok
+        hg.runtime.compact()
         assert _per_schedule(hg) == {
             "definitions": [5, 5, 5],
             "attempts": [100, 100, 100],
             "history rows": [100, 100, 100],
         }
-        assert verify(hg._store).ok
+        assert verify(hg._core.store).ok
         for name in ("a", "b", "c"):
-            events = hg.enqueue_events(name, limit=100).events
+            events = hg.schedules.enqueue_events(name, limit=100).events
             assert sorted(e.tick_ms for e in events) == [
                 START_MS + n * HOUR for n in range(11, 111)
             ]
-            assert all(hg.get_job(e.job_id).periodic_origin for e in events)
-            assert hg.get_schedule(name).next_run_ms == START_MS + 111 * HOUR
+            assert all(hg.jobs.get(e.job_id).periodic_origin for e in events)
+            assert hg.schedules.get(name).next_run_ms == START_MS + 111 * HOUR
     finally:
         hg.close()
 
@@ -282,8 +282,8 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
 def _per_schedule(hg: Headgate) -> dict[str, list[int]]:
     """Definitions and attempts in the log, and rows in the history table, per
     schedule (sorted counts)."""
-    logged = hg._store.log.read_all(0, 100_000)
-    with hg._store.engine.connect() as connection:
+    logged = hg._core.store.log.read_all(0, 100_000)
+    with hg._core.store.engine.connect() as connection:
         history = connection.execute(
             text("SELECT schedule_id, COUNT(*) FROM headgate_enqueue_history GROUP BY schedule_id")
         ).all()

@@ -100,14 +100,14 @@ def supervisor(store_url: str) -> Iterator[Supervisor]:
 
 
 def _quarantined(hg: Headgate, fingerprint: str) -> bool:
-    return hg.quarantine_entry(fingerprint) is not None
+    return hg.quarantine.get(fingerprint) is not None
 
 
 def test_a_crash_loop_is_quarantined_after_three_deaths_whatever_the_ttl(
     store_url: str, supervisor: Supervisor
 ) -> None:
     hg = Headgate(store_url)
-    fingerprint = hg.fingerprint("poison", {"bad": True})
+    fingerprint = hg.quarantine.fingerprint("poison", {"bad": True})
     for _ in range(POISONED):
         hg.enqueue("poison", {"bad": True}, queue="poison")
     began = time.monotonic()
@@ -123,14 +123,14 @@ def test_a_crash_loop_is_quarantined_after_three_deaths_whatever_the_ttl(
             assert child.exitcode == POISON_EXIT
             deaths += 1
     took = time.monotonic() - began
-    entry = hg.quarantine_entry(fingerprint)
+    entry = hg.quarantine.get(fingerprint)
     assert entry is not None, f"not quarantined after {deaths} deaths"
     before, in_all = _deaths(hg)
     print(f"\ncrash loop: quarantined after {before} deaths ({deaths} seen), {took:.1f} s")
     assert before <= 4, f"{before} workers died of it before it was quarantined"
     assert "crash limit" in entry.note
     # The backlog is held with its fingerprint: nothing is left to kill the next worker.
-    assert {job.state for job in hg.list_jobs(kind="poison").jobs} == {"quarantined"}
+    assert {job.state for job in hg.jobs.list(kind="poison").jobs} == {"quarantined"}
     assert before == deaths, "every death is recorded as the crash of its attempt"
     assert in_all == before, "no poison job killed a worker after the quarantine"
     hg.close()
@@ -140,8 +140,8 @@ def _deaths(hg: Headgate) -> tuple[int, int]:
     """Workers a poison job killed, as the rescues recorded them (each crashed
     attempt is a JobAbandoned, or the JobQuarantined that held it): up to the
     quarantine's write, and in all."""
-    kinds = {job.id: job.kind for job in hg.list_jobs(limit=200).jobs}
-    log = hg._store.log.read_all(0, 10_000)
+    kinds = {job.id: job.kind for job in hg.jobs.list(limit=200).jobs}
+    log = hg._core.store.log.read_all(0, 10_000)
     quarantined_at = next(
         (r.recorded_at_ms for r in log if r.type == "FingerprintQuarantined"), None
     )
@@ -163,12 +163,12 @@ def test_a_restarted_workers_orphans_run_again_within_a_second(
     hg = Headgate(store_url)
     job = hg.enqueue("steady", queue="steady")
     first, _ = supervisor.start()
-    _eventually(lambda: hg.get_job(job.id).state == "running", 30, "the first worker's claim")
+    _eventually(lambda: hg.jobs.get(job.id).state == "running", 30, "the first worker's claim")
     first.kill()
     first.join(timeout=30)
     second, restarted = supervisor.start()
-    _eventually(lambda: hg.get_job(job.id).state == "completed", 30, "the orphan to run again")
-    done = hg.get_job(job.id)
+    _eventually(lambda: hg.jobs.get(job.id).state == "completed", 30, "the orphan to run again")
+    done = hg.jobs.get(job.id)
     ran_again_in = done.updated_at_ms / 1000 - restarted.value
     print(f"\norphan: ran again {ran_again_in:.2f} s after the restarted worker started")
     assert (done.crash_count, done.result) == (1, {"pid": second.pid})

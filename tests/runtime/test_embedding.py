@@ -23,7 +23,7 @@ from headgate._errors import AdmissionRejected, DuplicateJob, StoreUnavailable, 
 from headgate._store.port import NO_STREAM, StreamAppend
 from headgate._store.sql.engine import create_store_engine
 from headgate._store.sql.schema import events
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, finish_job
 from tests.runtime.conftest import START_MS, fire, jobs_for
 from tests.store.builders import schedule_defined
 
@@ -38,22 +38,22 @@ def _nested(depth: int) -> list[object]:
 
 
 def _event_count(hg: Headgate) -> int:
-    with hg._store.engine.connect() as connection:
+    with hg._core.store.engine.connect() as connection:
         return int(connection.execute(select(func.count()).select_from(events)).scalar_one())
 
 
 class TestPutSchedule:
     def test_an_unchanged_spec_keeps_its_phase(self, hg: Headgate, clock: FakeClock) -> None:
-        first = hg.put_schedule("s", spec="@every:3600000", kind="k", payload={"v": 1})
+        first = hg.schedules.put("s", spec="@every:3600000", kind="k", payload={"v": 1})
         clock.advance(20 * MINUTE)
-        again = hg.put_schedule("s", spec="@every:3600000", kind="k", payload={"v": 2})
+        again = hg.schedules.put("s", spec="@every:3600000", kind="k", payload={"v": 2})
         assert again.next_run_ms == first.next_run_ms
         assert again.payload == {"v": 2}
 
     def test_a_changed_spec_re_anchors_after_now(self, hg: Headgate, clock: FakeClock) -> None:
-        hg.put_schedule("s", spec="@every:3600000", kind="k")
+        hg.schedules.put("s", spec="@every:3600000", kind="k")
         clock.advance(20 * MINUTE)
-        changed = hg.put_schedule("s", spec="*/15 * * * *", kind="k")
+        changed = hg.schedules.put("s", spec="*/15 * * * *", kind="k")
         assert changed.next_run_ms == START_MS + 30 * MINUTE
 
     @pytest.mark.parametrize(
@@ -65,24 +65,24 @@ class TestPutSchedule:
     ) -> None:
         """A deploy re-putting the same schedule, spelled differently, must not lose the
         run missed while the scheduler was down (2024-01-01 is a Monday)."""
-        first = hg.put_schedule("s", spec="0 9 * * 1-5", kind="k", on_missed="run_once")
+        first = hg.schedules.put("s", spec="0 9 * * 1-5", kind="k", on_missed="run_once")
         clock.set(first.next_run_ms + 5 * MINUTE)
-        again = hg.put_schedule("s", spec=respelled, kind="k", on_missed="run_once")
+        again = hg.schedules.put("s", spec=respelled, kind="k", on_missed="run_once")
         assert again.next_run_ms == first.next_run_ms
         fire(hg)
         assert jobs_for(hg, "s") == [first.next_run_ms]
 
     def test_a_different_day_rule_is_a_change(self, hg: Headgate, clock: FakeClock) -> None:
         """`* * 1 * 1-5` ORs the day fields; `* * 1 * *` does not: not the same ticks."""
-        first = hg.put_schedule("s", spec="0 9 1 * *", kind="k")
+        first = hg.schedules.put("s", spec="0 9 1 * *", kind="k")
         clock.set(first.next_run_ms + 5 * MINUTE)
-        again = hg.put_schedule("s", spec="0 9 1 * 0-6", kind="k")
+        again = hg.schedules.put("s", spec="0 9 1 * 0-6", kind="k")
         assert again.next_run_ms > clock.now_ms()
 
     def test_an_identical_put_writes_nothing(self, hg: Headgate) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="k", payload={"a": [1]})
+        hg.schedules.put("s", spec="0 9 * * *", kind="k", payload={"a": [1]})
         before = _event_count(hg)
-        hg.put_schedule("s", spec="0  9 * * *", kind="k", payload={"a": [1]})
+        hg.schedules.put("s", spec="0  9 * * *", kind="k", payload={"a": [1]})
         assert _event_count(hg) == before
 
     @pytest.mark.parametrize(
@@ -106,49 +106,49 @@ class TestPutSchedule:
     def test_bad_input_raises_and_changes_nothing(
         self, hg: Headgate, fields: dict[str, object], message: str
     ) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        hg.schedules.put("s", spec="0 9 * * *", kind="k")
         before = _event_count(hg)
         arguments: dict[str, object] = {"spec": "0 9 * * *", "kind": "k", **fields}
         with pytest.raises(
             ValidationError,
             match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*"),
         ):
-            hg.put_schedule("s", **arguments)  # type: ignore[arg-type]
+            hg.schedules.put("s", **arguments)  # type: ignore[arg-type]
         assert _event_count(hg) == before
-        assert hg.get_schedule("s").spec == "0 9 * * *"
+        assert hg.schedules.get("s").spec == "0 9 * * *"
 
     def test_bad_ids_are_rejected(self, hg: Headgate) -> None:
         with pytest.raises(ValidationError, match="id: must be 1-128 characters"):
-            hg.put_schedule("x" * 129, spec="0 9 * * *", kind="k")
+            hg.schedules.put("x" * 129, spec="0 9 * * *", kind="k")
 
     def test_delete_keeps_history_and_hides_the_schedule(
         self, hg: Headgate, clock: FakeClock
     ) -> None:
-        hg.put_schedule("s", spec="@every:60000", kind="k")
+        hg.schedules.put("s", spec="@every:60000", kind="k")
         clock.advance(MINUTE)
         fire(hg)
-        hg.delete_schedule("s")
+        hg.schedules.delete("s")
         with pytest.raises(NotFound):
-            hg.get_schedule("s")
+            hg.schedules.get("s")
         with pytest.raises(NotFound):
-            hg.delete_schedule("s")
+            hg.schedules.delete("s")
         assert jobs_for(hg, "s") == [START_MS + MINUTE]
         clock.advance(MINUTE)
         fire(hg)
         assert jobs_for(hg, "s") == [START_MS + MINUTE]
 
     def test_a_paused_schedule_does_not_fire(self, hg: Headgate, clock: FakeClock) -> None:
-        hg.put_schedule("s", spec="@every:60000", kind="k", paused=True)
+        hg.schedules.put("s", spec="@every:60000", kind="k", paused=True)
         clock.advance(5 * MINUTE)
         fire(hg)
         assert jobs_for(hg, "s") == []
 
     def test_listing_pages_through_every_schedule(self, hg: Headgate) -> None:
         for n in range(7):
-            hg.put_schedule(f"s{n}", spec="@every:60000", kind="k")
+            hg.schedules.put(f"s{n}", spec="@every:60000", kind="k")
         seen, cursor = [], None
         while True:
-            page = hg.list_schedules(limit=3, cursor=cursor)
+            page = hg.schedules.list(limit=3, cursor=cursor)
             seen += [s.id for s in page.schedules]
             cursor = page.next_cursor
             if cursor is None:
@@ -158,25 +158,25 @@ class TestPutSchedule:
 
 class TestRunNow:
     def test_the_same_key_twice_makes_one_job(self, hg: Headgate) -> None:
-        schedule = hg.put_schedule("s", spec="0 9 * * *", kind="report", payload={"team": 7})
-        first = hg.run_now("s", idempotency_key="click-1")
-        second = hg.run_now("s", idempotency_key="click-1")
+        schedule = hg.schedules.put("s", spec="0 9 * * *", kind="report", payload={"team": 7})
+        first = hg.schedules.run_now("s", idempotency_key="click-1")
+        second = hg.schedules.run_now("s", idempotency_key="click-1")
         assert first.job_id == second.job_id
         assert (first.replayed, second.replayed) == (False, True)
-        job = hg.get_job(first.job_id)
+        job = hg.jobs.get(first.job_id)
         assert (job.kind, job.payload, job.periodic_origin) == ("report", {"team": 7}, None)
-        assert hg.get_schedule("s").next_run_ms == schedule.next_run_ms
-        assert hg.enqueue_events("s").events == []
+        assert hg.schedules.get("s").next_run_ms == schedule.next_run_ms
+        assert hg.schedules.enqueue_events("s").events == []
 
     def test_different_keys_make_two_jobs(self, hg: Headgate) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="k")
-        assert hg.run_now("s", "a").job_id != hg.run_now("s", "b").job_id
+        hg.schedules.put("s", spec="0 9 * * *", kind="k")
+        assert hg.schedules.run_now("s", "a").job_id != hg.schedules.run_now("s", "b").job_id
 
     def test_concurrent_double_click_makes_one_job(self, hg: Headgate) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="k")
+        hg.schedules.put("s", spec="0 9 * * *", kind="k")
         results: list[object] = []
         threads = [
-            threading.Thread(target=lambda: results.append(hg.run_now("s", "dbl")))
+            threading.Thread(target=lambda: results.append(hg.schedules.run_now("s", "dbl")))
             for _ in range(4)
         ]
         for thread in threads:
@@ -187,54 +187,54 @@ class TestRunNow:
         assert sum(not r.replayed for r in results) == 1  # type: ignore[attr-defined]
 
     def test_keys_outlive_24_hours_and_the_schedule(self, hg: Headgate, clock: FakeClock) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="k")
-        first = hg.run_now("s", "k1")
-        hg.finish_job(first.job_id)
-        hg.delete_schedule("s")
+        hg.schedules.put("s", spec="0 9 * * *", kind="k")
+        first = hg.schedules.run_now("s", "k1")
+        finish_job(hg, first.job_id)
+        hg.schedules.delete("s")
         clock.advance(23 * 3_600_000)
-        hg.compact()
+        hg.runtime.compact()
         clock.advance(2 * 3_600_000)
-        hg.compact()
-        assert hg.run_now("s", "k1") == (first.job_id, True)
+        hg.runtime.compact()
+        assert hg.schedules.run_now("s", "k1") == (first.job_id, True)
 
     def test_it_goes_through_the_admission_gate(self, hg: Headgate) -> None:
-        hg.put_schedule("s", spec="0 9 * * *", kind="poison")
-        hg.quarantine(hg.fingerprint("poison", None))
+        hg.schedules.put("s", spec="0 9 * * *", kind="poison")
+        hg.quarantine.add(hg.quarantine.fingerprint("poison", None))
         with pytest.raises(AdmissionRejected, match="quarantined"):
-            hg.run_now("s", "k1")
+            hg.schedules.run_now("s", "k1")
         with pytest.raises(NotFound):
-            hg.run_now("missing", "k1")
+            hg.schedules.run_now("missing", "k1")
         with pytest.raises(ValidationError, match="Idempotency-Key"):
-            hg.run_now("s", "")
+            hg.schedules.run_now("s", "")
 
     def test_it_meets_todays_payload_limit(
         self, make_headgate: Callable[..., Headgate], clock: FakeClock
     ) -> None:
         """A schedule stored under a larger limit: its automatic ticks fail
         invalid_request, and Enqueue now is refused the same way."""
-        make_headgate().put_schedule("s", spec="@every:60000", kind="k", payload="x" * 2000)
+        make_headgate().schedules.put("s", spec="@every:60000", kind="k", payload="x" * 2000)
         strict = make_headgate(RuntimeConfig(limits=AdmissionLimits(max_payload_bytes=1024)))
         before = _event_count(strict)
         with pytest.raises(ValidationError, match="payload: is 2002 bytes as JSON; the limit is"):
-            strict.run_now("s", "k1")
+            strict.schedules.run_now("s", "k1")
         assert _event_count(strict) == before
         clock.advance(MINUTE)
         fire(strict)
-        (attempt,) = strict.enqueue_events("s").events
+        (attempt,) = strict.schedules.enqueue_events("s").events
         assert (attempt.outcome, attempt.reason) == ("failed", "invalid_request")
 
 
 class TestOrdinaryJobs:
     def test_an_ordinary_job_has_no_origin(self, hg: Headgate) -> None:
         job = hg.enqueue("email.send", {"to": "a@b"})
-        assert hg.get_job(job.id).periodic_origin is None
+        assert hg.jobs.get(job.id).periodic_origin is None
 
     def test_origin_needs_both_fields(self, hg: Headgate) -> None:
         with pytest.raises(
             ValidationError, match="periodic_origin: needs both schedule_id and tick_ms"
         ):
             hg.enqueue("k", periodic_origin={"schedule_id": "s"})
-        hg.put_schedule("s", spec="@every:60000", kind="k")
+        hg.schedules.put("s", spec="@every:60000", kind="k")
         job = hg.enqueue("k", periodic_origin={"schedule_id": "s", "tick_ms": 5})
         assert job.periodic_origin == ("s", 5)
 
@@ -250,8 +250,8 @@ class TestOrdinaryJobs:
             ValidationError, match=r"periodic_origin\.schedule_id: no schedule 'ghost'"
         ):
             hg.enqueue("k", periodic_origin=("ghost", 5))
-        hg.put_schedule("gone", spec="@every:60000", kind="k")
-        hg.delete_schedule("gone")
+        hg.schedules.put("gone", spec="@every:60000", kind="k")
+        hg.schedules.delete("gone")
         with pytest.raises(ValidationError, match=r"periodic_origin\.schedule_id: no schedule"):
             hg.enqueue("k", periodic_origin=("gone", 5))
         assert _event_count(hg) == before + 2  # the schedule's definition and deletion only
@@ -259,7 +259,7 @@ class TestOrdinaryJobs:
     def test_a_fired_tick_keeps_its_one_job(self, hg: Headgate, clock: FakeClock) -> None:
         """An enqueue naming a tick the scheduler fired is refused with the tick's job,
         while it is pending and once it has finished: never a second row."""
-        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", payload={"n": 1})
+        schedule = hg.schedules.put("s", spec="@every:60000", kind="k", payload={"n": 1})
         tick = schedule.next_run_ms
         clock.set(tick)
         fire(hg)
@@ -274,12 +274,12 @@ class TestOrdinaryJobs:
                 str(caught.value) == f"tick {tick} of schedule 's' already has its job {tick_job}"
             )
             if finish:
-                hg.finish_job(tick_job, "completed")
+                finish_job(hg, tick_job, "completed")
         assert _event_count(hg) == before + 1  # the finish, nothing of the enqueues
         assert jobs_for(hg, "s") == [tick]
 
     def test_a_tick_still_to_come_is_the_schedulers(self, hg: Headgate, clock: FakeClock) -> None:
-        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", payload={"n": 1})
+        schedule = hg.schedules.put("s", spec="@every:60000", kind="k", payload={"n": 1})
         tick = schedule.next_run_ms
         with pytest.raises(
             ValidationError, match=r"periodic_origin\.tick_ms: tick .* is not before"
@@ -289,16 +289,16 @@ class TestOrdinaryJobs:
             hg.enqueue("k", periodic_origin=("s", tick + 10 * MINUTE))
         clock.set(tick)
         fire(hg)
-        (attempt,) = hg.enqueue_events("s").events
+        (attempt,) = hg.schedules.enqueue_events("s").events
         assert (attempt.outcome, attempt.job_id) == ("enqueued", tick_job_id("s", tick))
-        assert hg.get_job(attempt.job_id).payload == {"n": 1}  # the schedule's own job
+        assert hg.jobs.get(attempt.job_id).payload == {"n": 1}  # the schedule's own job
 
     def test_a_passed_tick_without_a_job_takes_the_ticks_identity(
         self, hg: Headgate, clock: FakeClock
     ) -> None:
         """A tick the scheduler skipped (missed-run policy skip) may be credited by
         hand, once: the job gets the tick's id and unique key."""
-        schedule = hg.put_schedule("s", spec="@every:60000", kind="k", on_missed="skip")
+        schedule = hg.schedules.put("s", spec="@every:60000", kind="k", on_missed="skip")
         skipped = schedule.next_run_ms
         clock.set(skipped + 2 * MINUTE)
         fire(hg)  # fires only the latest due tick
@@ -321,7 +321,7 @@ class TestOrdinaryJobs:
 
     def test_unknown_job(self, hg: Headgate) -> None:
         with pytest.raises(NotFound):
-            hg.get_job("nope")
+            hg.jobs.get("nope")
 
 
 class TestLease:
@@ -333,16 +333,16 @@ class TestLease:
         assert first.run_pending()
         second.start()
         assert not second.run_pending()
-        status = first.lease_status()
+        status = first.runtime.lease()
         assert status is not None and status.term == 1
         first.stop()  # releases
-        assert first.lease_status() is None
+        assert first.runtime.lease() is None
         assert second.run_pending()
-        status = second.lease_status()
+        status = second.runtime.lease()
         assert status is not None and status.term == 2
 
     def test_stop_then_start_again(self, hg: Headgate, clock: FakeClock) -> None:
-        hg.put_schedule("s", spec="@every:60000", kind="k")
+        hg.schedules.put("s", spec="@every:60000", kind="k")
         hg.start()
         hg.stop()
         clock.advance(MINUTE)
@@ -353,13 +353,13 @@ class TestLease:
         self, make_headgate: Callable[..., Headgate], clock: FakeClock
     ) -> None:
         few = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, shards=4))
-        few.put_schedule("one", spec="@every:60000", kind="k")
+        few.schedules.put("one", spec="@every:60000", kind="k")
         baseline = threading.active_count()
         few.start()
         assert few.run_pending()
         with_one = threading.active_count() - baseline
         few.stop()
-        few._store.log.append_units(
+        few._core.store.log.append_units(
             [
                 [StreamAppend(f"schedule-bulk{n}", NO_STREAM, (_definition(f"bulk{n}"),))]
                 for n in range(3000)
@@ -392,11 +392,11 @@ class TestDaylightSaving:
 
     def test_spring_forward_skips_the_missing_hour(self, hg: Headgate, clock: FakeClock) -> None:
         clock.set(self._local("2024-03-09 12:00"))
-        hg.put_schedule("half-two", spec="CRON_TZ=America/New_York 30 2 * * *", kind="k")
-        hg.put_schedule("hourly", spec="CRON_TZ=America/New_York 0 * * * *", kind="k")
+        hg.schedules.put("half-two", spec="CRON_TZ=America/New_York 30 2 * * *", kind="k")
+        hg.schedules.put("hourly", spec="CRON_TZ=America/New_York 0 * * * *", kind="k")
         self._night(hg, clock, "2024-03-10 00:00", 4)
         assert jobs_for(hg, "half-two") == []  # 02:30 does not exist that night
-        assert hg.get_schedule("half-two").next_run_ms == self._local("2024-03-11 02:30")
+        assert hg.schedules.get("half-two").next_run_ms == self._local("2024-03-11 02:30")
         assert jobs_for(hg, "hourly") == [
             self._local("2024-03-10 00:00"),  # the latest tick missed while the clock jumped
             self._local("2024-03-10 01:00"),
@@ -407,31 +407,31 @@ class TestDaylightSaving:
 
     def test_fall_back_fires_the_repeated_hour_once(self, hg: Headgate, clock: FakeClock) -> None:
         clock.set(self._local("2024-11-02 12:00"))
-        hg.put_schedule("half-one", spec="CRON_TZ=America/New_York 30 1 * * *", kind="k")
+        hg.schedules.put("half-one", spec="CRON_TZ=America/New_York 30 1 * * *", kind="k")
         self._night(hg, clock, "2024-11-03 00:00", 4)
         assert jobs_for(hg, "half-one") == [1730611800000]  # 01:30 EDT, not again at 01:30 EST
         assert tick_job_id("half-one", 1730611800000) in {
-            e.job_id for e in hg.enqueue_events("half-one").events
+            e.job_id for e in hg.schedules.enqueue_events("half-one").events
         }
 
 
 def test_an_expired_key_still_finds_its_pending_job(hg: Headgate, clock: FakeClock) -> None:
-    hg.put_schedule("s", spec="0 9 * * *", kind="k")
-    first = hg.run_now("s", "k1")
+    hg.schedules.put("s", spec="0 9 * * *", kind="k")
+    first = hg.schedules.run_now("s", "k1")
     clock.advance(8 * 86_400_000)
-    hg.compact()  # the key's record is past its 7-day retention; the job is still pending
-    assert hg.run_now("s", "k1") == (first.job_id, True)
+    hg.runtime.compact()  # the key's record is past its 7-day retention; the job is still pending
+    assert hg.schedules.run_now("s", "k1") == (first.job_id, True)
 
 
 @pytest.mark.parametrize("identifier", ["a\x00b", "\ud800", "x" * 300])
 def test_ids_that_cannot_exist_are_simply_not_found(hg: Headgate, identifier: str) -> None:
     with pytest.raises(NotFound):
-        hg.get_schedule(identifier)
+        hg.schedules.get(identifier)
     with pytest.raises(NotFound):
-        hg.get_job(identifier)
+        hg.jobs.get(identifier)
     with pytest.raises(NotFound):
-        hg.run_now(identifier, "k")
-    assert hg.enqueue_events(identifier).events == []
+        hg.schedules.run_now(identifier, "k")
+    assert hg.schedules.enqueue_events(identifier).events == []
 
 
 @contextlib.contextmanager
@@ -495,9 +495,9 @@ EXITS_WITHOUT_CLOSE = textwrap.dedent(
         hg = Headgate(
             sys.argv[1], config=RuntimeConfig(lease_ttl_ms=600_000, min_interval_ms=100)
         )
-        hg.put_schedule("pulse", spec="@every:100", kind="k")
+        hg.schedules.put("pulse", spec="@every:100", kind="k")
         hg.start()
-        while hg.lease_status() is None:
+        while hg.runtime.lease() is None:
             time.sleep(0.05)
         return hg
 
@@ -527,7 +527,7 @@ def test_a_host_that_exits_without_closing_stops_and_releases_the_lease(
     assert child.returncode == code, child.stderr
     assert child.stdout.strip() == "holding"
     with Headgate(store_url) as observer:
-        assert observer.lease_status() is None
+        assert observer.runtime.lease() is None
 
 
 CLOSES_UNDER_WRITERS = textwrap.dedent(

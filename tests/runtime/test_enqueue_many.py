@@ -64,7 +64,7 @@ def test_a_bad_item_is_named_and_nothing_is_written(
     with pytest.raises(ValidationError) as raised:
         hg.enqueue_many([{"kind": "fine"}, *items])  # type: ignore[list-item]
     assert raised.value.field == _shifted(field)
-    assert hg.list_jobs().jobs == []
+    assert hg.jobs.list().jobs == []
 
 
 def _shifted(field: str) -> str:
@@ -79,7 +79,7 @@ def test_a_refused_job_fails_its_chunk_and_says_which(hg: Headgate) -> None:
         hg.enqueue_many([{"kind": "k"}, {"kind": "k", "unique_key": "taken"}])
     assert raised.value.job_id == held.id
     assert any("enqueue_many: refused job" in note for note in raised.value.__notes__)
-    assert [job.id for job in hg.list_jobs().jobs] == [held.id], "the chunk wrote nothing"
+    assert [job.id for job in hg.jobs.list().jobs] == [held.id], "the chunk wrote nothing"
 
 
 def test_a_chunk_written_before_a_refusal_stays_and_the_note_says_so(
@@ -103,5 +103,5 @@ def test_a_full_queue_refuses_what_does_not_fit(
     with pytest.raises(AdmissionRejected) as raised:
         hg.enqueue_many([{"kind": "k"} for _ in range(4)])
     assert raised.value.reason == "backpressure"
-    assert hg.list_jobs().jobs == []
+    assert hg.jobs.list().jobs == []
     assert len(hg.enqueue_many([{"kind": "k"} for _ in range(3)])) == 3

@@ -54,9 +54,9 @@ def test_jobs_that_waited_are_not_put_behind_a_backlog_that_came_after_them(
     for n in range(30):
         hg.enqueue("work", f"heavy-{n}", partition_key="heavy")
         clock.advance(1)
-    hg.set_limit(partition_key=EACH_PARTITION, limit=1)  # heavy's jobs run one by one
+    hg.limits.set(partition_key=EACH_PARTITION, limit=1)  # heavy's jobs run one by one
     assert hg.drain().succeeded == 31
-    hg.clear_limit(partition_key=EACH_PARTITION)
+    hg.limits.clear(partition_key=EACH_PARTITION)
     for n in range(30):
         hg.enqueue("work", f"new-{n}", partition_key="new")
     clock.advance(MINUTE)
@@ -82,7 +82,7 @@ def test_a_limit_holds_jobs_pending_and_says_so_until_it_is_raised(
     hg: Headgate, clock: FakeClock
 ) -> None:
     hg.handler("build")(lambda job: None)
-    status = hg.set_limit(queue="default", kind="build", limit=0)
+    status = hg.limits.set(queue="default", kind="build", limit=0)
     assert (status.queue, status.kind, status.partition_key, status.limit) == (
         "default",
         "build",
@@ -91,100 +91,100 @@ def test_a_limit_holds_jobs_pending_and_says_so_until_it_is_raised(
     )
     job = hg.enqueue("build")
     assert hg.drain().ran == 0
-    held = hg.get_job(job.id)
+    held = hg.jobs.get(job.id)
     assert held.state == "pending" and held.attempts == 0
     assert held.waiting_for == ("concurrency limit 0 on queue=default kind=build partition=*any",)
-    assert [limit.limit for limit in hg.limits()] == [0]
-    hg.set_limit(queue="default", kind="build", limit=1)
+    assert [limit.limit for limit in hg.limits.list()] == [0]
+    hg.limits.set(queue="default", kind="build", limit=1)
     assert hg.drain().succeeded == 1
-    assert hg.get_job(job.id).waiting_for == ()
-    assert hg.clear_limit(queue="default", kind="build") is True
-    assert hg.clear_limit(queue="default", kind="build") is False
-    assert hg.limits() == []
+    assert hg.jobs.get(job.id).waiting_for == ()
+    assert hg.limits.clear(queue="default", kind="build") is True
+    assert hg.limits.clear(queue="default", kind="build") is False
+    assert hg.limits.list() == []
 
 
 def test_a_limit_on_the_kind_named_star_is_not_the_limit_on_every_kind(hg: Headgate) -> None:
     hg.handler("*")(lambda job: None)
     hg.handler("other")(lambda job: None)
-    hg.set_limit(kind="*", limit=0)
-    hg.set_limit(limit=5)
-    assert {(limit.kind, limit.limit) for limit in hg.limits()} == {(None, 5), ("*", 0)}
+    hg.limits.set(kind="*", limit=0)
+    hg.limits.set(limit=5)
+    assert {(limit.kind, limit.limit) for limit in hg.limits.list()} == {(None, 5), ("*", 0)}
     held, free = hg.enqueue("*"), hg.enqueue("other")
     assert hg.drain().succeeded == 1
-    assert hg.get_job(free.id).state == "completed"
-    assert hg.get_job(held.id).waiting_for == (
+    assert hg.jobs.get(free.id).state == "completed"
+    assert hg.jobs.get(held.id).waiting_for == (
         'concurrency limit 0 on queue=* kind="*" partition=*any',
     )
-    assert hg.clear_limit() is True
-    assert [limit.kind for limit in hg.limits()] == ["*"]
+    assert hg.limits.clear() is True
+    assert [limit.kind for limit in hg.limits.list()] == ["*"]
 
 
 def test_per_partition_limits_report_the_busiest_partitions(hg: Headgate) -> None:
-    hg.set_limit(partition_key=EACH_PARTITION, limit=2)
-    [status] = hg.limits()
+    hg.limits.set(partition_key=EACH_PARTITION, limit=2)
+    [status] = hg.limits.list()
     assert (status.partition_key, status.running, status.running_by_partition) == ("*", 0, ())
 
 
 def test_a_rate_class_waits_without_spending_an_attempt(hg: Headgate, clock: FakeClock) -> None:
     hg.handler("mail", rate_class="mail-api", max_attempts=1)(lambda job: None)
-    rate = hg.set_rate_limit("mail-api", limit=2, per_ms=MINUTE)
+    rate = hg.rates.set("mail-api", limit=2, per_ms=MINUTE)
     assert (rate.rate_class, rate.limit, rate.per_ms, rate.started) == ("mail-api", 2, MINUTE, 0)
     jobs = []
     for _ in range(3):
         jobs.append(hg.enqueue("mail"))
         clock.advance(1)
     assert hg.drain().succeeded == 2
-    waiting = hg.get_job(jobs[2].id)
+    waiting = hg.jobs.get(jobs[2].id)
     assert (waiting.state, waiting.attempts, waiting.rate_class) == ("pending", 0, "mail-api")
     assert waiting.waiting_for == ("rate class mail-api: 2 per 60000 ms",)
-    assert [r.started for r in hg.rate_limits()] == [2]
+    assert [r.started for r in hg.rates.list()] == [2]
     clock.advance(MINUTE)
     assert hg.drain().succeeded == 1
-    assert hg.clear_rate_limit("mail-api") is True
-    assert hg.rate_limits() == []
+    assert hg.rates.clear("mail-api") is True
+    assert hg.rates.list() == []
 
 
 def test_a_widened_or_reset_rate_class_still_counts_its_earlier_starts(
     hg: Headgate, clock: FakeClock
 ) -> None:
     hg.handler("mail", rate_class="mail-api")(lambda job: None)
-    hg.set_rate_limit("mail-api", limit=2, per_ms=MINUTE)
-    hg.set_rate_limit("sms-api", limit=1, per_ms=MINUTE)
+    hg.rates.set("mail-api", limit=2, per_ms=MINUTE)
+    hg.rates.set("sms-api", limit=1, per_ms=MINUTE)
     hg.enqueue("mail")
     hg.enqueue("mail")
     assert hg.drain().succeeded == 2
     clock.advance(2 * MINUTE)
     assert hg.drain().ran == 0, "a claim after the minute's window has passed"
-    widened = hg.set_rate_limit("mail-api", limit=2, per_ms=60 * MINUTE)
+    widened = hg.rates.set("mail-api", limit=2, per_ms=60 * MINUTE)
     assert widened.started == 2, "both starts fall within the hour"
     held = hg.enqueue("mail")
     assert hg.drain().ran == 0
-    assert hg.clear_rate_limit("mail-api") is True
+    assert hg.rates.clear("mail-api") is True
     assert hg.drain().succeeded == 1, "a cleared class starts freely"
     hg.drain()
-    reset = hg.set_rate_limit("mail-api", limit=3, per_ms=60 * MINUTE)
+    reset = hg.rates.set("mail-api", limit=3, per_ms=60 * MINUTE)
     assert reset.started == 2, "starts made while the class was cleared are not counted"
-    assert hg.get_job(held.id).state == "completed"
+    assert hg.jobs.get(held.id).state == "completed"
 
 
 def test_a_paused_queue_is_why_a_job_waits(hg: Headgate) -> None:
     job = hg.enqueue("k", queue="reports")
-    hg.pause_queue("reports")
-    assert hg.get_job(job.id).waiting_for == ("queue reports is paused", "no worker is running")
+    hg.queues.pause("reports")
+    assert hg.jobs.get(job.id).waiting_for == ("queue reports is paused", "no worker is running")
     hg.handler("k", queue="reports")(lambda job: None)
-    assert hg.get_job(job.id).waiting_for == ("queue reports is paused",), "this process runs it"
+    assert hg.jobs.get(job.id).waiting_for == ("queue reports is paused",), "this process runs it"
 
 
 @pytest.mark.parametrize(
     ("call", "field"),
     [
-        (lambda hg: hg.set_limit(queue="q", limit=-1), "limit"),
-        (lambda hg: hg.set_limit(queue="q", limit=True), "limit"),
-        (lambda hg: hg.set_limit(queue="bad queue", limit=1), "queue"),
-        (lambda hg: hg.set_limit(partition_key="a b", limit=1), "partition_key"),
-        (lambda hg: hg.set_rate_limit("mail", limit=0, per_ms=1_000), "limit"),
-        (lambda hg: hg.set_rate_limit("mail", limit=1, per_ms=0), "per_ms"),
-        (lambda hg: hg.set_rate_limit("a b", limit=1, per_ms=1_000), "rate_class"),
+        (lambda hg: hg.limits.set(queue="q", limit=-1), "limit"),
+        (lambda hg: hg.limits.set(queue="q", limit=True), "limit"),
+        (lambda hg: hg.limits.set(queue="bad queue", limit=1), "queue"),
+        (lambda hg: hg.limits.set(partition_key="a b", limit=1), "partition_key"),
+        (lambda hg: hg.rates.set("mail", limit=0, per_ms=1_000), "limit"),
+        (lambda hg: hg.rates.set("mail", limit=1, per_ms=0), "per_ms"),
+        (lambda hg: hg.rates.set("a b", limit=1, per_ms=1_000), "rate_class"),
         (lambda hg: hg.enqueue("k", partition_key="*"), "partition_key"),
         (lambda hg: hg.enqueue("k", rate_class=""), "rate_class"),
     ],
@@ -193,7 +193,7 @@ def test_bad_limits_and_options_name_their_field(hg: Headgate, call: object, fie
     with pytest.raises(ValidationError) as raised:
         call(hg)  # type: ignore[operator]
     assert raised.value.field == field
-    assert hg.limits() == [] and hg.rate_limits() == []
+    assert hg.limits.list() == [] and hg.rates.list() == []
 
 
 def test_a_retry_policy_fails_at_once_on_what_it_does_not_retry(
@@ -212,15 +212,15 @@ def test_a_retry_policy_fails_at_once_on_what_it_does_not_retry(
     declined = hg.enqueue("charge", "declined")
     flaky = hg.enqueue("charge", "flaky")
     hg.drain()
-    assert (hg.get_job(declined.id).state, hg.get_job(declined.id).attempts) == ("failed", 1)
-    retrying = hg.get_job(flaky.id)
+    assert (hg.jobs.get(declined.id).state, hg.jobs.get(declined.id).attempts) == ("failed", 1)
+    retrying = hg.jobs.get(flaky.id)
     assert retrying.state == "pending" and retrying.run_at_ms == START_MS + 5_000
     clock.advance(5_000)
     hg.drain()
-    assert hg.get_job(flaky.id).run_at_ms == START_MS + 5_000 + 30_000
+    assert hg.jobs.get(flaky.id).run_at_ms == START_MS + 5_000 + 30_000
     clock.advance(30_000)
     hg.drain()
-    assert hg.get_job(flaky.id).run_at_ms == START_MS + 35_000 + 30_000, "the last repeats"
+    assert hg.jobs.get(flaky.id).run_at_ms == START_MS + 35_000 + 30_000, "the last repeats"
 
 
 def test_fail_on_wins_over_on_and_backoff_is_capped(hg: Headgate, clock: FakeClock) -> None:
@@ -233,8 +233,8 @@ def test_fail_on_wins_over_on_and_backoff_is_capped(hg: Headgate, clock: FakeClo
 
     denied, later = hg.enqueue("sync", "denied"), hg.enqueue("sync", "later")
     hg.drain()
-    assert hg.get_job(denied.id).state == "failed"
-    assert hg.get_job(later.id).run_at_ms == START_MS + 10_000
+    assert hg.jobs.get(denied.id).state == "failed"
+    assert hg.jobs.get(later.id).run_at_ms == START_MS + 10_000
     clock.advance(10_000)
     hg.drain()
-    assert hg.get_job(later.id).run_at_ms == START_MS + 10_000 + 15_000
+    assert hg.jobs.get(later.id).run_at_ms == START_MS + 10_000 + 15_000

@@ -51,7 +51,7 @@ def test_workers_forked_from_a_busy_running_runtime_work(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     hg = make_headgate()
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     hg.start()
     stop = threading.Event()
     writes = 0
@@ -78,8 +78,8 @@ def test_workers_forked_from_a_busy_running_runtime_work(
     assert [_wait(pid, 30) for pid in children] == [0] * CHILDREN
     clock.advance(60_000)
     fire(hg)  # the parent's runtime carries on
-    assert hg.enqueue_events("s").events[0].outcome == "enqueued"
-    jobs = [e.event for e in hg._store.log.read_all(0, 100_000) if e.type == "JobEnqueued"]
+    assert hg.schedules.enqueue_events("s").events[0].outcome == "enqueued"
+    jobs = [e.event for e in hg._core.store.log.read_all(0, 100_000) if e.type == "JobEnqueued"]
     assert sum(1 for job in jobs if job.kind == "worker.job") == CHILDREN  # type: ignore[attr-defined]
     assert writes > 0
 
@@ -122,7 +122,7 @@ if scenario == "logging":
     stop.set()
     thread.join()
 else:  # forking from inside this thread's own write must not wait for itself
-    with hg._store.log.write():
+    with hg._core.store.log.write():
         ok = fork_child(lambda: None)
 hg.close()
 print("ok" if ok else "a child hung", file=sys.__stdout__)

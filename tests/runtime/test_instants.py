@@ -45,8 +45,8 @@ def _eventually(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
 def _runtime(make_headgate: Callable[..., Headgate], hook: EnqueueHook | None = None) -> Headgate:
     config = RuntimeConfig(lease_ttl_ms=60_000, prepare_ahead_ms=500)
     hg = make_headgate(config, hooks=[hook] if hook else [])
-    hg.put_schedule("s", spec="@every:60000", kind="k")
-    hg.put_schedule("t", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
+    hg.schedules.put("t", spec="@every:60000", kind="k")
     return hg
 
 
@@ -59,11 +59,14 @@ def test_a_prepared_batch_commits_at_its_instant_not_before(
     clock.set(INSTANT - 300)
     hg.start()
     time.sleep(0.1)
-    assert jobs_for(hg, "s") == [] and hg.get_schedule("s").next_run_ms == INSTANT
+    assert jobs_for(hg, "s") == [] and hg.schedules.get("s").next_run_ms == INSTANT
     clock.set(INSTANT)
     _eventually(lambda: len(commits.results) == 2)
     assert jobs_for(hg, "s") == [INSTANT] and jobs_for(hg, "t") == [INSTANT]
-    assert hg.get_job(hg.enqueue_events("s", limit=1).events[0].job_id).created_at_ms == INSTANT
+    assert (
+        hg.jobs.get(hg.schedules.enqueue_events("s", limit=1).events[0].job_id).created_at_ms
+        == INSTANT
+    )
     assert all(result.committed_at_ms is not None for _, result in commits.results)
     assert all(result.committed_at_ms >= tick for tick, result in commits.results)  # type: ignore[operator]
 
@@ -82,7 +85,7 @@ def test_stopping_abandons_a_held_batch_and_writes_nothing(
     began = time.monotonic()
     hg.stop()
     assert time.monotonic() - began < 2
-    assert jobs_for(hg, "s") == [] and hg.get_schedule("s").next_run_ms == INSTANT
+    assert jobs_for(hg, "s") == [] and hg.schedules.get("s").next_run_ms == INSTANT
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "Error" not in capfd.readouterr().err  # a clean stop, no traceback
     clock.set(INSTANT)
@@ -115,7 +118,7 @@ def test_a_clock_that_stalls_short_of_the_instant_delays_the_ticks_only(
     clock.set(INSTANT)
     _eventually(lambda: jobs_for(hg, "t") == [INSTANT])
     assert jobs_for(hg, "s") == [INSTANT]
-    assert hg.get_schedule("s").next_run_ms == INSTANT + MINUTE
+    assert hg.schedules.get("s").next_run_ms == INSTANT + MINUTE
 
 
 class SlowHook(EnqueueHook):
@@ -138,7 +141,7 @@ def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
 
     monkeypatch.setattr(SchedulerActor, "_cycle", counted)
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000), hooks=[SlowHook()])
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     hg.start()
     assert hg.run_pending()
     clock.set(INSTANT)
@@ -155,25 +158,25 @@ def test_a_batch_opened_inside_its_write_estimate_still_waits_for_the_instant(
     """The write opens a little ahead of the instant (its estimated write time);
     its commit must still wait for the clock. A clock that never gets there
     leaves nothing written: the batch is postponed and stays due."""
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     clock.set(INSTANT - 5)  # past the time the batch opens, short of its instant
-    rows = hg._store.reads.due_schedules(INSTANT, 10)
-    report = TickProcessor(hg._store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
+    rows = hg._core.store.reads.due_schedules(INSTANT, 10)
+    report = TickProcessor(hg._core.store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
     assert (report.postponed, report.recorded) == (1, [])
-    assert jobs_for(hg, "s") == [] and hg.enqueue_events("s").events == []
-    assert hg.get_schedule("s").next_run_ms == INSTANT
+    assert jobs_for(hg, "s") == [] and hg.schedules.enqueue_events("s").events == []
+    assert hg.schedules.get("s").next_run_ms == INSTANT
 
 
 @AND_MEMORY
 def test_a_held_batch_commits_once_the_clock_reaches_its_instant(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("s", spec="@every:60000", kind="k")
+    hg.schedules.put("s", spec="@every:60000", kind="k")
     clock.set(INSTANT - 5)
-    rows = hg._store.reads.due_schedules(INSTANT, 10)
+    rows = hg._core.store.reads.due_schedules(INSTANT, 10)
     mover = threading.Timer(0.05, clock.set, args=(INSTANT,))
     mover.start()
-    report = TickProcessor(hg._store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
+    report = TickProcessor(hg._core.store.log, clock).fire(rows, fence=None, at_ms=INSTANT)
     mover.join()
     assert len(report.recorded) == 1 and report.committed_at_ms == INSTANT
     assert jobs_for(hg, "s") == [INSTANT]
@@ -211,7 +214,7 @@ def test_every_schedule_due_at_an_instant_is_planned_ahead_of_it_not_one_sweep_a
     hg = make_headgate(config, hooks=[hook])
     ids = [f"s{n:02d}" for n in range(35)]
     for schedule_id in ids:
-        hg.put_schedule(schedule_id, spec="@every:60000", kind="k")
+        hg.schedules.put(schedule_id, spec="@every:60000", kind="k")
     clock.set(INSTANT - 300)
     hg.start()
     _eventually(lambda: len(hook.planned) == len(ids))
@@ -222,7 +225,7 @@ def test_every_schedule_due_at_an_instant_is_planned_ahead_of_it_not_one_sweep_a
     assert sorted(schedule_id for schedule_id, _ in hook.committed) == ids
     assert {committed_at for _, committed_at in hook.committed} == {INSTANT}
     assert all(jobs_for(hg, schedule_id) == [INSTANT] for schedule_id in ids)
-    assert all(hg.get_schedule(schedule_id).next_run_ms == INSTANT + MINUTE for schedule_id in ids)
+    assert all(hg.schedules.get(schedule_id).next_run_ms == INSTANT + MINUTE for schedule_id in ids)
 
 
 @AND_MEMORY

@@ -60,11 +60,11 @@ def test_late_jobs_expire_together_and_leave_the_slot_to_a_job_that_can_start(
     began = time.monotonic()
     worker.start(WorkerConfig(queues={"default": 1}, poll_interval_ms=1_000), scheduler=False)
     ends = began + 10
-    while worker.get_job(fresh.id).state not in {"completed", "expired"}:
-        assert time.monotonic() < ends, worker.get_job(fresh.id).state
+    while worker.jobs.get(fresh.id).state not in {"completed", "expired"}:
+        assert time.monotonic() < ends, worker.jobs.get(fresh.id).state
         time.sleep(0.02)
-    assert worker.get_job(fresh.id).state == "completed"
+    assert worker.jobs.get(fresh.id).state == "completed"
     assert len(started) == 1, "no late job ran"
     assert started[0] - began < 1.0, "the fresh job waited behind the late ones"
-    late = [job for job in worker.list_jobs(kind="work", limit=50).jobs if job.id != fresh.id]
+    late = [job for job in worker.jobs.list(kind="work", limit=50).jobs if job.id != fresh.id]
     assert [job.state for job in late] == ["expired"] * LATE

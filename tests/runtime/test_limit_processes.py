@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from headgate import EACH_PARTITION, Headgate
+from headgate._operator import operator_of
 
 pytestmark = pytest.mark.processes
 
@@ -71,7 +72,7 @@ def _running_jobs(hg: Headgate, hosts: list[subprocess.Popen[bytes]]) -> subproc
     found: list[subprocess.Popen[bytes]] = []
 
     def busy() -> bool:
-        workers = hg.workers()
+        workers = hg.runtime.workers()
         found[:] = [by_pid[w.pid] for w in workers if w.running_job_ids and w.pid in by_pid]
         return bool(found)
 
@@ -99,7 +100,7 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            [limit] = self._hg.limits()
+            [limit] = self._hg.limits.list()
             for key, running in limit.running_by_partition:
                 self.most[key] = max(self.most.get(key, 0), running)
             self.samples += 1
@@ -111,7 +112,7 @@ def test_three_hosts_never_run_more_than_the_limit_per_partition_through_kills(
 ) -> None:
     hg = Headgate(store_url)
     try:
-        hg.set_limit(partition_key=EACH_PARTITION, limit=LIMIT)
+        hg.limits.set(partition_key=EACH_PARTITION, limit=LIMIT)
         for tenant in TENANTS:
             for n in range(JOBS_PER_TENANT):
                 hg.enqueue("report", {"n": n}, partition_key=tenant)
@@ -128,7 +129,7 @@ def test_three_hosts_never_run_more_than_the_limit_per_partition_through_kills(
                     hosts.append(_host(store_url, tmp_path / f"replacement{round_number}.txt"))
 
                 def all_done() -> bool:
-                    counts = hg.queue_status("default")
+                    counts = operator_of(hg).queue_status("default")
                     return counts.pending == 0 and counts.running == 0
 
                 _eventually(all_done, 90, "every job to finish")
@@ -137,7 +138,7 @@ def test_three_hosts_never_run_more_than_the_limit_per_partition_through_kills(
                 host.send_signal(signal.SIGTERM)
             for host in hosts:
                 host.wait(30)
-        jobs = hg.list_jobs(limit=200).jobs
+        jobs = hg.jobs.list(limit=200).jobs
         assert sampler.samples > 50
         assert all(most <= LIMIT for most in sampler.most.values()), sampler.most
         assert sampler.most == dict.fromkeys(TENANTS, LIMIT), "the limit was reached, and held"
@@ -180,7 +181,7 @@ def test_a_limit_holds_a_sync_handler_that_runs_past_its_timeout(
     runs = tmp_path / "runs.log"
     runs.touch()
     with Headgate(store_url) as hg:
-        hg.set_limit(kind="slow", limit=1)
+        hg.limits.set(kind="slow", limit=1)
         jobs = [hg.enqueue("slow", {"n": n}) for n in range(3)]
         host = subprocess.Popen(
             [sys.executable, "-c", OVERRUNNING_HOST, store_url, str(runs)],
@@ -193,17 +194,17 @@ def test_a_limit_holds_a_sync_handler_that_runs_past_its_timeout(
             seen_running: set[int] = set()
             seen_overdue = 0
             ends = time.monotonic() + 40
-            while any(hg.get_job(job.id).state != "failed" for job in jobs):
-                assert time.monotonic() < ends, [hg.get_job(job.id).state for job in jobs]
-                seen_running.update(status.running for status in hg.limits())
-                seen_overdue = max([seen_overdue, *(w.overdue for w in hg.workers())])
+            while any(hg.jobs.get(job.id).state != "failed" for job in jobs):
+                assert time.monotonic() < ends, [hg.jobs.get(job.id).state for job in jobs]
+                seen_running.update(status.running for status in hg.limits.list())
+                seen_overdue = max([seen_overdue, *(w.overdue for w in hg.runtime.workers())])
                 time.sleep(0.05)
         finally:
             host.kill()
             host.wait()
         assert seen_running <= {0, 1}
         assert seen_overdue == 1, "the overdue thread shows in its worker's heartbeat"
-        assert [hg.get_job(job.id).attempt_history[0].outcome for job in jobs] == ["timed_out"] * 3
+        assert [hg.jobs.get(job.id).attempt_history[0].outcome for job in jobs] == ["timed_out"] * 3
     at_once = most = 0
     for line in runs.read_text().splitlines():
         at_once += 1 if line.startswith("start") else -1

@@ -95,14 +95,14 @@ def test_a_dead_worker_of_this_machine_is_rescued_before_its_heartbeat_expires(
 ) -> None:
     jobs = [hg.enqueue("k", {"n": n}) for n in range(2)]
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "dead", pid, identity, [job.id for job in jobs])
-    rescuer = _rescuer(hg._store, clock)
+    _worker_running(hg._core.store, "dead", pid, identity, [job.id for job in jobs])
+    rescuer = _rescuer(hg._core.store, clock)
     assert rescuer.rescue_local() == 2  # the clock has not moved: its heartbeat is fresh
     for job in jobs:
-        rescued = hg.get_job(job.id)
+        rescued = hg.jobs.get(job.id)
         assert (rescued.state, rescued.crash_count, rescued.worker_id) == ("pending", 1, None)
         assert rescued.attempt_history[0].outcome == "crashed"
-    assert hg._store.workers.live(clock.now_ms()) == [], "the dead worker is forgotten"
+    assert hg._core.store.workers.live(clock.now_ms()) == [], "the dead worker is forgotten"
     assert rescuer.rescue_local() == 0
 
 
@@ -121,13 +121,13 @@ def test_workers_that_cannot_be_proven_dead_wait_for_their_ttl(
     }
     jobs = {worker_id: hg.enqueue("k", worker_id) for worker_id in rows}
     for worker_id, (worker_pid, process) in rows.items():
-        _worker_running(hg._store, worker_id, worker_pid, process, [jobs[worker_id].id])
-    rescuer = _rescuer(hg._store, clock)
+        _worker_running(hg._core.store, worker_id, worker_pid, process, [jobs[worker_id].id])
+    rescuer = _rescuer(hg._core.store, clock)
     assert rescuer.run_once() == 0
-    assert {hg.get_job(job.id).state for job in jobs.values()} == {"running"}
+    assert {hg.jobs.get(job.id).state for job in jobs.values()} == {"running"}
     clock.advance(TTL_MS)
     assert rescuer.run_once() == 4, "the TTL rule rescues them all once they expire"
-    assert {hg.get_job(job.id).crash_count for job in jobs.values()} == {1}
+    assert {hg.jobs.get(job.id).crash_count for job in jobs.values()} == {1}
     rescuer.release()
 
 
@@ -139,7 +139,7 @@ def test_two_rescuers_of_one_dead_worker_at_once_count_its_crash_once(
     hg = Headgate(store_url, clock=clock)
     jobs = [hg.enqueue("k", {"n": n}) for n in range(3)]
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "dead", pid, identity, [job.id for job in jobs])
+    _worker_running(hg._core.store, "dead", pid, identity, [job.id for job in jobs])
     stores = [SqlStore(store_url, clock) for _ in range(2)]
     rescuers = [_rescuer(store, clock) for store in stores]
     together = threading.Barrier(2)
@@ -192,7 +192,7 @@ def test_a_rescue_decided_on_rows_another_rescuer_has_taken_counts_nothing(
     hg = Headgate(store_url, clock=clock)
     jobs = [hg.enqueue("k", {"n": n}) for n in range(2)]
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "dead", pid, identity, [job.id for job in jobs])
+    _worker_running(hg._core.store, "dead", pid, identity, [job.id for job in jobs])
     other = _rescuer(SqlStore(store_url, clock), clock)
     late_store = FaultyStore(SqlStore(store_url, clock))
     late_store.workers = _ThenFirst(late_store.inner.workers, other.rescue_local)
@@ -208,9 +208,9 @@ def test_a_rescue_decided_on_rows_another_rescuer_has_taken_counts_nothing(
 
 def _assert_crashed_once(hg: Headgate, job_ids: list[str]) -> None:
     for job_id in job_ids:
-        events = [e.event for e in hg._store.log.read_stream(job_stream(job_id))]
+        events = [e.event for e in hg._core.store.log.read_stream(job_stream(job_id))]
         assert sum(isinstance(e, JobAbandoned) for e in events) == 1, events
-        assert hg.get_job(job_id).crash_count == 1
+        assert hg.jobs.get(job_id).crash_count == 1
 
 
 def test_a_starting_worker_runs_its_dead_predecessors_jobs_without_a_ttl_or_lease(
@@ -228,11 +228,11 @@ def test_a_starting_worker_runs_its_dead_predecessors_jobs_without_a_ttl_or_leas
 
     job = hg.enqueue("k")
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "predecessor", pid, identity, [job.id])
+    _worker_running(hg._core.store, "predecessor", pid, identity, [job.id])
     hg.start(CONFIG, scheduler=False)
     assert ran.wait(timeout=30), "the orphan never ran"
-    _eventually(lambda: hg.get_job(job.id).state == "completed", "its end to be recorded")
-    done = hg.get_job(job.id)
+    _eventually(lambda: hg.jobs.get(job.id).state == "completed", "its end to be recorded")
+    done = hg.jobs.get(job.id)
     assert (done.state, done.crash_count, done.result) == ("completed", 1, 1)
 
 
@@ -246,22 +246,25 @@ def test_the_rescue_that_quarantines_a_fingerprint_holds_its_waiting_jobs_with_i
     later = hg.enqueue("k", {"bad": True}, run_at_ms=clock.now_ms() + 3_600_000)
     healthy = hg.enqueue("k", {"bad": False})
     rescuer = Rescuer(
-        hg._store, clock, worker_identity("rescuer"), dataclasses.replace(CONFIG, crash_limit=2)
+        hg._core.store,
+        clock,
+        worker_identity("rescuer"),
+        dataclasses.replace(CONFIG, crash_limit=2),
     )
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "first", pid, identity, [poison[0].id])
+    _worker_running(hg._core.store, "first", pid, identity, [poison[0].id])
     assert rescuer.rescue_local() == 1  # one crash: claimable again, nothing held
-    assert {hg.get_job(job.id).state for job in [*poison, later, healthy]} == {"pending"}
+    assert {hg.jobs.get(job.id).state for job in [*poison, later, healthy]} == {"pending"}
     pid, identity = _died(spawn)
-    _worker_running(hg._store, "second", pid, identity, [poison[0].id])
+    _worker_running(hg._core.store, "second", pid, identity, [poison[0].id])
     with capture_logs() as logs:
         assert rescuer.rescue_local() == 1
-    assert hg.quarantine_entry(hg.fingerprint("k", {"bad": True})) is not None
-    held = {job.id: hg.get_job(job.id) for job in [*poison, later]}
+    assert hg.quarantine.get(hg.quarantine.fingerprint("k", {"bad": True})) is not None
+    held = {job.id: hg.jobs.get(job.id) for job in [*poison, later]}
     assert {job.state for job in held.values()} == {"quarantined"}
     assert [job.crash_count for job in held.values()] == [2, 0, 0, 0, 0]
-    assert hg.get_job(healthy.id).state == "pending"
+    assert hg.jobs.get(healthy.id).state == "pending"
     (said,) = [line for line in logs if line["event"].startswith("jobs of a fingerprint")]
     assert said["jobs"] == 4 and set(said["job_ids"]) == {job.id for job in [*poison[1:], later]}
-    retried = hg.retry_job(poison[1].id)
+    retried = hg.jobs.retry(poison[1].id)
     assert retried.state == "pending", "an operator may still run one by hand"

@@ -21,25 +21,25 @@ BELOW = "spec: interval 1 ms is below the minimum of 1000 ms (RuntimeConfig.min_
 
 
 def _refused(hg: Headgate, call: Callable[[], object], message: str) -> None:
-    before = hg._store.log.head()
+    before = hg._core.store.log.head()
     with pytest.raises(ValidationError) as caught:
         call()
     assert str(caught.value) == message
-    assert hg._store.log.head() == before, "a refused definition wrote to the log"
+    assert hg._core.store.log.head() == before, "a refused definition wrote to the log"
 
 
 @AND_MEMORY
 def test_the_default_minimum_is_a_second_on_every_path(hg: Headgate) -> None:
     assert hg.config.min_interval_ms == 1_000
-    _refused(hg, lambda: hg.put_schedule("s", spec="@every:1", kind="k"), BELOW)
+    _refused(hg, lambda: hg.schedules.put("s", spec="@every:1", kind="k"), BELOW)
     _refused(
         hg,
-        lambda: hg.put_schedule("s", spec="@every:999", kind="k"),
+        lambda: hg.schedules.put("s", spec="@every:999", kind="k"),
         "spec: interval 999 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)",
     )
     _refused(
         hg,
-        lambda: hg.put_schedules(
+        lambda: hg.schedules.put_many(
             [
                 {"schedule_id": "ok", "spec": "@every:1s", "kind": "k"},
                 {"schedule_id": "fast", "spec": "@every:500ms", "kind": "k"},
@@ -50,8 +50,8 @@ def test_the_default_minimum_is_a_second_on_every_path(hg: Headgate) -> None:
     )
     with pytest.raises(ValidationError, match=r"^spec: interval 1 ms is below the minimum"):
         hg.periodic("fast", spec="@every:1")(lambda job: None)
-    assert hg.list_schedules().schedules == []
-    assert hg.put_schedule("s", spec="@every:1000", kind="k").spec == "@every:1000"
+    assert hg.schedules.list().schedules == []
+    assert hg.schedules.put("s", spec="@every:1000", kind="k").spec == "@every:1000"
 
 
 @AND_MEMORY
@@ -61,24 +61,24 @@ def test_a_cron_spec_with_seconds_is_held_to_it_too(
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000, min_interval_ms=30_000))
     _refused(
         hg,
-        lambda: hg.put_schedule("s", spec="*/10 * * * * *", kind="k"),
+        lambda: hg.schedules.put("s", spec="*/10 * * * * *", kind="k"),
         "spec: '*/10 * * * * *' ticks as little as 10000 ms apart, below the minimum of "
         "30000 ms (RuntimeConfig.min_interval_ms)",
     )
-    assert hg.put_schedule("s", spec="0,30 * * * * *", kind="k").spec == "0,30 * * * * *"
+    assert hg.schedules.put("s", spec="0,30 * * * * *", kind="k").spec == "0,30 * * * * *"
 
 
 @AND_MEMORY
 def test_a_host_lowers_it_explicitly(make_headgate: Callable[..., Headgate]) -> None:
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000, min_interval_ms=1, max_ticks_per_s=2_000))
-    assert hg.put_schedule("s", spec="@every:1", kind="k").spec == "@every:1"
+    assert hg.schedules.put("s", spec="@every:1", kind="k").spec == "@every:1"
 
     @hg.periodic("fast", spec="@every:10ms")
     def fast(job: JobContext) -> None:
         del job
 
     hg.start(workers=False)
-    assert hg.get_schedule("fast").spec == "@every:10"
+    assert hg.schedules.get("fast").spec == "@every:10"
 
 
 @pytest.mark.parametrize("value", [0, -1, 60_001])
@@ -103,36 +103,39 @@ def test_a_schedule_stored_below_the_minimum_ticks_on_unchanged(
     stored = schedule_defined(
         "pulse", "@every:100", "k", "default", None, "backfill", 1000, False, START_MS + 100
     )  # type: ignore[arg-type]
-    hg._store.log.append(schedule_stream("pulse"), NO_STREAM, [stored])
+    hg._core.store.log.append(schedule_stream("pulse"), NO_STREAM, [stored])
     clock.advance(500)
     fire(hg)
     assert jobs_for(hg, "pulse") == [START_MS + 100 * n for n in range(1, 6)]
-    assert hg.pause_schedule("pulse").spec == "@every:100"
-    assert not hg.resume_schedule("pulse").paused
+    assert hg.schedules.pause("pulse").spec == "@every:100"
+    assert not hg.schedules.resume("pulse").paused
     clock.advance(200)
     fire(hg)
     assert jobs_for(hg, "pulse")[-1] == START_MS + 700
-    assert [run.tick_ms for run in hg.upcoming("pulse", 2)] == [START_MS + 800, START_MS + 900]
+    assert [run.tick_ms for run in hg.schedules.upcoming("pulse", 2)] == [
+        START_MS + 800,
+        START_MS + 900,
+    ]
     _refused(
         hg,
-        lambda: hg.put_schedule("pulse", spec="@every:100", kind="k", on_missed="backfill"),
+        lambda: hg.schedules.put("pulse", spec="@every:100", kind="k", on_missed="backfill"),
         "spec: interval 100 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)",
     )
-    assert hg.get_schedule("pulse").spec == "@every:100"
-    assert hg.run_now("pulse", "click-1").replayed is False
+    assert hg.schedules.get("pulse").spec == "@every:100"
+    assert hg.schedules.run_now("pulse", "click-1").replayed is False
 
 
 @AND_MEMORY
 def test_a_respelled_interval_is_unchanged_and_keeps_its_phase(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    first = hg.put_schedule("s", spec="@every:30000", kind="k")
-    before = hg._store.log.head()
+    first = hg.schedules.put("s", spec="@every:30000", kind="k")
+    before = hg._core.store.log.head()
     clock.advance(12_345)
-    assert hg.put_schedule("s", spec="@every:30s", kind="k") == first
-    assert hg.put_schedules(
+    assert hg.schedules.put("s", spec="@every:30s", kind="k") == first
+    assert hg.schedules.put_many(
         [{"schedule_id": "s", "spec": "@every:0.5m", "kind": "k"}]
     ).outcomes == {"s": "unchanged"}
-    assert hg._store.log.head() == before, "a respelling wrote an event"
-    made = hg.put_schedule("minutes", spec="@every:5m", kind="k")
+    assert hg._core.store.log.head() == before, "a respelling wrote an event"
+    made = hg.schedules.put("minutes", spec="@every:5m", kind="k")
     assert (made.spec, made.next_run_ms % 300_000) == ("@every:300000", 0)

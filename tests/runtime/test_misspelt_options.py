@@ -29,15 +29,15 @@ CALLS: dict[str, tuple[Callable[[Headgate], object], str]] = {
         "prority",
     ),
     "put_schedule": (
-        lambda hg: hg.put_schedule("s", spec=SPEC, kind="k", prority=1),  # type: ignore[call-arg]
+        lambda hg: hg.schedules.put("s", spec=SPEC, kind="k", prority=1),  # type: ignore[call-arg]
         "prority",
     ),
     "update_schedule": (
-        lambda hg: hg.update_schedule("s0", prority=1),  # type: ignore[call-arg]
+        lambda hg: hg.schedules.update("s0", prority=1),  # type: ignore[call-arg]
         "prority",
     ),
     "put_schedules": (
-        lambda hg: hg.put_schedules(
+        lambda hg: hg.schedules.put_many(
             [{"schedule_id": "s", "spec": SPEC, "kind": "k", "prority": 1}]
         ),
         "schedules[0].prority",
@@ -52,12 +52,12 @@ CALLS: dict[str, tuple[Callable[[Headgate], object], str]] = {
     ),
     "aput_schedule": (
         lambda hg: asyncio.run(
-            hg.aput_schedule("s", spec=SPEC, kind="k", prority=1)  # type: ignore[call-arg]
+            hg.schedules.aput("s", spec=SPEC, kind="k", prority=1)  # type: ignore[call-arg]
         ),
         "prority",
     ),
     "aupdate_schedule": (
-        lambda hg: asyncio.run(hg.aupdate_schedule("s0", prority=1)),  # type: ignore[call-arg]
+        lambda hg: asyncio.run(hg.schedules.aupdate("s0", prority=1)),  # type: ignore[call-arg]
         "prority",
     ),
 }
@@ -67,14 +67,14 @@ CALLS: dict[str, tuple[Callable[[Headgate], object], str]] = {
 def test_a_misspelt_option_is_named_with_the_one_meant(call: str, store_url: str) -> None:
     calling, field = CALLS[call]
     with Headgate(store_url) as hg:
-        hg.put_schedule("s0", spec=SPEC, kind="k", paused=True)
+        hg.schedules.put("s0", spec=SPEC, kind="k", paused=True)
         with pytest.raises(ValidationError) as refused:
             calling(hg)
         assert str(refused.value) == f"{field}: is not a known option (did you mean priority?)"
         assert refused.value.field == field
-        assert hg.list_jobs().jobs == []
-        assert [s.id for s in hg.list_schedules().schedules] == ["s0"]
-        assert hg.get_schedule("s0").definition.job.priority is None
+        assert hg.jobs.list().jobs == []
+        assert [s.id for s in hg.schedules.list().schedules] == ["s0"]
+        assert hg.schedules.get("s0").definition.job.priority is None
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_the_closest_option_is_named_if_one_is_close(given: dict[str, object], s
         for calling in (
             lambda: hg.enqueue("k", {}, **given),  # type: ignore[arg-type]
             lambda: hg.handler("k", **given),  # type: ignore[arg-type]
-            lambda: hg.put_schedule("s", spec=SPEC, kind="k", **given),  # type: ignore[arg-type]
+            lambda: hg.schedules.put("s", spec=SPEC, kind="k", **given),  # type: ignore[arg-type]
         ):
             with pytest.raises(ValidationError, match=f"^{re.escape(said)}$"):
                 calling()

@@ -25,14 +25,14 @@ T1, T2, T3, T4 = (START_MS + n * STEP for n in range(1, 5))
 
 def _records(hg: Headgate, schedule_id: str) -> list[tuple[int, str, str]]:
     """(tick, outcome, reason) of every attempt, oldest first."""
-    events = hg.enqueue_events(schedule_id, limit=100).events
+    events = hg.schedules.enqueue_events(schedule_id, limit=100).events
     return [(e.tick_ms, e.outcome, e.reason) for e in reversed(events)]
 
 
 def _state(hg: Headgate, schedule_id: str, tick_ms: int) -> str:
     [job] = [
         job
-        for job in hg.list_jobs(schedule_id=schedule_id, limit=100).jobs
+        for job in hg.jobs.list(schedule_id=schedule_id, limit=100).jobs
         if job.periodic_origin is not None and job.periodic_origin.tick_ms == tick_ms
     ]
     return job.state
@@ -49,7 +49,7 @@ def _tick_inside(clock: FakeClock, hg: Headgate) -> Callable[[], None]:
 def test_skip_records_ticks_skipped_while_the_previous_job_waits_or_runs(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("s", spec="@every:1000", kind="k", overlap="skip")
+    hg.schedules.put("s", spec="@every:1000", kind="k", overlap="skip")
     hg.start(workers=False)  # jobs run only when drained, in this thread
     ran: list[int] = []
 
@@ -75,13 +75,13 @@ def test_skip_records_ticks_skipped_while_the_previous_job_waits_or_runs(
     ]
     assert jobs_for(hg, "s") == [T1, T4]
     assert ran == [T1]
-    assert hg.get_schedule("s").next_run_ms == T4 + STEP, "every skipped tick advanced it"
+    assert hg.schedules.get("s").next_run_ms == T4 + STEP, "every skipped tick advanced it"
 
 
 def test_a_backfill_under_skip_is_one_job_and_a_record_per_tick(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule(
+    hg.schedules.put(
         "b", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=4, overlap="skip"
     )
     hg.start(workers=False)  # jobs run only when drained, in this thread
@@ -99,7 +99,7 @@ def test_a_backfill_under_skip_is_one_job_and_a_record_per_tick(
 def test_buffer_one_keeps_one_job_waiting_behind_the_running_one_and_runs_it_after(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("b", spec="@every:1000", kind="k", overlap="buffer_one")
+    hg.schedules.put("b", spec="@every:1000", kind="k", overlap="buffer_one")
     hg.start(workers=False)  # jobs run only when drained, in this thread
     ran: list[tuple[str, int]] = []
     claimable_while_t1_ran: list[int | None] = []
@@ -112,7 +112,9 @@ def test_buffer_one_keeps_one_job_waiting_behind_the_running_one_and_runs_it_aft
         if tick == T1:
             _tick_inside(clock, hg)()  # T3: buffered behind T1
             _tick_inside(clock, hg)()  # T4: one already waits
-            claimable_while_t1_ran.append(hg._store.reads.earliest_claimable(["default"], ["k"]))
+            claimable_while_t1_ran.append(
+                hg._core.store.reads.earliest_claimable(["default"], ["k"])
+            )
         ran.append(("end", tick))
 
     clock.advance(STEP)
@@ -133,7 +135,7 @@ def test_buffer_one_keeps_one_job_waiting_behind_the_running_one_and_runs_it_aft
 def test_cancel_previous_cancels_the_waiting_or_running_job_and_runs_the_new_one(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("c", spec="@every:1000", kind="k", overlap="cancel_previous")
+    hg.schedules.put("c", spec="@every:1000", kind="k", overlap="cancel_previous")
     hg.start(workers=False)  # jobs run only when drained, in this thread
     told: list[bool] = []
 
@@ -142,7 +144,7 @@ def test_cancel_previous_cancels_the_waiting_or_running_job_and_runs_the_new_one
         assert job.periodic_origin is not None
         if job.periodic_origin.tick_ms == T2:
             _tick_inside(clock, hg)()  # T3 cancels T2, which is running
-            told.append(hg.get_job(job.id).state == "cancelled")
+            told.append(hg.jobs.get(job.id).state == "cancelled")
         return "done"
 
     clock.advance(STEP)
@@ -167,7 +169,7 @@ def test_cancel_previous_cancels_the_waiting_or_running_job_and_runs_the_new_one
 def test_a_backfill_under_cancel_previous_enqueues_only_the_newest_tick(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule(
+    hg.schedules.put(
         "c",
         spec="@every:1000",
         kind="k",
@@ -189,20 +191,20 @@ def test_a_backfill_under_cancel_previous_enqueues_only_the_newest_tick(
 def test_manual_runs_neither_hold_back_ticks_nor_are_held_back(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("m", spec="@every:1000", kind="k", overlap="skip")
+    hg.schedules.put("m", spec="@every:1000", kind="k", overlap="skip")
     hg.start(workers=False)  # jobs run only when drained, in this thread
-    manual = hg.run_now("m", "by-hand").job_id
+    manual = hg.schedules.run_now("m", "by-hand").job_id
     clock.advance(STEP)
     fire(hg)
-    second = hg.run_now("m", "again").job_id
+    second = hg.schedules.run_now("m", "again").job_id
     assert _records(hg, "m") == [(T1, "enqueued", "accepted")]
-    assert {hg.get_job(manual).state, hg.get_job(second).state} == {"pending"}
+    assert {hg.jobs.get(manual).state, hg.jobs.get(second).state} == {"pending"}
 
 
 def test_allow_is_the_default_and_lets_ticks_pile_up(hg: Headgate, clock: FakeClock) -> None:
-    hg.put_schedule("a", spec="@every:1000", kind="k")
+    hg.schedules.put("a", spec="@every:1000", kind="k")
     hg.start(workers=False)  # jobs run only when drained, in this thread
-    assert hg.get_schedule("a").overlap == "allow"
+    assert hg.schedules.get("a").overlap == "allow"
     for _ in range(3):
         clock.advance(STEP)
         fire(hg)
@@ -211,33 +213,33 @@ def test_allow_is_the_default_and_lets_ticks_pile_up(hg: Headgate, clock: FakeCl
 
 def test_an_unknown_overlap_policy_is_refused_by_name(hg: Headgate) -> None:
     with pytest.raises(ValidationError, match="overlap") as raised:
-        hg.put_schedule("x", spec="@every:1000", kind="k", overlap="sometimes")
+        hg.schedules.put("x", spec="@every:1000", kind="k", overlap="sometimes")
     assert "allow, skip, buffer_one, cancel_previous" in str(raised.value)
     with pytest.raises(ValidationError, match="start_within_ms"):
-        hg.put_schedule("x", spec="@every:1000", kind="k", start_within_ms=0)
-    assert hg.list_schedules().schedules == []
+        hg.schedules.put("x", spec="@every:1000", kind="k", start_within_ms=0)
+    assert hg.schedules.list().schedules == []
 
 
 def test_a_tick_job_not_started_within_its_deadline_expires_instead_of_running(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("d", spec="@every:60000", kind="k", start_within_ms=30_000)
+    hg.schedules.put("d", spec="@every:60000", kind="k", start_within_ms=30_000)
     hg.start(workers=False)  # jobs run only when drained, in this thread
     ran: list[str] = []
     hg.handler("k")(lambda job: ran.append(job.id))
     clock.advance(MINUTE)
     fire(hg)
-    [job] = hg.list_jobs(schedule_id="d").jobs
+    [job] = hg.jobs.list(schedule_id="d").jobs
     assert job.start_by_ms == START_MS + MINUTE + 30_000
     clock.advance(30_001)
     summary = hg.drain()
     assert summary.ran == 0 and ran == []
-    expired = hg.get_job(job.id)
+    expired = hg.jobs.get(job.id)
     assert expired.state == "expired" and expired.attempt_history == ()
     assert _records(hg, "d") == [(START_MS + MINUTE, "enqueued", "accepted")], (
         "the tick itself was enqueued"
     )
-    retried = hg.retry_job(job.id)
+    retried = hg.jobs.retry(job.id)
     assert retried.state == "pending" and retried.start_by_ms is None
     assert hg.drain().succeeded == 1 and ran == [job.id]
 
@@ -257,7 +259,7 @@ def test_a_job_started_within_its_deadline_runs_and_keeps_no_deadline_after(
     assert job.start_within_ms == 10_000 and job.start_by_ms == START_MS + 10_000
     clock.advance(10_000)
     assert hg.drain().retrying == 1
-    assert hg.get_job(job.id).start_by_ms is None, (
+    assert hg.jobs.get(job.id).start_by_ms is None, (
         "a retry is not held to the first start's deadline"
     )
     clock.advance(60_000)

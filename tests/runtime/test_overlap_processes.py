@@ -96,7 +96,7 @@ def _run_hosts(url: str, tmp_path: Path, policy: str, seconds: float) -> list[li
 
 def test_skip_never_lets_two_runs_of_one_schedule_overlap(store_url: str, tmp_path: Path) -> None:
     with Headgate(store_url, config=RuntimeConfig(min_interval_ms=100)) as hg:
-        hg.put_schedule("slow", spec="@every:200", kind="work", overlap="skip")
+        hg.schedules.put("slow", spec="@every:200", kind="work", overlap="skip")
     notes = _run_hosts(store_url, tmp_path, "skip", 4.0)
     starts = {int(n[1]): float(n[2]) for n in notes if n[0] == "start"}
     ends = {int(n[1]): float(n[2]) for n in notes if n[0] == "end"}
@@ -105,20 +105,20 @@ def test_skip_never_lets_two_runs_of_one_schedule_overlap(store_url: str, tmp_pa
     for (_, ended), (started, _) in itertools.pairwise(runs):
         assert started >= ended, f"two runs overlapped: {runs}"
     with Headgate(store_url) as hg:
-        reasons = {e.reason for e in hg.enqueue_events("slow", limit=100).events}
+        reasons = {e.reason for e in hg.schedules.enqueue_events("slow", limit=100).events}
     assert "overlap" in reasons, "ticks came due while a run was under way, and were skipped"
 
 
 def test_cancel_previous_cancels_exactly_the_previous_run(store_url: str, tmp_path: Path) -> None:
     with Headgate(store_url, config=RuntimeConfig(min_interval_ms=100)) as hg:
-        hg.put_schedule("latest", spec="@every:700", kind="work", overlap="cancel_previous")
+        hg.schedules.put("latest", spec="@every:700", kind="work", overlap="cancel_previous")
     notes = _run_hosts(store_url, tmp_path, "cancel_previous", 4.0)
     with Headgate(store_url) as hg:
         jobs = sorted(
-            hg.list_jobs(schedule_id="latest", limit=100).jobs,
+            hg.jobs.list(schedule_id="latest", limit=100).jobs,
             key=lambda job: job.periodic_origin.tick_ms if job.periodic_origin else 0,
         )
-        events = hg.enqueue_events("latest", limit=100).events
+        events = hg.schedules.enqueue_events("latest", limit=100).events
     assert len(jobs) >= 4, notes
     assert {e.outcome for e in events} == {"enqueued"}, "no tick is skipped: each replaces"
     *earlier, last = jobs

@@ -35,11 +35,11 @@ def _host(
 
 def test_declared_job_options_survive_an_edit(make_headgate: Callable[..., Headgate]) -> None:
     hg = _host(make_headgate, {"nightly": "0 9 * * *"})
-    stored = hg.get_schedule("nightly")
+    stored = hg.schedules.get("nightly")
     assert (stored.max_attempts, stored.timeout_ms) == (5, 60_000)
-    edited = hg.update_schedule("nightly", spec="0 10 * * *")
+    edited = hg.schedules.update("nightly", spec="0 10 * * *")
     assert (edited.spec, edited.max_attempts, edited.timeout_ms) == ("0 10 * * *", 5, 60_000)
-    replaced = hg.put_schedule("nightly", spec="0 11 * * *", kind="nightly", timeout_ms=5_000)
+    replaced = hg.schedules.put("nightly", spec="0 11 * * *", kind="nightly", timeout_ms=5_000)
     assert (replaced.max_attempts, replaced.timeout_ms) == (None, 5_000)
 
 
@@ -47,7 +47,7 @@ def test_an_operators_pause_and_spec_survive_a_deploy(
     make_headgate: Callable[..., Headgate], store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = _host(make_headgate, {"heartbeat-report": "@every:5000"})
-    assert first.get_schedule("heartbeat-report").declared_in_code
+    assert first.schedules.get("heartbeat-report").declared_in_code
     first.stop()
     status = main(
         [
@@ -71,11 +71,11 @@ def test_an_operators_pause_and_spec_survive_a_deploy(
     assert "overridden: spec, paused" in capsys.readouterr().out
 
     deployed = _host(make_headgate, {"heartbeat-report": "@every:5000"})
-    schedule = deployed.get_schedule("heartbeat-report")
+    schedule = deployed.schedules.get("heartbeat-report")
     assert (schedule.spec, schedule.paused) == ("@every:60000", True)
     assert schedule.overrides == ("spec", "paused")
 
-    cleared = deployed.clear_overrides("heartbeat-report")
+    cleared = deployed.schedules.clear_overrides("heartbeat-report")
     assert (cleared.spec, cleared.paused, cleared.overrides) == ("@every:5000", False, ())
 
 
@@ -83,10 +83,10 @@ def test_a_code_change_to_a_field_nobody_overrode_is_applied(
     make_headgate: Callable[..., Headgate],
 ) -> None:
     first = _host(make_headgate, {"nightly": "0 9 * * *"})
-    first.pause_schedule("nightly")
+    first.schedules.pause("nightly")
     first.stop()
     deployed = _host(make_headgate, {"nightly": "0 7 * * *"})
-    schedule = deployed.get_schedule("nightly")
+    schedule = deployed.schedules.get("nightly")
     assert (schedule.spec, schedule.paused, schedule.overrides) == ("0 7 * * *", True, ("paused",))
 
 
@@ -96,15 +96,15 @@ def test_setting_a_field_back_to_the_code_ends_its_override(hg: Headgate) -> Non
         return None
 
     hg.start(workers=False)
-    assert hg.pause_schedule("nightly").overrides == ("paused",)
-    assert hg.resume_schedule("nightly").overrides == ()
+    assert hg.schedules.pause("nightly").overrides == ("paused",)
+    assert hg.schedules.resume("nightly").overrides == ()
 
 
 def test_a_schedule_only_operators_define_has_nothing_to_clear(hg: Headgate) -> None:
-    hg.put_schedule("adhoc", spec="@every:5000", kind="k")
-    assert not hg.get_schedule("adhoc").declared_in_code
+    hg.schedules.put("adhoc", spec="@every:5000", kind="k")
+    assert not hg.schedules.get("adhoc").declared_in_code
     with pytest.raises(ValidationError, match="not declared in code"):
-        hg.clear_overrides("adhoc")
+        hg.schedules.clear_overrides("adhoc")
 
 
 def test_a_vanished_declaration_is_reported_never_deleted(
@@ -116,14 +116,14 @@ def test_a_vanished_declaration_is_reported_never_deleted(
         deployed = _host(make_headgate, {"kept": "@every:5000"})
     warned = [entry for entry in logs if entry["event"] == "schedule no longer declared in code"]
     assert [entry["schedule_id"] for entry in warned] == ["old-report"]
-    old = deployed.get_schedule("old-report")
+    old = deployed.schedules.get("old-report")
     assert old.undeclared_at_ms is not None
     assert not old.paused  # reported, still ticking: on_undeclared="report"
-    assert b"headgate_schedules_undeclared 1.0" in generate_latest(deployed.metrics_registry)
+    assert b"headgate_schedules_undeclared 1.0" in generate_latest(deployed.metrics.registry)
     deployed.stop()
 
     again = _host(make_headgate, {"kept": "@every:5000"})
-    assert again.get_schedule("old-report").undeclared_at_ms == old.undeclared_at_ms  # once
+    assert again.schedules.get("old-report").undeclared_at_ms == old.undeclared_at_ms  # once
 
 
 def test_a_vanished_declaration_is_paused_when_the_setting_says_so(
@@ -132,7 +132,7 @@ def test_a_vanished_declaration_is_paused_when_the_setting_says_so(
     _host(make_headgate, {"old-report": "@every:5000"}).stop()
     _host(make_headgate, {"other": "@every:5000"}, on_undeclared="pause").stop()
     hg = make_headgate()
-    assert hg.get_schedule("old-report").paused
+    assert hg.schedules.get("old-report").paused
 
 
 def test_a_declaration_that_comes_back_is_declared_again(
@@ -141,7 +141,7 @@ def test_a_declaration_that_comes_back_is_declared_again(
     _host(make_headgate, {"report": "@every:5000"}).stop()
     _host(make_headgate, {"other": "@every:5000"}).stop()
     back = _host(make_headgate, {"report": "@every:5000", "other": "@every:5000"})
-    assert back.get_schedule("report").undeclared_at_ms is None
+    assert back.schedules.get("report").undeclared_at_ms is None
 
 
 def test_another_groups_declarations_are_left_alone(
@@ -149,7 +149,7 @@ def test_another_groups_declarations_are_left_alone(
 ) -> None:
     _host(make_headgate, {"billing": "@every:5000"}, declarations_group="billing").stop()
     web = _host(make_headgate, {"web": "@every:5000"}, declarations_group="web")
-    assert web.get_schedule("billing").undeclared_at_ms is None
+    assert web.schedules.get("billing").undeclared_at_ms is None
 
 
 def test_a_host_without_declarations_reports_nothing(
@@ -158,4 +158,4 @@ def test_a_host_without_declarations_reports_nothing(
     _host(make_headgate, {"report": "@every:5000"}).stop()
     plain = make_headgate()
     plain.start(workers=False)
-    assert plain.get_schedule("report").undeclared_at_ms is None
+    assert plain.schedules.get("report").undeclared_at_ms is None

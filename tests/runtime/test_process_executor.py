@@ -130,11 +130,11 @@ def make(store_url: str) -> Iterator[Callable[..., Headgate]]:
 def wait_for(hg: Headgate, job_id: str, states: set[str], within_s: float = 20.0) -> str:
     ends = time.monotonic() + within_s
     while time.monotonic() < ends:
-        state = hg.get_job(job_id).state
+        state = hg.jobs.get(job_id).state
         if state in states:
             return state
         time.sleep(0.05)
-    raise AssertionError(f"job {job_id} is {hg.get_job(job_id).state}, not one of {states}")
+    raise AssertionError(f"job {job_id} is {hg.jobs.get(job_id).state}, not one of {states}")
 
 
 def test_a_handler_in_an_infinite_loop_is_killed_at_its_deadline_and_retried(
@@ -147,7 +147,7 @@ def test_a_handler_in_an_infinite_loop_is_killed_at_its_deadline_and_retried(
     hg.start(QUICK, scheduler=False)
     job = hg.enqueue("spin")
     wait_for(hg, job.id, {"completed"}, within_s=30)
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     assert isinstance(done.result, dict)
     assert done.result["attempt"] == 2
     first = done.attempt_history[-1]
@@ -162,9 +162,9 @@ def test_a_handler_in_an_infinite_loop_is_killed_at_its_deadline_and_retried(
     assert done.result["pid"] != os.getpid()
     # Nothing holds a slot for it: the heartbeat (renewed every 500 ms) says so.
     ends = time.monotonic() + 3
-    while hg.workers()[0].overdue and time.monotonic() < ends:
+    while hg.runtime.workers()[0].overdue and time.monotonic() < ends:
         time.sleep(0.05)
-    assert hg.workers()[0].overdue == 0
+    assert hg.runtime.workers()[0].overdue == 0
 
 
 def test_a_child_killed_at_its_deadline_takes_the_processes_it_started_with_it(
@@ -178,7 +178,7 @@ def test_a_child_killed_at_its_deadline_takes_the_processes_it_started_with_it(
     pid_file = tmp_path / "sleeper.pid"
     job = hg.enqueue("sleeper", {"pid_file": str(pid_file)})
     assert wait_for(hg, job.id, {"failed"}) == "failed"
-    assert hg.get_job(job.id).attempt_history[0].outcome == "timed_out"
+    assert hg.jobs.get(job.id).attempt_history[0].outcome == "timed_out"
     sleeper = int(pid_file.read_text())
     ends = time.monotonic() + 5
     while process_running(sleeper) and time.monotonic() < ends:
@@ -208,12 +208,12 @@ def test_an_exception_comes_back_as_its_class_for_the_retry_policy(
     refused = hg.enqueue("refuse")
     two = hg.enqueue("two")
     assert wait_for(hg, refused.id, {"failed"}) == "failed"
-    job = hg.get_job(refused.id)
+    job = hg.jobs.get(refused.id)
     assert job.attempts == 1  # not retried: the policy saw NotWorthRetrying itself
     assert job.attempt_history[0].error_type == f"{__name__}.NotWorthRetrying"
     assert job.attempt_history[0].error_message == "bad input"
     assert wait_for(hg, two.id, {"failed"}) == "failed"
-    ended = hg.get_job(two.id).attempt_history[0]
+    ended = hg.jobs.get(two.id).attempt_history[0]
     assert (ended.error_type, ended.error_message) == (f"{__name__}.NeedsTwoArguments", "7: no")
 
 
@@ -223,7 +223,7 @@ def test_a_snooze_in_a_child_snoozes_its_job(make: Callable[..., Headgate]) -> N
     hg.start(QUICK, scheduler=False)
     job = hg.enqueue("snooze")
     assert wait_for(hg, job.id, {"completed", "failed"}) == "completed"
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     assert done.result == 1
     assert [attempt.outcome for attempt in reversed(done.attempt_history)] == [
         "snoozed",
@@ -244,7 +244,7 @@ def test_a_result_that_cannot_come_back_fails_its_attempt_at_once(
     odd = hg.enqueue("odd")
     assert wait_for(hg, odd.id, {"failed"}) == "failed"
     assert time.monotonic() - began < 10, "failed when it answered, not at its timeout"
-    ended = hg.get_job(odd.id).attempt_history[0]
+    ended = hg.jobs.get(odd.id).attempt_history[0]
     assert ended.outcome == "failed"
     assert str(ended.error_type).endswith("InvalidResult"), ended.error_type
     after = hg.enqueue("pid")  # its one slot still serves
@@ -261,7 +261,7 @@ def test_a_result_over_the_limit_is_refused_in_the_child(make: Callable[..., Hea
     hg.start(WorkerConfig(poll_interval_ms=50, max_result_bytes=1_000), scheduler=False)
     big = hg.enqueue("big")
     assert wait_for(hg, big.id, {"failed"}) == "failed"
-    ended = hg.get_job(big.id).attempt_history[0]
+    ended = hg.jobs.get(big.id).attempt_history[0]
     assert str(ended.error_type).endswith("InvalidResult")
     assert "the limit is 1000" in str(ended.error_message)
 
@@ -274,13 +274,13 @@ def test_an_idle_child_that_died_is_replaced_not_blamed_on_the_next_job(
     hg.start(WorkerConfig(queues={"default": 1}, poll_interval_ms=50), scheduler=False)
     first = hg.enqueue("pid")
     wait_for(hg, first.id, {"completed"})
-    child = hg.get_job(first.id).result
+    child = hg.jobs.get(first.id).result
     assert isinstance(child, int)
     os.kill(child, signal.SIGKILL)
     time.sleep(0.2)
     second = hg.enqueue("pid")
     assert wait_for(hg, second.id, {"completed"}) == "completed"
-    ran = hg.get_job(second.id)
+    ran = hg.jobs.get(second.id)
     assert (ran.crash_count, ran.attempts) == (0, 1)
     assert ran.result != child
 
@@ -293,11 +293,11 @@ def test_a_child_that_dies_is_a_crash_and_quarantines_at_the_crash_limit(
     hg.start(WorkerConfig(poll_interval_ms=50, crash_limit=2), scheduler=False)
     job = hg.enqueue("die", {"n": 1})
     assert wait_for(hg, job.id, {"quarantined"}) == "quarantined"
-    ended = hg.get_job(job.id)
+    ended = hg.jobs.get(job.id)
     assert ended.crash_count == 2
     assert ended.attempts == 0
     assert [a.outcome for a in ended.attempt_history][-1] == "crashed"
-    assert hg.workers()[0].running == 0  # the worker itself lives on
+    assert hg.runtime.workers()[0].running == 0  # the worker itself lives on
 
 
 def test_a_child_over_its_memory_limit_fails_the_attempt(make: Callable[..., Headgate]) -> None:
@@ -306,7 +306,7 @@ def test_a_child_over_its_memory_limit_fails_the_attempt(make: Callable[..., Hea
     hg.start(WorkerConfig(poll_interval_ms=50, child_memory_limit_mb=256), scheduler=False)
     job = hg.enqueue("allocate")
     assert wait_for(hg, job.id, {"failed"}) == "failed"
-    assert hg.get_job(job.id).attempt_history[0].error_type == "MemoryError"
+    assert hg.jobs.get(job.id).attempt_history[0].error_type == "MemoryError"
 
 
 def test_a_child_is_kept_and_replaced_after_max_jobs_per_child(
@@ -322,7 +322,7 @@ def test_a_child_is_kept_and_replaced_after_max_jobs_per_child(
     for _ in range(4):
         job = hg.enqueue("pid")
         wait_for(hg, job.id, {"completed"})
-        pids.append(hg.get_job(job.id).result)
+        pids.append(hg.jobs.get(job.id).result)
     assert pids[0] == pids[1] != pids[2] == pids[3]
     assert os.getpid() not in pids
 
@@ -336,8 +336,8 @@ def test_drain_runs_a_process_handler_in_a_child(make: Callable[..., Headgate]) 
     summary = hg.drain(timeout=20)
     # A crashed job is due again at once: drain runs it until the crash limit (3).
     assert (summary.succeeded, summary.crashed) == (1, 3)
-    assert hg.get_job(job.id).result not in (None, os.getpid())
-    crashed = hg.get_job(crashing.id)
+    assert hg.jobs.get(job.id).result not in (None, os.getpid())
+    crashed = hg.jobs.get(crashing.id)
     assert (crashed.state, crashed.crash_count) == ("quarantined", 3)
 
 
@@ -362,9 +362,9 @@ def test_cpu_bound_handlers_in_children_leave_the_ticks_on_time(
     burning = [hg.enqueue("burn", {"n": each}) for each in range(4)]
     for job in burning:
         wait_for(hg, job.id, {"running"})
-    hg.put_schedule("tick", spec="@every:1000", kind="nothing", queue="ticks")
+    hg.schedules.put("tick", spec="@every:1000", kind="nothing", queue="ticks")
     time.sleep(5.6)
-    assert all(hg.get_job(job.id).state == "running" for job in burning)
+    assert all(hg.jobs.get(job.id).state == "running" for job in burning)
     lateness = dict(commits.late_ms)
     assert len(lateness) >= 4
     assert None not in lateness.values(), f"a tick did not commit: {lateness}"

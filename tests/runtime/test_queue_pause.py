@@ -39,18 +39,18 @@ def test_a_paused_queue_finishes_what_runs_claims_nothing_and_resumes_at_once(
     try:
         running = hg.enqueue("report.build").id
         _eventually(lambda: started == [running])
-        paused = hg.pause_queue("reports", "nightly backup")
+        paused = hg.queues.pause("reports", "nightly backup")
         assert (paused.paused, paused.running) == (True, 1)
         waiting = hg.enqueue("report.build").id
         release.set()
-        _eventually(lambda: hg.get_job(running).state == "completed")
+        _eventually(lambda: hg.jobs.get(running).state == "completed")
         time.sleep(QUIET)
         assert started == [running]
-        assert hg.get_job(waiting).state == "pending"
+        assert hg.jobs.get(waiting).state == "pending"
 
         resumed_at = time.monotonic()
-        assert hg.resume_queue("reports").paused is False
-        _eventually(lambda: hg.get_job(waiting).state == "completed")
+        assert hg.queues.resume("reports").paused is False
+        _eventually(lambda: hg.jobs.get(waiting).state == "completed")
         assert time.monotonic() - resumed_at < 2.5
     finally:
         release.set()

@@ -43,12 +43,12 @@ def test_a_running_job_survives_a_rebuild_of_the_jobs_projection(
             hg.enqueue("other", {"n": n})
         job = hg.enqueue("slow")
         hg.start(FAST, scheduler=False)
-        _eventually(lambda: hg.get_job(job.id).state == "running", "the claim")
-        store = hg._store
+        _eventually(lambda: hg.jobs.get(job.id).state == "running", "the claim")
+        store = hg._core.store
         assert isinstance(store, SqlStore)
 
         def look_midway(_: str, __: int, ___: int) -> None:
-            pool = hg._pool
+            pool = hg._core.pool
             assert pool is not None
             pool.check_now()  # the worker looks at its jobs with the table half built
             time.sleep(0.3)
@@ -57,12 +57,12 @@ def test_a_running_job_survives_a_rebuild_of_the_jobs_projection(
         with pytest.raises(KeyboardInterrupt):
             rebuild(store, batch_size=10, on_progress=look_midway)
         rebuild(store, batch_size=10)
-        running = hg.get_job(job.id)
+        running = hg.jobs.get(job.id)
         assert running.state == "running"
         release.set()
-        _eventually(lambda: hg.get_job(job.id).state == "completed", "the job's end")
-        assert hg.get_job(job.id).result == "done" and stopped == [False]
-        assert [a.outcome for a in hg.get_job(job.id).attempt_history] == ["succeeded"]
+        _eventually(lambda: hg.jobs.get(job.id).state == "completed", "the job's end")
+        assert hg.jobs.get(job.id).result == "done" and stopped == [False]
+        assert [a.outcome for a in hg.jobs.get(job.id).attempt_history] == ["succeeded"]
     finally:
         release.set()
         hg.close()

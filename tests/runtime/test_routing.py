@@ -19,6 +19,7 @@ from headgate import (
     ValidationError,
     WorkerConfig,
 )
+from headgate._operator import operator_of
 from headgate._routing import REFRESH_MS
 from headgate.testing import FakeClock
 
@@ -39,12 +40,12 @@ def test_a_job_goes_to_its_handlers_queue_while_no_worker_is_alive(
     hg: Headgate, make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     _declaring(make_headgate, "pdf.render", queue="pdf", priority=7, start_within_ms=60_000)
-    assert hg.workers() == []
+    assert hg.runtime.workers() == []
     job = hg.enqueue("pdf.render", {"doc": 1})
     assert (job.queue, job.priority, job.start_within_ms) == ("pdf", 7, 60_000)
     assert [j.queue for j in hg.enqueue_many([{"kind": "pdf.render"}] * 2)] == ["pdf", "pdf"]
     with pytest.raises(ValidationError, match="payload"):
-        hg.check_job("pdf.render", {"big": "x" * 10_000_000}, JobOptions())
+        operator_of(hg).check_job("pdf.render", {"big": "x" * 10_000_000}, JobOptions())
     named = hg.enqueue("pdf.render", queue="default")
     assert (named.queue, named.priority) == ("default", 7), "as its handler here would give"
     assert hg.enqueue("mail.send").queue == "default", "a kind nobody declared: as before"
@@ -59,9 +60,9 @@ def test_a_worker_serving_other_queues_too_does_not_make_its_kinds_ambiguous(
     worker.handler("pdf.render", queue="pdf")(lambda job: None)
     worker.start(WorkerConfig(queues={"pdf": 1, "default": 1}), scheduler=False)
     deadline = time.monotonic() + 10
-    while not worker.workers() and time.monotonic() < deadline:
+    while not worker.runtime.workers() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert worker.workers(), "the worker never beat"
+    assert worker.runtime.workers(), "the worker never beat"
     assert hg.enqueue("pdf.render").queue == "pdf"
 
 
@@ -94,7 +95,7 @@ def test_a_groups_newest_start_replaces_its_declaration(
     _declaring(make_headgate, "pdf.render", queue="render")
     clock.advance(REFRESH_MS)
     assert hg.enqueue("pdf.render").queue == "render"
-    [shown] = hg.declared_handlers()
+    [shown] = hg.runtime.declared_handlers()
     assert shown == DeclaredHandler(
         "pdf.render",
         "render",

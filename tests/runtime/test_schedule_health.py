@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from headgate import Headgate, RuntimeConfig, ScheduleAlert
 from headgate._domain.schedule_health import AlertKind, alert_on_settle
 from headgate._errors import ValidationError
+from headgate._operator import operator_of
 from headgate.testing import FakeClock
 
 MINUTE = 60_000
@@ -44,7 +45,7 @@ def flaky() -> _Flaky:
 def hg(make_headgate: Callable[..., Headgate], flaky: _Flaky) -> Headgate:
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=1_500))
     hg.handler("report.build", max_attempts=1)(flaky)
-    hg.put_schedule("nightly", spec="@every:60000", kind="report.build")
+    hg.schedules.put("nightly", spec="@every:60000", kind="report.build")
     return hg
 
 
@@ -55,7 +56,7 @@ def _tick(hg: Headgate, clock: FakeClock) -> None:
 
 
 def _metric(hg: Headgate, name: str, **labels: str) -> float | None:
-    text = generate_latest(hg.metrics_registry).decode()
+    text = generate_latest(hg.metrics.registry).decode()
     wanted = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
     for line in text.splitlines():
         if line.startswith(wanted + " "):
@@ -68,18 +69,18 @@ def test_a_schedule_goes_failing_after_its_runs_fail_and_ok_after_one_succeeds(
 ) -> None:
     failures: list[ScheduleAlert] = []
     recoveries: list[ScheduleAlert] = []
-    hg.on_schedule_failure(failures.append, schedule="nightly", after_failures=2)
-    hg.on_schedule_recovery(recoveries.append, schedule="nightly", after_failures=2)
+    hg.schedules.on_failure(failures.append, schedule="nightly", after_failures=2)
+    hg.schedules.on_recovery(recoveries.append, schedule="nightly", after_failures=2)
     hg.start(workers=False)
-    assert hg.schedule_health("nightly").state == "ok"
+    assert hg.schedules.health("nightly").state == "ok"
     _tick(hg, clock)
-    health = hg.schedule_health("nightly")
+    health = hg.schedules.health("nightly")
     assert (health.state, health.consecutive_failures) == ("failing", 1)
     assert health.last_error_type == "ConnectionError"
     assert failures == [], "the hook waits for two in a row"
     for _ in range(3):
         _tick(hg, clock)
-    health = hg.schedule_health("nightly")
+    health = hg.schedules.health("nightly")
     assert (health.state, health.consecutive_failures) == ("failing", 4)
     assert [(a.kind, a.consecutive_failures, a.error_type) for a in failures] == [
         ("failure", 2, "ConnectionError")
@@ -88,14 +89,14 @@ def test_a_schedule_goes_failing_after_its_runs_fail_and_ok_after_one_succeeds(
     assert (
         _metric(hg, "headgate_schedule_last_success_timestamp_seconds", schedule="nightly") is None
     )
-    assert [hg.list_schedules(health=state).schedules for state in ("failing", "ok")] == [
-        [hg.get_schedule("nightly")],
+    assert [hg.schedules.list(health=state).schedules for state in ("failing", "ok")] == [
+        [hg.schedules.get("nightly")],
         [],
     ]
 
     flaky.failing = False
     _tick(hg, clock)
-    health = hg.schedule_health("nightly")
+    health = hg.schedules.health("nightly")
     assert (health.state, health.consecutive_failures) == ("ok", 0)
     assert health.last_success_ms == clock.now_ms()
     assert health.last_run is not None and health.last_run.outcome == "succeeded"
@@ -108,7 +109,7 @@ def test_a_schedule_goes_failing_after_its_runs_fail_and_ok_after_one_succeeds(
     ) == pytest.approx(clock.now_ms() / 1000)
     assert _metric(hg, "headgate_schedule_health", schedule="nightly", state="ok") == 1
 
-    runs = hg.schedule_runs("nightly", 10).runs
+    runs = hg.schedules.runs("nightly", 10).runs
     assert [run.outcome for run in runs] == ["succeeded"] * 2 + ["failed"] * 4
     assert {run.error_type for run in runs[2:]} == {"ConnectionError"}
 
@@ -116,28 +117,28 @@ def test_a_schedule_goes_failing_after_its_runs_fail_and_ok_after_one_succeeds(
 def test_a_job_nobody_takes_is_late_and_ticks_nobody_fires_are_missing(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    grace = hg.schedule_health("nightly").grace_ms
+    grace = hg.schedules.health("nightly").grace_ms
     hg.start(workers=False)
     clock.advance(MINUTE)
     assert hg.run_pending()
-    assert hg.schedule_health("nightly").state == "ok"
+    assert hg.schedules.health("nightly").state == "ok"
     clock.advance(grace + 1)
     assert hg.run_pending() is not None
-    assert hg.schedule_health("nightly").state == "late", "its job waited past the grace"
+    assert hg.schedules.health("nightly").state == "late", "its job waited past the grace"
     hg.stop()
     clock.advance(MINUTE)
-    assert hg.schedule_health("nightly").state == "missing", "no scheduler fired the next tick"
-    assert hg.count_schedules(health="missing") == 1
-    hg.pause_schedule("nightly")
-    assert hg.schedule_health("nightly").state == "paused"
+    assert hg.schedules.health("nightly").state == "missing", "no scheduler fired the next tick"
+    assert operator_of(hg).count_schedules(health="missing") == 1
+    hg.schedules.pause("nightly")
+    assert hg.schedules.health("nightly").state == "paused"
 
 
 def test_a_webhook_is_posted_the_alert_and_a_failing_one_holds_nothing_back(
     hg: Headgate, clock: FakeClock, flaky: _Flaky, webhook: _Webhook
 ) -> None:
-    hg.on_schedule_failure(webhook.url)
-    hg.on_schedule_failure("http://127.0.0.1:9/refused")  # nothing listens there
-    hg.on_schedule_failure(_raises)
+    hg.schedules.on_failure(webhook.url)
+    hg.schedules.on_failure("http://127.0.0.1:9/refused")  # nothing listens there
+    hg.schedules.on_failure(_raises)
     hg.start(workers=False)
     with capture_logs() as logs:
         _tick(hg, clock)
@@ -149,14 +150,14 @@ def test_a_webhook_is_posted_the_alert_and_a_failing_one_holds_nothing_back(
     assert "report database" not in json.dumps(alert), "no error text, no payload"
     flaky.failing = False
     _tick(hg, clock)
-    assert hg.schedule_health("nightly").state == "ok"
+    assert hg.schedules.health("nightly").state == "ok"
 
 
 def test_a_bad_target_or_count_is_refused(hg: Headgate) -> None:
     with pytest.raises(ValidationError, match="target"):
-        hg.on_schedule_failure("ftp://example.com/x")
+        hg.schedules.on_failure("ftp://example.com/x")
     with pytest.raises(ValidationError, match="after_failures"):
-        hg.on_schedule_failure(print, after_failures=0)
+        hg.schedules.on_failure(print, after_failures=0)
 
 
 @pytest.mark.parametrize(

@@ -63,8 +63,8 @@ def test_workers_without_a_scheduler_are_told_everywhere_until_one_starts(
     def build(job: JobContext) -> None:
         return None
 
-    hg.put_schedule("nightly", spec="@every:60000", kind="report.build")
-    assert hg.scheduler_health().state == "ok", "nothing is due yet"
+    hg.schedules.put("nightly", spec="@every:60000", kind="report.build")
+    assert hg.runtime.scheduler_health().state == "ok", "nothing is due yet"
     clock.advance(MINUTE + 10_001)  # due a minute ago, past the grace
     with capture_logs() as logs:
         hg.start(WorkerConfig(poll_interval_ms=20), scheduler=False)
@@ -76,7 +76,7 @@ def test_workers_without_a_scheduler_are_told_everywhere_until_one_starts(
     assert said["log_level"] == "warning"
     assert said["event"].startswith("no process is the scheduler: schedules have been due for")
 
-    health = hg.scheduler_health()
+    health = hg.runtime.scheduler_health()
     assert (health.state, health.holder, health.behind_ms) == ("no_scheduler", None, 10_001)
     client = TestClient(create_app(hg, api_token=""), base_url=LOCAL)
     assert client.get("/api/v1/scheduler").json()["state"] == "no_scheduler"
@@ -84,17 +84,17 @@ def test_workers_without_a_scheduler_are_told_everywhere_until_one_starts(
     assert ready.status_code == 200, "the API still serves"
     assert ready.json()["scheduler"]["state"] == "no_scheduler"
     assert 'id="scheduler-banner"' in client.get("/").text
-    metrics = generate_latest(hg.metrics_registry).decode()
+    metrics = generate_latest(hg.metrics.registry).decode()
     assert "headgate_scheduler_missing 1.0" in metrics
     assert "headgate_scheduler_behind_seconds 10.001" in metrics
 
     hg.stop()
     hg.start(WorkerConfig(poll_interval_ms=20))  # and now the scheduler too
     hg.run_pending()
-    assert hg.scheduler_health().state == "ok"
-    assert hg.scheduler_health().holder is not None
+    assert hg.runtime.scheduler_health().state == "ok"
+    assert hg.runtime.scheduler_health().holder is not None
     assert 'id="scheduler-banner"' not in client.get("/").text
-    assert "headgate_scheduler_missing 0.0" in generate_latest(hg.metrics_registry).decode()
+    assert "headgate_scheduler_missing 0.0" in generate_latest(hg.metrics.registry).decode()
 
 
 APP = textwrap.dedent(
@@ -129,14 +129,14 @@ def test_the_scheduler_command_fires_the_apps_ticks_and_releases_its_lease(
             assert time.monotonic() < deadline, "the scheduler made no store"
             time.sleep(0.05)
         with Headgate(f"sqlite:///{database}") as client:
-            while len(client.list_jobs(schedule_id="pulse").jobs) < 2:
+            while len(client.jobs.list(schedule_id="pulse").jobs) < 2:
                 assert time.monotonic() < deadline, "no ticks fired"
                 time.sleep(0.05)
-            assert client.lease_status() is not None
-            assert client.workers() == [], "a scheduler runs no workers"
+            assert client.runtime.lease() is not None
+            assert client.runtime.workers() == [], "a scheduler runs no workers"
             scheduler.send_signal(signal.SIGTERM)
             assert scheduler.wait(timeout=20) == 0
-            assert client.lease_status() is None, "released at the stop"
+            assert client.runtime.lease() is None, "released at the stop"
     finally:
         if scheduler.poll() is None:
             scheduler.kill()

@@ -58,23 +58,25 @@ def test_a_slow_after_hook_costs_neither_the_lease_nor_other_ticks(
     hook = Recorder("slow", after_s=3.0)
     hg = Headgate(store_url, config=RuntimeConfig(lease_ttl_ms=TTL_MS), hooks=[hook])
     runtime.append(hg)
-    hg.put_schedule("slow", spec="@every:2000", kind="k")
-    hg.put_schedule("fast", spec="@every:1000", kind="k")
+    hg.schedules.put("slow", spec="@every:2000", kind="k")
+    hg.schedules.put("fast", spec="@every:1000", kind="k")
     hg.start()
     deadline = time.monotonic() + 5
-    while hg.lease_status() is None and time.monotonic() < deadline:
+    while hg.runtime.lease() is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    status = hg.lease_status()
+    status = hg.runtime.lease()
     assert status is not None
     first_term = status.term
     time.sleep(10)
-    status = hg.lease_status()
+    status = hg.runtime.lease()
     assert status is not None and status.term == first_term, "the lease was lost and re-taken"
     ticks = jobs_for(hg, "fast")
     assert len(ticks) >= 9
     assert ticks == list(range(ticks[0], ticks[-1] + 1000, 1000)), "one job per tick, contiguous"
     events = {  # read after the jobs: a tick may have come since
-        e.tick_ms: e for e in hg.enqueue_events("fast", limit=100).events if e.tick_ms <= ticks[-1]
+        e.tick_ms: e
+        for e in hg.schedules.enqueue_events("fast", limit=100).events
+        if e.tick_ms <= ticks[-1]
     }
     assert sorted(events) == ticks and {e.outcome for e in events.values()} == {"enqueued"}
     committed = dict(hook.committed["fast"])
@@ -87,7 +89,7 @@ def _start(hg: Headgate) -> int:
     """Start and wait for the lease; its term."""
     hg.start()
     deadline = time.monotonic() + 5
-    while (status := hg.lease_status()) is None:
+    while (status := hg.runtime.lease()) is None:
         assert time.monotonic() < deadline, "no scheduler lease"
         time.sleep(0.02)
     return status.term
@@ -140,8 +142,8 @@ def test_a_before_hook_over_budget_fails_its_attempt_which_is_retried_while_othe
     hg = Headgate(store_url, config=config, hooks=[hook])
     runtime.append(hg)
     # Backfill retries the very tick that failed (skip would retry the latest due).
-    hg.put_schedule("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=10)
-    hg.put_schedule("fast", spec="@every:1000", kind="k")
+    hg.schedules.put("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=10)
+    hg.schedules.put("fast", spec="@every:1000", kind="k")
     try:
         term = _start(hg)
         deadline = time.monotonic() + 12
@@ -150,9 +152,9 @@ def test_a_before_hook_over_budget_fails_its_attempt_which_is_retried_while_othe
         time.sleep(1.5)
     finally:
         hook.release.set()
-    status = hg.lease_status()
+    status = hg.runtime.lease()
     assert status is not None and status.term == term
-    events = sorted(hg.enqueue_events("bad", limit=100).events, key=lambda e: e.event_id)
+    events = sorted(hg.schedules.enqueue_events("bad", limit=100).events, key=lambda e: e.event_id)
     failed = [e for e in events if e.outcome == "failed"]
     assert [(e.reason, e.tick_ms) for e in failed] == [("hook_error", events[0].tick_ms)] * 2
     assert hook.attempts[:3] == [1, 2, 3], "the tick is retried, attempt by attempt"
@@ -191,11 +193,11 @@ def test_after_hooks_that_raise_or_hang_never_stop_later_ticks(
     hg = Headgate(store_url, config=config, hooks=[hook])
     runtime.append(hg)
     for schedule_id in ("raises", "hangs", "fast"):
-        hg.put_schedule(schedule_id, spec="@every:1000", kind="k")
+        hg.schedules.put(schedule_id, spec="@every:1000", kind="k")
     try:
         term = _start(hg)
         time.sleep(6)
-        status = hg.lease_status()
+        status = hg.runtime.lease()
         assert status is not None and status.term == term
         for schedule_id in ("raises", "hangs"):
             ticks = jobs_for(hg, schedule_id)
@@ -223,14 +225,14 @@ def test_stop_returns_promptly_with_hooks_still_hung(
     config = RuntimeConfig(lease_ttl_ms=TTL_MS, hook_timeout_ms=5_000)
     hg = Headgate(store_url, config=config, hooks=[Hung()])
     runtime.append(hg)
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     try:
         _start(hg)
         assert entered.wait(5)
         began = time.monotonic()
         hg.stop()
         assert time.monotonic() - began < 1.5, "stop waited for a hung hook"
-        assert hg.lease_status() is None, "the lease was released"
+        assert hg.runtime.lease() is None, "the lease was released"
     finally:
         release.set()
 
@@ -244,7 +246,7 @@ def test_a_lapsed_lease_retaken_under_a_new_term_says_so(
     with capture_logs() as logs:
         clock.advance(4 * TTL_MS)  # no renewal in all that time: the lease lapsed
         deadline = time.monotonic() + 5
-        while (status := hg.lease_status()) is None or status.term == 1:
+        while (status := hg.runtime.lease()) is None or status.term == 1:
             assert time.monotonic() < deadline, "the lease was not taken again"
             time.sleep(0.01)
     (line,) = [entry for entry in logs if entry["event"].startswith("lease acquired again")]
@@ -259,7 +261,7 @@ def test_a_renewal_too_late_to_trust_is_logged(
     """A renewal that returns within the trust margin of its expiry (a slow store)
     stops the ticks under it, and says so."""
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=TTL_MS))
-    leases = hg._store.leases
+    leases = hg._core.store.leases
     slow = threading.Event()
 
     class SlowLeases:
@@ -273,7 +275,7 @@ def test_a_renewal_too_late_to_trust_is_logged(
                 clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
             return lease
 
-    hg._store.leases = SlowLeases()  # type: ignore[assignment]
+    hg._core.store.leases = SlowLeases()  # type: ignore[assignment]
     hg.start()
     assert hg.run_pending()
     with capture_logs() as logs:

@@ -28,7 +28,7 @@ def test_a_snoozed_job_runs_again_later_without_using_an_attempt(
 
     job = hg.enqueue("mail.send")
     assert hg.drain().snoozed == 1
-    snoozed = hg.get_job(job.id)
+    snoozed = hg.jobs.get(job.id)
     assert (snoozed.state, snoozed.attempts, snoozed.snoozes) == ("pending", 0, 1)
     assert snoozed.run_at_ms == START_MS + 30_000
     assert hg.drain().ran == 0, "not due before its snooze is over"
@@ -36,7 +36,7 @@ def test_a_snoozed_job_runs_again_later_without_using_an_attempt(
     assert hg.drain().snoozed == 1
     clock.advance(30_000)
     assert hg.drain().succeeded == 1
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     assert (done.state, done.attempts, done.snoozes) == ("completed", 1, 2)
     assert seen == [(1, 0), (1, 1), (1, 2)], "a snooze never used up the only attempt"
     assert [a.outcome for a in done.attempt_history] == ["succeeded", "snoozed", "snoozed"]
@@ -50,7 +50,7 @@ def test_snoozes_past_the_limit_fail_the_attempt(hg: Headgate, clock: FakeClock)
         clock.advance(1_000)
     summary = hg.drain()
     assert (summary.snoozed, summary.failed) == (0, 1)
-    failed = hg.get_job(job.id)
+    failed = hg.jobs.get(job.id)
     assert failed.state == "failed" and failed.snoozes == DEFAULT_MAX_SNOOZES
     assert failed.error_type == "headgate.SnoozeLimitExceeded"
     assert "the limit is 100" in (failed.error_message or "")
@@ -60,7 +60,7 @@ def test_a_snooze_of_no_time_fails_the_attempt_naming_the_rule(hg: Headgate) -> 
     hg.handler("poll", max_attempts=1)(lambda job: (_ for _ in ()).throw(Snooze(0)))
     job = hg.enqueue("poll")
     assert hg.drain().failed == 1
-    failed = hg.get_job(job.id)
+    failed = hg.jobs.get(job.id)
     assert failed.error_type == "headgate.ValidationError"
     assert "seconds" in (failed.error_message or "")
     with pytest.raises(ValidationError, match="a week"):

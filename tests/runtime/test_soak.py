@@ -30,6 +30,7 @@ from sqlalchemy import text
 from headgate import Headgate, RuntimeConfig
 from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
 from headgate._store.sql.maintenance import verify
+from headgate.testing import finish_job
 
 pytestmark = pytest.mark.soak
 
@@ -78,7 +79,7 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
         deadline = time.monotonic() + SECONDS
         while time.monotonic() < deadline:
             time.sleep(chance.uniform(1.0, 3.0))
-            status = observer.lease_status()
+            status = observer.runtime.lease()
             holder = next((r for r in runtimes if status and r.pid == status.pid), None)
             action = chance.choice(["kill holder", "replace other", "freeze holder", "api"])
             if action == "kill holder" and holder is not None:
@@ -93,7 +94,7 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
             elif (
                 action == "freeze holder"
                 and holder is not None
-                and observer._store.backend.name == "postgresql"
+                and observer._core.store.backend.name == "postgresql"
             ):
                 # Past its lease, and past the session timeout that frees its locks.
                 holder.send_signal(signal.SIGSTOP)
@@ -107,10 +108,10 @@ def test_chaos_for_minutes_loses_and_doubles_nothing(store_url: str, tmp_path: P
             runtime.terminate()
         for runtime in runtimes:
             runtime.wait(timeout=30)
-        report = verify(observer._store)
+        report = verify(observer._core.store)
         assert report.ok, (report.lagging, report.differences[:5])
         _assert_every_tick_once(observer)
-        with observer._store.engine.connect() as connection:
+        with observer._core.store.engine.connect() as connection:
             manual = connection.execute(
                 text(
                     "SELECT COUNT(*) FROM headgate_jobs WHERE kind = 'soak.tick' AND periodic_tick_ms IS NULL"
@@ -135,21 +136,21 @@ def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) 
     key = f"key-{chance.randrange(20)}"
     schedule_id = chance.choice(list(SCHEDULES))
     keys.add(f"{schedule_id}/{key}")
-    observer.run_now(schedule_id, idempotency_key=key)
-    with observer._store.engine.connect() as connection:
+    observer.schedules.run_now(schedule_id, idempotency_key=key)
+    with observer._core.store.engine.connect() as connection:
         pending = connection.execute(
             text(
                 "SELECT job_id FROM headgate_jobs WHERE state = 'pending' ORDER BY job_id LIMIT 20"
             )
         ).scalars()
         for job_id in list(pending):
-            observer.finish_job(job_id)
+            finish_job(observer, job_id)
 
 
 def _put_every_schedule(observer: Headgate) -> None:
     """Define the schedules, or re-put them unchanged (which keeps their phase)."""
     for schedule_id, interval in SCHEDULES.items():
-        observer.put_schedule(
+        observer.schedules.put(
             schedule_id,
             spec=f"@every:{interval}",
             kind="soak.tick",
@@ -160,7 +161,7 @@ def _put_every_schedule(observer: Headgate) -> None:
 
 
 def _assert_every_tick_once(observer: Headgate) -> None:
-    with observer._store.engine.connect() as connection:
+    with observer._core.store.engine.connect() as connection:
         for schedule_id, interval in SCHEDULES.items():
             ticks = [
                 int(tick)
@@ -174,8 +175,8 @@ def _assert_every_tick_once(observer: Headgate) -> None:
             assert len(ticks) > 10, schedule_id
             expected = list(range(ticks[0], ticks[-1] + interval, interval))
             assert ticks == expected, f"{schedule_id}: every tick from first to last, once"
-            assert observer.get_schedule(schedule_id).next_run_ms == ticks[-1] + interval
-            page = observer.enqueue_events(schedule_id, limit=100)
+            assert observer.schedules.get(schedule_id).next_run_ms == ticks[-1] + interval
+            page = observer.schedules.enqueue_events(schedule_id, limit=100)
             enqueued = sorted(e.tick_ms for e in page.events if e.outcome == "enqueued")
             # The history shows the newest attempts: a record for each of the
             # newest ticks, once.

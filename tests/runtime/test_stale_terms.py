@@ -63,7 +63,7 @@ def _wait_for(condition: Callable[[], Any], what: str, timeout: float = 10) -> A
 
 
 def _term(hg: Headgate) -> int | None:
-    status = hg.lease_status()
+    status = hg.runtime.lease()
     return None if status is None else status.term
 
 
@@ -71,7 +71,7 @@ def _advances(hg: Headgate, schedule_id: str) -> list[tuple[int, int | None]]:
     """(tick, next run) of every attempt the schedule's stream records, in order."""
     return [
         (recorded.event.tick_ms, recorded.event.next_run_ms)
-        for recorded in hg._store.log.read_stream(schedule_stream(schedule_id))
+        for recorded in hg._core.store.log.read_stream(schedule_stream(schedule_id))
         if isinstance(recorded.event, EnqueueAttempted)
     ]
 
@@ -100,7 +100,7 @@ def test_a_batch_prepared_ahead_and_lost_with_an_old_term_leaves_the_new_term_fi
     """The sequence of the report: the batch for the 3,000 ms instant, prepared at
     2,500, commits at 4,000 after the lease lapsed and was taken again."""
     hg = make_headgate(CONFIG)
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     clock.set(START_MS + 2_500)
     assert hg.run_pending()
@@ -123,7 +123,7 @@ def test_a_batch_due_now_and_lost_with_an_old_term_leaves_the_new_term_firing(
     """A batch held by a hook while the lease lapses and is taken again."""
     hook = HeldHook()
     hg = make_headgate(HELD_CONFIG, hooks=[hook])
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     with ThreadPoolExecutor(1) as pool:
         clock.set(START_MS + 1_200)  # tick 1,000 is due now: its batch waits in the hook
@@ -150,7 +150,7 @@ def test_a_stale_loss_across_several_shards_leaves_every_schedule_firing(
     assert len({shard_of(schedule_id, config.shards) for schedule_id in ids}) > 1
     hg = make_headgate(config)
     for schedule_id in ids:
-        hg.put_schedule(schedule_id, spec="@every:1000", kind="k")
+        hg.schedules.put(schedule_id, spec="@every:1000", kind="k")
     hg.start(workers=False)
     clock.set(START_MS + 2_500)
     assert hg.run_pending()
@@ -193,9 +193,9 @@ def test_a_loss_to_another_process_stays_a_loss(
     a second; woken, its batch is refused and it fires nothing more."""
     hook = HeldHook()
     first = make_headgate(HELD_CONFIG, hooks=[hook])
-    leases = FreezableLeases(first._store.leases)
-    first._store.leases = leases  # type: ignore[assignment]
-    first.put_schedule("s", spec="@every:1000", kind="k")
+    leases = FreezableLeases(first._core.store.leases)
+    first._core.store.leases = leases  # type: ignore[assignment]
+    first.schedules.put("s", spec="@every:1000", kind="k")
     first.start(workers=False)
     with ThreadPoolExecutor(1) as pool:
         clock.set(START_MS + 1_200)
@@ -215,8 +215,8 @@ def test_a_loss_to_another_process_stays_a_loss(
     clock.set(START_MS + 3_000)
     assert not first.run_pending()
     assert second.run_pending()
-    status = first.lease_status()
-    assert status is not None and status.holder == second._holder
+    status = first.runtime.lease()
+    assert status is not None and status.holder == second._core.holder
     assert jobs_for(first, "s") == [START_MS + 2_000, START_MS + 3_000]
     _assert_each_tick_once(first, "s")
 
@@ -243,7 +243,7 @@ def test_a_compaction_lost_with_an_old_term_leaves_the_new_term_firing_and_compa
 
     hg, faults = make_faulty(RuntimeConfig(compaction_interval_ms=1_000))
     faults.around_compaction = held_compaction
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     assert hg.run_pending()  # the first compaction interval starts now
     clock.set(START_MS + 1_100)
@@ -293,9 +293,9 @@ def test_a_takeover_whose_answer_was_lost_is_taken_again_at_once(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     hg = make_headgate(CONFIG)
-    leases = LostAnswers(hg._store.leases)
-    hg._store.leases = leases  # type: ignore[assignment]
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    leases = LostAnswers(hg._core.store.leases)
+    hg._core.store.leases = leases  # type: ignore[assignment]
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     assert hg.run_pending()
     leases.lose_next.set()
@@ -311,7 +311,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     hg = make_headgate(CONFIG)
-    leases = hg._store.leases
+    leases = hg._core.store.leases
     slow = threading.Event()
 
     class SlowLeases:
@@ -325,8 +325,8 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
                 clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
             return lease
 
-    hg._store.leases = SlowLeases()  # type: ignore[assignment]
-    hg.put_schedule("s", spec="@every:1000", kind="k")
+    hg._core.store.leases = SlowLeases()  # type: ignore[assignment]
+    hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     assert hg.run_pending()
     with capture_logs() as logs:
@@ -345,7 +345,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
 def test_a_rescuer_whose_takeover_answer_was_lost_rescues_at_its_next_run(
     hg: Headgate, clock: FakeClock
 ) -> None:
-    store = hg._store
+    store = hg._core.store
     leases = LostAnswers(store.leases)
     store.leases = leases  # type: ignore[assignment]
     rescuer = Rescuer(store, clock, worker_identity("rescuer"), WorkerConfig())
@@ -356,5 +356,5 @@ def test_a_rescuer_whose_takeover_answer_was_lost_rescues_at_its_next_run(
     leases.lose_next.set()
     assert rescuer.run_once() == 0  # it took the rescuer lease, and heard nothing back
     assert rescuer.run_once() == 1, "rescued at its next run, not once its lease expired"
-    assert hg.get_job(job.id).state == "pending"
+    assert hg.jobs.get(job.id).state == "pending"
     rescuer.release()

@@ -32,7 +32,7 @@ class HostClock(SystemClock):
 
 def _lease_taken_by(hg: Headgate) -> LeaseStatus:
     deadline = time.monotonic() + 10
-    while (status := hg.lease_status()) is None:
+    while (status := hg.runtime.lease()) is None:
         assert time.monotonic() < deadline, "the runtime never took the lease"
         time.sleep(0.02)
     return status
@@ -63,7 +63,7 @@ def test_a_host_whose_clock_runs_ahead_cannot_take_a_live_lease(postgres_url: st
         first = _lease_taken_by(holder)
         ahead.start()
         time.sleep(2 * CONFIG.lease_ttl_ms / 1000)
-        now = holder.lease_status()
+        now = holder.runtime.lease()
         assert now is not None and (now.holder, now.term) == (first.holder, first.term), (
             "the host with a fast clock took the lease from a live holder"
         )
@@ -76,7 +76,7 @@ def test_a_step_of_the_hosts_clock_does_not_stop_the_scheduler(postgres_url: str
     local = HostClock()
     hg = Headgate(postgres_url, clock=StoreClock(local), config=CONFIG)
     try:
-        hg.put_schedule("pulse", spec="@every:200", kind="k")
+        hg.schedules.put("pulse", spec="@every:200", kind="k")
         hg.start()
         time.sleep(1.0)
         for step_ms in (20_000, -60_000):
@@ -100,7 +100,7 @@ def test_a_clock_stepped_back_keeps_the_holder_and_its_term(store_url: str) -> N
         first = _lease_taken_by(hg)
         local.shift_ms -= 10_000
         time.sleep(2 * CONFIG.lease_ttl_ms / 1000)  # past the expiry of the renewal before
-        now = hg.lease_status()
+        now = hg.runtime.lease()
         assert now is not None and now.term == first.term, "the holder lost its own lease"
     finally:
         hg.close()
@@ -117,7 +117,7 @@ def test_a_process_that_never_schedules_still_rereads_the_stores_clock(
     try:
         local.shift_ms = 5_000  # this host's clock is stepped
         hg.enqueue("api.job")
-        expected_shift = 0 if hg._store.backend.name == "postgresql" else 5_000
+        expected_shift = 0 if hg._core.store.backend.name == "postgresql" else 5_000
         assert abs(clock.now_ms() - SystemClock().now_ms() - expected_shift) < 500
     finally:
         hg.close()

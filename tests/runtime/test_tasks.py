@@ -78,7 +78,7 @@ def test_a_wrong_argument_is_refused_where_the_job_is_enqueued() -> None:
         assert _refused(lambda: send.enqueue("a", WHEN, job=None)).field == "job"  # type: ignore[call-arg]
         naive = _refused(lambda: send.enqueue("a", datetime(2026, 1, 1)))
         assert naive.field == "when" and "aware" in naive.rule
-        assert sum(hg.count_jobs().values()) == 0
+        assert sum(hg.jobs.count().values()) == 0
 
 
 def test_a_value_it_cannot_encode_is_refused_by_its_path() -> None:
@@ -98,7 +98,7 @@ def test_a_value_it_cannot_encode_is_refused_by_its_path() -> None:
             "Headgate cannot encode a bytes: it takes JSON values, aware datetimes, dates, "
             "times, UUIDs, Decimals, Enums, dataclasses and pydantic models"
         )
-        assert sum(hg.count_jobs().values()) == 0
+        assert sum(hg.jobs.count().values()) == 0
 
 
 @AND_MEMORY
@@ -242,14 +242,14 @@ def test_a_job_whose_payload_no_longer_fits_fails_without_retries() -> None:
     """A job written before its task's signature changed: its arguments are refused
     when it runs, once (the same payload would fail every time)."""
     with Headgate("memory://") as hg:
+        job = hg.enqueue("resize", {"width": 10}, max_attempts=5)  # before the task was
 
         @hg.task("resize", max_attempts=5)
         def resize(width: int, height: int) -> None:
             """Never runs: its job lacks `height`."""
 
-        job = hg.enqueue_job("resize", {"width": 10}, resize.options, by_kind=False)
         hg.drain()
-        done = hg.get_job(job.id)
+        done = hg.jobs.get(job.id)
         assert (done.state, done.attempts) == ("failed", 1)
         assert done.attempt_history[0].error_type == "headgate.ArgumentsRefused"
         assert "height: is required" in str(done.attempt_history[0].error_message)
@@ -307,7 +307,7 @@ def test_enqueue_many_checks_every_call_before_writing_any() -> None:
 
         refused = _refused(lambda: ping.enqueue_many([("a", WHEN), {"host": "b"}]))
         assert refused.field == "jobs[1].at"
-        assert sum(hg.count_jobs().values()) == 0
+        assert sum(hg.jobs.count().values()) == 0
         handles = ping.configure(priority=3).enqueue_many([("a", WHEN), {"host": "b", "at": WHEN}])
         assert [handle.job.priority for handle in handles] == [3, 3]
         hg.drain()
@@ -347,7 +347,7 @@ def test_a_cancelled_job_is_a_failure_to_whoever_waits() -> None:
             """Never runs: cancelled first."""
 
         handle = slow.enqueue()
-        hg.cancel_job(handle.id)
+        hg.jobs.cancel(handle.id)
         with pytest.raises(JobFailed) as failed:
             handle.wait(timeout=5)
     assert (failed.value.state, failed.value.error_type) == ("cancelled", None)
@@ -368,7 +368,7 @@ def test_a_waiter_is_woken_by_the_end_of_the_job(store_url: str) -> None:
         assert asyncio.run(handle.await_result(timeout=10)) == 42
         handle = double.enqueue(1)
         assert handle.wait(timeout=10) == 2
-        done = hg.get_job(handle.id)
+        done = hg.jobs.get(handle.id)
         assert done.state == "completed"
 
 
@@ -391,7 +391,7 @@ def test_eager_mode_runs_retries_and_records_attempts_as_a_worker(store_url: str
         handle = flaky.enqueue(21)
         assert handle.job.state == "completed"  # ran before enqueue returned
         assert handle.wait(timeout=0) == 42
-        job = hg.get_job(handle.id)
+        job = hg.jobs.get(handle.id)
         assert [a.outcome for a in job.attempt_history] == ["succeeded", "failed", "failed"]
         assert [a.error_message for a in job.attempt_history] == [None, "try 2", "try 1"]
         assert all(a.worker_id for a in job.attempt_history)
@@ -452,7 +452,7 @@ def test_a_kind_no_handler_declares_is_written_with_a_warning_naming_the_closest
             hg.enqueue("email.sned")
         warned = [e for e in logs if e["event"] == "job enqueued of a kind no handler declares"]
         assert [e["closest"] for e in warned] == ["email.send"]  # once per kind
-        assert hg.get_job(first.id).state == "pending"
+        assert hg.jobs.get(first.id).state == "pending"
 
 
 def test_nothing_is_checked_while_no_handler_is_declared() -> None:
@@ -528,23 +528,23 @@ def test_a_value_that_contains_itself_is_refused_by_its_path() -> None:
             deep = {"in": deep}
         by_kind = _refused(lambda: hg.enqueue("tree", {"node": {"name": "c"}, "notes": deep}))
         assert by_kind.field.startswith("notes.in.in") and "nests deeper than" in by_kind.rule
-        assert sum(hg.count_jobs().values()) == 0
+        assert sum(hg.jobs.count().values()) == 0
 
 
 def test_a_naive_datetime_given_as_json_is_refused_as_one_given_in_python() -> None:
     """Another language's payload follows the Python caller's rule: a datetime is aware."""
     with Headgate("memory://") as hg:
+        naive = {"when": {"$type": "datetime", "v": "2026-12-05T09:30:00"}}
+        job = hg.enqueue("remind", naive)  # before the task was: nothing to check it by
 
         @hg.task("remind")
         def remind(when: datetime) -> None:
             """Never runs here."""
 
-        naive = {"when": {"$type": "datetime", "v": "2026-12-05T09:30:00"}}
         refused = _refused(lambda: hg.enqueue("remind", naive))
         assert refused.field == "when" and "aware" in refused.rule
-        job = hg.enqueue_job("remind", naive, remind.options, by_kind=False)  # as before the check
         hg.drain()
-        attempt = hg.get_job(job.id).attempt_history[0]
+        attempt = hg.jobs.get(job.id).attempt_history[0]
         assert attempt.error_type == "headgate.ArgumentsRefused"
         assert "aware" in str(attempt.error_message)
 
@@ -588,7 +588,7 @@ def test_an_eager_async_task_enqueued_inside_an_event_loop_runs() -> None:
             return hg.drain().succeeded
 
         assert asyncio.run(drains()) == 1
-        assert hg.get_job(job.id).state == "completed"
+        assert hg.jobs.get(job.id).state == "completed"
 
 
 async def _async_ping(job: JobContext) -> None:
@@ -617,4 +617,4 @@ def test_a_pydantic_model_that_cannot_be_stored_is_refused_by_its_path() -> None
         assert _refused(lambda: grow.enqueue(Leaf(weight=1, extra=object()))).field == "leaf"
         nan = _refused(lambda: grow.enqueue(Leaf(weight=1, parent=Leaf(weight=float("nan")))))
         assert (nan.field, nan.rule) == ("leaf.parent.weight", "must be a finite number, got nan")
-        assert sum(hg.count_jobs().values()) == 0
+        assert sum(hg.jobs.count().values()) == 0

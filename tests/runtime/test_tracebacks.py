@@ -47,7 +47,7 @@ def test_a_failed_attempts_traceback_reaches_every_surface(
 ) -> None:
     with Headgate(store_url) as hg, capture_logs() as logs:
         job_id = _failed_attempt(hg, executor)
-        [attempt] = hg.get_job(job_id).attempt_history
+        [attempt] = hg.jobs.get(job_id).attempt_history
         assert attempt.outcome == "failed"
         trace = attempt.traceback
         assert trace is not None
@@ -99,7 +99,7 @@ def test_the_hosts_redaction_applies_to_the_text_and_the_traceback(
     redacted: Callable[[str], str] = lambda text: text.replace("s3cr3t", "[redacted]")  # noqa: E731
     with Headgate(store_url, redact_errors=redacted) as hg, capture_logs() as logs:
         job_id = _failed_attempt(hg, executor)
-        [attempt] = hg.get_job(job_id).attempt_history
+        [attempt] = hg.jobs.get(job_id).attempt_history
     assert attempt.error_message is not None and attempt.traceback is not None
     assert "api_key=[redacted]" in attempt.error_message
     assert "api_key=[redacted]" in attempt.traceback
@@ -129,7 +129,7 @@ def _wait_for_upstream(job: JobContext) -> None:
 
 def _eventually_ended(hg: Headgate, job_id: str) -> list[object]:
     deadline = time.monotonic() + 20
-    while not hg.get_job(job_id).attempt_history:
-        assert time.monotonic() < deadline, hg.get_job(job_id).state
+    while not hg.jobs.get(job_id).attempt_history:
+        assert time.monotonic() < deadline, hg.jobs.get(job_id).state
         time.sleep(0.02)
-    return list(hg.get_job(job_id).attempt_history)
+    return list(hg.jobs.get(job_id).attempt_history)

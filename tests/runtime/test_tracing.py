@@ -75,7 +75,7 @@ def test_a_job_carries_its_trace_and_not_the_callers_baggage(
             job = hg.enqueue("mail")
         finally:
             context.detach(token)
-    (recorded,) = hg._store.log.read_stream(job_stream(job.id))
+    (recorded,) = hg._core.store.log.read_stream(job_stream(job.id))
     carried = recorded.event.trace_context
     assert carried is not None and "traceparent" in json.loads(carried)
     assert SECRET not in carried
@@ -96,11 +96,11 @@ def test_the_first_attempt_continues_the_enqueuers_trace_and_a_retry_links_to_it
     tracer = trace.get_tracer("the-host")
     with tracer.start_as_current_span("POST /checkout") as request:
         job = hg.enqueue("charge", {"card": SECRET})
-    assert hg.get_job(job.id).state == "pending"
+    assert hg.jobs.get(job.id).state == "pending"
     hg.drain()
     clock.advance(2_000)
     hg.drain()
-    assert hg.get_job(job.id).state == "completed"
+    assert hg.jobs.get(job.id).state == "completed"
 
     (enqueue,) = named(spans, "enqueue charge")
     first, retry = named(spans, "run charge")
@@ -133,7 +133,7 @@ def test_a_tick_is_a_span_its_jobs_attempt_continues(
     def report(job: JobContext) -> None:
         return None
 
-    hg.put_schedule("nightly", spec="@every:60000", kind="report", payload={"key": SECRET})
+    hg.schedules.put("nightly", spec="@every:60000", kind="report", payload={"key": SECRET})
     clock.advance(60_000)
     hg.start(workers=False)  # the tick's job runs in drain(), in this thread
     fire(hg)

@@ -36,17 +36,17 @@ def host(store_url: str, hg: Headgate) -> Iterator[Engine]:
 
 
 def _events_after(hg: Headgate, position: int) -> list[object]:
-    return list(hg._store.log.read_all(position))
+    return list(hg._core.store.log.read_all(position))
 
 
 def test_a_rolled_back_transaction_leaves_no_job_and_no_event(hg: Headgate, host: Engine) -> None:
-    head = hg._store.log.head()
+    head = hg._core.store.log.head()
     with pytest.raises(RuntimeError), host.begin() as connection:
         connection.execute(orders.insert().values(id=1, item="book"))
         job = hg.enqueue("ship", {"order": 1}, connection=connection)
         assert job.state == "pending"
         raise RuntimeError("the host changes its mind")
-    assert hg.list_jobs().jobs == []
+    assert hg.jobs.list().jobs == []
     assert _events_after(hg, head) == [], "no event was kept"
     with host.connect() as connection:
         assert connection.execute(select(orders)).all() == []
@@ -63,7 +63,7 @@ def test_a_committed_session_makes_its_jobs_run_once(hg: Headgate, host: Engine)
             [{"kind": "ship", "payload": {"order": n}} for n in (2, 3)], connection=session
         )
         assert len(many) == 2
-        assert hg.list_jobs().jobs == [], "unseen outside the host's transaction"
+        assert hg.jobs.list().jobs == [], "unseen outside the host's transaction"
     assert hg.drain().succeeded == 3
     assert sorted(str(payload) for payload in ran) == [
         "{'order': 1}",
@@ -80,7 +80,7 @@ def test_a_failed_enqueue_undoes_only_itself(hg: Headgate, host: Engine) -> None
         with pytest.raises(Exception, match="order-1"):
             hg.enqueue("ship", unique_key="order-1", connection=connection)
         hg.enqueue("ship", unique_key="order-2", connection=connection)
-    assert sorted(str(job.unique_key) for job in hg.list_jobs().jobs) == ["order-1", "order-2"]
+    assert sorted(str(job.unique_key) for job in hg.jobs.list().jobs) == ["order-1", "order-2"]
     with host.connect() as connection:
         assert len(connection.execute(select(orders)).all()) == 1
 
@@ -97,7 +97,7 @@ def test_a_refused_job_undoes_the_whole_batch_even_when_the_host_commits(
             hg.enqueue_many(items, connection=connection)
         hg.enqueue("ship", unique_key="after", connection=connection)
     # the host caught the refusal and committed: its row and its later job, no job of the batch
-    assert sorted(str(job.unique_key) for job in hg.list_jobs().jobs) == ["after", "taken"]
+    assert sorted(str(job.unique_key) for job in hg.jobs.list().jobs) == ["after", "taken"]
     with host.connect() as connection:
         assert len(connection.execute(select(orders)).all()) == 1
 
@@ -120,7 +120,7 @@ def test_a_connection_elsewhere_or_outside_a_transaction_is_refused(
     with pytest.raises(ValidationError) as raised:
         hg.enqueue("ship", connection="postgresql://elsewhere")
     assert raised.value.field == "connection"
-    assert hg.list_jobs().jobs == []
+    assert hg.jobs.list().jobs == []
 
 
 def test_a_store_in_memory_refuses_a_host_connection(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_a_host_killed_around_its_commit_keeps_the_job_and_its_data_together(
     committed = when == "after-commit"
     clock.set(time.time_ns() // 1_000_000 + 1_000)  # the child enqueued on the real clock
     assert stored_orders == (1 if committed else 0)
-    assert len(hg.list_jobs().jobs) == (1 if committed else 0)
+    assert len(hg.jobs.list().jobs) == (1 if committed else 0)
     assert hg.drain().succeeded == (1 if committed else 0)
     assert ran == ([{"order": 1}] if committed else [])
     assert hg.enqueue("after").state == "pending", "the killed host's lock is gone"

@@ -30,7 +30,7 @@ def _worker(make_headgate: Callable[..., Headgate], kind: str, queue: str) -> He
 
 
 def _beating(hg: Headgate, queue: str) -> bool:
-    return any(queue in worker.queues for worker in hg.workers())
+    return any(queue in worker.queues for worker in hg.runtime.workers())
 
 
 @AND_MEMORY
@@ -39,9 +39,11 @@ def test_with_no_worker_every_pending_job_is_unserved(hg: Headgate) -> None:
         job = hg.enqueue("report.build")
         hg.enqueue("report.build")
     assert job.queue == "default"
-    assert hg.unserved() == [UnservedWork("default", "report.build", 2, "no worker is running")]
-    assert hg.get_job(job.id).waiting_for == ("no worker is running",)
-    metrics = generate_latest(hg.metrics_registry).decode()
+    assert hg.runtime.unserved() == [
+        UnservedWork("default", "report.build", 2, "no worker is running")
+    ]
+    assert hg.jobs.get(job.id).waiting_for == ("no worker is running",)
+    metrics = generate_latest(hg.metrics.registry).decode()
     assert 'headgate_jobs_unserved{kind="report.build",queue="default"} 2.0' in metrics
     warned = [entry for entry in logs if entry["event"].startswith("job enqueued that no live")]
     assert len(warned) == 1, "once per queue and kind"
@@ -59,16 +61,16 @@ def test_a_job_astray_of_its_workers_queue_says_where_they_run_it(
     clock.advance(REFRESH_MS)
     job = hg.enqueue("report.build")
     assert job.queue == "reports", "its handler's declared queue"
-    assert hg.get_job(job.id).waiting_for == ()
+    assert hg.jobs.get(job.id).waiting_for == ()
     astray = hg.enqueue("report.build", queue="default")
-    assert hg.get_job(astray.id).waiting_for == (
+    assert hg.jobs.get(astray.id).waiting_for == (
         "no live worker runs kind report.build on queue default (workers run it on reports)",
     )
     nobody = hg.enqueue("mail.send")
-    assert [(w.queue, w.kind, w.pending) for w in hg.unserved()] == [
+    assert [(w.queue, w.kind, w.pending) for w in hg.runtime.unserved()] == [
         ("default", "mail.send", 1),
         ("default", "report.build", 1),
     ]
-    assert hg.get_job(nobody.id).waiting_for == (
+    assert hg.jobs.get(nobody.id).waiting_for == (
         "no live worker runs kind mail.send on queue default",
     )

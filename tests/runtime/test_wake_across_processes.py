@@ -52,7 +52,7 @@ def test_an_idle_worker_in_another_process_is_woken_by_an_enqueue(store_url: str
             sent = time.time()
             job = hg.enqueue("stamp")
             deadline = time.monotonic() + 10
-            while (done := hg.get_job(job.id)).state != "completed":
+            while (done := hg.jobs.get(job.id)).state != "completed":
                 assert time.monotonic() < deadline, "the worker was not woken"
                 time.sleep(0.01)
             assert (

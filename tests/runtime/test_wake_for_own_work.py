@@ -29,8 +29,8 @@ def hg(store_url: str) -> Iterator[Headgate]:
 
 def _wait_for(hg: Headgate, job_id: str, state: str, within_s: float = 15) -> None:
     ends = time.monotonic() + within_s
-    while hg.get_job(job_id).state != state:
-        assert time.monotonic() < ends, hg.get_job(job_id).state
+    while hg.jobs.get(job_id).state != state:
+        assert time.monotonic() < ends, hg.jobs.get(job_id).state
         time.sleep(0.01)
 
 
@@ -66,7 +66,7 @@ def test_a_retry_runs_when_it_is_due(hg: Headgate) -> None:
 
 def test_a_rate_limited_backlog_drains_at_its_rate(hg: Headgate) -> None:
     """40 jobs at 10 per 200 ms: about 0.6 s; claimed only at each poll, 8 s."""
-    hg.set_rate_limit("api", limit=10, per_ms=200)
+    hg.rates.set("api", limit=10, per_ms=200)
 
     @hg.handler("call", rate_class="api")
     def call(job: JobContext) -> None:

@@ -73,7 +73,7 @@ def test_a_snoozed_job_is_claimed_when_its_snooze_ends(hg: Headgate, clock: Fake
 
     hg.start(LONG_POLL, scheduler=False)
     job = hg.enqueue("nap")
-    _eventually(lambda: hg.get_job(job.id).snoozes == 1, "the snooze recorded")
+    _eventually(lambda: hg.jobs.get(job.id).snoozes == 1, "the snooze recorded")
     _runs_at_its_instant(clock, ran_at, ran_at[0] + DUE_IN_MS, runs=2)
 
 
@@ -89,14 +89,14 @@ def test_a_retry_is_claimed_when_its_backoff_ends(hg: Headgate, clock: FakeClock
 
     hg.start(LONG_POLL, scheduler=False)
     job = hg.enqueue("flaky")
-    _eventually(lambda: hg.get_job(job.id).attempts == 1, "the failed attempt recorded")
+    _eventually(lambda: hg.jobs.get(job.id).attempts == 1, "the failed attempt recorded")
     _runs_at_its_instant(clock, ran_at, ran_at[0] + DUE_IN_MS, runs=2)
 
 
 @AND_MEMORY
 def test_a_rate_class_freeing_a_start_wakes_the_worker(hg: Headgate, clock: FakeClock) -> None:
     ran_at: list[int] = []
-    hg.set_rate_limit("api", limit=1, per_ms=DUE_IN_MS)
+    hg.rates.set("api", limit=1, per_ms=DUE_IN_MS)
 
     @hg.handler("call", rate_class="api")
     def call(job: JobContext) -> None:
@@ -128,7 +128,7 @@ def test_a_limit_freed_by_another_workers_end_wakes_a_worker_waiting_for_it(
                 release.wait(10)
 
     first, second = workers["first"], workers["second"]
-    first.set_limit(kind="export", limit=1)
+    first.limits.set(kind="export", limit=1)
     first.start(WorkerConfig(queues={"a": 1}, poll_interval_ms=60_000), scheduler=False)
     first.enqueue("export")
     _eventually(lambda: len(ran["first"]) == 1, "the first export running")
@@ -136,7 +136,7 @@ def test_a_limit_freed_by_another_workers_end_wakes_a_worker_waiting_for_it(
     waiting = first.enqueue("export", queue="b")
     time.sleep(SETTLE_S)
     assert ran["second"] == [], "the limit held"
-    assert second.get_job(waiting.id).state == "pending"
+    assert second.jobs.get(waiting.id).state == "pending"
     release.set()
     _eventually(
         lambda: ran["second"] == [waiting.id], "the waiting worker woken by the end", WOKEN_WITHIN_S

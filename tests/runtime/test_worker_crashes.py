@@ -95,7 +95,7 @@ def _completions(hg: Headgate, job_id: str) -> list[str]:
     """The worker of every completion in the job's stream."""
     return [
         e.event.worker_id  # type: ignore[attr-defined]
-        for e in hg._store.log.read_stream(f"job-{job_id}")
+        for e in hg._core.store.log.read_stream(f"job-{job_id}")
         if e.type == "JobSucceeded"
     ]
 
@@ -126,17 +126,19 @@ def test_a_job_whose_worker_dies_is_rescued_and_completes_exactly_once(
     child.wait(timeout=60)
     assert child.returncode == -signal.SIGKILL, child.stderr.read() if child.stderr else ""
     died_at = time.monotonic()
-    crashed = hg.get_job(job.id)
+    crashed = hg.jobs.get(job.id)
     assert crashed.state == "running" and crashed.attempts == 0
     running = crashed.running_attempt
     assert running is not None and running.attempt == 1
     hg.start(QUICK, scheduler=False)
-    _eventually(lambda: hg.get_job(job.id).state == "completed", what="the rescued job to complete")
+    _eventually(
+        lambda: hg.jobs.get(job.id).state == "completed", what="the rescued job to complete"
+    )
     rescued_in = time.monotonic() - died_at
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     assert (done.crash_count, done.attempts, done.result) == (1, 1, {"by": "rescuer"})
     assert ran == [1], "the handler is told the job crashed once before"
-    assert _completions(hg, job.id) == [hg._pool.identity.holder]  # type: ignore[union-attr]
+    assert _completions(hg, job.id) == [hg._core.pool.identity.holder]  # type: ignore[union-attr]
     assert [a.outcome for a in done.attempt_history] == ["succeeded", "crashed"]
     crash = done.attempt_history[1]
     assert (crash.attempt, crash.worker_id, crash.started_at_ms) == (
@@ -157,38 +159,40 @@ def test_a_poison_job_is_quarantined_after_three_crashes_and_release_lets_its_ti
     def noop(job: JobContext) -> None:  # this process only rescues here
         pass
 
-    hg.put_schedule("poisoned", spec="@every:1000", kind="crashy", queue="crashy")
+    hg.schedules.put("poisoned", spec="@every:1000", kind="crashy", queue="crashy")
     hg.start(QUICK)
-    fingerprint = hg.fingerprint("crashy")
+    fingerprint = hg.quarantine.fingerprint("crashy")
     for crash in (1, 2, 3):
-        assert hg.list_jobs(kind="crashy", state="quarantined").jobs == [], (
+        assert hg.jobs.list(kind="crashy", state="quarantined").jobs == [], (
             f"nothing is quarantined after {crash - 1} crashes"
         )
-        _eventually(lambda: hg.list_jobs(kind="crashy", state="pending").jobs != [], what="a job")
+        _eventually(lambda: hg.jobs.list(kind="crashy", state="pending").jobs != [], what="a job")
         child = _worker(store_url, "crashy", "mid_handler")
         child.wait(timeout=60)
         assert child.returncode == -signal.SIGKILL
         _eventually(
-            lambda: not hg.list_jobs(kind="crashy", state="running").jobs,
+            lambda: not hg.jobs.list(kind="crashy", state="running").jobs,
             what="the rescue of the crashed job",
         )
-    quarantined = hg.list_jobs(kind="crashy", state="quarantined").jobs
+    quarantined = hg.jobs.list(kind="crashy", state="quarantined").jobs
     assert any(job.crash_count >= 1 for job in quarantined)
-    assert hg.list_jobs(kind="crashy", state="pending").jobs == [], (
+    assert hg.jobs.list(kind="crashy", state="pending").jobs == [], (
         "the ticks' jobs that were waiting are held with their fingerprint"
     )
     _eventually(
-        lambda: any(e.outcome == "skipped" for e in hg.enqueue_events("poisoned").events),
+        lambda: any(e.outcome == "skipped" for e in hg.schedules.enqueue_events("poisoned").events),
         what="a tick skipped for the quarantine",
     )
-    skipped = next(e for e in hg.enqueue_events("poisoned").events if e.outcome == "skipped")
+    skipped = next(
+        e for e in hg.schedules.enqueue_events("poisoned").events if e.outcome == "skipped"
+    )
     assert skipped.reason == "quarantined"
-    hg.release(fingerprint)
+    hg.quarantine.release(fingerprint)
     released_at = hg.clock.now_ms()
     _eventually(
         lambda: any(
             e.outcome == "enqueued" and e.recorded_at_ms > released_at
-            for e in hg.enqueue_events("poisoned").events
+            for e in hg.schedules.enqueue_events("poisoned").events
         ),
         what="a tick after the release",
     )
@@ -204,8 +208,8 @@ def test_a_worker_frozen_past_its_heartbeat_cannot_record_what_was_done_elsewher
     assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     job = hg.enqueue("crashy", queue="crashy")
     try:
-        _eventually(lambda: hg.get_job(job.id).state == "running", what="the child's claim")
-        frozen_worker = hg.get_job(job.id).worker_id
+        _eventually(lambda: hg.jobs.get(job.id).state == "running", what="the child's claim")
+        frozen_worker = hg.jobs.get(job.id).worker_id
         os.kill(child.pid, signal.SIGSTOP)
 
         @hg.handler("crashy", queue="crashy")
@@ -213,12 +217,12 @@ def test_a_worker_frozen_past_its_heartbeat_cannot_record_what_was_done_elsewher
             return {"by": "rescuer"}
 
         hg.start(QUICK, scheduler=False)
-        _eventually(lambda: hg.get_job(job.id).state == "completed", what="completion elsewhere")
+        _eventually(lambda: hg.jobs.get(job.id).state == "completed", what="completion elsewhere")
         os.kill(child.pid, signal.SIGCONT)
         time.sleep(3.0)  # the child's handler returns and tries to record its end
-        assert _completions(hg, job.id) == [hg._pool.identity.holder]  # type: ignore[union-attr]
-        assert frozen_worker != hg._pool.identity.holder  # type: ignore[union-attr]
-        assert hg.get_job(job.id).result == {"by": "rescuer"}
+        assert _completions(hg, job.id) == [hg._core.pool.identity.holder]  # type: ignore[union-attr]
+        assert frozen_worker != hg._core.pool.identity.holder  # type: ignore[union-attr]
+        assert hg.jobs.get(job.id).result == {"by": "rescuer"}
     finally:
         child.kill()
         child.wait(timeout=30)

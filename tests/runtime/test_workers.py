@@ -48,12 +48,12 @@ def hg(make_headgate: Callable[..., Headgate]) -> Iterator[Headgate]:
 
 
 def _state(hg: Headgate, job_id: str) -> str:
-    return hg.get_job(job_id).state
+    return hg.jobs.get(job_id).state
 
 
 def _metric(hg: Headgate, name: str, **labels: str) -> float | None:
     """One sample of hg's metrics, as a scrape would parse it."""
-    text = generate_latest(hg.metrics_registry).decode()
+    text = generate_latest(hg.metrics.registry).decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == name and sample.labels == labels:
@@ -83,7 +83,7 @@ def test_a_handler_runs_each_job_once_and_its_result_is_stored(hg: Headgate, fla
     jobs = [hg.enqueue("greet", {"name": f"n{n}"}) for n in range(5)]
     _eventually(lambda: all(_state(hg, j.id) == "completed" for j in jobs))
     assert sorted(seen) == sorted((j.id, 1, {"name": f"n{n}"}) for n, j in enumerate(jobs))
-    job = hg.get_job(jobs[0].id)
+    job = hg.jobs.get(jobs[0].id)
     assert (job.result, job.attempts, job.worker_id) == ({"hello": "n0"}, 1, None)
     assert [a.outcome for a in job.attempt_history] == ["succeeded"]
 
@@ -121,15 +121,15 @@ def test_a_failing_handler_is_retried_with_backoff_until_it_has_failed(
     hg.start(FAST)
     job = hg.enqueue("flaky")
     for attempt in (1, 2):
-        _eventually(lambda a=attempt: hg.get_job(job.id).attempts == a)
-        pending = hg.get_job(job.id)
+        _eventually(lambda a=attempt: hg.jobs.get(job.id).attempts == a)
+        pending = hg.jobs.get(job.id)
         assert pending.state == "pending"
         assert pending.run_at_ms == clock.now_ms() + retry_delay_ms(job.id, attempt)
         time.sleep(0.1)
         assert attempts == list(range(1, attempt + 1)), "nothing runs before its backoff"
         clock.set(pending.run_at_ms)
     _eventually(lambda: _state(hg, job.id) == "failed")
-    failed = hg.get_job(job.id)
+    failed = hg.jobs.get(job.id)
     assert (failed.attempts, failed.error_type) == (3, "ConnectionError")
     assert failed.error_message == "upstream down (attempt 3)"
     assert [(a.attempt, a.outcome) for a in failed.attempt_history] == [
@@ -164,13 +164,13 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     # (the fake clock moves on so that the heartbeat, which says so, is renewed).
     def overdue_in_the_heartbeat() -> bool:
         clock.advance(50)
-        return [worker.overdue for worker in hg.workers()] == [1]
+        return [worker.overdue for worker in hg.runtime.workers()] == [1]
 
     _eventually(overdue_in_the_heartbeat)
-    assert (_state(hg, job.id), hg.get_job(job.id).attempts) == ("running", 0)
+    assert (_state(hg, job.id), hg.jobs.get(job.id).attempts) == ("running", 0)
     release.set()
-    _eventually(lambda: hg.get_job(job.id).attempts == 1)
-    timed_out = hg.get_job(job.id)
+    _eventually(lambda: hg.jobs.get(job.id).attempts == 1)
+    timed_out = hg.jobs.get(job.id)
     assert (timed_out.state, timed_out.error_type) == ("pending", "TimeoutError")
     assert timed_out.error_message == "the handler ran past its timeout of 1 s"
     assert timed_out.attempt_history[0].outcome == "timed_out"
@@ -183,7 +183,7 @@ def test_an_attempt_past_its_deadline_fails_as_timed_out_and_its_late_result_is_
     _eventually(lambda: bool(told))
     assert told == [True], "the handler was told to stop"
     time.sleep(0.1)
-    assert hg.get_job(job.id).result is None and hg.get_job(job.id).state == "pending"
+    assert hg.jobs.get(job.id).result is None and hg.jobs.get(job.id).state == "pending"
 
 
 def test_an_async_handler_is_cancelled_at_its_deadline(hg: Headgate, clock: FakeClock) -> None:
@@ -202,8 +202,8 @@ def test_an_async_handler_is_cancelled_at_its_deadline(hg: Headgate, clock: Fake
     _eventually(lambda: _state(hg, job.id) == "running")
     clock.advance(1_001)
     assert cancelled.wait(10)
-    _eventually(lambda: hg.get_job(job.id).attempts == 1)
-    assert hg.get_job(job.id).attempt_history[0].outcome == "timed_out"
+    _eventually(lambda: hg.jobs.get(job.id).attempts == 1)
+    assert hg.jobs.get(job.id).attempt_history[0].outcome == "timed_out"
 
 
 def test_a_cancelled_pending_job_never_runs(hg: Headgate, clock: FakeClock) -> None:
@@ -215,12 +215,12 @@ def test_a_cancelled_pending_job_never_runs(hg: Headgate, clock: FakeClock) -> N
 
     hg.start(FAST)
     job = hg.enqueue("later", run_at_ms=clock.now_ms() + 60_000)
-    assert hg.cancel_job(job.id).state == "cancelled"
+    assert hg.jobs.cancel(job.id).state == "cancelled"
     clock.advance(60_000)
     time.sleep(0.2)
     assert ran == [] and _state(hg, job.id) == "cancelled"
     with pytest.raises(JobStateConflict, match="it is cancelled"):
-        hg.cancel_job(job.id)
+        hg.jobs.cancel(job.id)
 
 
 def test_a_cancelled_running_job_is_told_to_stop_and_its_end_is_not_recorded(
@@ -238,10 +238,10 @@ def test_a_cancelled_running_job_is_told_to_stop_and_its_end_is_not_recorded(
     hg.start(FAST)
     job = hg.enqueue("long")
     assert started.wait(10)
-    hg.cancel_job(job.id)
+    hg.jobs.cancel(job.id)
     assert stopped.wait(10), "the worker told the handler"
     time.sleep(0.1)
-    cancelled = hg.get_job(job.id)
+    cancelled = hg.jobs.get(job.id)
     assert (cancelled.state, cancelled.result) == ("cancelled", None)
 
 
@@ -261,11 +261,11 @@ def test_a_failed_job_is_retried_by_an_operator_and_runs_again(hg: Headgate) -> 
         JobStateConflict,
         match=r"it is pending \(retry needs a cancelled, expired, failed or quarantined job\)",
     ):
-        hg.retry_job(hg.enqueue("report", run_at_ms=hg.clock.now_ms() + 10**9).id)
+        hg.jobs.retry(hg.enqueue("report", run_at_ms=hg.clock.now_ms() + 10**9).id)
     fixed.set()
-    assert hg.retry_job(job.id).state == "pending"
+    assert hg.jobs.retry(job.id).state == "pending"
     _eventually(lambda: _state(hg, job.id) == "completed")
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     assert done.attempts == 1 and [a.outcome for a in done.attempt_history] == [
         "succeeded",
         "retried",
@@ -291,7 +291,7 @@ def test_drain_runs_every_due_job_now_and_says_what_ran(hg: Headgate, clock: Fak
     clock.advance(60_000)
     assert hg.drain().ran == 2  # the later one, and bad's retry
     assert hg.drain().ran == 0
-    assert hg.workers() == [], "drain leaves no heartbeat behind"
+    assert hg.runtime.workers() == [], "drain leaves no heartbeat behind"
 
 
 def test_a_completed_job_clears_the_crash_blame_its_fingerprint_carried(hg: Headgate) -> None:
@@ -303,22 +303,25 @@ def test_a_completed_job_clears_the_crash_blame_its_fingerprint_carried(hg: Head
     def report(job: JobContext) -> None:
         return None
 
-    healthy, other = hg.fingerprint("report", {"day": 1}), hg.fingerprint("report", {"day": 2})
+    healthy, other = (
+        hg.quarantine.fingerprint("report", {"day": 1}),
+        hg.quarantine.fingerprint("report", {"day": 2}),
+    )
     for fingerprint in (healthy, other):
-        hg._store.log.append(
+        hg._core.store.log.append(
             quarantine_stream(fingerprint),
             ANY_VERSION,
             [FingerprintCrashBlamed(fingerprint, "earlier-job", 2_000)],
         )
     hg.enqueue("report", {"day": 1})
     assert hg.drain().succeeded == 1
-    with hg._store.log.write() as transaction:
+    with hg._core.store.log.write() as transaction:
         assert transaction.crash_blame([healthy, other]) == {healthy: 0, other: 2_000}
     hg.enqueue("report", {"day": 1})
     assert hg.drain().succeeded == 1
     cleared = [
         e
-        for e in hg._store.log.read_stream(quarantine_stream(healthy))
+        for e in hg._core.store.log.read_stream(quarantine_stream(healthy))
         if e.type != "FingerprintCrashBlamed"
     ]
     assert [e.type for e in cleared] == ["FingerprintBlameCleared"], "cleared once, not per job"
@@ -336,7 +339,7 @@ def test_a_kind_with_no_handler_waits_and_is_named_at_start(hg: Headgate) -> Non
         time.sleep(0.1)
     warnings = [entry for entry in logs if entry.get("kinds") == ["orphan.kind"]]
     assert warnings and warnings[0]["log_level"] == "warning"
-    assert hg.list_jobs(kind="orphan.kind").jobs[0].state == "pending"
+    assert hg.jobs.list(kind="orphan.kind").jobs[0].state == "pending"
 
 
 @pytest.mark.parametrize(
@@ -354,7 +357,7 @@ def test_a_result_that_cannot_be_stored_fails_the_attempt_clearly(
     assert summary.ran == 0
     job = hg.enqueue("odd")
     assert hg.drain().failed == 1
-    failed = hg.get_job(job.id)
+    failed = hg.jobs.get(job.id)
     assert failed.error_type == "headgate.InvalidResult"
     assert failed.error_message is not None and rule in failed.error_message
 
@@ -377,7 +380,7 @@ def test_bad_job_options_are_refused_naming_the_field(
     payload = options.pop("payload", None)
     with pytest.raises(ValidationError, match=f"^{field}: "):
         hg.enqueue("k", payload, **options)  # type: ignore[arg-type]
-    assert hg.list_jobs().jobs == []
+    assert hg.jobs.list().jobs == []
 
 
 def test_bad_handler_registrations_are_refused(hg: Headgate) -> None:
@@ -414,10 +417,10 @@ def test_stop_lets_quick_handlers_finish_and_releases_the_rest(
     hg.stop()
     assert time.monotonic() - began < 1.0 + 1.5
     assert _state(hg, quick_job.id) == "completed"
-    released = hg.get_job(stuck_job.id)
+    released = hg.jobs.get(stuck_job.id)
     assert (released.state, released.attempts, released.crash_count) == ("pending", 0, 0)
     assert released.attempt_history[0].outcome == "released"
-    assert hg.workers() == []
+    assert hg.runtime.workers() == []
     stuck_labels = {"queue": "default", "kind": "stuck"}
     assert _metric(hg, "headgate_job_attempts_total", outcome="released", **stuck_labels) == 1
     assert _metric(hg, "headgate_job_run_duration_seconds_count", **stuck_labels) is None
@@ -475,13 +478,13 @@ def test_a_schedule_declared_with_its_handler_runs_on_its_ticks(
         ran.append((job.periodic_origin, job.max_attempts))
 
     hg.start(FAST)
-    schedule = hg.get_schedule("pulse")
+    schedule = hg.schedules.get("pulse")
     assert (schedule.kind, schedule.max_attempts, schedule.timeout_ms) == ("pulse", 4, 5_000)
     clock.set(schedule.next_run_ms)
     assert hg.run_pending()
-    _eventually(lambda: hg.list_jobs(schedule_id="pulse", state="completed").jobs != [])
+    _eventually(lambda: hg.jobs.list(schedule_id="pulse", state="completed").jobs != [])
     assert ran == [(("pulse", schedule.next_run_ms), 4)]
-    job = hg.list_jobs(schedule_id="pulse").jobs[0]
+    job = hg.jobs.list(schedule_id="pulse").jobs[0]
     assert (job.state, job.max_attempts, job.timeout_ms) == ("completed", 4, 5_000)
 
 
@@ -505,7 +508,7 @@ def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queu
         finish.wait(10)
 
     hg.start(FAST)
-    tick = hg.get_schedule("pulse").next_run_ms
+    tick = hg.schedules.get("pulse").next_run_ms
     clock.set(tick)
     assert hg.run_pending()
     assert started.wait(10)
@@ -519,7 +522,7 @@ def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queu
     assert tick_held.value.job_id == job_id
     clock.set(tick + 60_000)
     assert hg.run_pending()
-    latest = hg.enqueue_events("pulse").events[0]
+    latest = hg.schedules.enqueue_events("pulse").events[0]
     assert (latest.tick_ms, latest.outcome, latest.reason) == (
         tick + 60_000,
         "failed",
@@ -527,4 +530,4 @@ def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queu
     )
     finish.set()
     _eventually(lambda: _state(hg, job_id) == "completed")
-    assert [job.id for job in hg.list_jobs(schedule_id="pulse").jobs] == [job_id]
+    assert [job.id for job in hg.jobs.list(schedule_id="pulse").jobs] == [job_id]

@@ -213,7 +213,7 @@ class TestRunNow:
     ) -> None:
         """The same key from Python and over HTTP is one job (it was read as latin-1)."""
         client.put("/api/v1/periodic/nightly", json=NIGHTLY)
-        from_python = hg.run_now("nightly", "clé-ü-1")
+        from_python = hg.schedules.run_now("nightly", "clé-ü-1")
         headers = {"Idempotency-Key": "clé-ü-1".encode()}
         over_http = client.post("/api/v1/periodic/nightly/run", headers=headers)
         assert over_http.status_code == 202
@@ -517,7 +517,7 @@ class TestNames:
         from headgate._domain.streams import job_stream, quarantine_stream, schedule_stream
         from headgate._store.port import NO_STREAM
 
-        log = hg._store.log
+        log = hg._core.store.log
         legacy = schedule_defined(
             "abc\n", "@every:60000", "k", "default", None, "skip", 1, False, START_MS + MINUTE
         )  # type: ignore[arg-type]
@@ -690,7 +690,7 @@ def test_writes_during_a_rebuild_are_503(client: TestClient, hg: Headgate) -> No
 
     from headgate._store.sql.schema import log_head, projection_checkpoints
 
-    with hg._store.engine.begin() as connection:  # a rebuild under way, as it marks both
+    with hg._core.store.engine.begin() as connection:  # a rebuild under way, as it marks both
         connection.execute(update(projection_checkpoints).values(rebuilding=True))
         connection.execute(update(log_head).values(rebuilding=True))
     response = client.put("/api/v1/periodic/nightly", json=NIGHTLY)
@@ -723,7 +723,7 @@ def test_bounds_jitter_and_upcoming_runs_in_the_api_and_the_console(
     assert upcoming.status_code == 200
     runs = upcoming.json()["upcoming"]
     assert [run["tick_ms"] for run in runs] == [start, start + MINUTE, end]
-    assert runs == [run._asdict() for run in hg.upcoming("h", 10)]
+    assert runs == [run._asdict() for run in hg.schedules.upcoming("h", 10)]
     assert shown["next_due_at_ms"] == runs[0]["due_at_ms"]
     assert client.get("/api/v1/periodic/h/upcoming").json()["upcoming"] == runs[:5]
     assert client.get("/api/v1/periodic/h/upcoming", params={"count": 0}).status_code == 422

@@ -24,7 +24,7 @@ def test_creates_with_201_then_answers_200_with_each_outcome(
         "unchanged": 0,
         "results": [{"id": "a", "outcome": "created"}, {"id": "b", "outcome": "created"}],
     }
-    assert hg.get_schedule("b").payload == {"t": 1}
+    assert hg.schedules.get("b").payload == {"t": 1}
     again = client.post(URL, json={"schedules": [_item("b", paused=True), _item("a")]})
     assert again.status_code == 200
     assert again.json()["results"] == [
@@ -61,7 +61,7 @@ def test_a_bad_item_is_a_422_naming_it_and_nothing_is_written(
     assert twice.status_code == 422
     assert twice.json()["error"].startswith("schedules[1].id: 'a' is also schedules[0]")
     assert client.post(URL, json={}).json() == {"error": "schedules: is required"}
-    assert hg._store.log.head() == 0
+    assert hg._core.store.log.head() == 0
     assert client.get("/api/v1/periodic").json()["schedules"] == []
 
 
@@ -73,4 +73,4 @@ def test_thousands_fit_in_the_body_limit(client: TestClient, hg: Headgate) -> No
     response = client.post(URL, json={"schedules": items})
     assert response.status_code == 201
     assert response.json()["created"] == 6_000
-    assert hg.get_schedule("tenant-5999-nightly").payload == {"tenant": 5999}
+    assert hg.schedules.get("tenant-5999-nightly").payload == {"tenant": 5999}

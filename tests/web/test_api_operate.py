@@ -124,7 +124,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_holder(
 def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    fingerprint = hg.quarantine.fingerprint("report.build", {"team": 7})
     put = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": "payload crashes the DB"})
     assert put.status_code == 200
     assert put.json() == {
@@ -149,7 +149,7 @@ def test_quarantine_by_hand_lists_why_and_when_and_release_clears_it(
 def test_a_bad_quarantine_note_is_a_422_and_stores_nothing(
     client: TestClient, hg: Headgate
 ) -> None:
-    fingerprint = hg.fingerprint("k")
+    fingerprint = hg.quarantine.fingerprint("k")
     response = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": 5})
     assert response.status_code == 422 and response.json()["error"].startswith("note")
     too_long = client.put(f"/api/v1/quarantine/{fingerprint}", json={"note": "x" * 10_000})
@@ -160,7 +160,7 @@ def test_a_bad_quarantine_note_is_a_422_and_stores_nothing(
 def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_policy(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule(
+    hg.schedules.put(
         "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_limit=2
     )
     hg.start(workers=False)
@@ -170,16 +170,16 @@ def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_polic
             assert paused.status_code == 200 and paused.json()["paused"] is True
         clock.advance(5 * MINUTE)
         hg.run_pending()
-        assert hg.list_jobs(schedule_id="pulse").jobs == []
+        assert hg.jobs.list(schedule_id="pulse").jobs == []
         for _ in range(2):
             resumed = client.post("/api/v1/periodic/pulse/resume")
             assert resumed.status_code == 200 and resumed.json()["paused"] is False
         deadline = time.monotonic() + 10
-        while len(hg.list_jobs(schedule_id="pulse").jobs) < 2 and time.monotonic() < deadline:
+        while len(hg.jobs.list(schedule_id="pulse").jobs) < 2 and time.monotonic() < deadline:
             hg.run_pending()
         ticks = sorted(
             job.periodic_origin.tick_ms
-            for job in hg.list_jobs(schedule_id="pulse").jobs
+            for job in hg.jobs.list(schedule_id="pulse").jobs
             if job.periodic_origin is not None
         )
         assert ticks == [START_MS + 4 * MINUTE, START_MS + 5 * MINUTE]  # backfill, limit 2
@@ -197,7 +197,7 @@ def test_pausing_an_unknown_schedule_is_a_404(client: TestClient, route: str) ->
 def test_a_schedules_manual_runs_are_listed_apart_from_its_ticks_and_link_back(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="report.build")
+    hg.schedules.put("pulse", spec="@every:60000", kind="report.build")
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
@@ -285,7 +285,7 @@ def test_a_bad_pause_or_resume_is_a_422_naming_the_field_and_stores_nothing(
     response = client.post(path, json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"].startswith(field), response.json()
-    assert all(not queue.paused for queue in hg.queues())
+    assert all(not queue.paused for queue in hg.queues.list())
 
 
 def test_limits_are_set_listed_and_cleared_and_a_held_job_says_why(
@@ -340,7 +340,7 @@ def test_rate_limits_are_set_listed_and_cleared(client: TestClient, hg: Headgate
     assert 'headgate_rate_limit_started{rate_class="mail-api"} 0.0' in metrics
     assert client.delete("/api/v1/rate-limits/mail-api").status_code == 204
     assert client.delete("/api/v1/rate-limits/mail-api").status_code == 404
-    assert hg.rate_limits() == []
+    assert hg.rates.list() == []
 
 
 @pytest.mark.parametrize(
@@ -365,7 +365,7 @@ def test_a_bad_limit_is_a_422_naming_the_field_and_stores_nothing(  # noqa: PLR0
     response = client.request(method, path, json=body)
     assert response.status_code == 422, response.text
     assert response.json()["error"].startswith(field), response.json()
-    assert hg.limits() == [] and hg.rate_limits() == []
+    assert hg.limits.list() == [] and hg.rates.list() == []
 
 
 def test_pending_jobs_no_worker_runs_are_listed(client: TestClient, hg: Headgate) -> None:

@@ -139,5 +139,5 @@ def test_a_bearer_clients_changes_are_the_apis_even_with_the_console_header(
             },
         )
         assert response.status_code in {200, 201}, response.text
-    (created,) = hg.schedule_changes("tokened").changes
+    (created,) = hg.schedules.changes("tokened").changes
     assert created.changed_by == "operator:api"

@@ -36,7 +36,7 @@ def crowded(store_url: str) -> Iterator[Headgate]:
             [{"kind": f"k{i}", "queue": f"q{i}"} for i in range(QUEUES)]
             + [{"kind": "k0", "queue": "q0"}] * 2
         )
-        hg.pause_queue(f"q{QUEUES - 1}")
+        hg.queues.pause(f"q{QUEUES - 1}")
         yield hg
 
 
@@ -113,7 +113,7 @@ def test_metrics_have_a_bounded_number_of_series_and_sum_the_rest(web: TestClien
 def test_this_process_labels_a_bounded_number_of_queue_and_kind_pairs(
     crowded: Headgate,
 ) -> None:
-    metrics = crowded._metrics  # the Recorder the runtime calls
+    metrics = crowded._core.metrics  # the Recorder the runtime calls
     for index in range(SERIES_SHOWN + 30):
         metrics.attempt_ended(f"q{index}", f"k{index}", "succeeded", 10)
     families = _families(_exposition(crowded))
@@ -126,7 +126,7 @@ def test_this_process_labels_a_bounded_number_of_queue_and_kind_pairs(
 def _exposition(hg: Headgate) -> str:
     from prometheus_client import generate_latest
 
-    return generate_latest(hg.metrics_registry).decode()
+    return generate_latest(hg.metrics.registry).decode()
 
 
 def test_the_activity_roll_up_keeps_a_bounded_number_of_points_a_minute() -> None:
@@ -144,11 +144,11 @@ def test_the_activity_roll_up_keeps_a_bounded_number_of_points_a_minute() -> Non
 
 
 def test_the_activity_api_reads_a_bounded_window(crowded: Headgate) -> None:
-    store: Store = crowded._store
+    store: Store = crowded._core.store
     now = crowded.clock.now_ms()
     old = now - now % MINUTE_MS - 2 * 86_400_000
     store.activity.record(old, roll_up(old, Rows(), Snapshot()), 0)
-    assert crowded.activity(since_ms=0) == [], "nothing older than the day kept is read"
+    assert crowded.metrics.activity(since_ms=0) == [], "nothing older than the day kept is read"
 
 
 def test_the_cli_lists_are_bounded_and_say_how_many_more(

@@ -33,8 +33,9 @@ from playwright.sync_api import (
 )
 
 from headgate import Headgate
+from headgate._facade.quarantine import Quarantine
 from headgate._store.sql.store import SqlStore
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, roll_up_activity
 from tests.web.serving import free_port, serving, wait_until_answering
 
 pytestmark = pytest.mark.processes
@@ -132,7 +133,7 @@ def _the_overview_draws_charts_from_the_roll_up(page: Page, tmp_path: Path, base
     now = int(time.time() * 1000)
     for closed_at in (now + 2_000, now + 62_000):  # the minute before, then this one
         with Headgate(f"sqlite:///{tmp_path / 'headgate.db'}", clock=FakeClock(closed_at)) as hg:
-            hg.roll_up_activity()
+            roll_up_activity(hg)
     page.goto(f"{base}/overview")
     ticks = page.locator("#chart-ticks polyline.series")
     assert ticks.count() == 4, "enqueued, deduplicated, skipped, failed"
@@ -467,7 +468,7 @@ def _quarantine_shows_a_banner_until_released(page: Page, browser: Browser, base
         "/periodic/poison",
         {"kind": "demo.poison", "spec": "@every:1000", "payload": {"bad": True}},
     )
-    fingerprint = Headgate.fingerprint("demo.poison", {"bad": True})
+    fingerprint = Quarantine.fingerprint("demo.poison", {"bad": True})
     _eventually(
         lambda: bool(_api(base, "GET", "/jobs?kind=demo.poison&limit=1")["jobs"]),
         "the poison schedule made no job",

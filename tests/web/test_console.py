@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate, JobContext, WorkerConfig
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, roll_up_activity
 from headgate.web._console import format_ms
 from tests.web.conftest import START_MS
 
@@ -58,7 +58,7 @@ def test_jobs_filter_by_state_queue_kind_and_schedule_and_page_with_the_filters_
         made.append(hg.enqueue("email.send", {"n": n}).id)
         clock.advance(1)
     hg.enqueue("report.build", queue="reports")
-    cancelled = hg.cancel_job(hg.enqueue("report.build").id)
+    cancelled = hg.jobs.cancel(hg.enqueue("report.build").id)
 
     everything = _html(client, "/jobs")
     assert len(_rows(everything, "jobs")) == 50
@@ -91,7 +91,7 @@ def test_jobs_filter_by_state_queue_kind_and_schedule_and_page_with_the_filters_
 def test_a_schedules_jobs_are_listed_under_it(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.schedules.put("pulse", spec="@every:60000", kind="ping")
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
@@ -145,7 +145,7 @@ def test_a_failed_job_shows_its_attempts_errors_and_a_retry_button(
     assert f'data-path="/jobs/{job_id}/retry"' in html
     assert "/cancel" not in html
 
-    hg.retry_job(job_id)
+    hg.jobs.retry(job_id)
     pending = _html(client, f"/jobs/{job_id}")
     assert f'data-path="/jobs/{job_id}/cancel"' in pending and "/retry" not in pending
 
@@ -167,7 +167,7 @@ def test_a_jobs_page_shows_its_fingerprint_with_quarantine_and_release(
     client: TestClient, hg: Headgate
 ) -> None:
     job = hg.enqueue("report.build", {"team": 7})
-    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    fingerprint = hg.quarantine.fingerprint("report.build", {"team": 7})
     assert job.fingerprint == fingerprint
     html = _html(client, f"/jobs/{job.id}")
     facts = re.search(r'<dd id="fingerprint">(.*?)</dd>', html, re.S)
@@ -196,14 +196,14 @@ def test_a_jobs_page_shows_its_fingerprint_with_quarantine_and_release(
 def test_a_tick_job_links_to_its_schedule_and_tick(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.schedules.put("pulse", spec="@every:60000", kind="ping")
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
         assert hg.run_pending()
     finally:
         hg.stop()
-    [job] = hg.list_jobs(schedule_id="pulse").jobs
+    [job] = hg.jobs.list(schedule_id="pulse").jobs
     html = _html(client, f"/jobs/{job.id}")
     assert f'href="/schedules/pulse#tick-{START_MS + MINUTE}"' in html
     assert f'id="tick-{START_MS + MINUTE}"' in _html(client, "/schedules/pulse")
@@ -231,7 +231,7 @@ def test_workers_show_who_runs_what_and_the_scheduler_lease(
         assert "reports: 3" in row and f'href="/jobs/{job_id}"' in row
         assert '<a href="/jobs?kind=report.build"><code>report.build</code></a>' in row
         assert "1 s ago" in row
-        lease = hg.lease_status()
+        lease = hg.runtime.lease()
         assert lease is not None
         assert f"<strong>{lease.holder}</strong>" in html and f"term {lease.term}" in html
     finally:
@@ -242,10 +242,10 @@ def test_workers_show_who_runs_what_and_the_scheduler_lease(
 def test_a_quarantined_schedule_shows_a_banner_until_released(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("nightly", spec="@every:60000", kind="report.build", payload={"team": 7})
-    fingerprint = hg.fingerprint("report.build", {"team": 7})
+    hg.schedules.put("nightly", spec="@every:60000", kind="report.build", payload={"team": 7})
+    fingerprint = hg.quarantine.fingerprint("report.build", {"team": 7})
     assert 'id="quarantine-banner"' not in _html(client, "/schedules/nightly")
-    hg.quarantine(fingerprint, "payload crashes the DB")
+    hg.quarantine.add(fingerprint, "payload crashes the DB")
 
     listed = _html(client, "/quarantine")
     [row] = _rows(listed, "quarantine")
@@ -261,7 +261,7 @@ def test_a_quarantined_schedule_shows_a_banner_until_released(
     assert "skipped</span> (quarantined)" in banner.group(1)
     assert 'href="/quarantine"' in banner.group(1)
 
-    hg.release(fingerprint)
+    hg.quarantine.release(fingerprint)
     assert 'id="quarantine-banner"' not in _html(client, "/schedules/nightly")
     assert "Nothing is quarantined." in _html(client, "/quarantine")
 
@@ -269,13 +269,13 @@ def test_a_quarantined_schedule_shows_a_banner_until_released(
 def test_the_schedule_page_shows_the_payload_and_says_what_a_pause_means(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
     html = _html(client, "/schedules/nightly")
     assert '<pre id="payload">{\n  &#34;team&#34;: 7\n}</pre>' in html
     assert 'data-path="/periodic/nightly/pause"' in html and "paused —" not in html
     assert "<th>Event</th>" not in html
 
-    hg.pause_schedule("nightly")
+    hg.schedules.pause("nightly")
     html = _html(client, "/schedules/nightly")
     next_run = re.search(r'<dd id="next-run">(.*?)</dd>', html, re.S)
     assert next_run is not None
@@ -290,15 +290,15 @@ def test_the_schedule_page_shows_the_payload_and_says_what_a_pause_means(
 def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    hg.schedules.put("pulse", spec="@every:60000", kind="ping")
     hg.start(workers=False)
     try:
         for _ in range(2):
             clock.advance(MINUTE)
             assert hg.run_pending()
-        hg.pause_schedule("pulse")
+        hg.schedules.pause("pulse")
         clock.advance(10 * MINUTE)
-        hg.resume_schedule("pulse")
+        hg.schedules.resume("pulse")
         assert hg.run_pending()
     finally:
         hg.stop()
@@ -315,14 +315,14 @@ def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
 def test_a_deleted_schedule_keeps_a_read_only_page_with_its_history(
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="ping", payload={"a": 1})
+    hg.schedules.put("pulse", spec="@every:60000", kind="ping", payload={"a": 1})
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
         assert hg.run_pending()
     finally:
         hg.stop()
-    hg.delete_schedule("pulse")
+    hg.schedules.delete("pulse")
     html = _html(client, "/schedules/pulse")
     assert 'id="deleted-banner"' in html and '<span class="badge deleted">deleted</span>' in html
     [row] = _rows(html, "events")
@@ -338,7 +338,7 @@ def test_a_deleted_schedule_keeps_a_read_only_page_with_its_history(
 def test_the_edit_form_shows_the_id_as_text_offers_cancel_and_n_only_for_backfill(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build")
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build")
     edit = _html(client, "/schedules/nightly/edit")
     assert '<code id="schedule-id">nightly</code>' in edit
     assert '<input type="hidden" name="id" value="nightly">' in edit
@@ -346,7 +346,7 @@ def test_the_edit_form_shows_the_id_as_text_offers_cancel_and_n_only_for_backfil
     assert '<a id="cancel" href="/schedules/nightly">Cancel</a>' in edit
     assert '<label id="backfill-field" hidden>' in edit
 
-    hg.put_schedule("nightly", spec="0 9 * * *", kind="report.build", on_missed="backfill")
+    hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build", on_missed="backfill")
     assert '<label id="backfill-field">' in _html(client, "/schedules/nightly/edit")
     new = _html(client, "/schedules/new")
     assert '<input name="id" required' in new and '<a id="cancel" href="/">Cancel</a>' in new
@@ -356,8 +356,8 @@ def test_the_edit_form_shows_the_id_as_text_offers_cancel_and_n_only_for_backfil
 def test_manual_runs_are_runs_marked_as_such_and_link_back_after_a_delete(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("pulse", spec="@every:60000", kind="ping")
-    job_id, _ = hg.run_now("pulse", "click-1")
+    hg.schedules.put("pulse", spec="@every:60000", kind="ping")
+    job_id, _ = hg.schedules.run_now("pulse", "click-1")
     html = _html(client, "/schedules/pulse")
     [manual] = _rows(html, "runs")
     assert f'href="/jobs/{job_id}"' in manual and "enqueued" in manual
@@ -367,7 +367,7 @@ def test_manual_runs_are_runs_marked_as_such_and_link_back_after_a_delete(
     assert origin is not None
     assert 'Enqueue now on <a href="/schedules/pulse">pulse</a>' in origin.group(1)
 
-    hg.delete_schedule("pulse")
+    hg.schedules.delete("pulse")
     [still] = _rows(_html(client, "/schedules/pulse"), "runs")
     assert f'href="/jobs/{job_id}"' in still
 
@@ -410,8 +410,8 @@ def test_the_queues_page_pauses_and_resumes_through_the_api(
 def test_the_limits_page_shows_each_limit_and_rate_with_what_runs_and_clears_them(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.set_limit(queue="reports", partition_key="*", limit=0)
-    hg.set_rate_limit("mail-api", limit=30, per_ms=60_000)
+    hg.limits.set(queue="reports", partition_key="*", limit=0)
+    hg.rates.set("mail-api", limit=30, per_ms=60_000)
     job = hg.enqueue("report.build", queue="reports", partition_key="tenant-7")
     html = _html(client, "/limits")
     assert 'href="/limits"' in html  # in the navigation
@@ -432,7 +432,7 @@ def test_the_limits_page_shows_each_limit_and_rate_with_what_runs_and_clears_the
 
 
 def test_a_held_jobs_page_says_what_it_waits_for(client: TestClient, hg: Headgate) -> None:
-    hg.set_limit(kind="report.build", limit=0)
+    hg.limits.set(kind="report.build", limit=0)
     job = hg.enqueue("report.build", partition_key="tenant-7", rate_class="pdf")
     page = _html(client, f"/jobs/{job.id}")
     assert 'id="waiting-for"' in page
@@ -449,10 +449,10 @@ def test_the_overview_draws_each_chart_from_the_roll_up(
         hg.enqueue("report.build")
         hg.drain()
         clock.advance(60_000)
-        hg.roll_up_activity()
+        roll_up_activity(hg)
     hg.enqueue("report.build", queue="reports")  # waits: nobody serves it
     clock.advance(60_000)
-    hg.roll_up_activity()
+    roll_up_activity(hg)
     html = _html(client, "/overview")
     assert 'href="/overview"' in html  # in the navigation
     assert 'id="no-activity"' not in html

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from headgate import Headgate, JobContext, WorkerConfig
 from headgate._domain.events import JobAbandoned, JobClaimed
 from headgate._domain.streams import job_stream
+from headgate._operator import operator_of
 from headgate.testing import FakeClock
 from tests.web.conftest import START_MS
 
@@ -73,7 +74,9 @@ class TestLimits:
         assert "no handler for report.build" in attempts
         assert "whether the handler that runs the job sets its own" in attempts
         assert timeout.startswith("30 min (default)")
-        limits = hg.job_limits(hg.get_job(hg.enqueue("report.build", max_attempts=2).id))
+        limits = operator_of(hg).job_limits(
+            hg.jobs.get(hg.enqueue("report.build", max_attempts=2).id)
+        )
         assert (limits.max_attempts.value, limits.max_attempts.source) == (2, "job")
         assert (limits.timeout_ms.value, limits.timeout_ms.source) == (1_800_000, "default")
 
@@ -90,7 +93,7 @@ class TestAttemptHistory:
         for _ in range(2):
             hg.drain()
             clock.advance(10 * MINUTE)
-        hg.retry_job(job_id)
+        hg.jobs.retry(job_id)
         hg.drain()
         rows = _rows(_html(client, f"/jobs/{job_id}"), "attempts-table")
         assert [row.split(" ")[0:2] for row in rows[:1] + rows[2:]] == [
@@ -99,7 +102,7 @@ class TestAttemptHistory:
             ["1", "failed"],
         ]
         assert rows[1].startswith("Retried by an operator at 2024-01-01 00:20:00 UTC")
-        assert [a.outcome for a in hg.get_job(job_id).attempt_history] == [
+        assert [a.outcome for a in hg.jobs.get(job_id).attempt_history] == [
             "failed",
             "retried",
             "failed",
@@ -123,10 +126,10 @@ class TestAttemptHistory:
     ) -> None:
         job_id = hg.enqueue("report.build").id
         claimed_at = clock.now_ms()
-        hg._store.log.append(job_stream(job_id), 1, [JobClaimed(job_id, "w-9", 1, 10**13)])
+        hg._core.store.log.append(job_stream(job_id), 1, [JobClaimed(job_id, "w-9", 1, 10**13)])
         clock.advance(MINUTE)
         crash = JobAbandoned(job_id, "w-9", 1, attempt=1, claimed_at_ms=claimed_at)
-        hg._store.log.append(job_stream(job_id), 2, [crash])
+        hg._core.store.log.append(job_stream(job_id), 2, [crash])
         [row] = _rows(_html(client, f"/jobs/{job_id}"), "attempts-table")
         assert row == (
             "1 (not counted) crashed w-9 2024-01-01 00:00:00 UTC 2024-01-01 00:01:00 UTC —"
@@ -147,7 +150,7 @@ class TestAttemptHistory:
             job_id = hg.enqueue("report.build").id
             assert started.wait(10)
             html = _html(client, f"/jobs/{job_id}")
-            running = hg.get_job(job_id).running_attempt
+            running = hg.jobs.get(job_id).running_attempt
             assert running is not None
         finally:
             release.set()
@@ -158,7 +161,7 @@ class TestAttemptHistory:
             " times out at 2024-01-01 00:02:00 UTC"
         )
         assert 'id="running-attempt"' in html
-        done = hg.get_job(job_id)
+        done = hg.jobs.get(job_id)
         assert done.running_attempt is None and done.state == "completed"
 
     def test_a_completed_job_has_no_error_of_its_own_but_its_failed_attempts_keep_theirs(
@@ -187,10 +190,10 @@ class TestAttemptHistory:
 class TestSchedulesIndex:
     @pytest.fixture
     def bulk(self, hg: Headgate) -> Headgate:
-        hg.put_schedules(
+        hg.schedules.put_many(
             [{"schedule_id": f"bulk-{n}", "spec": "@every:60000", "kind": "k"} for n in range(120)]
         )
-        hg.put_schedule("nightly", spec="0 9 * * *", kind="report")
+        hg.schedules.put("nightly", spec="0 9 * * *", kind="report")
         return hg
 
     def test_the_index_counts_its_schedules_and_pages_through_them(
@@ -271,13 +274,13 @@ class TestSchedulePage:
     def test_upcoming_runs_show_the_schedules_own_clock_too(
         self, client: TestClient, hg: Headgate
     ) -> None:
-        hg.put_schedule("ny", spec="CRON_TZ=America/New_York 0 9 * * *", kind="report")
+        hg.schedules.put("ny", spec="CRON_TZ=America/New_York 0 9 * * *", kind="report")
         rows = _rows(_html(client, "/schedules/ny"), "upcoming")
         assert rows[0] == (
             "2024-01-01 14:00:00 UTC 2024-01-01 09:00:00 EST 2024-01-01 14:00:00 UTC"
         )
         assert "<th>In America/New_York</th>" in _html(client, "/schedules/ny")
-        hg.put_schedule("utc", spec="0 9 * * *", kind="report")
+        hg.schedules.put("utc", spec="0 9 * * *", kind="report")
         assert _rows(_html(client, "/schedules/utc"), "upcoming")[0] == (
             "2024-01-01 09:00:00 UTC 2024-01-01 09:00:00 UTC"
         )
@@ -285,7 +288,7 @@ class TestSchedulePage:
     def test_tick_jobs_are_told_apart_by_the_end_of_their_ids(
         self, client: TestClient, hg: Headgate, clock: FakeClock
     ) -> None:
-        hg.put_schedule("pulse", spec="@every:1000", kind="ping")
+        hg.schedules.put("pulse", spec="@every:1000", kind="ping")
         hg.start(workers=False)
         try:
             for _ in range(3):
@@ -305,8 +308,8 @@ class TestSchedulePage:
     def test_a_cron_is_described_in_words_or_not_at_all(
         self, client: TestClient, hg: Headgate
     ) -> None:
-        hg.put_schedule("weekdays", spec="0 9 * * 1-5", kind="report")
-        hg.put_schedule("odd", spec="*/7 * * * *", kind="report")
+        hg.schedules.put("weekdays", spec="0 9 * * 1-5", kind="report")
+        hg.schedules.put("odd", spec="*/7 * * * *", kind="report")
         assert _fact(_html(client, "/schedules/weekdays"), "spec") == (
             "0 9 * * 1-5 — At 09:00 on Mon\N{EN DASH}Fri, UTC"
         )

@@ -25,7 +25,7 @@ _headgate = Headgate(
     clock=FakeClock(1_704_067_200_000),
     config=RuntimeConfig(lease_ttl_ms=3_600_000),
 )
-_headgate.put_schedule("nightly", spec="0 9 * * *", kind="report", payload={"team": 7})
+_headgate.schedules.put("nightly", spec="0 9 * * *", kind="report", payload={"team": 7})
 # The test client addresses `testserver`, which the Host check refuses by default.
 _app = create_app(_headgate, api_token="", allowed_hosts=["testserver"])
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app)

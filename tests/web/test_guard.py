@@ -20,6 +20,7 @@ from starlette.routing import Mount
 from structlog.testing import capture_logs
 
 from headgate import Headgate
+from headgate._operator import operator_of
 from headgate.web import create_app
 from tests.web.conftest import LOCAL
 
@@ -82,10 +83,10 @@ class Fixture:
         self.hg.periodic("nightly", **SCHEDULE)(lambda job: None)  # declared: overrides to clear
         self.hg.start(workers=False).stop()
         self.pending_job = self.hg.enqueue("email.send", {"to": "ada"}).id
-        self.fingerprint = Headgate.fingerprint("poison", {"bad": True})
-        self.hg.quarantine(self.fingerprint, "crashed")
-        self.hg.set_limit(limit=100)  # what DELETE /limits (any scope) removes
-        self.hg.set_rate_limit("mail-api", limit=30, per_ms=60_000)
+        self.fingerprint = self.hg.quarantine.fingerprint("poison", {"bad": True})
+        self.hg.quarantine.add(self.fingerprint, "crashed")
+        self.hg.limits.set(limit=100)  # what DELETE /limits (any scope) removes
+        self.hg.rates.set("mail-api", limit=30, per_ms=60_000)
 
     def writes(self, app: FastAPI) -> list[Write]:
         values = {
@@ -105,13 +106,13 @@ class Fixture:
     def state(self) -> object:
         """Everything a write could change: the log's head and what the API shows."""
         return (
-            self.hg._store.log.head(),
-            self.hg.get_schedule("nightly"),
-            self.hg.get_job(self.pending_job).state,
-            self.hg.quarantine_entry(self.fingerprint),
-            self.hg.queue_status("default"),
-            self.hg.limits(),
-            self.hg.rate_limits(),
+            self.hg._core.store.log.head(),
+            self.hg.schedules.get("nightly"),
+            self.hg.jobs.get(self.pending_job).state,
+            self.hg.quarantine.get(self.fingerprint),
+            operator_of(self.hg).queue_status("default"),
+            self.hg.limits.list(),
+            self.hg.rates.list(),
         )
 
 
@@ -258,7 +259,7 @@ def test_a_write_with_the_session_cookie_needs_its_csrf_token_beside_basic_crede
     assert client.post(pause, headers=basic_with_csrf).status_code == 200, (
         "the console behind such a proxy still writes"
     )
-    assert filled.hg.get_schedule("nightly").paused
+    assert filled.hg.schedules.get("nightly").paused
 
 
 def test_a_csrf_token_that_is_not_ascii_is_refused_not_an_error(
@@ -283,7 +284,7 @@ def test_the_console_writes_with_its_session_and_csrf_token(
             continue  # logging out ends the session the rest need: test_login.py
         status, body = send(client, write, same_origin)
         assert status < 300, (str(write), status, body)
-    assert filled.hg.quarantine_entry(filled.fingerprint) is None, "the last write released it"
+    assert filled.hg.quarantine.get(filled.fingerprint) is None, "the last write released it"
 
 
 def test_a_bearer_client_needs_no_csrf_token_but_not_from_another_origin(
@@ -337,7 +338,7 @@ def test_the_console_behind_a_proxy_under_a_prefix_knows_its_own_origin(
         for origin in ("https://ops.example.com", "https://OPS.example.com:443"):
             served = client.post(pause, headers={**proxied, "Origin": origin})
             assert served.status_code == 200, (origin, served.text)
-    assert hg.get_schedule("nightly").paused
+    assert hg.schedules.get("nightly").paused
 
 
 def test_forwarded_headers_from_a_proxy_not_named_are_not_believed(
@@ -358,7 +359,7 @@ def test_forwarded_headers_from_a_proxy_not_named_are_not_believed(
             refused = client.post(pause, headers={**proxied, "Origin": "https://ops.example.com"})
             assert refused.status_code == 403, trusted
             assert "--forwarded-allow-ips" in refused.json()["error"]
-            assert not hg.get_schedule("nightly").paused
+            assert not hg.schedules.get("nightly").paused
             served = client.post(pause, headers={**proxied, "Origin": "http://127.0.0.1:8080"})
             assert served.status_code == 200, (trusted, served.text)
             client.post("/api/v1/periodic/nightly/resume")

@@ -40,12 +40,12 @@ def _filled(hg: Headgate) -> dict[str, str]:
     def build(job: JobContext) -> None:
         raise RuntimeError("disk full")
 
-    hg.put_schedule("nightly", spec="@every:60000", kind="report.build", payload={"a": 1})
+    hg.schedules.put("nightly", spec="@every:60000", kind="report.build", payload={"a": 1})
     job = hg.enqueue("report.build", {"n": 1})
     hg.drain()
-    hg.quarantine(Headgate.fingerprint("poison", {}), "by hand")
-    hg.put_schedule("gone", spec="@every:60000", kind="k")
-    hg.delete_schedule("gone")
+    hg.quarantine.add(hg.quarantine.fingerprint("poison", {}), "by hand")
+    hg.schedules.put("gone", spec="@every:60000", kind="k")
+    hg.schedules.delete("gone")
     return {
         "schedules": "/",
         "schedules searched": "/?search=nigh",
@@ -116,7 +116,7 @@ def test_pages_are_not_stored_by_any_cache_as_they_carry_the_csrf_token(
 def test_api_answers_are_not_stored_by_any_cache_as_they_carry_payloads(
     client: TestClient, hg: Headgate
 ) -> None:
-    hg.put_schedule("nightly", spec="@every:60000", kind="report", payload={"token": "s3cret"})
+    hg.schedules.put("nightly", spec="@every:60000", kind="report", payload={"token": "s3cret"})
     for path in ("/api/v1/periodic/nightly", "/api/v1/periodic", "/api/v1/periodic/ghost"):
         assert client.get(path).headers["cache-control"] == "no-store", path
 
@@ -156,7 +156,7 @@ def test_every_other_response_gets_the_headers_and_no_policy_to_run_anything(
     def broken(*_: object, **__: object) -> object:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(Headgate, "list_schedules", broken)
+    monkeypatch.setattr(hg.schedules, "list", broken)
     with TestClient(
         create_app(hg, api_token=""), base_url=LOCAL, raise_server_exceptions=False
     ) as c:

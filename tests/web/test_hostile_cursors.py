@@ -107,7 +107,7 @@ def crafted_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[He
         headgate = Headgate(
             url, clock=FakeClock(START_MS), config=RuntimeConfig(lease_ttl_ms=3_600_000)
         )
-        headgate.put_schedule("s", spec="@every:60000", kind="k")
+        headgate.schedules.put("s", spec="@every:60000", kind="k")
         headgate.enqueue("k", {"n": 1})
         yield headgate
         headgate.close()

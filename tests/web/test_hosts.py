@@ -36,7 +36,7 @@ REBOUND = (
 
 @pytest.fixture
 def nightly(hg: Headgate) -> Headgate:
-    hg.put_schedule("nightly", spec="@every:60000", kind="report")
+    hg.schedules.put("nightly", spec="@every:60000", kind="report")
     return hg
 
 
@@ -56,7 +56,7 @@ def test_a_host_name_not_allowed_is_refused_on_every_route_family(
         message = body["error"]
         assert message.startswith(f"host: Host {host!r} is not a name this server answers to")
         assert "allowed_hosts=" in message and "--allowed-host" in message, message
-    assert not nightly.get_schedule("nightly").paused
+    assert not nightly.schedules.get("nightly").paused
 
 
 def test_a_rebound_name_is_refused_with_the_token_too(nightly: Headgate) -> None:

@@ -18,7 +18,7 @@ from headgate._domain.events import JobQuarantined
 from headgate._domain.streams import job_stream
 from headgate._projections import JobRow
 from headgate._store.port import JobFilter, Page
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, finish_job, roll_up_activity
 from headgate.web._charts import fitted_start, nice_top, value_label
 
 
@@ -26,7 +26,7 @@ def _failed(hg: Headgate, kind: str, n: int, **payload: Any) -> list[str]:
     made = []
     for index in range(n):
         job = hg.enqueue(kind, {"n": index, **payload})
-        hg.finish_job(job.id, "failed")
+        finish_job(hg, job.id, "failed")
         made.append(job.id)
     return made
 
@@ -55,9 +55,9 @@ def test_bulk_retry_takes_the_filtered_jobs_and_counts_what_it_did(
         False,
     )
     assert sorted(body["job_ids"]) == sorted(mails)
-    assert {hg.get_job(job_id).state for job_id in mails} == {"pending"}
-    assert {hg.get_job(job_id).state for job_id in reports} == {"failed"}
-    history = hg.get_job(mails[0]).attempt_history
+    assert {hg.jobs.get(job_id).state for job_id in mails} == {"pending"}
+    assert {hg.jobs.get(job_id).state for job_id in reports} == {"failed"}
+    history = hg.jobs.get(mails[0]).attempt_history
     assert history[0].outcome == "retried", "each job's retry is its own event"
 
 
@@ -68,7 +68,7 @@ def test_bulk_cancel_is_bounded_and_says_more_match(client: TestClient, hg: Head
     assert (first["changed"], first["more"]) == (2, True)
     second = client.post("/api/v1/jobs:cancel", json={"state": "pending", "limit": 3}).json()
     assert (second["changed"], second["more"]) == (3, False)
-    assert hg.count_jobs()["cancelled"] == 5
+    assert hg.jobs.count()["cancelled"] == 5
 
 
 @pytest.mark.parametrize(
@@ -86,33 +86,33 @@ def test_a_bulk_action_names_the_field_it_refuses(
     client: TestClient, hg: Headgate, path: str, body: dict[str, object], field: str
 ) -> None:
     _failed(hg, "email.send", 1)
-    before = hg.count_jobs()
+    before = hg.jobs.count()
     answer = client.post(path, json=body)
     assert answer.status_code == 422
     assert answer.json()["error"].startswith(f"{field}: ")
-    assert hg.count_jobs() == before
+    assert hg.jobs.count() == before
 
 
 def test_a_job_that_changed_state_meanwhile_is_skipped_not_an_error(hg: Headgate) -> None:
     """Optimistic concurrency per job: one retried by someone else between the
     bulk's read and its write is counted as skipped; the others are retried."""
     made = _failed(hg, "email.send", 3)
-    reads = hg._commands._reads
+    reads = hg._core.commands._reads
     real = reads.jobs_page
 
     def raced(where: JobFilter, limit: int, cursor: str | None) -> Page[JobRow]:
         page = real(where, limit, cursor)
-        hg.retry_job(made[1])  # another operator, after the read
+        hg.jobs.retry(made[1])  # another operator, after the read
         return page
 
     reads.jobs_page = raced  # type: ignore[method-assign]
     try:
-        result = hg.retry_jobs(state="failed")
+        result = hg.jobs.retry_many(state="failed")
     finally:
         reads.jobs_page = real  # type: ignore[method-assign]
     assert (result.changed, result.skipped) == (2, 1)
     assert made[1] not in result.job_ids
-    assert [a.outcome for a in hg.get_job(made[1]).attempt_history].count("retried") == 1
+    assert [a.outcome for a in hg.jobs.get(made[1]).attempt_history].count("retried") == 1
 
 
 def test_the_jobs_list_has_a_tab_per_state_with_its_count_and_bulk_actions(
@@ -142,8 +142,8 @@ def test_the_jobs_list_searches_by_id_unique_key_and_idempotency_key(
 ) -> None:
     keyed = hg.enqueue("invoice.send", {"n": 7}, unique_key="invoice-7")
     other = hg.enqueue("invoice.send", {"n": 8})
-    hg.put_schedule("nightly", spec="@every:60000", kind="report.build")
-    manual = hg.run_now("nightly", "operator-click-1")
+    hg.schedules.put("nightly", spec="@every:60000", kind="report.build")
+    manual = hg.schedules.run_now("nightly", "operator-click-1")
 
     def found(**params: str) -> list[str]:
         return [
@@ -207,11 +207,11 @@ def test_the_navigation_marks_the_current_section(
 
 def test_a_quarantine_row_shows_its_kind_and_a_held_job(client: TestClient, hg: Headgate) -> None:
     job = hg.enqueue("report.build", {"team": 7})
-    fingerprint = hg.fingerprint("report.build", {"team": 7})
-    hg.quarantine(fingerprint, "crashed its workers")
-    hg._store.log.append(job_stream(job.id), 1, [JobQuarantined(job.id, fingerprint, 3)])
-    by_hand = hg.fingerprint("other.kind", None)
-    hg.quarantine(by_hand, "by hand")
+    fingerprint = hg.quarantine.fingerprint("report.build", {"team": 7})
+    hg.quarantine.add(fingerprint, "crashed its workers")
+    hg._core.store.log.append(job_stream(job.id), 1, [JobQuarantined(job.id, fingerprint, 3)])
+    by_hand = hg.quarantine.fingerprint("other.kind", None)
+    hg.quarantine.add(by_hand, "by hand")
 
     rows = re.findall(
         r"<tr data-fingerprint=\"(\w+)\">(.*?)</tr>", client.get("/quarantine").text, re.S
@@ -275,7 +275,7 @@ def test_the_overview_charts_have_axes_gridlines_and_say_when_empty(
             hg.enqueue("report.build")
         hg.drain()
         clock.advance(60_000)
-        hg.roll_up_activity()
+        roll_up_activity(hg)
     html = client.get("/overview").text
     jobs = re.search(r'<figure class="chart" id="chart-jobs".*?</figure>', html, re.S)
     assert jobs is not None

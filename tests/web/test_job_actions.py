@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from headgate import Headgate
 from headgate._domain.lifecycle import JobAction, allows, needs_text
+from headgate.testing import finish_job
 
 STATES = ("pending", "completed", "failed", "cancelled")
 
@@ -17,7 +18,7 @@ STATES = ("pending", "completed", "failed", "cancelled")
 def _job_in(hg: Headgate, state: str) -> str:
     job = hg.enqueue("k", {"state": state})
     if state != "pending":
-        hg.finish_job(job.id, state)
+        finish_job(hg, job.id, state)
     return job.id
 
 

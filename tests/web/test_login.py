@@ -214,7 +214,7 @@ class TestLogout:
     def test_the_logout_button_shows_only_with_a_session(
         self, client: TestClient, hg: Headgate
     ) -> None:
-        hg.put_schedule("nightly", spec="@every:60000", kind="k")
+        hg.schedules.put("nightly", spec="@every:60000", kind="k")
         _log_in(client)
         for path in ("/", "/jobs", "/workers", "/quarantine", "/schedules/nightly", "/login"):
             page = client.get(path).text

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
 from headgate import Headgate, StoreUnavailable
+from headgate._operator import operator_of
 from headgate.testing import FakeClock
 from headgate.web import create_app
 from tests.web.conftest import LOCAL
@@ -98,13 +99,13 @@ def test_a_store_that_cannot_say_authorises_no_cookie(
         def unavailable(*_: object) -> bool:
             raise StoreUnavailable("reading a session's logout: store unavailable: locked")
 
-        monkeypatch.setattr(hg, "session_revoked", unavailable)
+        monkeypatch.setattr(operator_of(hg), "session_revoked", unavailable)
         with capture_logs() as logs:
             assert _status(app, value) == 401
         assert any("could not be checked" in line["event"] for line in logs)
         monkeypatch.undo()
         assert _status(app, value) == 200
-        monkeypatch.setattr(hg, "revoke_session", unavailable)
+        monkeypatch.setattr(operator_of(hg), "revoke_session", unavailable)
         page = client.get("/").text
         found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
         assert found is not None

@@ -63,7 +63,7 @@ def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
     assert _value(before, "headgate_scheduler_lease_held") == 0
     assert _value(before, "headgate_ticks_total", outcome="enqueued", reason="accepted") is None
 
-    schedule = hg.put_schedule("pulse", spec="@every:60000", kind="ping")
+    schedule = hg.schedules.put("pulse", spec="@every:60000", kind="ping")
     clock.set(schedule.next_run_ms + 250)  # due, a quarter of a second ago
     assert _value(_scrape(client), "headgate_schedules_due") == 1
     hg.start(workers=False)
@@ -76,7 +76,7 @@ def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
     assert _value(after, "headgate_tick_lateness_seconds_bucket", le="0.1") == 0
     assert _value(after, "headgate_tick_lateness_seconds_bucket", le="0.25") == 1
     assert _value(after, "headgate_schedules_due") == 0
-    lease = hg.lease_status()
+    lease = hg.runtime.lease()
     assert lease is not None and lease.term >= 1
     assert _value(after, "headgate_scheduler_lease_term") == lease.term
     assert _value(after, "headgate_scheduler_lease_active") == 1
@@ -85,7 +85,7 @@ def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
     other = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
     try:
         other.start(workers=False)  # another process: it waits for the lease
-        elsewhere = _samples(generate_latest(other.metrics_registry).decode())
+        elsewhere = _samples(generate_latest(other.metrics.registry).decode())
         assert _value(elsewhere, "headgate_scheduler_lease_active") == 1
         assert _value(elsewhere, "headgate_scheduler_lease_held") == 0
         assert (
@@ -147,7 +147,7 @@ def test_a_failing_handler_counts_a_failed_attempt_and_its_job_waits_again(
     assert _value(samples, "headgate_jobs", queue="default", state="pending") == 1
     # Its retry is due after a backoff: until then it waits for nobody.
     assert _value(samples, "headgate_oldest_pending_job_age_seconds", queue="default") == 0
-    retry_at = hg.get_job(job.id).run_at_ms
+    retry_at = hg.jobs.get(job.id).run_at_ms
     clock.set(retry_at + 3_000)
     samples = _scrape(client)
     assert _value(samples, "headgate_oldest_pending_job_age_seconds", queue="default") == 3.0
@@ -164,13 +164,13 @@ def _die_running(store: Store, clock: FakeClock, job_id: str, worker_id: str) ->
 def test_rescues_and_quarantines_are_counted(
     hg: Headgate, client: TestClient, clock: FakeClock
 ) -> None:
-    store = hg._store
+    store = hg._core.store
     rescuer = Rescuer(
         store,
         clock,
         worker_identity("rescuer"),
         WorkerConfig(crash_limit=2, rescue_interval_ms=100),
-        recorder=hg._metrics,
+        recorder=hg._core.metrics,
     )
     job = hg.enqueue("poison", {"x": 1}, queue="imports")
     _die_running(store, clock, job.id, "dead-1")
@@ -199,7 +199,7 @@ def test_no_label_carries_an_id_a_payload_or_an_error_text(
         if job.payload["to"] == "bad@example.com":
             raise ValueError("mailbox bad@example.com is full")
 
-    schedule = hg.put_schedule(
+    schedule = hg.schedules.put(
         "sched-7f3a91", spec="@every:60000", kind="email.send", payload={"to": "ada@example.com"}
     )
     jobs = [hg.enqueue("email.send", {"to": to}) for to in ("bad@example.com", "bob@example.com")]
@@ -209,7 +209,7 @@ def test_no_label_carries_an_id_a_payload_or_an_error_text(
     hg.drain()
     text = _scrape_text(client)
     samples = _samples(text)
-    ids = {job.id for job in jobs} | {j.id for j in hg.list_jobs().jobs}
+    ids = {job.id for job in jobs} | {j.id for j in hg.jobs.list().jobs}
     assert len(ids) == 3
     for (name, labels), _ in samples.items():
         assert {key for key, _ in labels} <= ALLOWED_LABELS, name
@@ -303,7 +303,7 @@ def test_a_host_registers_the_collector_in_its_own_registry_or_mounts_the_route(
     reads.down = True
     registry = CollectorRegistry(auto_describe=True)
     calls = reads.calls
-    registry.register(hg.metrics_collector)
+    registry.register(hg.metrics.collector)
     assert reads.calls == calls  # registering describes the metrics: it reads no store
     assert _value(_samples(generate_latest(registry).decode()), "headgate_store_up") == 0
     reads.down = False
@@ -329,8 +329,8 @@ def test_two_headgates_in_one_process_count_apart(store_url: str, clock: FakeClo
         first.enqueue("ping")
         first.drain()
         labels = {"queue": "default", "kind": "ping", "outcome": "succeeded"}
-        mine = _samples(generate_latest(first.metrics_registry).decode())
-        theirs = _samples(generate_latest(second.metrics_registry).decode())
+        mine = _samples(generate_latest(first.metrics.registry).decode())
+        theirs = _samples(generate_latest(second.metrics.registry).decode())
         assert _value(mine, "headgate_job_attempts_total", **labels) == 1
         assert _value(theirs, "headgate_job_attempts_total", **labels) is None
         # The store's figures are the same store's, whoever scrapes it.

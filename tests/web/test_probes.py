@@ -152,7 +152,7 @@ def test_a_503_logs_its_cause_masked(hg: Headgate, monkeypatch: pytest.MonkeyPat
                 "listing jobs: store unavailable: postgresql://app:hunter2@db/app refused"
             ) from cause
 
-    monkeypatch.setattr(hg, "list_jobs", unavailable)
+    monkeypatch.setattr(hg.jobs, "list", unavailable)
     with TestClient(create_app(hg, api_token=""), base_url=LOCAL) as client, capture_logs() as logs:
         response = client.get("/api/v1/jobs")
     assert response.status_code == 503

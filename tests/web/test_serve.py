@@ -50,7 +50,7 @@ def test_serve_answers_quickly_and_exits_cleanly_on_sigterm(tmp_path: Path) -> N
     assert database.exists(), "the embedded default lives in the working directory"
     hg = Headgate(f"sqlite:///{database}")
     try:
-        assert hg.lease_status() is None, "SIGTERM released the scheduler lease"
+        assert hg.runtime.lease() is None, "SIGTERM released the scheduler lease"
     finally:
         hg.close()
 

@@ -127,7 +127,7 @@ def test_a_sigterm_while_the_runtime_starts_stops_it_cleanly(tmp_path: Path) -> 
     assert "headgate: stopped; scheduler lease released" in rest
     assert "serving" not in rest and "Traceback" not in rest
     with Headgate(f"sqlite:///{tmp_path}/h.db") as hg:
-        assert hg.lease_status() is None, "the lease was released"
+        assert hg.runtime.lease() is None, "the lease was released"
 
 
 def test_every_address_a_host_names_is_listened_on() -> None:

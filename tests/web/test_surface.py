@@ -28,19 +28,19 @@ def _read_routes(app: FastAPI) -> list[str]:
 
 
 def test_no_read_route_writes(client: TestClient, hg: Headgate) -> None:
-    hg.put_schedule("nightly", spec="@every:60000", kind="k")
+    hg.schedules.put("nightly", spec="@every:60000", kind="k")
     job = hg.enqueue("k", {})
-    fingerprint = Headgate.fingerprint("k", {})
+    fingerprint = hg.quarantine.fingerprint("k", {})
     values = {"schedule_id": "nightly", "job_id": job.id, "fingerprint": fingerprint}
     routes = _read_routes(client.app)  # type: ignore[arg-type]
     assert "/api/v1/jobs/{job_id}" in routes and "/login" in routes and len(routes) >= 20
-    head = hg._store.log.head()
+    head = hg._core.store.log.head()
     for template in routes:
         path = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], template)
         for method in ("GET", "HEAD"):
             response = client.request(method, path, params={"spec": "@every:1000"})
             assert response.status_code < 500, (method, path)
-    assert hg._store.log.head() == head
+    assert hg._core.store.log.head() == head
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_no_read_route_writes(client: TestClient, hg: Headgate) -> None:
 def test_input_in_a_page_or_an_error_is_never_markup(
     client: TestClient, hg: Headgate, path: str
 ) -> None:
-    hg.put_schedule("nightly", spec="@every:60000", kind="k")
+    hg.schedules.put("nightly", spec="@every:60000", kind="k")
     response = client.get(path.replace("{x}", quote(MARKUP, safe="")))
     if response.headers["content-type"].startswith("text/html"):
         assert "<img src=x" not in response.text, path  # quoted escaped, or not at all

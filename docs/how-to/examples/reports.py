@@ -16,6 +16,6 @@ def crunch(job: JobContext) -> dict[str, int]:
 if __name__ == "__main__":
     job = hg.enqueue("report.crunch", {"n": 1000, "host": os.getpid()})
     hg.drain()
-    done = hg.get_job(job.id)
+    done = hg.jobs.get(job.id)
     print(done.state, done.result, [attempt.outcome for attempt in done.attempt_history])
     hg.close()

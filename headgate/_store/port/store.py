@@ -104,7 +104,7 @@ class Store(ABC):
         holder paused past its lease's expiry writes nothing more (LeaseLost, and
         the run stops; what committed before stays, and the next holder's run
         takes up the rest). Without a fence it is an operator's action
-        (`Headgate.compact`, `ops.compact`): it runs whoever holds the lease."""
+        (`hg.runtime.compact`, `ops.compact`): it runs whoever holds the lease."""
 
     @abstractmethod
     def close(self) -> None:

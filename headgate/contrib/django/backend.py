@@ -48,6 +48,7 @@ from headgate._domain.ids import new_job_id
 from headgate._domain.options import JobOptions, job_options
 from headgate._errors import NotFound, ValidationError
 from headgate._logs import get_logger
+from headgate._operator import operator_of
 from headgate._runtime.handlers import Executor, handler_spec, require_executor
 from headgate.contrib.django._tasks import (
     READY,
@@ -115,10 +116,12 @@ class HeadgateBackend(BaseTaskBackend):
         database = self._shared.database
         host = connections[database]
         if not host.in_atomic_block:
-            job = hg.enqueue_job(task.module_path, payload, options)
+            job = operator_of(hg).enqueue_job(task.module_path, payload, options)
         elif self._shared.same_database:
             with lent(host) as connection:
-                job = hg.enqueue_job(task.module_path, payload, options, connection=connection)
+                job = operator_of(hg).enqueue_job(
+                    task.module_path, payload, options, connection=connection
+                )
         else:
             return self._enqueue_on_commit(task, payload, options, database)
         result = result_of(job, task, self.alias)
@@ -127,7 +130,7 @@ class HeadgateBackend(BaseTaskBackend):
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
         try:
-            job = self.headgate.get_job(result_id)
+            job = self.headgate.jobs.get(result_id)
         except (NotFound, ValidationError):
             raise TaskResultDoesNotExist(result_id) from None
         task = registered_task(job.kind, self._shared.tasks, result_id, self.alias)
@@ -137,12 +140,14 @@ class HeadgateBackend(BaseTaskBackend):
         self, task: Task[Any, Any], payload: Any, options: JobOptions, database: str
     ) -> TaskResult[Any]:
         hg = self.headgate
-        hg.check_job(task.module_path, payload, options)  # a bad argument fails here, not at commit
+        operator_of(hg).check_job(
+            task.module_path, payload, options
+        )  # a bad argument fails here, not at commit
         job_id = new_job_id()
 
         def write() -> None:
             try:
-                hg.enqueue_job(task.module_path, payload, options, job_id=job_id)
+                operator_of(hg).enqueue_job(task.module_path, payload, options, job_id=job_id)
             except Exception as error:
                 log.error(
                     "a task to enqueue at its commit was not written: it is lost",

@@ -17,12 +17,12 @@ REFUSED = "memory:// is a store inside one process"
 def test_each_headgate_on_memory_gets_a_store_of_its_own() -> None:
     clock = FakeClock()
     with Headgate("memory://", clock=clock) as first, Headgate("memory://", clock=clock) as second:
-        assert isinstance(first._store, MemoryStore)
-        first.put_schedule("pulse", spec="@every:60000", kind="ping")
-        assert first.get_schedule("pulse").kind == "ping"
-        assert second.list_schedules().schedules == []
+        assert isinstance(first._core.store, MemoryStore)
+        first.schedules.put("pulse", spec="@every:60000", kind="ping")
+        assert first.schedules.get("pulse").kind == "ping"
+        assert second.schedules.list().schedules == []
         assert repr(first) == "<Headgate on MemoryStore('memory://')>"
-        assert first.readiness().ready
+        assert first.runtime.readiness().ready
 
 
 @pytest.mark.parametrize("url", ["memory://shared", "memory:", "memory:///x"])

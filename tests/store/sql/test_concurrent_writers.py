@@ -302,7 +302,7 @@ def test_one_unique_key_admits_one_job_across_processes(url: str, clock: FakeClo
             assert racing.still_running_after(BLOCKED_S), "it waits for the key's holder"
         kind, error = racing.outcome()
         assert kind == "raised" and isinstance(error, DuplicateJob), error
-        assert [listed.id for listed in other.list_jobs().jobs] == [job.id]
+        assert [listed.id for listed in other.jobs.list().jobs] == [job.id]
     finally:
         host.dispose()
         one.close()
@@ -324,7 +324,7 @@ def test_racing_enqueues_of_one_unique_key_admit_one(url: str, clock: FakeClock)
             kinds = sorted(kind for kind, _ in outcomes)
             assert kinds == ["raised", "returned"], outcomes
             assert any(isinstance(v, DuplicateJob) for _, v in outcomes), outcomes
-        assert len(one.list_jobs().jobs) == 5
+        assert len(one.jobs.list().jobs) == 5
     finally:
         one.close()
         other.close()

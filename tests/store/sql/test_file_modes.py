@@ -31,7 +31,7 @@ def _modes(directory: Path, names: tuple[str, ...] = FILES) -> dict[str, str]:
 
 def _written(url: str) -> Headgate:
     hg = Headgate(url)
-    hg.put_schedule("s", spec="@every:60000", kind="k", payload={"secret": 1})
+    hg.schedules.put("s", spec="@every:60000", kind="k", payload={"secret": 1})
     hg.enqueue("k", {"secret": 2})
     return hg
 

@@ -42,31 +42,31 @@ def test_an_old_builds_store_reads_back_whole_and_keeps_working(store_url: str) 
         for schedule_id, stands in old["schedules"].items():
             if stands is None:
                 with pytest.raises(NotFound):
-                    hg.get_schedule(schedule_id)
+                    hg.schedules.get(schedule_id)
                 continue
-            schedule = hg.get_schedule(schedule_id)
+            schedule = hg.schedules.get(schedule_id)
             assert [schedule.next_run_ms, schedule.last_enqueued_ms] == stands
         for schedule_id, records in old["history"].items():
-            shown = hg.enqueue_events(schedule_id, limit=100).events
+            shown = hg.schedules.enqueue_events(schedule_id, limit=100).events
             assert [[e.tick_ms, e.job_id, e.outcome, e.reason] for e in shown] == records
-        events = hg._store.log.read_all(0, 100_000)
+        events = hg._core.store.log.read_all(0, 100_000)
         assert [
             [e.position, e.stream_id, e.version, e.type, e.recorded_at_ms] for e in events
         ] == old["events"]
         for job_id, (state, unique_key) in old["jobs"].items():
-            job = hg.get_job(job_id)
+            job = hg.jobs.get(job_id)
             assert (job.state, job.unique_key) == (state, unique_key)
         # What those rows mean still holds: the key's manual run, a held unique
         # key, a quarantined fingerprint.
         manual_job, key = old["manual"]
-        assert hg.run_now("every", idempotency_key=key) == (manual_job, True)
+        assert hg.schedules.run_now("every", idempotency_key=key) == (manual_job, True)
         unique_key, holder = old["held_unique_key"]
         with pytest.raises(DuplicateJob) as duplicate:
             hg.enqueue("adhoc", {"x": 9}, unique_key=unique_key)
         assert duplicate.value.job_id == holder
         with pytest.raises(AdmissionRejected):
             hg.enqueue("bad", {"y": 1})
-        hg.put_schedule("new", spec="@every:60000", kind="k")
+        hg.schedules.put("new", spec="@every:60000", kind="k")
     assert ops.verify(store_url).ok
 
 

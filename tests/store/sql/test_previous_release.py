@@ -53,22 +53,22 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
     assert _revision(path) == PREVIOUS_REVISION
     with Headgate(url, clock=FakeClock(expected["now_ms"])) as hg:
         assert _revision(path) == f"{SCHEMA_REVISION:04d}"
-        schedules = hg.list_schedules().schedules
+        schedules = hg.schedules.list().schedules
         assert [s.id for s in schedules] == sorted(expected["schedules"])
         for schedule in schedules:
             fields = expected["schedules"][schedule.id]
             assert _as_json({name: getattr(schedule, name) for name in fields}) == fields
             assert schedule.overrides == ()
         with pytest.raises(NotFound):
-            hg.get_schedule("retired")
+            hg.schedules.get("retired")
         for schedule_id, records in expected["history"].items():
-            shown = hg.enqueue_events(schedule_id, limit=100).events
+            shown = hg.schedules.enqueue_events(schedule_id, limit=100).events
             assert [[e.tick_ms, e.job_id, e.outcome, e.reason] for e in shown] == records
-        jobs = hg.list_jobs(limit=200).jobs
+        jobs = hg.jobs.list(limit=200).jobs
         assert sorted(job.id for job in jobs) == sorted(expected["jobs"])
         retried = []
         for job_id, fields in expected["jobs"].items():
-            job = hg.get_job(job_id)
+            job = hg.jobs.get(job_id)
             read = {name: getattr(job, name) for name in fields if name != "attempt_outcomes"}
             outcomes = [a.outcome for a in job.attempt_history]
             if "retried" in outcomes:  # this build shows an operator's retry as a row
@@ -76,12 +76,15 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
             read["attempt_outcomes"] = [o for o in outcomes if o != "retried"]
             assert _as_json(read) == fields, job_id
         assert retried == [{"page": 2}]
-        entries = hg.list_quarantine().entries
+        entries = hg.quarantine.list().entries
         assert [[e.fingerprint, e.note, e.quarantined_at_ms] for e in entries] == [
             [e["fingerprint"], e["note"], e["quarantined_at_ms"]] for e in expected["quarantine"]
         ]
-        assert [j.id for j in hg.manual_runs("pulse").jobs] == expected["manual_runs"]
-        assert hg.run_now("pulse", idempotency_key="click-1") == (expected["manual_runs"][0], True)
+        assert [j.id for j in hg.schedules.manual_runs("pulse").jobs] == expected["manual_runs"]
+        assert hg.schedules.run_now("pulse", idempotency_key="click-1") == (
+            expected["manual_runs"][0],
+            True,
+        )
 
 
 def test_the_previous_release_store_fires_its_next_tick_and_rebuilds_the_same(
@@ -91,15 +94,15 @@ def test_the_previous_release_store_fires_its_next_tick_and_rebuilds_the_same(
     expected = _expected()
     clock = FakeClock(expected["now_ms"])
     with Headgate(url, clock=clock) as hg:
-        due = hg.get_schedule("pulse").next_run_ms
+        due = hg.schedules.get("pulse").next_run_ms
         assert due == expected["schedules"]["pulse"]["next_run_ms"]
         hg.start(workers=False)
         clock.set(due)
         assert hg.run_pending()
-        newest = hg.enqueue_events("pulse", limit=1).events[0]
+        newest = hg.schedules.enqueue_events("pulse", limit=1).events[0]
         assert (newest.tick_ms, newest.outcome) == (due, "enqueued")
-        job = hg.get_job(newest.job_id)
+        job = hg.jobs.get(newest.job_id)
         assert (job.state, job.periodic_origin) == ("pending", ("pulse", due))
-        assert hg.get_schedule("pulse").next_run_ms == due + 60_000
+        assert hg.schedules.get("pulse").next_run_ms == due + 60_000
     report = ops.verify(url)
     assert report.ok, report.differences

@@ -64,7 +64,7 @@ from headgate._store.sql.queries import (
     state_count_query,
 )
 from headgate._store.sql.store import SqlStore
-from headgate.testing import FakeClock
+from headgate.testing import FakeClock, finish_job
 from tests.store.builders import attempted, defined, enqueued
 
 
@@ -549,27 +549,27 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
         pytest.skip("SQLite has no statistics to lag")
     hg = Headgate(store_url, clock=clock)
     try:
-        _store_outgrowing_its_statistics(hg._store)
+        _store_outgrowing_its_statistics(hg._core.store)
 
         def every_operation() -> None:
-            hg.put_schedule("s1", spec="@every:1000", kind="report.build")
-            hg.put_schedule("new", spec="@every:1000", kind="report.build")
-            hg.get_schedule("s2")
-            hg.schedule_health("s2")
-            hg.schedules_health(hg.list_schedules(limit=50).schedules)
-            hg.enqueue_events("s3", limit=30)
-            job_id, _ = hg.run_now("s4", idempotency_key="k-1")
-            hg.get_job(job_id)
-            hg.manual_runs("s4")
-            hg.list_jobs(state="pending", limit=50)
-            hg.list_jobs(schedule_id="s5", kind="k")
-            hg.pause_schedule("s7")
-            hg.resume_schedule("s7")
-            hg.finish_job(hg.enqueue(kind="email.send", payload={"to": "x"}).id)
-            hg.finish_job("j5", "failed")
-            hg.delete_schedule("s6")
+            hg.schedules.put("s1", spec="@every:1000", kind="report.build")
+            hg.schedules.put("new", spec="@every:1000", kind="report.build")
+            hg.schedules.get("s2")
+            hg.schedules.health("s2")
+            hg.schedules.health_of(hg.schedules.list(limit=50).schedules)
+            hg.schedules.enqueue_events("s3", limit=30)
+            job_id, _ = hg.schedules.run_now("s4", idempotency_key="k-1")
+            hg.jobs.get(job_id)
+            hg.schedules.manual_runs("s4")
+            hg.jobs.list(state="pending", limit=50)
+            hg.jobs.list(schedule_id="s5", kind="k")
+            hg.schedules.pause("s7")
+            hg.schedules.resume("s7")
+            finish_job(hg, hg.enqueue(kind="email.send", payload={"to": "x"}).id)
+            finish_job(hg, "j5", "failed")
+            hg.schedules.delete("s6")
 
-        plans = _plans_of(hg._store, every_operation)
+        plans = _plans_of(hg._core.store, every_operation)
     finally:
         hg.close()
     assert any("Update on headgate_jobs" in plan for plan in plans), plans
