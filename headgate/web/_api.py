@@ -72,6 +72,7 @@ from headgate._wire.schedules import (
     UpcomingOut,
     preview,
 )
+from headgate.web._params import QueryInt
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
@@ -127,7 +128,7 @@ async def in_store(request: Request, call: Callable[[Headgate], T], *, reads: bo
 )
 async def list_schedules(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+    limit: Annotated[QueryInt, Query(ge=1, le=200)] = 200,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     search: Annotated[
         str | None,
@@ -250,7 +251,7 @@ async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 async def schedule_runs(
     request: Request,
     schedule_id: str,
-    limit: Annotated[int, Query(ge=1, le=100)] = 30,
+    limit: Annotated[QueryInt, Query(ge=1, le=100)] = 30,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> ScheduleRunList:
     """The newest 100 runs are kept, also after the schedule is deleted."""
@@ -320,7 +321,7 @@ async def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 async def enqueue_events(
     request: Request,
     schedule_id: str,
-    limit: Annotated[int, Query(ge=1, le=100)] = 30,
+    limit: Annotated[QueryInt, Query(ge=1, le=100)] = 30,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> EventList:
     page = await _hg(request).schedules.aenqueue_events(schedule_id, limit, cursor)
@@ -335,7 +336,7 @@ async def enqueue_events(
 async def upcoming(
     request: Request,
     schedule_id: str,
-    count: Annotated[int, Query(ge=1, le=100)] = 5,
+    count: Annotated[QueryInt, Query(ge=1, le=100)] = 5,
 ) -> UpcomingList:
     runs = await in_store(request, lambda hg: hg.schedules.upcoming(schedule_id, count), reads=True)
     return UpcomingList(
@@ -351,7 +352,7 @@ async def upcoming(
 async def manual_runs(
     request: Request,
     schedule_id: str,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[QueryInt, Query(ge=1, le=100)] = 20,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
     page = await in_store(
@@ -387,7 +388,7 @@ async def list_jobs(
             description="A job id, a unique key, or (with schedule_id) an idempotency key",
         ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[QueryInt, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> JobList:
     page = await _hg(request).jobs.alist(
@@ -503,7 +504,7 @@ async def scheduler_health(request: Request) -> SchedulerHealthOut:
 @router.get("/quarantine", response_model=QuarantineList, summary="Quarantined fingerprints")
 async def list_quarantine(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[QueryInt, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> QuarantineList:
     page = await in_store(request, lambda hg: hg.quarantine.list(limit, cursor), reads=True)
@@ -539,7 +540,7 @@ async def release(request: Request, fingerprint: str) -> Response:
 @router.get("/queues", response_model=QueueList, summary="Queues: paused or not, jobs waiting")
 async def list_queues(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
+    limit: Annotated[QueryInt, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
 ) -> QueueList:
     """The paused queues and the busiest others (most jobs pending and running),
     `limit` in all, by name; `more`: how many were left out."""
@@ -575,7 +576,7 @@ async def resume_queue(request: Request, queue: str) -> QueueOut:
 )
 async def list_unserved(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
+    limit: Annotated[QueryInt, Query(ge=1, le=MAX_SHOWN)] = PAGE_SHOWN,
 ) -> UnservedList:
     """The `limit` (queue, kind) with the most pending jobs; `more`: how many
     were left out."""
@@ -665,7 +666,7 @@ async def clear_rate_limit(request: Request, rate_class: str) -> Response:
     summary="The per-minute activity roll-up (default: the last three hours)",
 )
 async def activity(
-    request: Request, since_ms: Annotated[int | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
+    request: Request, since_ms: Annotated[QueryInt | None, Query(ge=0, le=MAX_INSTANT_MS)] = None
 ) -> ActivityList:
     points = await in_store(request, lambda hg: hg.metrics.activity(since_ms), reads=True)
     return ActivityList(points=[ActivityPointOut.of(point) for point in points])

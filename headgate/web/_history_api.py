@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from headgate._wire.history import JobAsOfOut, ScheduleAsOfOut, ScheduleChangesOut
 from headgate.web._api import ERRORS, _each_query_parameter_once, in_store
+from headgate.web._params import QueryInt
 
 INSTANT_TEXT: Final = 64
 _INSTANT = "Epoch milliseconds, or ISO-8601 with a UTC offset (without one: UTC)"
@@ -51,7 +52,7 @@ async def schedule_changes(
     until: Annotated[
         str | None, Query(max_length=INSTANT_TEXT, description=f"{_INSTANT}; default: now")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    limit: Annotated[QueryInt, Query(ge=1, le=100)] = 100,
 ) -> ScheduleChangesOut:
     """Oldest first, each a diff from the definition before it; a payload shows
     its keys and which of them changed, never a value."""

@@ -97,7 +97,7 @@ def _get(url: str, value: str) -> int:
         return refused.code
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_second_serve_on_another_port_refuses_the_first_ones_session(tmp_path: Path) -> None:
     """Two `headgate serve` on one store, one token and one session secret, as
     two consoles (or a console and anything else) on two ports of 127.0.0.1:

@@ -677,7 +677,9 @@ class PostgresDialect(Dialect):
             groups.setdefault(tuple(row), []).append({**row, _EXPECTED: version})
         with self.probing_indexes(connection):
             for names, group in groups.items():
-                sql = self._update_at_versions_sql(connection, table, key_column, names)
+                sql = self._update_from_unnest_sql(
+                    connection, table, key_column, names, at_versions=True
+                )
                 arrays = {f"a{i}": [row[name] for row in group] for i, name in enumerate(names)}
                 arrays["expected"] = [row[_EXPECTED] for row in group]
                 with bulk.driver_cursor(connection, sql) as cursor:
@@ -706,10 +708,19 @@ class PostgresDialect(Dialect):
             statement = self._update_sql.setdefault(key, Prepared(built))
         return statement
 
-    def _update_at_versions_sql(
-        self, connection: Connection, table: Table, key_column: str, names: tuple[str, ...]
+    def _update_from_unnest_sql(
+        self,
+        connection: Connection,
+        table: Table,
+        key_column: str,
+        names: tuple[str, ...],
+        *,
+        at_versions: bool,
     ) -> str:
-        sql_key = (table.name, key_column, (*names, _EXPECTED))
+        """UPDATE ... FROM unnest(arrays), its text made once per table and set of
+        columns; `at_versions`: only where `version` is the row's expected one
+        (one more array), returning the keys updated."""
+        sql_key = (table.name, key_column, (*names, _EXPECTED) if at_versions else names)
         sql = self._update_from_sql.get(sql_key)
         if sql is None:
             quote = connection.dialect.identifier_preparer.quote
@@ -720,11 +731,16 @@ class PostgresDialect(Dialect):
                 f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
             )
             key = quote(key_column)
-            sql = self._update_from_sql[sql_key] = (
+            if at_versions:
+                source += ", %(expected)s::integer[]"
+                columns += f", {_EXPECTED}"
+            sql = (
                 f"UPDATE {quote(table.name)} AS t SET {assignments} "
-                f"FROM unnest({source}, %(expected)s::integer[]) AS v({columns}, {_EXPECTED}) "
-                f"WHERE t.{key} = v.{key} AND t.version = v.{_EXPECTED} RETURNING t.{key}"
+                f"FROM unnest({source}) AS v({columns}) WHERE t.{key} = v.{key}"
             )
+            if at_versions:
+                sql += f" AND t.version = v.{_EXPECTED} RETURNING t.{key}"
+            self._update_from_sql[sql_key] = sql
         return sql
 
     def _update_one(self, table: Table, key_column: str, names: tuple[str, ...]) -> Prepared:
@@ -747,22 +763,8 @@ class PostgresDialect(Dialect):
         rows: Sequence[dict[str, Any]],
     ) -> None:
         """One UPDATE ... FROM unnest(arrays) for all rows: one statement, not one per
-        row (its text made once per table and set of columns)."""
-        sql_key = (table.name, key_column, names)
-        sql = self._update_from_sql.get(sql_key)
-        if sql is None:
-            quote = connection.dialect.identifier_preparer.quote
-            casts = [self._array_cast(connection, table, name) for name in names]
-            source = ", ".join(f"%(a{i})s::{cast}" for i, cast in enumerate(casts))
-            columns = ", ".join(quote(name) for name in names)
-            assignments = ", ".join(
-                f"{quote(name)} = v.{quote(name)}" for name in names if name != key_column
-            )
-            sql = self._update_from_sql[sql_key] = (
-                f"UPDATE {quote(table.name)} AS t SET {assignments} "
-                f"FROM unnest({source}) AS v({columns}) "
-                f"WHERE t.{quote(key_column)} = v.{quote(key_column)}"
-            )
+        row."""
+        sql = self._update_from_unnest_sql(connection, table, key_column, names, at_versions=False)
         arrays = {f"a{i}": [row[name] for row in rows] for i, name in enumerate(names)}
         with bulk.driver_cursor(connection, sql) as cursor:
             cursor.execute(sql, arrays)
