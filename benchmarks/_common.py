@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     Engine,
     Integer,
     MetaData,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    func,
     select,
     text,
 )
@@ -127,6 +129,18 @@ def locked_log_head(engine: Engine) -> Select[Any]:
 
     query = select(log_head.c.position).where(log_head.c.id == 1)
     return query.with_for_update() if engine.dialect.name == "postgresql" else query
+
+
+def last_position(connection: Connection, head_query: Select[Any]) -> int:
+    """The last log position written, for a floor loop's events to follow: the head
+    row (`locked_log_head`) on SQLite; on PostgreSQL, whose positions come from a
+    sequence and whose head row no longer moves, the higher of it and the log's."""
+    from headgate._store.sql.schema import events
+
+    return max(
+        int(connection.execute(head_query).scalar_one()),
+        int(connection.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()),
+    )
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

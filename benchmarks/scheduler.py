@@ -66,7 +66,13 @@ from sqlalchemy import (
     update,
 )
 
-from benchmarks._common import fresh_database, locked_log_head, print_table, raw_engine
+from benchmarks._common import (
+    fresh_database,
+    last_position,
+    locked_log_head,
+    print_table,
+    raw_engine,
+)
 from headgate import AttemptResult, EnqueueHook, Headgate, RuntimeConfig, TickContext
 from headgate._domain.events import ScheduleDefined
 from headgate._domain.options import ScheduleDefinition
@@ -270,7 +276,7 @@ def our_rows_loop(backend: str, count: int) -> float:
         began = time.perf_counter()
         for start in range(0, count, RAW_BATCH):
             with engine.begin() as connection:
-                head = connection.execute(head_query).scalar_one()
+                head = last_position(connection, head_query)
                 event_rows, job_rows, history_rows = [], [], []
                 for n in range(start, min(start + RAW_BATCH, count)):
                     schedule_id, job_id = f"s{n}", f"s{n}-{START_MS}"

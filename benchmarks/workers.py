@@ -51,7 +51,6 @@ from sqlalchemy import (
     Engine,
     MetaData,
     bindparam,
-    func,
     insert,
     select,
     text,
@@ -62,6 +61,7 @@ from benchmarks import raw_pickup
 from benchmarks._common import (
     bytes_written,
     fresh_database,
+    last_position,
     locked_log_head,
     print_table,
     raw_engine,
@@ -293,14 +293,7 @@ def floor_loop(backend: str, count: int, batch: int) -> float:
                 json.loads(payload)
             end = int(time.time() * 1000)
             with engine.begin() as connection:
-                # The head row is no longer moved on PostgreSQL (positions come from a
-                # sequence): the last position written is the higher of the two.
-                head = max(
-                    connection.execute(head_query).scalar_one(),
-                    connection.execute(
-                        select(func.coalesce(func.max(events.c.position), 0))
-                    ).scalar_one(),
-                )
+                head = last_position(connection, head_query)
                 end_events, end_updates, history = [], [], []
                 for job_id, _payload, version, tried in rows:
                     head += 1
