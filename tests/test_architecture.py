@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
+import re
 import sys
 from pathlib import Path
 
 import pytest
+
+from headgate._store import port
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = ("sqlalchemy", "alembic", "psycopg", "sqlite3")
@@ -393,3 +399,46 @@ def test_no_product_module_is_over_600_lines_but_those_listed() -> None:
     over = {path: count for path, count in lines.items() if count > LARGEST_LINES}
     assert sorted(set(over) - set(LARGE_MODULES)) == [], "split them, or list them with why"
     assert sorted(set(LARGE_MODULES) - set(over)) == [], "no longer over: take them off"
+
+
+_PORT_ENTRY = re.compile(r"`(\w+)`(?: \([^)]*\))?: ((?:`\w+\*?`(?: \([^)]*\))?(?:, |; )?)+)")
+
+
+def _port_table() -> dict[str, set[str]]:
+    """ARCHITECTURE.md's storage port table: each interface it names, with the
+    methods it lists (`append*`: every method of that prefix)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    section = text.split("## The storage port, by capability", 1)[1].split("\n## ", 1)[0]
+    named: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith(("| Capability", "|---")):
+            for entry in _PORT_ENTRY.finditer(line):
+                named[entry.group(1)] = set(re.findall(r"`(\w+\*?)`", entry.group(2)))
+    return named
+
+
+def test_the_port_table_names_every_method_of_each_interface() -> None:
+    """The table a newcomer reads to find a storage operation says what the port's
+    interfaces declare: every abstract method listed, nothing listed that is gone."""
+    interfaces = {
+        name: kind
+        for module_info in pkgutil.iter_modules(port.__path__)
+        for name, kind in vars(
+            importlib.import_module(f"{port.__name__}.{module_info.name}")
+        ).items()
+        if inspect.isclass(kind) and kind.__module__.startswith(port.__name__)
+    }
+    table = _port_table()
+    assert len(table) >= 12, table
+    for name, listed in table.items():
+        assert name in interfaces, f"ARCHITECTURE.md names {name}, which the port does not have"
+        kind = interfaces[name]
+        prefixes = tuple(entry[:-1] for entry in listed if entry.endswith("*"))
+        unlisted = {
+            method
+            for method in getattr(kind, "__abstractmethods__", frozenset())
+            if method not in listed and not method.startswith(prefixes or ("\0",))
+        }
+        assert not unlisted, f"{name}: {sorted(unlisted)} not in ARCHITECTURE.md's port table"
+        gone = {entry for entry in listed if not entry.endswith("*") and not hasattr(kind, entry)}
+        assert not gone, f"{name}: {sorted(gone)} listed in ARCHITECTURE.md, not declared"
