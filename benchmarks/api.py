@@ -12,7 +12,7 @@ status but the one the call documents.
 Beside it, in the same run: the HTTP stack's own floor, the same clients
 calling GET /healthz (which touches no store) in place of both calls; and the
 same writes and reads made by 32 threads
-through the Python API of one process (`hg.put_schedule`, `hg.run_now`,
+through the Python API of one process (`hg.put_schedule`, `hg.enqueue_now`,
 `hg.get_schedule` with `hg.schedules_health`, `hg.list_jobs`: what each route
 reads) with its scheduler firing the same 200
 schedules: the store's own bound, with no HTTP, JSON or server around it.
@@ -276,7 +276,7 @@ def in_process(url: str, seconds: float) -> Samples:
             write: Callable[[], object] = (
                 functools.partial(hg.put_schedule, schedule_id, spec="@every:3600000", kind=KIND)
                 if turn % 2
-                else functools.partial(hg.run_now, schedule_id, idempotency_key=uuid.uuid4().hex)
+                else functools.partial(hg.enqueue_now, schedule_id, idempotency_key=uuid.uuid4().hex)
             )
             read: Callable[[], object] = (
                 functools.partial(_schedule_with_health, hg, schedule_id)

@@ -83,7 +83,7 @@ def _define_schedules(store_url: str) -> None:
     setup = Headgate(store_url, clock=FakeClock(START_MS))
     setup.schedules.put("every-hour", spec="@every:3600000", kind="k")
     setup.schedules.put(
-        "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_limit=3
+        "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_max=3
     )
     setup.close()
 
@@ -239,7 +239,7 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
                 kind="k",
                 payload={"round": round_},
                 on_missed="backfill",
-                backfill_limit=200,
+                backfill_max=200,
             )
         hg.start()
         assert hg.run_pending(timeout=60)

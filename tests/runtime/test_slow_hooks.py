@@ -142,7 +142,7 @@ def test_a_before_hook_over_budget_fails_its_attempt_which_is_retried_while_othe
     hg = Headgate(store_url, config=config, hooks=[hook])
     runtime.append(hg)
     # Backfill retries the very tick that failed (skip would retry the latest due).
-    hg.schedules.put("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=10)
+    hg.schedules.put("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_max=10)
     hg.schedules.put("fast", spec="@every:1000", kind="k")
     try:
         term = _start(hg)

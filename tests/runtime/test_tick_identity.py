@@ -271,7 +271,7 @@ def test_hooks_receive_schedule_and_tick_context(
         kind="k",
         payload={"team": 7},
         on_missed="backfill",
-        backfill_limit=2,
+        backfill_max=2,
     )
     clock.advance(2 * MINUTE)
     fire(hg)

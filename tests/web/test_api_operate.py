@@ -161,7 +161,7 @@ def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_polic
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
     hg.schedules.put(
-        "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_limit=2
+        "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_max=2
     )
     hg.start(workers=False)
     try:

@@ -357,7 +357,7 @@ def test_manual_runs_are_runs_marked_as_such_and_link_back_after_a_delete(
     client: TestClient, hg: Headgate
 ) -> None:
     hg.schedules.put("pulse", spec="@every:60000", kind="ping")
-    job_id, _ = hg.schedules.run_now("pulse", "click-1")
+    job_id, _ = hg.schedules.enqueue_now("pulse", "click-1")
     html = _html(client, "/schedules/pulse")
     [manual] = _rows(html, "runs")
     assert f'href="/jobs/{job_id}"' in manual and "enqueued" in manual

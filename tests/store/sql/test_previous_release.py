@@ -81,7 +81,7 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
             [e["fingerprint"], e["note"], e["quarantined_at_ms"]] for e in expected["quarantine"]
         ]
         assert [j.id for j in hg.schedules.manual_runs("pulse").jobs] == expected["manual_runs"]
-        assert hg.schedules.run_now("pulse", idempotency_key="click-1") == (
+        assert hg.schedules.enqueue_now("pulse", idempotency_key="click-1") == (
             expected["manual_runs"][0],
             True,
         )
