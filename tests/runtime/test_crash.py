@@ -68,7 +68,7 @@ CHILD = textwrap.dedent(
     store = FaultyStore(SqlStore(url, clock, projections=projections), faults)
     hg = Headgate(store, config=RuntimeConfig(lease_ttl_ms=60_000))
     hg.start()
-    hg.run_pending(timeout=60)
+    hg.fire_due_ticks(timeout=60)
     if point == "held_for_instant":
         time.sleep(0.1)
         clock.set(int(sys.argv[4]) - 5)  # past the time the batch opens, short of its instant
@@ -133,7 +133,7 @@ def _assert_each_tick_once(
     hg = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
     try:
         hg.start()
-        assert hg.run_pending(timeout=60)
+        assert hg.fire_due_ticks(timeout=60)
         expected = {"every-hour": every_hour, "backfill": backfill}
         for schedule_id, ticks in expected.items():
             records = hg.schedules.enqueue_events(schedule_id, limit=100).events
@@ -242,7 +242,7 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
                 backfill_max=200,
             )
         hg.start()
-        assert hg.run_pending(timeout=60)
+        assert hg.fire_due_ticks(timeout=60)
         hg.stop()  # the next round's definitions land before anything fires
     hg.close()
     child = subprocess.run(

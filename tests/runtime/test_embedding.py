@@ -332,14 +332,14 @@ class TestLease:
     ) -> None:
         first, second = make_headgate(), make_headgate()
         first.start()
-        assert first.run_pending()
+        assert first.fire_due_ticks()
         second.start()
-        assert not second.run_pending()
+        assert not second.fire_due_ticks()
         status = first.runtime.lease()
         assert status is not None and status.term == 1
         first.stop()  # releases
         assert first.runtime.lease() is None
-        assert second.run_pending()
+        assert second.fire_due_ticks()
         status = second.runtime.lease()
         assert status is not None and status.term == 2
 
@@ -358,7 +358,7 @@ class TestLease:
         few.schedules.put("one", spec="@every:60000", kind="k")
         baseline = threading.active_count()
         few.start()
-        assert few.run_pending()
+        assert few.fire_due_ticks()
         with_one = threading.active_count() - baseline
         few.stop()
         few._core.store.log.append_units(
@@ -369,7 +369,7 @@ class TestLease:
         )
         few.start()
         clock.advance(MINUTE)
-        assert few.run_pending()
+        assert few.fire_due_ticks()
         assert threading.active_count() - baseline == with_one
         assert len(jobs_for(few, "bulk2999")) == 1
 

@@ -97,7 +97,7 @@ class TestSchedules:
         client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
         clock.advance(MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         assert client.delete("/api/v1/periodic/pulse").status_code == 204
         assert client.get("/api/v1/periodic/pulse").status_code == 404
         events = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"]
@@ -129,7 +129,7 @@ class TestEvents:
         )
         clock.advance(35 * MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         first = client.get("/api/v1/periodic/b/enqueue-events").json()
         assert len(first["events"]) == 30
         assert first["events"][0]["tick_ms"] == START_MS + 35 * MINUTE
@@ -273,7 +273,7 @@ class TestJobs:
         ).json()["next_run_ms"]
         clock.set(tick)
         hg.start()
-        assert hg.run_pending(timeout=30)
+        assert hg.fire_due_ticks(timeout=30)
         again = client.post(
             "/api/v1/jobs",
             json={"kind": "k", "periodic_origin": {"schedule_id": "pulse", "tick_ms": tick}},
@@ -289,7 +289,7 @@ class TestJobs:
         client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
         clock.advance(MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         event = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"][0]
         job = client.get(f"/api/v1/jobs/{event['job_id']}").json()
         assert job["periodic_origin"] == {"schedule_id": "pulse", "tick_ms": START_MS + MINUTE}

@@ -95,7 +95,7 @@ def test_a_schedules_jobs_are_listed_under_it(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     hg.enqueue("ping")
@@ -200,7 +200,7 @@ def test_a_tick_job_links_to_its_schedule_and_tick(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     [job] = hg.jobs.list(schedule_id="pulse").jobs
@@ -295,11 +295,11 @@ def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
     try:
         for _ in range(2):
             clock.advance(MINUTE)
-            assert hg.run_pending()
+            assert hg.fire_due_ticks()
         hg.schedules.pause("pulse")
         clock.advance(10 * MINUTE)
         hg.schedules.resume("pulse")
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     rows = _rows(_html(client, "/schedules/pulse"), "events")
@@ -319,7 +319,7 @@ def test_a_deleted_schedule_keeps_a_read_only_page_with_its_history(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     hg.schedules.delete("pulse")

@@ -98,7 +98,7 @@ def test_the_previous_release_store_fires_its_next_tick_and_rebuilds_the_same(
         assert due == expected["schedules"]["pulse"]["next_run_ms"]
         hg.start(workers=False)
         clock.set(due)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         newest = hg.schedules.enqueue_events("pulse", limit=1).events[0]
         assert (newest.tick_ms, newest.outcome) == (due, "enqueued")
         job = hg.jobs.get(newest.job_id)
