@@ -367,8 +367,6 @@ LARGEST_LINES = 600
 LARGE_MODULES = {
     "headgate/_runtime/worker_pool.py": "the dispatcher with its heartbeat, rescue and "
     "timeouts: to become duties of their own (issue 39)",
-    "headgate/_store/sql/queries.py": "every SQL read of the port: to split by capability, "
-    "as the port is",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
     "headgate/_model.py": "the public read types: to be derived from the domain's "

@@ -59,7 +59,13 @@ from headgate._store.port import (
     WorkerRow,
     WriteTransaction,
 )
-from headgate._store.sql import claiming, queries, worker_rows
+from headgate._store.sql import (
+    claiming,
+    job_reads,
+    quarantine_reads,
+    schedule_reads,
+    worker_rows,
+)
 from headgate._store.sql.backends import Dialect, SqlBackend
 from headgate._store.sql.backends.log_order import LogOrder, stream_keys
 from headgate._store.sql.database import Database
@@ -334,14 +340,14 @@ class SqlWriteTransaction(WriteTransaction):
             carried.setdefault(_QUEUES, set()).update(self._enqueued_on)
 
     def schedule(self, schedule_id: str) -> ScheduleRow | None:
-        row = queries.schedule(self.connection, schedule_id)
+        row = schedule_reads.schedule(self.connection, schedule_id)
         if row is not None:
             self._learn_schedule_versions([row])
             self._read_schedules[schedule_id] = row
         return row
 
     def schedules(self, schedule_ids: Collection[str]) -> dict[str, ScheduleRow]:
-        rows = queries.schedules(self.connection, schedule_ids)
+        rows = schedule_reads.schedules(self.connection, schedule_ids)
         self._learn_schedule_versions(rows.values())
         self._read_schedules.update(rows)
         if self._projector.has_table("schedules"):
@@ -355,7 +361,7 @@ class SqlWriteTransaction(WriteTransaction):
         return rows
 
     def declared_schedules(self, declared_by: str) -> list[ScheduleRow]:
-        rows = queries.declared_schedules(self.connection, declared_by)
+        rows = schedule_reads.declared_schedules(self.connection, declared_by)
         self._learn_schedule_versions(rows)
         return rows
 
@@ -372,16 +378,16 @@ class SqlWriteTransaction(WriteTransaction):
 
     def job(self, job_id: str) -> JobRow | None:
         self._hold_streams([job_stream(job_id)])
-        return self._learn_one(queries.job(self.connection, job_id, for_update=self._for_update))
+        return self._learn_one(job_reads.job(self.connection, job_id, for_update=self._for_update))
 
     def jobs(self, job_ids: Collection[str]) -> dict[str, JobRow]:
         self._hold_streams(job_stream(job_id) for job_id in sorted(job_ids))
-        rows = queries.jobs(self.connection, job_ids, for_update=self._for_update)
+        rows = job_reads.jobs(self.connection, job_ids, for_update=self._for_update)
         self._learn_versions(list(rows.values()))
         return rows
 
     def job_for_tick(self, schedule_id: str, tick_ms: int) -> JobRow | None:
-        row = queries.job_for_tick(
+        row = job_reads.job_for_tick(
             self.connection, schedule_id, tick_ms, for_update=self._for_update
         )
         return self._learn_one(row)
@@ -409,17 +415,19 @@ class SqlWriteTransaction(WriteTransaction):
         self, queues: Collection[str], kinds: Collection[str], now_ms: int, limit: int
     ) -> list[JobRow]:
         return self._held_rows(
-            lambda: queries.late_jobs(self.connection, queues, kinds, now_ms, limit)
+            lambda: job_reads.late_jobs(self.connection, queues, kinds, now_ms, limit)
         )
 
     def rate_slot_frees_at(self, now_ms: int) -> int | None:
         return claiming.rate_slot_frees_at(self.connection, now_ms)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
-        return self._held_rows(lambda: queries.running_on(self.connection, worker_ids))
+        return self._held_rows(lambda: job_reads.running_on(self.connection, worker_ids))
 
     def pending_like(self, kind: str, payload: str, limit: int) -> list[JobRow]:
-        return self._held_rows(lambda: queries.pending_like(self.connection, kind, payload, limit))
+        return self._held_rows(
+            lambda: job_reads.pending_like(self.connection, kind, payload, limit)
+        )
 
     def _held_rows(self, find: Callable[[], list[JobRow]]) -> list[JobRow]:
         """The job rows `find` reads, to decide on, locked as every writer locks a
@@ -436,7 +444,7 @@ class SqlWriteTransaction(WriteTransaction):
             return []
         ids = [row.job_id for row in found]
         self._hold_streams(job_stream(job_id) for job_id in sorted(ids))
-        locked = queries.jobs(self.connection, ids, for_update=True)
+        locked = job_reads.jobs(self.connection, ids, for_update=True)
         still = {row.job_id for row in find()}
         return self._learn_versions(
             [locked[job_id] for job_id in ids if job_id in locked and job_id in still]
@@ -453,12 +461,12 @@ class SqlWriteTransaction(WriteTransaction):
     def crash_blame(self, fingerprints: Collection[str]) -> dict[str, int]:
         if self._no_blame:  # the claim found no blame, and nothing since has changed it
             return dict.fromkeys(fingerprints, 0)
-        return queries.crash_blame(self.connection, fingerprints)
+        return quarantine_reads.crash_blame(self.connection, fingerprints)
 
     def quarantined(self, fingerprints: Collection[str]) -> frozenset[str]:
         if not fingerprints:
             return frozenset()
-        return frozenset(queries.quarantined(self.connection, fingerprints))
+        return frozenset(quarantine_reads.quarantined(self.connection, fingerprints))
 
     def expired_workers(self, now_ms: int) -> list[WorkerRow]:
         return worker_rows.expired(self.connection, now_ms)
@@ -488,12 +496,12 @@ class SqlWriteTransaction(WriteTransaction):
         keys = [c.job.unique_key for c in candidates if c.job.unique_key is not None]
         return GateFacts(
             existing_jobs=existing,
-            unique_key_holders=queries.live_jobs_by_unique_key(connection, keys) if keys else {},
+            unique_key_holders=job_reads.live_jobs_by_unique_key(connection, keys) if keys else {},
             quarantined=frozenset(
-                queries.quarantined(connection, {c.fingerprint for c in candidates})
+                quarantine_reads.quarantined(connection, {c.fingerprint for c in candidates})
             ),
-            pending=queries.pending_counts(connection, count_queues) if count_queues else {},
-            live_ticks=queries.live_ticks(connection, overlap_schedules(candidates)),
+            pending=job_reads.pending_counts(connection, count_queues) if count_queues else {},
+            live_ticks=job_reads.live_ticks(connection, overlap_schedules(candidates)),
             turns=claiming.turns(connection, lanes_of(candidates), partitions_of(candidates)),
         )
 

@@ -20,7 +20,7 @@ from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
 from headgate._store.port import ANY_VERSION, NO_STREAM, CompactionPolicy
-from headgate._store.sql import queries as read_model
+from headgate._store.sql import schedule_reads as read_model
 from headgate._store.sql.compaction import compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
 from headgate._store.sql.schema import (
