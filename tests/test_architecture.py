@@ -377,7 +377,6 @@ LARGE_MODULES = {
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "
     "every surface to derive from",
     "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",
-    "headgate/_store/sql/schema.py": "the declared schema, compared with the migrated one",
     "headgate/_store/memory/queries.py": "the memory store's reads, the claim's policy "
     "among them (issue 39)",
 }

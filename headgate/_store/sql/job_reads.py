@@ -49,11 +49,8 @@ from headgate._store.port import (
 )
 from headgate._store.sql.backends import Dialect, dialect_of
 from headgate._store.sql.claiming import takes_its_turn
-from headgate._store.sql.prepared import PreparedPerDialect
-from headgate._store.sql.projector import CHUNK
-from headgate._store.sql.schema import (
+from headgate._store.sql.predicates import (
     CLAIMABLE_WHERE,
-    LIVE,
     LIVE_TICKS_WHERE,
     LIVE_UNIQUE_KEY_WHERE,
     NOT_COMPLETED_WHERE,
@@ -61,6 +58,9 @@ from headgate._store.sql.schema import (
     PENDING_WITH_DEADLINE_WHERE,
     RUNNING_WHERE,
 )
+from headgate._store.sql.prepared import PreparedPerDialect
+from headgate._store.sql.projector import CHUNK
+from headgate._store.sql.schema import LIVE
 
 UNFINISHED: Final = tuple(sorted(state.value for state in UNFINISHED_STATES))
 _jobs = LIVE.jobs

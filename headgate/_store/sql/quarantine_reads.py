@@ -35,9 +35,7 @@ from headgate._store.port import (
 )
 from headgate._store.sql.backends import Dialect, dialect_of
 from headgate._store.sql.prepared import PreparedPerDialect
-from headgate._store.sql.schema import (
-    LIVE,
-)
+from headgate._store.sql.schema import LIVE
 
 _quarantine = LIVE.quarantine
 _blame = LIVE.crash_blame

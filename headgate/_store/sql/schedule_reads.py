@@ -43,16 +43,16 @@ from headgate._store.port import (
 )
 from headgate._store.sql import runs
 from headgate._store.sql.backends import code_point_order, dialect_of
-from headgate._store.sql.prepared import Prepared
-from headgate._store.sql.projector import CHUNK
-from headgate._store.sql.schema import (
+from headgate._store.sql.predicates import (
     DECLARED_WHERE,
     DUE_INDEX_WHERE,
     LISTED_WHERE,
-    LIVE,
     LIVE_SPECS_WHERE,
     UNDECLARED_WHERE,
 )
+from headgate._store.sql.prepared import Prepared
+from headgate._store.sql.projector import CHUNK
+from headgate._store.sql.schema import LIVE
 
 _schedules = LIVE.schedules
 _history = LIVE.enqueue_history
