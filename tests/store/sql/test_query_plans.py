@@ -47,7 +47,7 @@ from headgate._store.port import (
     StreamAppend,
 )
 from headgate._store.sql import claiming, job_reads, runs, schedule_reads
-from headgate._store.sql import log as sql_log
+from headgate._store.sql import log_transaction as sql_log
 from headgate._store.sql.compaction import compact, finished_jobs_query
 from headgate._store.sql.job_reads import (
     job_counts_query,
