@@ -371,8 +371,6 @@ LARGE_MODULES = {
     "as the port is",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
-    "headgate/_model.py": "the public read types: to be derived from the domain's "
-    "definitions (issue 39)",
     "headgate/_store/sql/log.py": "the log's appends and their folds in one transaction",
     "headgate/web/_api.py": "every /api/v1 route: to split one router per noun, as the "
     "command line is",

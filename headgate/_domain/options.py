@@ -89,11 +89,25 @@ class OptionInfo:
     """Set per job only: a schedule's ticks and a handler's jobs cannot share it."""
     unit: str = ""
     """The unit of a number ("ms"), shown beside it."""
+    chosen_at_enqueue: bool = False
+    """A claim reads it from the job's row, so what a job leaves unset is taken
+    from its handler when it is enqueued (`CHOSEN_AT_ENQUEUE`)."""
+    on_every_job: bool = False
+    """Every job read back has one (chosen at enqueue, else Headgate's default):
+    the read types carry it as a value, never None."""
 
 
-def _option(doc: str, check: Check, *, per_job: bool = False, unit: str = "") -> dict[str, Any]:
+def _option(
+    doc: str,
+    check: Check,
+    *,
+    per_job: bool = False,
+    unit: str = "",
+    chosen_at_enqueue: bool = False,
+    on_every_job: bool = False,
+) -> dict[str, Any]:
     """A field's metadata: `field(default=..., metadata=_option(...))`."""
-    return {"option": OptionInfo(doc, check, per_job, unit)}
+    return {"option": OptionInfo(doc, check, per_job, unit, chosen_at_enqueue, on_every_job)}
 
 
 def option_info(owner: type[Any], name: str) -> OptionInfo:
@@ -285,7 +299,10 @@ class JobOptions:
     queue: str | None = field(
         default=None,
         metadata=_option(
-            "The queue it waits in (none: its handler's, else default)", _optional(_queue)
+            "The queue it waits in (none: its handler's, else default)",
+            _optional(_queue),
+            chosen_at_enqueue=True,
+            on_every_job=True,
         ),
     )
     max_attempts: int | None = field(
@@ -308,6 +325,8 @@ class JobOptions:
             "Higher is claimed first within its queue; equal priorities oldest run_at "
             "first (none: its handler's, else 0)",
             _optional(_priority),
+            chosen_at_enqueue=True,
+            on_every_job=True,
         ),
     )
     start_within_ms: int | None = field(
@@ -317,6 +336,7 @@ class JobOptions:
             "(a tick job: after its tick; none: its handler's, else never)",
             _optional(_start_within_ms),
             unit="ms",
+            chosen_at_enqueue=True,
         ),
     )
     partition_key: str | None = field(
@@ -325,6 +345,7 @@ class JobOptions:
             "Its share of the queue (a tenant id): jobs of one key take turns with other "
             "keys', and concurrency limits can count them per key (none: its handler's)",
             _optional(_partition_key),
+            chosen_at_enqueue=True,
         ),
     )
     rate_class: str | None = field(
@@ -333,6 +354,7 @@ class JobOptions:
             "The rate limit it starts under (set_rate_limit); while the class is used up it "
             "waits, spending no attempt (none: its handler's, else no rate limit)",
             _optional(_rate_class),
+            chosen_at_enqueue=True,
         ),
     )
     run_at_ms: int | None = field(
@@ -342,6 +364,7 @@ class JobOptions:
             _optional(_instant),
             per_job=True,
             unit="ms",
+            on_every_job=True,
         ),
     )
     unique_key: str | None = field(
@@ -573,7 +596,9 @@ def refuse_unknown(values: Mapping[str, object], known: Collection[str]) -> None
 
 JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
 """Every job option, as enqueue takes them."""
-CHOSEN_AT_ENQUEUE: Final = ("queue", "priority", "start_within_ms", "partition_key", "rate_class")
+CHOSEN_AT_ENQUEUE: Final = tuple(
+    name for name in JOB_OPTION_FIELDS if option_info(JobOptions, name).chosen_at_enqueue
+)
 """The options a claim reads from a job's row: what a job leaves unset is taken
 from its handler when it is enqueued (the attempt limit and timeout are taken
 when it runs, and recorded on the job when its attempt ends)."""
