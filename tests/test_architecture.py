@@ -372,8 +372,6 @@ LARGE_MODULES = {
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
     "headgate/_store/sql/log.py": "the log's appends and their folds in one transaction",
-    "headgate/web/_api.py": "every /api/v1 route: to split one router per noun, as the "
-    "command line is",
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "
     "every surface to derive from",
     "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from headgate._domain.lifecycle import JobState
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
     SCHEDULE_FIELDS,
@@ -70,10 +71,7 @@ _OPTIONS: Final = "*options*"
 _JOB_FACTS: Final[dict[str, _Fact]] = {
     "id": _Fact(Shape.TEXT, "Its id"),
     "kind": _Fact(Shape.TEXT, "Its kind: which handler runs it"),
-    "state": _Fact(
-        Shape.TEXT,
-        "pending, running, completed, failed, expired, cancelled or quarantined",
-    ),
+    "state": _Fact(Shape.TEXT, "Where it is in its lifecycle: " + ", ".join(JobState)),
     "waiting_for": _Fact(
         Shape.WORDS,
         "Why a due pending job has not started (a paused queue, a full concurrency limit, "
@@ -89,7 +87,7 @@ _JOB_FACTS: Final[dict[str, _Fact]] = {
     "created_at_ms": _Fact(Shape.INSTANT, "When it was enqueued", "created"),
     "updated_at_ms": _Fact(Shape.INSTANT, "When it last changed", "updated"),
     "periodic_origin": _Fact(
-        Shape.PARTS, "The schedule and tick that made it (null: not a tick's job)", "from tick"
+        Shape.PARTS, "The schedule and tick that made it (null: not a tick's job)", "from schedule"
     ),
     "run_now_schedule_id": _Fact(
         Shape.TEXT,
@@ -148,7 +146,7 @@ _SCHEDULE_FACTS: Final[dict[str, _Fact]] = {
         Shape.FLAG,
         "The host's code declares it (Headgate.periodic): the code owns its definition, and "
         "what operators change is an override",
-        "declared in code",
+        "defined by",
     ),
     "overrides": _Fact(
         Shape.WORDS,
@@ -174,6 +172,8 @@ def _option_shape(owner: type[Any], name: str) -> Shape:
     if info.unit == "ms":
         return Shape.INSTANT if name.endswith("_at_ms") else Shape.DURATION
     members = set(typing.get_args(annotation)) or {annotation}
+    if any(typing.get_origin(member) in (tuple, list) for member in members):
+        return Shape.WORDS
     if bool in members:
         return Shape.FLAG
     if int in members:

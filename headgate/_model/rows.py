@@ -5,14 +5,18 @@ in any `from_row`."""
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 from typing import Any
 
+_SHARED: dict[tuple[type[Any], type[Any]], tuple[str, ...]] = {}
 
-@cache
+
 def _shared(read: type[Any], row: type[Any]) -> tuple[str, ...]:
-    mine = {f.name for f in dataclasses.fields(read)}
-    return tuple(f.name for f in dataclasses.fields(row) if f.name in mine)
+    found = _SHARED.get((read, row))
+    if found is None:
+        mine = {f.name for f in dataclasses.fields(read)}
+        found = tuple(f.name for f in dataclasses.fields(row) if f.name in mine)
+        _SHARED[(read, row)] = found
+    return found
 
 
 def same_named(row: Any, read: type[Any]) -> dict[str, Any]:
