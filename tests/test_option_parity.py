@@ -76,6 +76,7 @@ JOB_SAMPLE: dict[str, Any] = {
     "rate_class": "mail-api",
     "run_at_ms": START_MS + 60_000,
     "unique_key": "order-7",
+    "tags": ["billing", "tenant-7"],
 }
 """A value for every job option."""
 
@@ -166,7 +167,8 @@ def _assert_schedule(schedule: Schedule | dict[str, Any]) -> None:
 
 def _assert_job(job: Job | dict[str, Any]) -> None:
     read = job if isinstance(job, dict) else job.__dict__
-    assert {name: read[name] for name in JOB_OPTION_FIELDS} == JOB_SAMPLE
+    plain = {name: read[name] for name in JOB_OPTION_FIELDS}
+    assert {k: list(v) if isinstance(v, tuple) else v for k, v in plain.items()} == JOB_SAMPLE
 
 
 def test_python_round_trips_every_field(hg: Headgate) -> None:
@@ -252,7 +254,7 @@ def _flags(values: dict[str, Any]) -> list[str]:
         if value is True:
             argv.append(flag)
         else:
-            argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+            argv += [flag, json.dumps(value) if isinstance(value, dict | list) else str(value)]
     return argv
 
 

@@ -22,7 +22,7 @@ import dataclasses
 import difflib
 import math
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, TypeVar
 
@@ -160,6 +160,20 @@ def _rate_class(name: str, value: object) -> str:
     require(name, rate_class_problem(value))
     assert isinstance(value, str)
     return value
+
+
+MAX_TAGS: Final = 16
+MAX_TAG_LENGTH: Final = 64
+
+
+def _tags(name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValidationError(name, f"must be a list of tags, got {value!r}")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(name, f"must hold at most {MAX_TAGS} tags, got {len(value)}")
+    for index, tag in enumerate(value):
+        require(f"{name}[{index}]", identifier_problem(tag, MAX_TAG_LENGTH))
+    return tuple(value)
 
 
 def _instant(name: str, value: object) -> int:
@@ -373,6 +387,17 @@ class JobOptions:
             "While a pending or running job holds this key, another job with it is refused",
             _optional(_unique_key),
             per_job=True,
+        ),
+    )
+
+    tags: tuple[str, ...] | None = field(
+        default=None,
+        metadata=_option(
+            f"Labels to find it by (at most {MAX_TAGS}, each an identifier of up to "
+            f"{MAX_TAG_LENGTH} characters)",
+            _optional(_tags),
+            per_job=True,
+            on_every_job=True,
         ),
     )
 
@@ -646,6 +671,7 @@ class EnqueueArgs(JobOptionArgs, total=False):
 
     run_at_ms: int | None
     unique_key: str | None
+    tags: Sequence[str] | None
 
 
 ENQUEUE_KEYWORDS: Final = frozenset(EnqueueArgs.__annotations__) | frozenset(

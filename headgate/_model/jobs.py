@@ -123,6 +123,7 @@ class Job:
     partition_key: str | None = None
     rate_class: str | None = None
     waiting_for: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: JobRow, attempts: Sequence[JobAttemptRow] = ()) -> Job:
@@ -143,6 +144,7 @@ class Job:
             "attempt_history": tuple(JobAttempt.from_row(attempt) for attempt in attempts),
             "fingerprint": fingerprint_of_text(row.kind, row.payload),
             "running_attempt": RunningAttempt.of(row),
+            "tags": () if row.tags is None else tuple(json.loads(row.tags)),
         }
         return cls(**{**same_named(row, cls), **made})
 
