@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ class Schedule:
     queue: str
     payload: JsonValue
     on_missed: str
-    backfill_limit: int
+    backfill_max: int
     paused: bool
     next_run_ms: int
     last_enqueued_ms: int | None
@@ -54,6 +55,17 @@ class Schedule:
     rate_class: str | None = None
 
     @property
+    def backfill_limit(self) -> int:
+        """`backfill_max`'s former name (deprecated: goes in the next minor version)."""
+        warnings.warn(
+            "Schedule.backfill_limit is deprecated and will be removed in the next minor "
+            "version: use Schedule.backfill_max",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.backfill_max
+
+    @property
     def definition(self) -> ScheduleDefinition:
         """Its definition as one value object (as stored: unchecked)."""
         return ScheduleDefinition.restored_fields(
@@ -68,6 +80,7 @@ class Schedule:
         made = {
             "id": row.schedule_id,
             "payload": json.loads(row.payload),
+            "backfill_max": row.backfill_limit,
             "retry_at_ms": row.due_at_ms if row.failures else None,
             "next_due_at_ms": None if row.finished else row.due_at_ms,
             "declared_in_code": declared is not None,
@@ -238,6 +251,6 @@ class PutSchedulesResult:
         return self._count("unchanged")
 
 
-class RunNowResult(NamedTuple):
+class EnqueueNowResult(NamedTuple):
     job_id: str
     replayed: bool

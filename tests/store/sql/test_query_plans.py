@@ -558,7 +558,7 @@ def test_the_api_reads_and_writes_probe_indexes_on_postgresql(
             hg.schedules.health("s2")
             hg.schedules.health_of(hg.schedules.list(limit=50).schedules)
             hg.schedules.enqueue_events("s3", limit=30)
-            job_id, _ = hg.schedules.run_now("s4", idempotency_key="k-1")
+            job_id, _ = hg.schedules.enqueue_now("s4", idempotency_key="k-1")
             hg.jobs.get(job_id)
             hg.schedules.manual_runs("s4")
             hg.jobs.list(state="pending", limit=50)
