@@ -31,6 +31,7 @@ from headgate.cli._common import (
 from headgate.cli._options import add_option_flags, given, json_argument
 from headgate.cli._output import (
     iso,
+    made_by,
     print_json,
     print_read,
     print_table,
@@ -263,15 +264,6 @@ def _count(args: argparse.Namespace) -> int:
     return 0
 
 
-def _made_by(job: Job) -> str:
-    origin = job.periodic_origin
-    if origin is not None:
-        return f"{origin.schedule_id}, tick {iso(origin.tick_ms)}"
-    if job.run_now_schedule_id is not None:
-        return f"{job.run_now_schedule_id} (manual: Enqueue now)"
-    return "-"
-
-
 def _print_job_result(
     args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
 ) -> int:
@@ -288,7 +280,7 @@ def _print_job_result(
         {
             "max_attempts": _in_force(limits.max_attempts, str(limits.max_attempts.value)),
             "timeout_ms": _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms"),
-            "periodic_origin": _made_by(job),
+            "periodic_origin": made_by(job),
             "run_now_schedule_id": None,
             "running_attempt": _running(job.running_attempt),
             "error_type": _error(job.error_type, job.error_message),

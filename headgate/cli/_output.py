@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from headgate._domain.read_fields import ReadField, Shape
+from headgate._model import Job
 
 
 def print_json(body: object) -> None:
@@ -110,3 +111,13 @@ def shown(field: ReadField, value: object) -> str:
     if field.shape is Shape.WORDS and isinstance(value, tuple | list):
         return "; ".join(str(item) for item in value) or "-"
     return str(value)
+
+
+def made_by(job: Job) -> str:
+    """Which schedule made a job: its tick, or its Enqueue now."""
+    origin = job.periodic_origin
+    if origin is not None:
+        return f"{origin.schedule_id}, tick {iso(origin.tick_ms)}"
+    if job.run_now_schedule_id is not None:
+        return f"{job.run_now_schedule_id} (manual: Enqueue now)"
+    return "-"
