@@ -88,6 +88,8 @@ class JobRow:
     """Its turn among its queue's partitions, claimed after priority (`fair_share`)."""
     trace_context: str | None = None
     """The trace its attempts continue or link to (`JobEnqueued.trace_context`)."""
+    tags: str | None = None
+    """Its tags option, as canonical JSON text (None: none)."""
 
 
 def run_schedule_id(row: JobRow) -> str | None:
@@ -141,6 +143,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         "rate_class": options.rate_class,
         "fair_turn": event.fair_turn,
         "trace_context": event.trace_context,
+        "tags": None if options.tags is None else canonical_json_of_plain(list(options.tags)),
     }
 
 

@@ -369,10 +369,6 @@ LARGE_MODULES = {
     "timeouts: to become duties of their own (issue 39)",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
-    "headgate/_model.py": "the public read types: to be derived from the domain's "
-    "definitions (issue 39)",
-    "headgate/web/_api.py": "every /api/v1 route: to split one router per noun, as the "
-    "command line is",
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "
     "every surface to derive from",
     "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",

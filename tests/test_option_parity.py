@@ -9,6 +9,8 @@ sample value below, and then fails on any surface that drops it.
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import inspect
 import json
 import re
@@ -27,9 +29,12 @@ from headgate._domain.options import (
     SCHEDULE_FIELDS,
     EnqueueArgs,
     JobOptionArgs,
+    JobOptions,
     ScheduleArgs,
     ScheduleDefinition,
+    option_info,
 )
+from headgate._domain.read_fields import JOB_READ, SCHEDULE_READ, ReadField, read_field
 from headgate._facade.schedules import Schedules
 from headgate._model import Job, Schedule
 from headgate._operator import operator_of
@@ -71,6 +76,7 @@ JOB_SAMPLE: dict[str, Any] = {
     "rate_class": "mail-api",
     "run_at_ms": START_MS + 60_000,
     "unique_key": "order-7",
+    "tags": ["billing", "tenant-7"],
 }
 """A value for every job option."""
 
@@ -112,15 +118,39 @@ def test_python_job_methods_take_every_option() -> None:
     assert shared <= _keywords(Headgate.handler, JobOptionArgs)
 
 
-def test_public_models_show_every_field() -> None:
-    assert set(SCHEDULE_FIELDS) <= {f.name for f in _fields(Schedule)}
-    assert set(JOB_OPTION_FIELDS) <= {f.name for f in _fields(Job)}
+def test_public_models_hold_every_field_the_domain_describes() -> None:
+    """The read types hold what the domain describes of a read, no more, no less,
+    and an option is typed on them as the domain types it (a job's never None
+    where every job has one)."""
+    assert [f.name for f in SCHEDULE_READ if f.option] == list(SCHEDULE_FIELDS)
+    assert [f.name for f in JOB_READ if f.option] == list(JOB_OPTION_FIELDS)
+    assert {f.name for f in dataclasses.fields(Schedule)} == {f.name for f in SCHEDULE_READ}
+    assert {f.name for f in dataclasses.fields(Job)} == {f.name for f in JOB_READ}
+    job_types = typing.get_type_hints(Job)
+    for name, annotation in typing.get_type_hints(JobOptions).items():
+        expected = annotation
+        if option_info(JobOptions, name).on_every_job:
+            expected = next(a for a in typing.get_args(annotation) if a is not type(None))
+        assert job_types[name] == expected, name
 
 
-def _fields(model: type[Any]) -> tuple[Any, ...]:
-    import dataclasses
+def _doc(fields: tuple[ReadField, ...], name: str) -> str:
+    return read_field(fields, name).doc
 
-    return dataclasses.fields(model)
+
+def test_each_option_is_described_once_for_every_surface() -> None:
+    for name in JOB_OPTION_FIELDS:
+        assert _doc(JOB_READ, name) == option_info(JobOptions, name).doc, name
+        assert JobIn.model_fields[name].description == _doc(JOB_READ, name), name
+    for field in JOB_READ:
+        assert field.doc, field.name
+        assert JobOut.model_fields[field.name].description == field.doc, field.name
+    for field in SCHEDULE_READ:
+        assert field.doc, field.name
+        assert ScheduleOut.model_fields[field.name].description == field.doc, field.name
+    for name in SCHEDULE_FIELDS:
+        for body in (ScheduleIn, ScheduleChangesIn, ScheduleItemIn):
+            assert body.model_fields[name].description == _doc(SCHEDULE_READ, name), name
 
 
 @pytest.fixture
@@ -137,7 +167,8 @@ def _assert_schedule(schedule: Schedule | dict[str, Any]) -> None:
 
 def _assert_job(job: Job | dict[str, Any]) -> None:
     read = job if isinstance(job, dict) else job.__dict__
-    assert {name: read[name] for name in JOB_OPTION_FIELDS} == JOB_SAMPLE
+    plain = {name: read[name] for name in JOB_OPTION_FIELDS}
+    assert {k: list(v) if isinstance(v, tuple) else v for k, v in plain.items()} == JOB_SAMPLE
 
 
 def test_python_round_trips_every_field(hg: Headgate) -> None:
@@ -199,6 +230,20 @@ def test_openapi_documents_every_field(client: TestClient) -> None:
         assert schemas["ScheduleIn"]["properties"][field].get("description"), field
 
 
+def test_openapi_describes_every_read_field_as_the_domain_does(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for schema, fields in (("JobOut", JOB_READ), ("ScheduleOut", SCHEDULE_READ)):
+        properties = schemas[schema]["properties"]
+        for field in fields:
+            assert properties[field.name]["description"] == field.doc, (schema, field.name)
+    for name in JOB_OPTION_FIELDS:
+        assert schemas["JobIn"]["properties"][name]["description"] == _doc(JOB_READ, name)
+    for name in SCHEDULE_FIELDS:
+        for schema in ("ScheduleIn", "ScheduleChangesIn", "ScheduleItemIn"):
+            described = schemas[schema]["properties"][name]["description"]
+            assert described == _doc(SCHEDULE_READ, name), (schema, name)
+
+
 # Command line --------------------------------------------------------------------
 
 
@@ -209,7 +254,7 @@ def _flags(values: dict[str, Any]) -> list[str]:
         if value is True:
             argv.append(flag)
         else:
-            argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+            argv += [flag, json.dumps(value) if isinstance(value, dict | list) else str(value)]
     return argv
 
 
@@ -237,6 +282,47 @@ def test_cli_round_trips_every_field(
     _assert_job(_cli_json(capsys, "jobs", "show", job["id"], *db))
 
 
+SCHEDULE_DEFINITION_OWN = {f.name for f in dataclasses.fields(ScheduleDefinition)}
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_cli_help_describes_every_option_as_the_domain_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv, names in (
+        (("jobs", "enqueue"), JOB_OPTION_FIELDS),
+        (("schedules", "put"), SCHEDULE_FIELDS),
+        (("schedules", "update"), SCHEDULE_FIELDS),
+    ):
+        text = _help(capsys, *argv)
+        for name in names:
+            owner = ScheduleDefinition if name in SCHEDULE_DEFINITION_OWN else JobOptions
+            assert " ".join(option_info(owner, name).doc.split()) in text, (argv, name)
+
+
+def _shown_labels(capsys: pytest.CaptureFixture[str], *argv: str) -> set[str]:
+    assert main(list(argv)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {line.split(":", 1)[0] for line in lines if ":" in line}
+
+
+def test_cli_show_labels_every_option_as_the_domain_does(
+    hg: Headgate, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hg.schedules.put("nightly", **SCHEDULE_SAMPLE)
+    job = hg.enqueue("send", {"to": "a"}, **JOB_SAMPLE)
+    db = ["--db", store_url]
+    shown = _shown_labels(capsys, "schedules", "show", "nightly", *db)
+    assert {f.label for f in SCHEDULE_READ if f.option} <= shown
+    shown = _shown_labels(capsys, "jobs", "show", job.id, *db)
+    assert {f.label for f in JOB_READ if f.option} <= shown
+
+
 # Console -------------------------------------------------------------------------
 
 
@@ -257,6 +343,15 @@ def test_console_form_has_an_input_for_every_field(client: TestClient, hg: Headg
     edit = client.get("/schedules/nightly/edit").text
     assert 'value="reports"' in edit
     assert 'value="60000"' in edit
+
+
+def test_console_describes_every_job_option_as_the_domain_does(
+    client: TestClient, hg: Headgate
+) -> None:
+    job = hg.enqueue("send", None, **JOB_SAMPLE)
+    page = html.unescape(client.get(f"/jobs/{job.id}").text)
+    for name in JOB_OPTION_FIELDS:
+        assert f'title="{_doc(JOB_READ, name)}"' in page, name
 
 
 def test_console_job_page_shows_every_option(client: TestClient, hg: Headgate) -> None:

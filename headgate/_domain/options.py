@@ -23,7 +23,7 @@ import difflib
 import math
 import sys
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, TypeVar
 
@@ -95,13 +95,27 @@ class OptionInfo:
     formerly: str | None = None
     """Its name before a rename: still taken, with a DeprecationWarning, for one
     minor version (`current_names`), and read back from what a store holds."""
+    chosen_at_enqueue: bool = False
+    """A claim reads it from the job's row, so what a job leaves unset is taken
+    from its handler when it is enqueued (`CHOSEN_AT_ENQUEUE`)."""
+    on_every_job: bool = False
+    """Every job read back has one (chosen at enqueue, else Headgate's default):
+    the read types carry it as a value, never None."""
 
 
 def _option(
-    doc: str, check: Check, *, per_job: bool = False, unit: str = "", formerly: str | None = None
+    doc: str,
+    check: Check,
+    *,
+    per_job: bool = False,
+    unit: str = "",
+    formerly: str | None = None,
+    chosen_at_enqueue: bool = False,
+    on_every_job: bool = False,
 ) -> dict[str, Any]:
     """A field's metadata: `field(default=..., metadata=_option(...))`."""
-    return {"option": OptionInfo(doc, check, per_job, unit, formerly)}
+    info = OptionInfo(doc, check, per_job, unit, formerly, chosen_at_enqueue, on_every_job)
+    return {"option": info}
 
 
 def option_info(owner: type[Any], name: str) -> OptionInfo:
@@ -154,6 +168,20 @@ def _rate_class(name: str, value: object) -> str:
     require(name, rate_class_problem(value))
     assert isinstance(value, str)
     return value
+
+
+MAX_TAGS: Final = 16
+MAX_TAG_LENGTH: Final = 64
+
+
+def _tags(name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValidationError(name, f"must be a list of tags, got {value!r}")
+    if len(value) > MAX_TAGS:
+        raise ValidationError(name, f"must hold at most {MAX_TAGS} tags, got {len(value)}")
+    for index, tag in enumerate(value):
+        require(f"{name}[{index}]", identifier_problem(tag, MAX_TAG_LENGTH))
+    return tuple(value)
 
 
 def _instant(name: str, value: object) -> int:
@@ -297,7 +325,10 @@ class JobOptions:
     queue: str | None = field(
         default=None,
         metadata=_option(
-            "The queue it waits in (none: its handler's, else default)", _optional(_queue)
+            "The queue it waits in (none: its handler's, else default)",
+            _optional(_queue),
+            chosen_at_enqueue=True,
+            on_every_job=True,
         ),
     )
     max_attempts: int | None = field(
@@ -320,6 +351,8 @@ class JobOptions:
             "Higher is claimed first within its queue; equal priorities oldest run_at "
             "first (none: its handler's, else 0)",
             _optional(_priority),
+            chosen_at_enqueue=True,
+            on_every_job=True,
         ),
     )
     start_within_ms: int | None = field(
@@ -329,6 +362,7 @@ class JobOptions:
             "(a tick job: after its tick; none: its handler's, else never)",
             _optional(_start_within_ms),
             unit="ms",
+            chosen_at_enqueue=True,
         ),
     )
     partition_key: str | None = field(
@@ -337,6 +371,7 @@ class JobOptions:
             "Its share of the queue (a tenant id): jobs of one key take turns with other "
             "keys', and concurrency limits can count them per key (none: its handler's)",
             _optional(_partition_key),
+            chosen_at_enqueue=True,
         ),
     )
     rate_class: str | None = field(
@@ -345,6 +380,7 @@ class JobOptions:
             "The rate limit it starts under (set_rate_limit); while the class is used up it "
             "waits, spending no attempt (none: its handler's, else no rate limit)",
             _optional(_rate_class),
+            chosen_at_enqueue=True,
         ),
     )
     run_at_ms: int | None = field(
@@ -354,6 +390,7 @@ class JobOptions:
             _optional(_instant),
             per_job=True,
             unit="ms",
+            on_every_job=True,
         ),
     )
     unique_key: str | None = field(
@@ -362,6 +399,17 @@ class JobOptions:
             "While a pending or running job holds this key, another job with it is refused",
             _optional(_unique_key),
             per_job=True,
+        ),
+    )
+
+    tags: tuple[str, ...] | None = field(
+        default=None,
+        metadata=_option(
+            f"Labels to find it by (at most {MAX_TAGS}, each an identifier of up to "
+            f"{MAX_TAG_LENGTH} characters)",
+            _optional(_tags),
+            per_job=True,
+            on_every_job=True,
         ),
     )
 
@@ -622,7 +670,9 @@ def refuse_unknown(values: Mapping[str, object], known: Collection[str]) -> None
 
 JOB_OPTION_FIELDS: Final = tuple(f.name for f in dataclasses.fields(JobOptions))
 """Every job option, as enqueue takes them."""
-CHOSEN_AT_ENQUEUE: Final = ("queue", "priority", "start_within_ms", "partition_key", "rate_class")
+CHOSEN_AT_ENQUEUE: Final = tuple(
+    name for name in JOB_OPTION_FIELDS if option_info(JobOptions, name).chosen_at_enqueue
+)
 """The options a claim reads from a job's row: what a job leaves unset is taken
 from its handler when it is enqueued (the attempt limit and timeout are taken
 when it runs, and recorded on the job when its attempt ends)."""
@@ -677,6 +727,7 @@ class EnqueueArgs(JobOptionArgs, total=False):
 
     run_at_ms: int | None
     unique_key: str | None
+    tags: Sequence[str] | None
 
 
 ENQUEUE_KEYWORDS: Final = frozenset(EnqueueArgs.__annotations__) | frozenset(

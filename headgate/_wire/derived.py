@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Union
 
 from pydantic import (
@@ -37,6 +37,7 @@ from headgate._domain.options import (
     ScheduleDefinition,
     option_info,
 )
+from headgate._domain.read_fields import ReadField
 
 _STRICT: dict[object, Any] = {str: StrictStr, int: StrictInt, bool: StrictBool}
 
@@ -144,3 +145,44 @@ def _plain(annotation: Any) -> Any:
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return Literal[tuple(member.value for member in annotation)]
     return annotation if annotation in (str, int, bool) else _json_type(annotation)
+
+
+def read_fields(
+    fields: Iterable[ReadField],
+    model: type[Any],
+    given: Mapping[str, tuple[Any, dict[str, Any]]],
+    *,
+    options_typed_by_domain: bool,
+) -> dict[str, Any]:
+    """Response fields for a read (`JOB_READ`, `SCHEDULE_READ`), described as the
+    domain describes them: each typed as `model` (the public read type) types it,
+    a definition field as the domain does when `options_typed_by_domain`; a
+    structure of its own (`Shape.PARTS`) as `given` says (its type, and its
+    `Field`'s default or default_factory if it has one)."""
+    hints = typing.get_type_hints(model)
+    made: dict[str, Any] = {}
+    for field in fields:
+        if field.name in given:
+            annotation, default = given[field.name]
+            made[field.name] = (annotation, Field(**default, description=field.doc))
+            continue
+        if field.option and options_typed_by_domain:
+            annotation = _plain(field_annotation(field.name))
+        else:
+            annotation = _out_type(hints[field.name])
+        made[field.name] = (annotation, Field(description=field.doc))
+    return made
+
+
+def _out_type(annotation: Any) -> Any:
+    """A response field's type from a read type's annotation (tuples are JSON arrays)."""
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return Literal[tuple(member.value for member in annotation)]
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_out_type(arg) for arg in typing.get_args(annotation))]  # noqa: UP007
+    if origin in (tuple, list):
+        return list[_out_type(typing.get_args(annotation)[0])]  # type: ignore[misc]
+    if annotation is type(None) or annotation in (str, int, bool):
+        return annotation
+    return JsonValue

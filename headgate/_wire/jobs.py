@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_model
 
 from headgate._domain.lifecycle import BULK_MAX, JobState
+from headgate._domain.read_fields import JOB_READ
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._model import BulkResult, Job, JobAttempt, RunningAttempt
-from headgate._wire.derived import Strict, job_options_fields
+from headgate._wire.derived import Strict, job_options_fields, read_fields
 
 if TYPE_CHECKING:
     _JobOptionsIn = BaseModel
@@ -84,101 +85,40 @@ class RunningAttemptOut(BaseModel):
         return cls.model_validate(attempt.__dict__)
 
 
-class JobOut(BaseModel):
-    id: str
-    kind: str
-    queue: str
-    payload: JsonValue
-    state: JobState
-    unique_key: str | None
-    created_at_ms: int
-    periodic_origin: OriginOut | None
-    run_now_schedule_id: str | None = Field(
-        description="The schedule whose Enqueue now made it (a tick's job has periodic_origin)"
+_JOB_PARTS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "state": (JobState, {}),
+    "periodic_origin": (OriginOut | None, {}),
+    "waiting_for": (list[str], {"default_factory": list}),
+    "attempt_history": (list[AttemptOut], {}),
+    "running_attempt": (RunningAttemptOut | None, {"default": None}),
+}
+"""The fields of a job whose JSON is a structure of its own (the rest are typed
+as `Job` types them)."""
+
+if TYPE_CHECKING:
+    _JobFields = BaseModel
+else:
+    _JobFields = create_model(
+        "_JobFields", **read_fields(JOB_READ, Job, _JOB_PARTS, options_typed_by_domain=False)
     )
-    attempts: int = Field(description="Attempts that ran to an end")
-    max_attempts: int | None = Field(description="None: its handler's")
-    crash_count: int = Field(description="Times a worker died running it")
-    snoozes: int = Field(
-        description="Times its handler snoozed it (raise Snooze): attempts do not count them"
-    )
-    run_at_ms: int = Field(description="When it runs (next)")
-    timeout_ms: int | None
-    priority: int = Field(description="Higher is claimed first within its queue")
-    start_within_ms: int | None = Field(
-        description="Not started this long after it was due (a tick job: its tick), it "
-        "expires instead of running; null: no deadline"
-    )
-    start_by_ms: int | None = Field(
-        description="Its start deadline (from start_within_ms): not started by then, it is "
-        "recorded expired instead of running; null: none, or it has started"
-    )
-    partition_key: str | None = Field(
-        default=None, description="Its share of the queue (fair share, per-partition limits)"
-    )
-    rate_class: str | None = Field(default=None, description="The rate limit it starts under")
-    waiting_for: list[str] = Field(
-        default_factory=list,
-        description="Why a due pending job has not started (a paused queue, a full "
-        "concurrency limit, a used-up rate class); in a job's own read, empty in lists",
-    )
-    worker_id: str | None = Field(description="The worker running it, while it runs")
-    result: JsonValue = Field(description="What its handler returned, once completed")
-    error_type: str | None = Field(
-        description="The newest failed attempt's exception type; null once the job has "
-        "completed (each failed attempt keeps its error in attempt_history)"
-    )
-    error_message: str | None
-    updated_at_ms: int
-    attempt_history: list[AttemptOut] = Field(
-        description="The newest ended attempts, newest first (in a job's own read, empty in lists)"
-    )
-    running_attempt: RunningAttemptOut | None = Field(
-        default=None, description="The attempt under way, while the job is running"
-    )
-    fingerprint: str = Field(
-        description="What quarantine matches (its kind and payload): PUT /quarantine/{fp} "
-        "refuses jobs like it, DELETE releases them"
-    )
+
+
+class JobOut(_JobFields):
+    """A job: every field of `Job` (`JOB_READ`), described as the domain describes it."""
 
     @classmethod
     def of(cls, job: Job) -> JobOut:
         origin = job.periodic_origin
-        return cls(
-            id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            payload=job.payload,
-            state=JobState(job.state),
-            unique_key=job.unique_key,
-            created_at_ms=job.created_at_ms,
-            periodic_origin=None
+        values = {field.name: getattr(job, field.name) for field in JOB_READ}
+        values["periodic_origin"] = (
+            None
             if origin is None
-            else OriginOut(schedule_id=origin.schedule_id, tick_ms=origin.tick_ms),
-            run_now_schedule_id=job.run_now_schedule_id,
-            attempts=job.attempts,
-            max_attempts=job.max_attempts,
-            crash_count=job.crash_count,
-            snoozes=job.snoozes,
-            run_at_ms=job.run_at_ms,
-            timeout_ms=job.timeout_ms,
-            priority=job.priority,
-            start_within_ms=job.start_within_ms,
-            start_by_ms=job.start_by_ms,
-            partition_key=job.partition_key,
-            rate_class=job.rate_class,
-            waiting_for=list(job.waiting_for),
-            worker_id=job.worker_id,
-            result=job.result,
-            error_type=job.error_type,
-            error_message=job.error_message,
-            updated_at_ms=job.updated_at_ms,
-            attempt_history=[AttemptOut.of(attempt) for attempt in job.attempt_history],
-            running_attempt=None
-            if job.running_attempt is None
-            else RunningAttemptOut.of(job.running_attempt),
-            fingerprint=job.fingerprint,
+            else OriginOut(schedule_id=origin.schedule_id, tick_ms=origin.tick_ms)
         )
+        values["attempt_history"] = [AttemptOut.of(attempt) for attempt in job.attempt_history]
+        running = job.running_attempt
+        values["running_attempt"] = None if running is None else RunningAttemptOut.of(running)
+        return cls.model_validate(values)
 
 
 class JobList(BaseModel):

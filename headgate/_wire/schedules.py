@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field, StrictStr, create_model
 
 from headgate._domain.decisions import Reason
 from headgate._domain.describe import describe
-from headgate._domain.options import SCHEDULE_FIELDS
+from headgate._domain.read_fields import SCHEDULE_READ
 from headgate._domain.spec import InvalidSpec, interval_problem, parse_spec
 from headgate._model import EnqueueEvent, Schedule, ScheduleHealth, ScheduleRun
-from headgate._wire.derived import Strict, out_fields, schedule_body, schedule_changes_body
+from headgate._wire.derived import Strict, read_fields, schedule_body, schedule_changes_body
 
 if TYPE_CHECKING:
     ScheduleIn = BaseModel
@@ -27,7 +27,10 @@ else:
         extra={"id": (StrictStr, Field(description="The schedule's id, as in PUT /periodic/{id}"))},
     )
     ScheduleChangesIn = schedule_changes_body("ScheduleChangesIn")
-    _ScheduleFields = create_model("_ScheduleFields", **out_fields(SCHEDULE_FIELDS))
+    _ScheduleFields = create_model(
+        "_ScheduleFields",
+        **read_fields(SCHEDULE_READ, Schedule, {}, options_typed_by_domain=True),
+    )
 
 
 class SchedulesIn(Strict):
@@ -65,28 +68,9 @@ class SchedulesPutOut(BaseModel):
 
 
 class ScheduleOut(_ScheduleFields):
-    """A schedule: its definition (every field PUT takes) and where it stands."""
+    """A schedule: every field of `Schedule` (`SCHEDULE_READ`: its definition, every
+    field PUT takes, and where it stands), and how it is doing."""
 
-    id: str
-    next_run_ms: int
-    last_enqueued_ms: int | None
-    finished: bool = Field(description="Its next tick is past end_at_ms: no tick is left")
-    next_due_at_ms: int | None = Field(
-        description="When next_run_ms is enqueued (its jitter or a retry included); "
-        "null once finished"
-    )
-    declared_in_code: bool = Field(
-        description="The host's code declares it (Headgate.periodic): the code owns its "
-        "definition, and what operators change is an override"
-    )
-    overrides: list[str] = Field(
-        description="The fields operators changed from what the code declares; they survive "
-        "deploys until DELETE /periodic/{id}/overrides"
-    )
-    undeclared_at_ms: int | None = Field(
-        description="When a runtime started whose code no longer declares it (null: declared, "
-        "or never was)"
-    )
     health: ScheduleHealthOut | None = Field(
         default=None,
         description="How it is doing, from its newest runs (GET /periodic and "
@@ -100,20 +84,12 @@ class ScheduleOut(_ScheduleFields):
 
     @classmethod
     def of(cls, schedule: Schedule, health: ScheduleHealth | None = None) -> ScheduleOut:
-        fields = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+        fields = {field.name: getattr(schedule, field.name) for field in SCHEDULE_READ}
         shown_health = None if health is None else ScheduleHealthOut.of(health)
         last_run = None if health is None or health.last_run is None else health.last_run
         return cls.model_validate(
             {
                 **fields,
-                "id": schedule.id,
-                "next_run_ms": schedule.next_run_ms,
-                "last_enqueued_ms": schedule.last_enqueued_ms,
-                "finished": schedule.finished,
-                "next_due_at_ms": schedule.next_due_at_ms,
-                "declared_in_code": schedule.declared_in_code,
-                "overrides": list(schedule.overrides),
-                "undeclared_at_ms": schedule.undeclared_at_ms,
                 "health": shown_health,
                 "last_run": None if last_run is None else ScheduleRunOut.of(last_run),
             }

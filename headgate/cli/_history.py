@@ -6,13 +6,21 @@ The API's schemas are imported only with --json, as everywhere in the command li
 from __future__ import annotations
 
 import argparse
-import json
 
 from headgate._app import open_existing
+from headgate._domain.read_fields import JOB_READ, SCHEDULE_READ
 from headgate._history import BEFORE_KEPT, DELETED, NOT_YET, ScheduleAsOf
 from headgate._worker_flags import int_in
 from headgate.cli._common import Commands, command
-from headgate.cli._output import iso, print_fields, print_json, print_table, printable
+from headgate.cli._output import (
+    iso,
+    made_by,
+    print_fields,
+    print_json,
+    print_read,
+    print_table,
+    printable,
+)
 
 INSTANT_HELP = "epoch ms or ISO-8601 (2026-12-05T01:00:00Z; without an offset: UTC)"
 
@@ -52,18 +60,12 @@ def print_schedule_as_of(args: argparse.Namespace) -> int:
     schedule = found.schedule
     if schedule is None:
         return 0
+    owner = "code (periodic)" if schedule.declared_in_code else "operators"
+    print_read(SCHEDULE_READ, schedule, {"declared_in_code": owner})
     print_fields(
         (
-            ("id", schedule.id),
-            ("spec", schedule.spec),
-            ("kind", schedule.kind),
-            ("queue", schedule.queue),
-            ("paused", "yes" if schedule.paused else "no"),
-            ("next run", iso(schedule.next_run_ms)),
-            ("last enqueued", iso(schedule.last_enqueued_ms)),
             ("changed", iso(found.changed_at_ms)),
             ("changed by", found.changed_by or "not recorded"),
-            ("payload", json.dumps(schedule.payload, ensure_ascii=False, sort_keys=True)),
         )
     )
     return 0
@@ -119,17 +121,10 @@ def print_job_as_of(args: argparse.Namespace) -> int:
         print(f"as of {iso(found.as_of_ms)}: it had not been enqueued yet")
         return 0
     print(f"as of {iso(found.as_of_ms)}: as its events left it (a claim is not an event)")
-    print_fields(
-        (
-            ("id", job.id),
-            ("kind", job.kind),
-            ("queue", job.queue),
-            ("state", job.state),
-            ("attempts", str(job.attempts)),
-            ("run at", iso(job.run_at_ms)),
-            ("updated", iso(job.updated_at_ms)),
-            ("error", f"{job.error_type}: {job.error_message}" if job.error_type else "-"),
-        )
+    print_read(
+        JOB_READ,
+        job,
+        {"periodic_origin": made_by(job), "run_now_schedule_id": None, "attempt_history": None},
     )
     print_table(
         ("ATTEMPT", "OUTCOME", "ENDED", "ERROR"),

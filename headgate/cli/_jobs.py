@@ -12,6 +12,7 @@ from headgate._app import JOB_COUNT_CAP, open_existing
 from headgate._domain.events import JobState
 from headgate._domain.lifecycle import BULK_MAX
 from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions
+from headgate._domain.read_fields import JOB_READ
 from headgate._domain.shown import busiest
 from headgate._errors import ValidationError
 from headgate._model import Job, JobLimits, LimitInForce, LimitSource, RunningAttempt
@@ -30,11 +31,11 @@ from headgate.cli._common import (
 from headgate.cli._options import add_option_flags, given, json_argument
 from headgate.cli._output import (
     iso,
-    print_fields,
+    made_by,
     print_json,
+    print_read,
     print_table,
     printable,
-    shown_json,
 )
 
 
@@ -263,15 +264,6 @@ def _count(args: argparse.Namespace) -> int:
     return 0
 
 
-def _made_by(job: Job) -> str:
-    origin = job.periodic_origin
-    if origin is not None:
-        return f"{origin.schedule_id}, tick {iso(origin.tick_ms)}"
-    if job.run_now_schedule_id is not None:
-        return f"{job.run_now_schedule_id} (manual: Enqueue now)"
-    return "-"
-
-
 def _print_job_result(
     args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
 ) -> int:
@@ -282,34 +274,19 @@ def _print_job_result(
         return 0
     if done is not None:
         print(printable(done))
-    print_fields(
-        (
-            ("id", job.id),
-            ("kind", job.kind),
-            ("queue", job.queue),
-            ("priority", str(job.priority)),
-            ("partition key", job.partition_key or "-"),
-            ("rate class", job.rate_class or "-"),
-            ("state", job.state),
-            ("waiting for", "; ".join(job.waiting_for) or "-"),
-            ("run at", iso(job.run_at_ms)),
-            ("start by", iso(job.start_by_ms)),
-            ("created", iso(job.created_at_ms)),
-            ("updated", iso(job.updated_at_ms)),
-            ("from schedule", _made_by(job)),
-            ("unique key", job.unique_key or "-"),
-            ("fingerprint", job.fingerprint),
-            ("attempts", str(job.attempts)),
-            ("max attempts", _in_force(limits.max_attempts, str(limits.max_attempts.value))),
-            ("crashes", str(job.crash_count)),
-            ("snoozes", str(job.snoozes)),
-            ("timeout", _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms")),
-            ("worker", job.worker_id or "-"),
-            ("running", _running(job.running_attempt)),
-            ("error", _error(job.error_type, job.error_message)),
-            ("payload", shown_json(job.payload)),
-            ("result", shown_json(job.result)),
-        )
+    print_read(
+        JOB_READ,
+        job,
+        {
+            "max_attempts": _in_force(limits.max_attempts, str(limits.max_attempts.value)),
+            "timeout_ms": _in_force(limits.timeout_ms, f"{limits.timeout_ms.value} ms"),
+            "periodic_origin": made_by(job),
+            "run_now_schedule_id": None,
+            "running_attempt": _running(job.running_attempt),
+            "error_type": _error(job.error_type, job.error_message),
+            "error_message": None,
+            "attempt_history": None,
+        },
     )
     if done is None:
         print("attempts (newest first):")

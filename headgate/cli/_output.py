@@ -4,8 +4,11 @@ with stored text made safe for a terminal."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+
+from headgate._domain.read_fields import ReadField, Shape
+from headgate._model import Job
 
 
 def print_json(body: object) -> None:
@@ -74,3 +77,47 @@ def print_table(
 def shown_json(value: object) -> str:
     """A stored JSON value (a payload, a result) on one line, keys sorted."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def print_read(
+    fields: Iterable[ReadField], read: object, written: Mapping[str, str | None]
+) -> None:
+    """Every field of a read (`JOB_READ`, `SCHEDULE_READ`) on a line of its own,
+    labelled as the domain labels it, in its order: as `written` writes it where
+    it says (None: left out, shown elsewhere), else by its shape."""
+    lines = []
+    for field in fields:
+        if field.name in written:
+            text = written[field.name]
+            if text is not None:
+                lines.append((field.label, text))
+        else:
+            lines.append((field.label, shown(field, getattr(read, field.name))))
+    print_fields(lines)
+
+
+def shown(field: ReadField, value: object) -> str:
+    """A field's value for a person, by its shape."""
+    if value is None:
+        return "-"
+    if field.shape is Shape.INSTANT:
+        return iso(value if isinstance(value, int) else None)
+    if field.shape is Shape.DURATION:
+        return f"{value} ms"
+    if field.shape is Shape.FLAG:
+        return "yes" if value else "no"
+    if field.shape is Shape.JSON:
+        return shown_json(value)
+    if field.shape is Shape.WORDS and isinstance(value, tuple | list):
+        return "; ".join(str(item) for item in value) or "-"
+    return str(value)
+
+
+def made_by(job: Job) -> str:
+    """Which schedule made a job: its tick, or its Enqueue now."""
+    origin = job.periodic_origin
+    if origin is not None:
+        return f"{origin.schedule_id}, tick {iso(origin.tick_ms)}"
+    if job.run_now_schedule_id is not None:
+        return f"{job.run_now_schedule_id} (manual: Enqueue now)"
+    return "-"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from headgate._app import open_existing
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.options import SCHEDULE_DEFAULTS, SCHEDULE_FIELDS, ScheduleDefinition
+from headgate._domain.read_fields import SCHEDULE_READ
 from headgate._domain.schedule_health import RECENT_RUNS as RUNS_KEPT
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._model import Schedule, ScheduleHealth, ScheduleRun
@@ -24,6 +25,7 @@ from headgate.cli._output import (
     iso,
     print_fields,
     print_json,
+    print_read,
     print_table,
     printable,
     shown_json,
@@ -329,28 +331,23 @@ def _print_schedule(schedule: Schedule) -> None:
     except InvalidSpec:
         words = None
     meaning = "" if words is None else f"  ({words})"
-    print_fields(
-        (
-            ("id", schedule.id),
-            ("summary", schedule.summary or "-"),
-            ("spec", schedule.spec + meaning),
-            ("kind", schedule.kind),
-            ("queue", schedule.queue),
-            ("on missed", missed_run_label(schedule.on_missed, schedule.backfill_max)),
-            ("overlap", overlap_label(schedule.overlap)),
-            ("paused", "yes" if schedule.paused else "no"),
-            ("next run", iso(schedule.next_run_ms)),
-            ("last enqueued", iso(schedule.last_enqueued_ms)),
-            ("retry at", iso(schedule.retry_at_ms)),
-            ("max attempts", _or_default(schedule.max_attempts)),
-            ("timeout", _or_default(schedule.timeout_ms, " ms")),
-            ("priority", "0 (default)" if schedule.priority is None else str(schedule.priority)),
-            ("start within", _or_never(schedule.start_within_ms)),
-            ("starts", iso(schedule.start_at_ms)),
-            ("ends", iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else "")),
-            ("jitter", f"{schedule.jitter_ms} ms"),
-            ("defined by", _owner(schedule)),
-        )
+    print_read(
+        SCHEDULE_READ,
+        schedule,
+        {
+            "spec": schedule.spec + meaning,
+            "summary": schedule.summary or "-",
+            "on_missed": missed_run_label(schedule.on_missed, schedule.backfill_max),
+            "overlap": overlap_label(schedule.overlap),
+            "max_attempts": _or_default(schedule.max_attempts),
+            "timeout_ms": _or_default(schedule.timeout_ms, " ms"),
+            "priority": "0 (default)" if schedule.priority is None else str(schedule.priority),
+            "start_within_ms": _or_never(schedule.start_within_ms),
+            "end_at_ms": iso(schedule.end_at_ms) + (" (finished)" if schedule.finished else ""),
+            "declared_in_code": _owner(schedule),
+            "overrides": None,
+            "undeclared_at_ms": None,
+        },
     )
 
 

@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from headgate._app import Headgate
 from headgate._operator import operator_of
-from headgate.web import _api as api
+from headgate.web import _api_activity, _api_fleet, _api_flow, _api_jobs, _api_schedules
 from headgate.web import _console as console
 from headgate.web import _docs as docs
 from headgate.web import _history_api as history_api
@@ -115,7 +115,8 @@ def create_app(
     app.state.sessions = sessions
     app.state.login_throttle = FailureThrottle(hg.clock)
     install_error_handlers(app)
-    app.include_router(api.router)
+    for noun in (_api_schedules, _api_jobs, _api_fleet, _api_flow, _api_activity):
+        app.include_router(noun.router)
     app.include_router(history_api.router)
     app.include_router(scrape.router)
     app.include_router(console.router)

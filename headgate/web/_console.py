@@ -17,6 +17,7 @@ from headgate._app import JOB_COUNT_CAP, Headgate
 from headgate._domain.activity import MINUTE_MS, SHOWN_MS, minute_of
 from headgate._domain.describe import describe_in_words, missed_run_label, overlap_label
 from headgate._domain.lifecycle import BULK_MAX, JobAction, JobState, allows
+from headgate._domain.read_fields import JOB_READ, SCHEDULE_READ, ReadField, Shape
 from headgate._domain.shown import BANNER_SHOWN, PAGE_SHOWN, Shown, busiest, queue_weight
 from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, ScheduleSpec, parse_spec
 from headgate._errors import NotFound, StoreError, ValidationError
@@ -43,6 +44,23 @@ def format_ms(ms: int | None, zone: str = "UTC") -> str:
     moment = datetime.fromtimestamp(ms // 1000, UTC).astimezone(ZoneInfo(zone))
     fraction = f".{ms % 1000:03}" if ms % 1000 else ""  # an @every:1500 tick's .500
     return f"{moment:%Y-%m-%d %H:%M:%S}{fraction} {moment:%Z}"
+
+
+def shown(field: ReadField, value: object) -> str:
+    """A read's field for an operator, by its shape (`JOB_READ`, `SCHEDULE_READ`)."""
+    if value is None or value in ((), []):
+        return "—"
+    if field.shape is Shape.INSTANT and isinstance(value, int):
+        return format_ms(value)
+    if field.shape is Shape.DURATION and isinstance(value, int):
+        return format_duration(value)
+    if field.shape is Shape.FLAG:
+        return "yes" if value else "no"
+    if field.shape is Shape.JSON:
+        return _json(value)
+    if field.shape is Shape.WORDS and isinstance(value, tuple | list):
+        return "; ".join(str(item) for item in value)
+    return str(value)
 
 
 def format_duration(ms: int | None) -> str:
@@ -146,6 +164,7 @@ def _page(request: Request, template: str, status: int = 200, **context: Any) ->
         status,
         format_ms=format_ms,
         format_duration=format_duration,
+        shown=shown,
         unserved=unserved.items,
         unserved_more=unserved.more,
         scheduler_problem=None
@@ -232,6 +251,7 @@ def schedule_page(
         request,
         "schedule.html",
         row=row,
+        fields=SCHEDULE_READ,
         deleted=deleted,
         fingerprint=fingerprint,
         quarantined=None if deleted else hg.quarantine.get(fingerprint),
@@ -333,6 +353,7 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
         request,
         "job.html",
         job=job,
+        fields=JOB_READ,
         limits=operator_of(hg).job_limits(job),
         quarantined=hg.quarantine.get(job.fingerprint),
         queue=operator_of(hg).queue_status(job.queue),

@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from headgate._domain.read_fields import JOB_READ
 from headgate._errors import NotFound, ValidationError
 from headgate.web._console import _hg, _page, _problem, _row, format_ms
 
@@ -83,6 +84,7 @@ def job_as_of_page(
     return _page(
         request,
         "job_as_of.html",
+        fields=JOB_READ,
         job_id=job_id,
         as_of=found,
         job=job,

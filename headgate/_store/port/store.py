@@ -25,7 +25,7 @@ from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
 from headgate._store.port.sessions import SessionRevocations
 from headgate._store.port.workers import WorkerRescue, Workers
 
-SCHEMA_REVISION: Final = 27
+SCHEMA_REVISION: Final = 28
 """The revision of the data this build keeps: the SQL adapter's newest migration
 (`LATEST_VERSION` is this; a test checks that versions/ ends there). A store of
 this build's own, like the memory store, is always at it."""

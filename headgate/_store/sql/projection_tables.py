@@ -180,6 +180,7 @@ def projection_tables(metadata: MetaData, prefix: str = "") -> ProjectionTables:
         Column("rate_class", String(128)),
         Column("fair_turn", BigInteger, nullable=False, server_default=text("0")),
         Column("trace_context", String(1024)),
+        Column("tags", Text),
         CheckConstraint(
             "(periodic_schedule_id IS NULL) = (periodic_tick_ms IS NULL)",
             name=f"ck_{prefix}jobs_periodic_origin_pair",

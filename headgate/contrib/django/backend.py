@@ -45,7 +45,7 @@ from django.db import connections, transaction
 
 from headgate._app import Headgate
 from headgate._domain.ids import new_job_id
-from headgate._domain.options import JobOptions, job_options
+from headgate._domain.options import JobOptionArgs, JobOptions, job_options
 from headgate._errors import NotFound, ValidationError
 from headgate._logs import get_logger
 from headgate._operator import operator_of
@@ -65,11 +65,11 @@ from headgate.contrib.django.runner import run_task
 
 log = get_logger("headgate.django")
 
-JOB_DEFAULTS: Final = frozenset(
-    {"max_attempts", "timeout_s", "timeout_ms", "start_within_ms", "rate_class"}
-)
-"""The handler options OPTIONS may set for every task (queue and priority are each
-task's own)."""
+TASK_OWN: Final = frozenset({"queue", "priority"})
+"""The options each task sets itself (`Task.queue_name`, `Task.priority`)."""
+JOB_DEFAULTS: Final = frozenset(JobOptionArgs.__annotations__) - TASK_OWN
+"""The handler options OPTIONS may set for every task: every option a handler
+takes (`JobOptionArgs`) but those each task sets itself."""
 OWN_OPTIONS: Final = frozenset({"database", "url", "executor"})
 
 

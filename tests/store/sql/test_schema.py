@@ -728,8 +728,38 @@ def test_revision_23_gives_the_runs_already_in_the_log_the_rows_a_fold_makes(
         store.close()
 
 
+def _as_revision_27_left_it(connection: Connection) -> None:
+    """Undo revision 28 (a job's tags)."""
+    connection.execute(text("ALTER TABLE headgate_jobs DROP COLUMN tags"))
+
+
+def test_revision_28_gives_stored_jobs_no_tags(store_url: str) -> None:
+    clock = FakeClock(1_000)
+    store = SqlStore(store_url, clock)
+    try:
+        store.log.append(job_stream("old"), NO_STREAM, [enqueued("old", "k", "q", None)])
+        with store.engine.begin() as connection:
+            _as_revision_27_left_it(connection)
+            _stamp_as_before(connection, "0027")
+    finally:
+        store.close()
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == [28]
+    finally:
+        engine.dispose()
+    store = SqlStore(store_url, clock)
+    try:
+        row = store.reads.job("old")
+        assert row is not None and row.tags is None
+        assert verify(store).ok
+    finally:
+        store.close()
+
+
 def _as_revision_26_left_it(connection: Connection) -> None:
     """Undo revision 27 (the one-job-per-tick index over every job again)."""
+    _as_revision_27_left_it(connection)
     connection.execute(text("DROP INDEX ux_headgate_jobs_periodic_origin"))
     connection.execute(
         text(
@@ -774,7 +804,7 @@ def test_revision_27_indexes_tick_jobs_only_and_keeps_one_job_per_tick(store_url
     engine = create_store_engine(store_url)
     try:
         assert not _tick_index_holds_tick_jobs_only(engine)
-        assert migrate(engine) == [27]
+        assert migrate(engine) == list(range(27, LATEST_VERSION + 1))
         assert _tick_index_holds_tick_jobs_only(engine)
     finally:
         engine.dispose()
