@@ -151,7 +151,7 @@ _SCHEDULE_FACTS: Final[dict[str, _Fact]] = {
     "overrides": _Fact(
         Shape.WORDS,
         "The fields operators changed from what the code declares; they survive deploys until "
-        "they are cleared (DELETE /periodic/{id}/overrides)",
+        "they are cleared (DELETE /schedules/{id}/overrides)",
     ),
     "undeclared_at_ms": _Fact(
         Shape.INSTANT,

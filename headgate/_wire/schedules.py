@@ -1,4 +1,4 @@
-"""The bodies of /periodic: a schedule's definition in (derived from
+"""The bodies of /schedules: a schedule's definition in (derived from
 `ScheduleDefinition`, `derived`), a schedule, its runs, health and enqueue
 attempts out, and the spec preview."""
 
@@ -24,7 +24,9 @@ else:
     ScheduleIn = schedule_body("ScheduleIn")
     ScheduleItemIn = schedule_body(
         "ScheduleItemIn",
-        extra={"id": (StrictStr, Field(description="The schedule's id, as in PUT /periodic/{id}"))},
+        extra={
+            "id": (StrictStr, Field(description="The schedule's id, as in PUT /schedules/{id}"))
+        },
     )
     ScheduleChangesIn = schedule_changes_body("ScheduleChangesIn")
     _ScheduleFields = create_model(
@@ -73,8 +75,8 @@ class ScheduleOut(_ScheduleFields):
 
     health: ScheduleHealthOut | None = Field(
         default=None,
-        description="How it is doing, from its newest runs (GET /periodic and "
-        "GET /periodic/{id}; null in the answers of writes)",
+        description="How it is doing, from its newest runs (GET /schedules and "
+        "GET /schedules/{id}; null in the answers of writes)",
     )
     last_run: ScheduleRunOut | None = Field(
         default=None,
@@ -224,7 +226,7 @@ class SpecPreview(BaseModel):
 
 
 def preview(spec: str, now_ms: int, min_interval_ms: int, count: int = 5) -> SpecPreview:
-    """What PUT /periodic/{id} would make of `spec`: its normal form and next
+    """What PUT /schedules/{id} would make of `spec`: its normal form and next
     ticks, or why it is refused (a spec below the minimum interval is shown
     too, with the reason it is refused)."""
     try:

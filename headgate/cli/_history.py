@@ -1,6 +1,6 @@
 """The command line's reads of the past: `schedules show ID --as-of T`,
 `jobs show ID --as-of T` and `schedules changes ID` (as `GET
-/api/v1/periodic/{id}/as-of`, `/jobs/{id}/as-of` and `/periodic/{id}/changes`).
+/api/v1/schedules/{id}/as-of`, `/jobs/{id}/as-of` and `/schedules/{id}/changes`).
 The API's schemas are imported only with --json, as everywhere in the command line."""
 
 from __future__ import annotations

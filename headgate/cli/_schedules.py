@@ -1,6 +1,6 @@
 """`headgate schedules`: list, show, put, update, pause, resume, delete and
 run schedules, what became of their runs (and, in `_history`, what they were
-and how their definitions changed), as the control API's /periodic endpoints
+and how their definitions changed), as the control API's /schedules endpoints
 do (the conventions of `_common`: --db, --json, exit statuses)."""
 
 from __future__ import annotations

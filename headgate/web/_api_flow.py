@@ -120,7 +120,7 @@ async def clear_limit(
 
 
 @router.get(
-    "/rate-limits",
+    "/rates",
     response_model=RateLimitList,
     summary="Rate classes, with their starts in the window ending now",
 )
@@ -130,7 +130,7 @@ async def list_rate_limits(request: Request) -> RateLimitList:
 
 
 @router.put(
-    "/rate-limits/{rate_class}",
+    "/rates/{rate_class}",
     response_model=RateLimitOut,
     summary="Set a rate class's limit: at most `limit` of its jobs start in any `per_ms`",
 )
@@ -142,7 +142,7 @@ async def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -
 
 
 @router.delete(
-    "/rate-limits/{rate_class}",
+    "/rates/{rate_class}",
     status_code=204,
     summary="Remove a rate class's limit (404 if it has none)",
 )

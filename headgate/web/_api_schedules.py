@@ -1,4 +1,4 @@
-"""/api/v1/periodic: schedules, their runs, health, tick attempts and Enqueue now."""
+"""/api/v1/schedules: schedules, their runs, health, tick attempts and Enqueue now."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ router = api_router()
 
 
 @router.get(
-    "/periodic",
+    "/schedules",
     response_model=ScheduleList,
     summary="List schedules",
 )
@@ -72,7 +72,7 @@ async def list_schedules(
 
 
 @router.put(
-    "/periodic/{schedule_id}",
+    "/schedules/{schedule_id}",
     response_model=ScheduleOut,
     summary="Create or replace a schedule (a full replace: fields left out take their defaults)",
     responses={201: {"model": ScheduleOut, "description": "Created"}},
@@ -89,7 +89,7 @@ async def put_schedule(
 
 
 @router.patch(
-    "/periodic/{schedule_id}",
+    "/schedules/{schedule_id}",
     response_model=ScheduleOut,
     summary="Change some fields of a schedule, keeping the rest",
     description=(
@@ -110,7 +110,7 @@ async def update_schedule(
 
 
 @router.delete(
-    "/periodic/{schedule_id}/overrides",
+    "/schedules/{schedule_id}/overrides",
     response_model=ScheduleOut,
     summary="Clear operators' overrides: the schedule becomes what its code declares",
 )
@@ -121,13 +121,13 @@ async def clear_overrides(request: Request, schedule_id: str) -> ScheduleOut:
 
 
 @router.post(
-    "/periodic:bulk",
+    "/schedules:bulk",
     response_model=SchedulesPutOut,
     summary="Create or replace many schedules (201 if any was created, else 200)",
     description=(
         "Every item is checked before any is written: a bad one is a 422 naming it "
         '(`{"error": "schedules[3].spec: ..."}`), and so is an id given twice; nothing is '
-        "written then. The rest follows PUT /periodic/{id}, per item. Written 500 per "
+        "written then. The rest follows PUT /schedules/{id}, per item. Written 500 per "
         "transaction: a 503 partway leaves the earlier ones written, and repeating the "
         "request is safe. The body limit (1 MiB) holds some 8,000 schedules of 130 bytes."
     ),
@@ -147,7 +147,7 @@ async def put_schedules(request: Request, response: Response, body: SchedulesIn)
     return SchedulesPutOut.of(result.outcomes)
 
 
-@router.get("/periodic/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
+@router.get("/schedules/{schedule_id}", response_model=ScheduleOut, summary="Read a schedule")
 async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
     def read(hg: Headgate) -> ScheduleOut:
         schedule = hg.schedules.get(schedule_id)
@@ -157,7 +157,7 @@ async def get_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 
 
 @router.get(
-    "/periodic/{schedule_id}/runs",
+    "/schedules/{schedule_id}/runs",
     response_model=ScheduleRunList,
     summary="What became of each run (tick jobs and Enqueue now's), newest first",
 )
@@ -175,7 +175,7 @@ async def schedule_runs(
 
 
 @router.delete(
-    "/periodic/{schedule_id}", status_code=204, summary="Delete a schedule (history stays)"
+    "/schedules/{schedule_id}", status_code=204, summary="Delete a schedule (history stays)"
 )
 async def delete_schedule(request: Request, schedule_id: str) -> Response:
     await headgate_of(request).schedules.adelete(schedule_id)
@@ -194,7 +194,10 @@ def _utf8_header(name: str, value: str) -> str:
 
 
 @router.post(
-    "/periodic/{schedule_id}/run", status_code=202, response_model=RunOut, summary="Enqueue now"
+    "/schedules/{schedule_id}/enqueue-now",
+    status_code=202,
+    response_model=RunOut,
+    summary="Enqueue now",
 )
 async def enqueue_now(
     request: Request,
@@ -209,7 +212,7 @@ async def enqueue_now(
 
 
 @router.post(
-    "/periodic/{schedule_id}/pause",
+    "/schedules/{schedule_id}/pause",
     response_model=ScheduleOut,
     summary="Pause a schedule (idempotent; its phase is kept)",
 )
@@ -218,7 +221,7 @@ async def pause_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 
 
 @router.post(
-    "/periodic/{schedule_id}/resume",
+    "/schedules/{schedule_id}/resume",
     response_model=ScheduleOut,
     summary="Resume a schedule (idempotent; missed ticks follow its missed-run policy)",
 )
@@ -227,7 +230,7 @@ async def resume_schedule(request: Request, schedule_id: str) -> ScheduleOut:
 
 
 @router.get(
-    "/periodic/{schedule_id}/enqueue-events",
+    "/schedules/{schedule_id}/enqueue-events",
     response_model=EventList,
     summary="Automatic enqueue attempts, newest first",
 )
@@ -242,7 +245,7 @@ async def enqueue_events(
 
 
 @router.get(
-    "/periodic/{schedule_id}/upcoming",
+    "/schedules/{schedule_id}/upcoming",
     response_model=UpcomingList,
     summary="The next ticks it fires, from its stored next_run_ms, with their jittered instants",
 )
@@ -258,7 +261,7 @@ async def upcoming(
 
 
 @router.get(
-    "/periodic/{schedule_id}/manual-runs",
+    "/schedules/{schedule_id}/manual-runs",
     response_model=JobList,
     summary="Jobs this schedule's Enqueue now made, newest first",
 )

@@ -37,6 +37,7 @@ from headgate.web._forwarded import ForwardedHeaders, trusted_proxies_from
 from headgate.web._guard import WriteGuard
 from headgate.web._headers import SecurityHeaders, frame_ancestors_directive
 from headgate.web._hosts import HostCheck, allowed_hosts_from
+from headgate.web._renamed import RenamedPaths
 from headgate.web._session import Sessions
 from headgate.web._throttle import FailureThrottle
 
@@ -128,9 +129,9 @@ def create_app(
     app.mount(
         "/static", StaticFiles(directory=str(Path(__file__).with_name("static"))), name="static"
     )
-    # Outermost last: forwarded headers, Host check, write guard, auth, body
-    # limits, who a write is recorded as (_attribution), the routes; the security
-    # headers wrap even the error middleware (_GuardedApp).
+    # Outermost last: forwarded headers, a former path renamed (_renamed), Host check,
+    # write guard, auth, body limits, who a write is recorded as (_attribution), the
+    # routes; the security headers wrap even the error middleware (_GuardedApp).
     app.add_middleware(Attribution, sessions=sessions)
     app.add_middleware(BodyLimits)
     if token and sessions is not None:
@@ -141,6 +142,7 @@ def create_app(
         app.add_middleware(WarnIfMountedWithRuntime)
     app.add_middleware(WriteGuard, sessions=sessions)
     app.add_middleware(HostCheck, allowed=hosts)
+    app.add_middleware(RenamedPaths)
     app.add_middleware(ForwardedHeaders, trusted=proxies)
     return app
 

@@ -3,7 +3,7 @@
 The fields, their order, labels and help come from `ScheduleDefinition` (flat:
 `SCHEDULE_FIELDS`), so an option added there is in the form without an edit.
 Each input says how its text becomes JSON (`data-type`); console.js sends the
-whole definition to PUT /api/v1/periodic/{id}, whose rules name a bad field.
+whole definition to PUT /api/v1/schedules/{id}, whose rules name a bad field.
 """
 
 from __future__ import annotations

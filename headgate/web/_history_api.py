@@ -21,7 +21,7 @@ router = APIRouter(
 
 
 @router.get(
-    "/periodic/{schedule_id}/as-of",
+    "/schedules/{schedule_id}/as-of",
     response_model=ScheduleAsOfOut,
     summary="A schedule as it stood at a past instant",
 )
@@ -39,7 +39,7 @@ async def schedule_as_of(
 
 
 @router.get(
-    "/periodic/{schedule_id}/changes",
+    "/schedules/{schedule_id}/changes",
     response_model=ScheduleChangesOut,
     summary="A schedule's definition changes between two instants, with who made them",
 )

@@ -89,7 +89,7 @@ if (enqueueButton) {
     const result = document.getElementById("action-result");
     const id = enqueueButton.dataset.schedule;
     try {
-      const response = await api("POST", `/periodic/${encodeURIComponent(id)}/run`, undefined, {"Idempotency-Key": key});
+      const response = await api("POST", `/schedules/${encodeURIComponent(id)}/enqueue-now`, undefined, {"Idempotency-Key": key});
       if (response.ok) {
         result.className = "";
         const verb = response.data.replayed ? "Already enqueued" : "Enqueued";
@@ -112,7 +112,7 @@ if (deleteButton) {
   deleteButton.addEventListener("click", async () => {
     const id = deleteButton.dataset.schedule;
     if (!confirm(`Delete schedule ${id}? Its enqueue history stays readable.`)) return;
-    const response = await api("DELETE", `/periodic/${encodeURIComponent(id)}`);
+    const response = await api("DELETE", `/schedules/${encodeURIComponent(id)}`);
     if (response.ok) {
       sessionStorage.setItem(FLASH_KEY, `Deleted ${id}: it no longer ticks; its history stays below.`);
       location.reload();
@@ -168,7 +168,7 @@ if (form) {
     }
     const id = form.id.value.trim();
     if (!id) { errorBox.textContent = "id: is required"; return; }
-    const response = await api("PUT", `/periodic/${encodeURIComponent(id)}`, body);
+    const response = await api("PUT", `/schedules/${encodeURIComponent(id)}`, body);
     if (response.ok) location.href = `${base}/schedules/${encodeURIComponent(id)}`;
     else errorBox.textContent = response.data ? response.data.error : `failed (${response.status})`;
   });
@@ -226,7 +226,7 @@ for (const button of document.querySelectorAll("button.logout")) {
   });
 }
 
-// <form class="api-form" data-method="PUT" data-path="/rate-limits/{rate_class}"
+// <form class="api-form" data-method="PUT" data-path="/rates/{rate_class}"
 // data-done="Set.">: its named inputs are the JSON body (a number input as a
 // number, an empty one left out); an input marked data-in-path fills its
 // {name} in the path instead. On success reloads with data-done, otherwise
