@@ -272,7 +272,7 @@ def test_the_schedule_page_shows_the_payload_and_says_what_a_pause_means(
     hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
     html = _html(client, "/schedules/nightly")
     assert '<pre id="payload">{\n  &#34;team&#34;: 7\n}</pre>' in html
-    assert 'data-path="/periodic/nightly/pause"' in html and "paused —" not in html
+    assert 'data-path="/schedules/nightly/pause"' in html and "paused —" not in html
     assert "<th>Event</th>" not in html
 
     hg.schedules.pause("nightly")
@@ -281,10 +281,10 @@ def test_the_schedule_page_shows_the_payload_and_says_what_a_pause_means(
     assert next_run is not None
     assert "paused — would next run at" in next_run.group(1)
     assert "2024-01-01 09:00:00 UTC" in next_run.group(1)
-    assert 'data-path="/periodic/nightly/resume"' in html
+    assert 'data-path="/schedules/nightly/resume"' in html
     index = _html(client, "/")
     assert "paused — would next run at" in index
-    assert 'data-path="/periodic/nightly/resume"' in index
+    assert 'data-path="/schedules/nightly/resume"' in index
 
 
 def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
@@ -420,8 +420,8 @@ def test_the_limits_page_shows_each_limit_and_rate_with_what_runs_and_clears_the
     assert 'data-path="/limits?queue=reports&amp;partition_key=%2A"' in row
     [rate] = _rows(html, "rate-limits")
     assert "mail-api" in _text(rate) and "0 / 30" in _text(rate)
-    assert 'data-path="/rate-limits/mail-api"' in rate
-    assert 'id="limit-form"' in html and 'data-path="/rate-limits/{rate_class}"' in html
+    assert 'data-path="/rates/mail-api"' in rate
+    assert 'id="limit-form"' in html and 'data-path="/rates/{rate_class}"' in html
 
     # What the buttons send: the API clears them, and the page says so.
     assert client.delete("/api/v1/limits?queue=reports&partition_key=%2A").status_code == 204

@@ -30,21 +30,21 @@ PROXY = ("127.0.0.1", 50000)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SCHEDULE = {"kind": "report", "spec": "@every:60000"}
 BODIES: dict[tuple[str, str], object] = {
-    ("PUT", "/api/v1/periodic/{schedule_id}"): {"kind": "other", "spec": "@every:30000"},
-    ("PATCH", "/api/v1/periodic/{schedule_id}"): {"jitter_ms": 10},
-    ("POST", "/api/v1/periodic:bulk"): {"schedules": [{"id": "bulk-1", **SCHEDULE}]},
+    ("PUT", "/api/v1/schedules/{schedule_id}"): {"kind": "other", "spec": "@every:30000"},
+    ("PATCH", "/api/v1/schedules/{schedule_id}"): {"jitter_ms": 10},
+    ("POST", "/api/v1/schedules:bulk"): {"schedules": [{"id": "bulk-1", **SCHEDULE}]},
     ("POST", "/api/v1/jobs"): {"kind": "email.send", "payload": {}},
     ("PUT", "/api/v1/quarantine/{fingerprint}"): {"note": "by hand"},
     ("POST", "/api/v1/queues/{queue}/pause"): {"note": "by hand"},
     ("PUT", "/api/v1/limits"): {"queue": "default", "limit": 1},
-    ("PUT", "/api/v1/rate-limits/{rate_class}"): {"limit": 1, "per_ms": 1_000},
+    ("PUT", "/api/v1/rates/{rate_class}"): {"limit": 1, "per_ms": 1_000},
     ("POST", "/api/v1/jobs:retry"): {"state": "failed"},
     ("POST", "/api/v1/jobs:cancel"): {"state": "pending", "kind": "nothing.matches"},
     ("POST", "/login"): {"token": TOKEN},
 }
 """The JSON body a write route takes, if any; the rest take none."""
 HEADERS: dict[tuple[str, str], dict[str, str]] = {
-    ("POST", "/api/v1/periodic/{schedule_id}/run"): {"Idempotency-Key": "k-1"},
+    ("POST", "/api/v1/schedules/{schedule_id}/enqueue-now"): {"Idempotency-Key": "k-1"},
 }
 
 

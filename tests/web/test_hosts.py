@@ -154,12 +154,12 @@ def test_the_probes_answer_any_host(hg: Headgate) -> None:
 
 
 def test_a_trailing_slash_redirect_never_points_at_another_host(client: TestClient) -> None:
-    """Before the check, `GET /api/v1/periodic/` with `Host: attacker.example`
-    was redirected to http://attacker.example/api/v1/periodic."""
+    """Before the check, `GET /api/v1/schedules/` with `Host: attacker.example`
+    was redirected to http://attacker.example/api/v1/schedules."""
     refused = client.get(
-        "/api/v1/periodic/", headers={"Host": "attacker.example"}, follow_redirects=False
+        "/api/v1/schedules/", headers={"Host": "attacker.example"}, follow_redirects=False
     )
     assert refused.status_code == 400 and "location" not in refused.headers
-    kept = client.get("/api/v1/periodic/", follow_redirects=False)
+    kept = client.get("/api/v1/schedules/", follow_redirects=False)
     assert kept.status_code == 307
-    assert kept.headers["location"] == "http://127.0.0.1/api/v1/periodic"
+    assert kept.headers["location"] == "http://127.0.0.1/api/v1/schedules"
