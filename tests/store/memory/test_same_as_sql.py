@@ -1,6 +1,9 @@
 """The memory store keeps what the SQL store keeps: for any history, the same log
 (positions, versions, instants, events) and the same read-model rows, compaction
-included; and its rows are always the fold of its own log."""
+included; the same claims in the same order and the same answers to what a
+worker and the gate read (priorities, partitions and fair turns, serial ticks,
+pauses, limits, rate windows, start deadlines); and its rows are always the
+fold of its own log."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from headgate._store.memory import MemoryStore
 from headgate._store.sql.schema import LIVE
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
-from tests.store.histories import OPERATION, play
+from tests.store.histories import FLOW_OPERATION, OPERATION, play
 
 Rows = dict[str, list[dict[str, Any]]]
 _examples = itertools.count()
@@ -72,12 +75,30 @@ def _folded(store: MemoryStore) -> Rows:
 )
 @given(operations=st.lists(OPERATION, min_size=1, max_size=40))
 def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[Any, ...]]) -> None:
-    clock = FakeClock()
-    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", clock)
-    memory = MemoryStore(clock)
+    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", FakeClock())
+    memory = MemoryStore(FakeClock())
     try:
-        for store in (sql, memory):
-            play(store, "", operations)
+        assert play(memory, "", operations) == play(sql, "", operations)
+        assert memory.log.read_all(0, 100_000) == sql.log.read_all(0, 100_000)
+        assert memory.log.head() == sql.log.head()
+        assert _memory_rows(memory) == _sql_rows(sql)
+        assert _memory_rows(memory) == _folded(memory)
+    finally:
+        sql.close()
+        memory.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(FLOW_OPERATION, min_size=10, max_size=60))
+def test_memory_claims_what_sqlite_claims(
+    tmp_path: Path, operations: list[tuple[Any, ...]]
+) -> None:
+    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", FakeClock())
+    memory = MemoryStore(FakeClock())
+    try:
+        assert play(memory, "", operations) == play(sql, "", operations)
         assert memory.log.read_all(0, 100_000) == sql.log.read_all(0, 100_000)
         assert memory.log.head() == sql.log.head()
         assert _memory_rows(memory) == _sql_rows(sql)
