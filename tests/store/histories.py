@@ -79,7 +79,7 @@ _RATE = st.tuples(
 )
 _ADVANCE = st.tuples(st.just("advance"), st.sampled_from([0, 1, 999, 1_000, 1_001, 2_500]))
 _LOOK = st.tuples(st.just("look"), st.sampled_from(_QUEUES))
-_CLAIM = st.tuples(st.just("claim"), st.integers(1, 3))
+_CLAIM = st.tuples(st.just("claim"), st.integers(0, 3))
 _END = st.tuples(st.just("end"), st.integers(0, 20), _ENDS)
 
 OPERATION = st.one_of(

@@ -189,6 +189,8 @@ class MemoryWriteTransaction(WriteTransaction):
     ) -> list[JobRow]:
         jobs: TableChanges[JobRow] = self.tables[JOBS.table]
         claimed: list[JobRow] = []
+        if not timeouts_ms or all(count <= 0 for count in capacity.values()):
+            return claimed  # nothing read, so no rate start forgotten (as on SQL)
         slots = self._slots(now_ms)
         for row in queries.claimable(self.models, capacity, timeouts_ms.keys(), now_ms, slots):
             timeout_ms = row.timeout_ms if row.timeout_ms is not None else timeouts_ms[row.kind]

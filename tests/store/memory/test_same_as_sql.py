@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
@@ -25,6 +25,22 @@ from headgate.testing import FakeClock
 from tests.store.histories import FLOW_OPERATION, OPERATION, play
 
 Rows = dict[str, list[dict[str, Any]]]
+_A_CLAIM_WITHOUT_CAPACITY_THEN_A_WIDER_WINDOW = [
+    ("rate", "r0", 1, 1_000),
+    *[("shaped job", "q", "k", None, None, "r0", 0, None, None)] * 3,
+    ("claim", 1),
+    ("advance", 999),
+    ("rate", "r0", 2, 1_000),
+    ("claim", 1),
+    ("advance", 1_500),
+    ("rate", "r0", 1, 1_000),
+    ("claim", 0),
+    ("rate", "r0", 3, 3_000),
+    ("look", "q"),
+    ("claim", 3),
+]
+"""A claim with no room forgets no rate starts (on SQL it reads no limits), so a
+window widened after it still counts them."""
 _examples = itertools.count()
 
 
@@ -92,6 +108,7 @@ def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[A
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(operations=st.lists(FLOW_OPERATION, min_size=10, max_size=60))
+@example(operations=_A_CLAIM_WITHOUT_CAPACITY_THEN_A_WIDER_WINDOW)
 def test_memory_claims_what_sqlite_claims(
     tmp_path: Path, operations: list[tuple[Any, ...]]
 ) -> None:
