@@ -81,11 +81,12 @@ class CompactionSteps(ABC, Generic[Transaction]):
         """Upkeep once a run completes (the SQL store reclaims space)."""
 
 
-def run_compaction(  # noqa: PLR0917 (the run's settings, each its own)
+def run_compaction(
     steps: CompactionSteps[Transaction],
     policy: CompactionPolicy | None = None,
     cancel: threading.Event | None = None,
     fence: Fence | None = None,
+    *,
     streams_per_transaction: int = STREAMS_PER_TRANSACTION,
     jobs_per_transaction: int = JOBS_PER_TRANSACTION,
 ) -> CompactionReport:

@@ -38,8 +38,6 @@ from headgate._domain.streams import MANUAL_PREFIX, job_stream, prefix_upper_bou
 from headgate._store.mapper import type_name
 from headgate._store.port import CompactionReport, Fence
 from headgate._store.port.compaction import (
-    JOBS_PER_TRANSACTION,
-    STREAMS_PER_TRANSACTION,
     CompactionSteps,
     run_compaction,
 )
@@ -65,18 +63,9 @@ def compact(
     cancel: threading.Event | None = None,
     *,
     fence: Fence | None = None,
-    streams_per_transaction: int = STREAMS_PER_TRANSACTION,
-    jobs_per_transaction: int = JOBS_PER_TRANSACTION,
 ) -> CompactionReport:
     """One compaction run (`run_compaction`) on SQL."""
-    return run_compaction(
-        SqlCompactionSteps(database, log),
-        policy,
-        cancel,
-        fence,
-        streams_per_transaction,
-        jobs_per_transaction,
-    )
+    return run_compaction(SqlCompactionSteps(database, log), policy, cancel, fence)
 
 
 class SqlCompactionSteps(CompactionSteps[SqlWriteTransaction]):
