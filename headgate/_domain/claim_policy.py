@@ -3,7 +3,7 @@ as pure functions over a job's facts: the rules every store keeps.
 
 The memory store calls these; the SQL store states them in SQL (its claim
 index is this order, its serial rule a NOT EXISTS), and
-`tests/store/test_claim_policy_sql.py` holds the SQL to these on generated
+`tests/store/sql/test_claim_policy_agreement.py` holds the SQL to these on generated
 rows.
 
 - The claim order: priority (higher first), then the fair-share turn
