@@ -8,7 +8,6 @@ retention removed with their streams and rows, expired manual-run keys gone.
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from contextlib import AbstractContextManager
 from typing import Final
@@ -30,22 +29,11 @@ from headgate._store.memory.schema import OF_JOB
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.tables import Rows
 from headgate._store.memory.transaction import MemoryWriteTransaction
-from headgate._store.port import CompactionReport, Fence
-from headgate._store.port.compaction import CompactionSteps, run_compaction
+from headgate._store.port import Fence
+from headgate._store.port.compaction import CompactionSteps
 
 UNTRIMMED_TYPES: Final = frozenset(type_name(event_type) for event_type in UNTRIMMED_EVENTS)
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
-
-
-def compact(
-    state: MemoryState,
-    log: MemoryEventLog,
-    policy: CompactionPolicy | None = None,
-    cancel: threading.Event | None = None,
-    *,
-    fence: Fence | None = None,
-) -> CompactionReport:
-    return run_compaction(MemoryCompactionSteps(state, log), policy, cancel, fence)
 
 
 class MemoryCompactionSteps(CompactionSteps[MemoryWriteTransaction]):
