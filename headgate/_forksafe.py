@@ -13,8 +13,11 @@ transaction would see that lock held forever, even on new connections.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import weakref
+from collections.abc import Iterator
 from typing import Protocol
 
 
@@ -57,6 +60,51 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     for owner in list(_RENEWED):
         owner.after_fork_in_child()
+
+
+class WriterLock:
+    """A store's one writer at a time, held still across a fork: a fork waits for
+    the write in flight, so a child never copies half of one (a thread forking
+    from inside its own write cannot wait for itself; its child copies that
+    write's state as it stands). In the child the lock is a new one, free."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._writer: int | None = None
+        self._held_for_fork = False
+        renew_in_forked_children(self)
+        quiesce_for_forks(self)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The lock, held by this thread for the block."""
+        with self._lock:
+            self._writer = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._writer = None
+
+    def acquire(self, timeout_s: float) -> bool:
+        """The lock within `timeout_s`, or False (the caller releases it)."""
+        return self._lock.acquire(timeout=timeout_s)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def before_fork(self) -> None:
+        self._held_for_fork = self._writer != threading.get_ident()
+        if self._held_for_fork:
+            self._lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._writer = None
+        self._held_for_fork = False
 
 
 os.register_at_fork(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from headgate._domain.claim_policy import start_deadline
 from headgate._domain.events import (
     JOB_EVENTS,
     JobAbandoned,
@@ -148,15 +149,11 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
 
 
 def start_by_ms(event: JobEnqueued, recorded_at_ms: int) -> int | None:
-    """When the job must have started: `start_within_ms` after it was due (a tick
-    job: its tick; else its run_at_ms, or its enqueue)."""
-    within = event.options.start_within_ms
-    if within is None:
-        return None
-    due = event.periodic_tick_ms
-    if due is None:
-        due = recorded_at_ms if event.options.run_at_ms is None else event.options.run_at_ms
-    return due + within
+    """When the job must have started (`claim_policy.start_deadline`)."""
+    options = event.options
+    return start_deadline(
+        options.start_within_ms, event.periodic_tick_ms, options.run_at_ms, recorded_at_ms
+    )
 
 
 def _ran_under(event: JobSucceeded | JobAttemptFailed | JobSnoozed) -> dict[str, int]:

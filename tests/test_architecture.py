@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 import importlib
 import inspect
 import pkgutil
@@ -57,6 +58,62 @@ def _importing(prefix: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         if module == prefix or module.startswith(prefix + ".")
         if any(i.startswith(forbidden) for i in imports)
     }
+
+
+def _import_edges() -> dict[str, set[str]]:
+    """Each module and the modules it imports (TYPE_CHECKING imports included): a
+    `from package import name` imports the submodule `name` when there is one,
+    else the package; a module's import of its own package is no circle (the
+    package is already loading)."""
+    paths = {
+        module: path
+        for package_dir, name in (
+            (ROOT / "headgate", "headgate"),
+            (ROOT / "projections", "headgate._projections"),
+        )
+        for path in package_dir.rglob("*.py")
+        if package_dir.name != "headgate" or "_projections" not in path.relative_to(ROOT).parts
+        for module in [".".join([name, *path.relative_to(package_dir).with_suffix("").parts])]
+    }
+    paths = {module.removesuffix(".__init__"): path for module, path in paths.items()}
+
+    def owner(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(owner(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                targets.update(
+                    f"{node.module}.{alias.name}"
+                    if f"{node.module}.{alias.name}" in paths
+                    else owner(node.module)
+                    for alias in node.names
+                )
+        edges[module] = {
+            target
+            for target in targets
+            if target is not None
+            and target != module
+            and not (paths[target].name == "__init__.py" and module.startswith(f"{target}."))
+        }
+    return edges
+
+
+def test_no_import_circles_among_headgates_modules() -> None:
+    """Every module can be read (and loaded) after the modules it imports: no two
+    import each other, however far round, TYPE_CHECKING imports included."""
+    edges = _import_edges()
+    assert len(edges) > 200
+    try:
+        graphlib.TopologicalSorter(edges).prepare()
+    except graphlib.CycleError as circle:
+        raise AssertionError(f"an import circle: {' -> '.join(circle.args[1])}") from None
 
 
 def test_the_modules_were_found() -> None:
@@ -371,9 +428,6 @@ LARGE_MODULES = {
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "
     "every surface to derive from",
-    "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",
-    "headgate/_store/memory/queries.py": "the memory store's reads, the claim's policy "
-    "among them (issue 39)",
 }
 """Product modules over LARGEST_LINES lines, each with the reason it still is."""
 

@@ -201,7 +201,8 @@ COMPACTION_CHILD = textwrap.dedent(
     import sys
     from sqlalchemy import Engine, event
     from headgate.testing import FakeClock
-    from headgate._store.sql import compaction
+    from headgate._store.port.compaction import run_compaction
+    from headgate._store.sql.compaction import SqlCompactionSteps
     from headgate._store.sql.store import SqlStore
     from tests.faults import die
 
@@ -215,7 +216,7 @@ COMPACTION_CHILD = textwrap.dedent(
             if len(trims) == 2:  # the first transaction committed, the second is open
                 die()
 
-    compaction.compact(store.database, store.log, streams_per_transaction=1)
+    run_compaction(SqlCompactionSteps(store.database, store.log), streams_per_transaction=1)
     print("survived", flush=True)
     """
 )

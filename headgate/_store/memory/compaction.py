@@ -1,18 +1,15 @@
 """Compaction in memory: the domain's retention rules (`headgate._domain.retention`)
 applied to the memory store's log and read models.
 
-Runs as the SQL compaction does (see `Store.compact`): streams written since
-the last completed run are trimmed, finished jobs past retention go with
-their streams and rows, expired manual-run keys go, each step in write
-transactions that carry the fence and that `cancel` can stop between. The
-projection rows of what it deletes go in the same transaction, so a rebuild
-would reproduce the read models exactly.
+The memory store's steps for the one driver (`port.compaction.run_compaction`):
+streams written since the last completed run trimmed, finished jobs past
+retention removed with their streams and rows, expired manual-run keys gone.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
+from contextlib import AbstractContextManager
 from typing import Final
 
 from headgate._domain.events import EnqueueAttempted
@@ -32,52 +29,45 @@ from headgate._store.memory.schema import OF_JOB
 from headgate._store.memory.state import MemoryState
 from headgate._store.memory.tables import Rows
 from headgate._store.memory.transaction import MemoryWriteTransaction
-from headgate._store.port import CompactionReport, Fence
+from headgate._store.port import Fence
+from headgate._store.port.compaction import CompactionSteps
 
 UNTRIMMED_TYPES: Final = frozenset(type_name(event_type) for event_type in UNTRIMMED_EVENTS)
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
-STREAMS_PER_TRANSACTION: Final = 50
-JOBS_PER_TRANSACTION: Final = 500
 
 
-def compact(
-    state: MemoryState,
-    log: MemoryEventLog,
-    policy: CompactionPolicy | None = None,
-    cancel: threading.Event | None = None,
-    *,
-    fence: Fence | None = None,
-) -> CompactionReport:
-    policy = policy or CompactionPolicy()
-    stopped = cancel or threading.Event()
-    with state.reading():
-        until = state.log.head
-        touched = _streams_written_between(state, state.compacted_up_to, until)
-    deleted = jobs_removed = 0
-    for start in range(0, len(touched), STREAMS_PER_TRANSACTION):
-        if stopped.is_set():
-            return CompactionReport(len(touched), deleted, jobs_removed)
-        with log.write(fence) as transaction:
-            chunk = touched[start : start + STREAMS_PER_TRANSACTION]
-            deleted += sum(_trim(transaction, stream_id, policy) for stream_id in chunk)
-    while not stopped.is_set():
-        with log.write(fence) as transaction:
-            removed, job_events = _remove_finished_jobs(transaction, policy, JOBS_PER_TRANSACTION)
-        jobs_removed, deleted = jobs_removed + removed, deleted + job_events
-        if removed < JOBS_PER_TRANSACTION:
-            break
-    if stopped.is_set():
-        return CompactionReport(len(touched), deleted, jobs_removed)
-    with log.write(fence) as transaction:
-        deleted += _expire_manual_keys(transaction, policy)
-        transaction.compacted_up_to = until
-    return CompactionReport(len(touched), deleted, jobs_removed)
+class MemoryCompactionSteps(CompactionSteps[MemoryWriteTransaction]):
+    def __init__(self, state: MemoryState, log: MemoryEventLog) -> None:
+        self._state = state
+        self._log = log
 
+    def streams_to_examine(self) -> tuple[list[str], int]:
+        """Streams with an event since the last completed run that may be trimmed."""
+        with self._state.reading():
+            after, until = self._state.compacted_up_to, self._state.log.head
+            written = self._state.log.between(after, until, until - after)
+        return sorted({e.stream_id for e in written if e.type not in UNTRIMMED_TYPES}), until
 
-def _streams_written_between(state: MemoryState, after: int, until: int) -> list[str]:
-    """Streams with an event in (after, until] that may be trimmed, by id."""
-    written = state.log.between(after, until, until - after)
-    return sorted({e.stream_id for e in written if e.type not in UNTRIMMED_TYPES})
+    def write(self, fence: Fence | None) -> AbstractContextManager[MemoryWriteTransaction]:
+        return self._log.write(fence)
+
+    def trim(
+        self, transaction: MemoryWriteTransaction, streams: list[str], policy: CompactionPolicy
+    ) -> int:
+        return sum(_trim(transaction, stream_id, policy) for stream_id in streams)
+
+    def remove_finished_jobs(
+        self, transaction: MemoryWriteTransaction, policy: CompactionPolicy, limit: int
+    ) -> tuple[int, int]:
+        return _remove_finished_jobs(transaction, policy, limit)
+
+    def expire_manual_keys(
+        self, transaction: MemoryWriteTransaction, policy: CompactionPolicy
+    ) -> int:
+        return _expire_manual_keys(transaction, policy)
+
+    def mark_examined(self, transaction: MemoryWriteTransaction, position: int) -> None:
+        transaction.compacted_up_to = position
 
 
 def _trim(transaction: MemoryWriteTransaction, stream_id: str, policy: CompactionPolicy) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
+from headgate._domain import claim_policy
 from headgate._domain.admission import check_limit, could_be_stored
 from headgate._domain.cursors import (
     HISTORY_CURSOR,
@@ -26,9 +27,9 @@ from headgate._domain.cursors import (
     encode_timed_cursor,
 )
 from headgate._domain.decisions import LiveTickJob
-from headgate._domain.events import UNFINISHED_STATES, JobState
+from headgate._domain.events import JobState
 from headgate._domain.fair_share import Lane, Turns
-from headgate._domain.limits import MAX_RATE_WINDOW_MS, RunningKey, Slots
+from headgate._domain.limits import RateLimit, RunningKey, Slots
 from headgate._domain.schedule_health import RECENT_RUNS, HealthState, health_of
 from headgate._projections import (
     ConcurrencyLimitRow,
@@ -281,10 +282,6 @@ def _pending(models: ReadModels, queue: str) -> list[JobRow]:
     return _rows(models.jobs, models.jobs.keys_where(PENDING_IN, queue))
 
 
-def _claim_order(row: JobRow) -> tuple[int, int, int, str]:
-    return -row.priority, row.fair_turn, row.run_at_ms, row.job_id
-
-
 def claimable(
     models: ReadModels,
     capacity: Mapping[str, int],
@@ -293,36 +290,34 @@ def claimable(
     slots: Slots | None = None,
 ) -> list[JobRow]:
     """What a claim takes, in claim order, within `slots` (which it counts)."""
-    if not kinds:
-        return []
-    wanted = set(kinds)
-    found: list[JobRow] = []
-    for queue, count in capacity.items():
-        if count <= 0 or models.paused_queues.get(queue) is not None:
-            continue
-        due = [
-            r
-            for r in _pending(models, queue)
-            if r.run_at_ms <= now_ms and r.kind in wanted and not _waits_its_turn(models, r)
-        ]
-        ordered = sorted(due, key=_claim_order)
-        if slots is None:
-            found.extend(ordered[:count])
-            continue
-        taken = 0
-        for row in ordered:
-            if taken == count:
-                break
-            if slots.take(row.queue, row.kind, row.partition_key, row.rate_class):
-                found.append(row)
-                taken += 1
-    return found
+    return claim_policy.choose_claims(
+        lambda queue: _pending(models, queue),
+        capacity,
+        kinds,
+        now_ms,
+        _paused(models),
+        lambda schedule_id: _live_tick_times(models, schedule_id),
+        slots,
+    )
+
+
+def _paused(models: ReadModels) -> set[str]:
+    return {row.queue for _, row in models.paused_queues.items()}
+
+
+def _live_tick_times(models: ReadModels, schedule_id: str) -> list[int]:
+    return [job.tick_ms for job in live_ticks(models, [schedule_id])[schedule_id]]
 
 
 def limits(models: ReadModels) -> tuple[list[ConcurrencyLimitRow], list[RateLimitRow]]:
     by_scope = sorted((row for _, row in models.concurrency_limits.items()), key=_scope)
     by_class = sorted((row for _, row in models.rate_limits.items()), key=_rate_class)
     return by_scope, by_class
+
+
+def rate_windows(models: ReadModels) -> list[RateLimit]:
+    """Every rate class's limit, as the claim's rules read it."""
+    return [row.limit() for row in limits(models)[1]]
 
 
 def _scope(row: ConcurrencyLimitRow) -> str:
@@ -342,42 +337,6 @@ def running_counts(models: ReadModels) -> dict[RunningKey, int]:
     return counts
 
 
-def recent_starts(
-    rates: Iterable[RateLimitRow], starts: Mapping[str, list[int]], now_ms: int
-) -> dict[str, int]:
-    return {
-        rate.rate_class: sum(
-            1 for at in starts.get(rate.rate_class, []) if at > now_ms - rate.per_ms
-        )
-        for rate in rates
-    }
-
-
-def rate_slot_frees_at(
-    rates: Iterable[RateLimitRow], starts: Mapping[str, list[int]], now_ms: int
-) -> int | None:
-    frees = []
-    for rate in rates:
-        within = sorted(
-            (at for at in starts.get(rate.rate_class, []) if at > now_ms - rate.per_ms),
-            reverse=True,
-        )
-        if len(within) >= rate.max_starts:
-            frees.append(within[rate.max_starts - 1] + rate.per_ms)
-    return min(frees, default=None)
-
-
-def starts_kept(starts: list[int], limit: int, per_ms: int, now_ms: int) -> list[int]:
-    """A rate class's starts that a window can still count: within the widest
-    window, and either inside its own window or no older than its `limit`-th
-    newest (with ties), as the SQL store's claim keeps them."""
-    recent = sorted(at for at in starts if at > now_ms - MAX_RATE_WINDOW_MS)
-    if len(recent) <= limit:
-        return recent
-    oldest_kept = recent[-limit]
-    return [at for at in recent if at >= oldest_kept or at > now_ms - per_ms]
-
-
 def turns(
     models: ReadModels,
     current: Mapping[Lane, int],
@@ -385,23 +344,7 @@ def turns(
     partitions: Collection[tuple[str, int, str]],
 ) -> Turns:
     """The gate's fair-share facts (as the SQL store's `claiming.turns`)."""
-    asked = set(partitions)
-    latest: dict[tuple[str, int, str], int] = {}
-    for _, row in models.jobs.items():
-        if row.state not in UNFINISHED_STATES or row.partition_key is None:
-            continue
-        key = (row.queue, row.priority, row.partition_key)
-        if key in asked:
-            latest[key] = max(latest.get(key, row.fair_turn), row.fair_turn)
-    return Turns({lane: current[lane] for lane in lanes if lane in current}, latest)
-
-
-def _waits_its_turn(models: ReadModels, row: JobRow) -> bool:
-    """A serial tick job waits while an earlier tick job of its schedule is live."""
-    if not row.serial or row.periodic_tick_ms is None:
-        return False
-    schedule_id, tick = row.periodic_schedule_id or "", row.periodic_tick_ms
-    return any(job.tick_ms < tick for job in live_ticks(models, [schedule_id])[schedule_id])
+    return claim_policy.turns((row for _, row in models.jobs.items()), current, lanes, partitions)
 
 
 def live_ticks(models: ReadModels, schedule_ids: Iterable[str]) -> dict[str, list[LiveTickJob]]:
@@ -433,7 +376,7 @@ def late_jobs(
         row
         for queue in queues
         for row in _pending(models, queue)
-        if row.kind in wanted and row.start_by_ms is not None and row.start_by_ms < now_ms
+        if row.kind in wanted and claim_policy.is_late(row.start_by_ms, now_ms)
     ]
     return sorted(late, key=lambda row: (row.start_by_ms, row.job_id))[:limit]
 
@@ -517,18 +460,12 @@ def earliest_claimable(
     kinds: Collection[str],
     after_ms: int | None = None,
 ) -> int | None:
-    wanted = set(kinds)
-    unpaused = [queue for queue in queues if models.paused_queues.get(queue) is None]
-    pending = (row for queue in unpaused for row in _pending(models, queue))
-    return min(
-        (
-            row.run_at_ms
-            for row in pending
-            if row.kind in wanted
-            and (after_ms is None or row.run_at_ms > after_ms)
-            and not _waits_its_turn(models, row)
-        ),
-        default=None,
+    return claim_policy.earliest_claimable(
+        (row for queue in dict.fromkeys(queues) for row in _pending(models, queue)),
+        kinds,
+        _paused(models),
+        lambda schedule_id: _live_tick_times(models, schedule_id),
+        after_ms,
     )
 
 

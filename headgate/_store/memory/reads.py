@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
+from headgate._domain import claim_policy
 from headgate._projections import (
     EnqueueHistoryRow,
     JobAttemptRow,
@@ -98,8 +99,9 @@ class MemoryReads(Reads):
         with self._state.reading():
             models = self._state.models
             scheduled = queries.earliest_claimable(models, queues, kinds, after_ms=now_ms)
-            _, rates = queries.limits(models)
-            frees = queries.rate_slot_frees_at(rates, self._state.rate_starts, now_ms)
+            frees = claim_policy.rate_slot_frees_at(
+                queries.rate_windows(models), self._state.rate_starts, now_ms
+            )
         return min((at for at in (scheduled, frees) if at is not None), default=None)
 
     def pending_work(self) -> dict[tuple[str, str], int]:
@@ -112,7 +114,9 @@ class MemoryReads(Reads):
         with self._state.reading():
             models = self._state.models
             limits, rates = queries.limits(models)
-            started = queries.recent_starts(rates, self._state.rate_starts, now_ms)
+            started = claim_policy.recent_starts(
+                queries.rate_windows(models), self._state.rate_starts, now_ms
+            )
             return LimitsState(limits, rates, queries.running_counts(models), started)
 
     def quarantine_page(self, limit: int, cursor: str | None) -> Page[QuarantineRow]:

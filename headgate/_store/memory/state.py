@@ -17,7 +17,7 @@ from typing import Any
 
 from headgate._domain.activity import ActivityPoint
 from headgate._domain.fair_share import Lane
-from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
+from headgate._forksafe import WriterLock, renew_in_forked_children
 from headgate._store.memory.events import CommittedLog
 from headgate._store.memory.notifications import Notifications
 from headgate._store.memory.queries import ReadModels
@@ -52,22 +52,15 @@ class MemoryState:
         self.compacted_up_to = 0
         """The log position up to which streams have been examined for trimming."""
         self.notifications = Notifications()
-        self._write_lock = threading.Lock()
+        self._write_lock = WriterLock()
         self._read_lock = threading.Lock()
-        self._writing_thread: int | None = None
-        self._held_for_fork = False
         renew_in_forked_children(self)
-        quiesce_for_forks(self)
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """The one writer at a time."""
-        with self._write_lock:
-            self._writing_thread = threading.get_ident()
-            try:
-                yield
-            finally:
-                self._writing_thread = None
+        with self._write_lock.held():
+            yield
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -77,25 +70,12 @@ class MemoryState:
 
     def wait_for_writer(self, timeout_s: float) -> None:
         """Return once no write is in flight (or after `timeout_s`)."""
-        if self._write_lock.acquire(timeout=timeout_s):
-            self._write_lock.release()
-
-    def before_fork(self) -> None:
-        """A fork waits for the write in flight, so the child's copy holds no half
-        of a commit (a thread forking inside its own write cannot wait for itself:
-        its child copies that write's state as committed before it)."""
-        self._held_for_fork = self._writing_thread != threading.get_ident()
-        if self._held_for_fork:
-            self._write_lock.acquire()
-
-    def after_fork_in_parent(self) -> None:
-        if self._held_for_fork:
+        if self._write_lock.acquire(timeout_s):
             self._write_lock.release()
 
     def after_fork_in_child(self) -> None:
-        """A child gets a copy of the state, its own from then on: fresh locks (a
-        parent's thread may have held them at the fork) and no listeners."""
-        self._write_lock = threading.Lock()
+        """A child gets a copy of the state, its own from then on: a fresh read
+        lock (a parent's thread may have held it at the fork; the write lock
+        renews itself) and no listeners."""
         self._read_lock = threading.Lock()
-        self._writing_thread = None
         self.notifications.forget_all()

@@ -26,6 +26,7 @@ from headgate._store.port import (
     Listener,
     Store,
 )
+from headgate._store.port.compaction import run_compaction
 
 CLOSE_WAIT_S: Final = 5.0
 """How long close() waits for a write in flight."""
@@ -100,7 +101,8 @@ class MemoryStore(Store):
         *,
         fence: Fence | None = None,
     ) -> CompactionReport:
-        return compaction.compact(self.state, self.log, policy, cancel, fence=fence)
+        steps = compaction.MemoryCompactionSteps(self.state, self.log)
+        return run_compaction(steps, policy, cancel, fence)
 
     def close(self) -> None:
         """Refuse further writes; a write in flight finishes first. Listeners made

@@ -13,6 +13,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from headgate._domain import claim_policy
 from headgate._domain.decisions import (
     Candidate,
     GateFacts,
@@ -188,6 +189,8 @@ class MemoryWriteTransaction(WriteTransaction):
     ) -> list[JobRow]:
         jobs: TableChanges[JobRow] = self.tables[JOBS.table]
         claimed: list[JobRow] = []
+        if not timeouts_ms or all(count <= 0 for count in capacity.values()):
+            return claimed  # nothing read, so no rate start forgotten (as on SQL)
         slots = self._slots(now_ms)
         for row in queries.claimable(self.models, capacity, timeouts_ms.keys(), now_ms, slots):
             timeout_ms = row.timeout_ms if row.timeout_ms is not None else timeouts_ms[row.kind]
@@ -212,21 +215,21 @@ class MemoryWriteTransaction(WriteTransaction):
         """The limits as they stand, or None when there are none; the starts no
         window of a rate class can count are dropped (at commit), as the SQL
         store's claim does."""
-        limits, rates = queries.limits(self.models)
+        limits, _ = queries.limits(self.models)
+        rates = {rate.rate_class: rate for rate in queries.rate_windows(self.models)}
         if not limits and not rates:
             return None
-        kept = {rate.rate_class: rate for rate in rates}
         self._rate_starts = {
-            name: queries.starts_kept(starts, kept[name].max_starts, kept[name].per_ms, now_ms)
-            if name in kept
+            name: claim_policy.starts_kept(starts, rates[name].limit, rates[name].per_ms, now_ms)
+            if name in rates
             else starts
             for name, starts in self._rate_starts.items()
         }
         return Slots.counted(
             [row.limit() for row in limits],
-            {row.rate_class: row.limit() for row in rates},
+            rates,
             queries.running_counts(self.models) if limits else {},
-            queries.recent_starts(rates, self._rate_starts, now_ms),
+            claim_policy.recent_starts(rates.values(), self._rate_starts, now_ms),
         )
 
     def late_jobs(
@@ -235,8 +238,8 @@ class MemoryWriteTransaction(WriteTransaction):
         return queries.late_jobs(self.models, queues, kinds, now_ms, limit)
 
     def rate_slot_frees_at(self, now_ms: int) -> int | None:
-        _, rates = queries.limits(self.models)
-        return queries.rate_slot_frees_at(rates, self._rate_starts, now_ms)
+        rates = queries.rate_windows(self.models)
+        return claim_policy.rate_slot_frees_at(rates, self._rate_starts, now_ms)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return queries.running_on(self.models, worker_ids)

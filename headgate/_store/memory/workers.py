@@ -23,19 +23,7 @@ class MemoryWorkers(Workers):
             if isinstance(self._clock, StoreClock):
                 self._clock.measure()
             now = self._clock.now_ms()
-            row = WorkerRow(
-                worker_id=beat.worker_id,
-                host=beat.host,
-                pid=beat.pid,
-                queues=dict(beat.queues),
-                started_at_ms=beat.started_at_ms,
-                heartbeat_at_ms=now,
-                expires_at_ms=now + ttl_ms,
-                running=beat.running,
-                overdue=beat.overdue,
-                process=beat.process,
-                kinds=None if beat.kinds is None else tuple(sorted(beat.kinds)),
-            )
+            row = WorkerRow.beaten(beat, now, ttl_ms)
             with self._state.reading():
                 self._state.workers[beat.worker_id] = row
         return row

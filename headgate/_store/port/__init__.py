@@ -73,7 +73,7 @@ from headgate._store.port.sessions import (
     SessionRevocations,
     is_session_id,
 )
-from headgate._store.port.store import SCHEMA_REVISION, Reads, Store, WriteTransaction
+from headgate._store.port.store import SCHEMA_REVISION, Reads, Store
 from headgate._store.port.workers import (
     ProcessIdentity,
     WorkerBeat,
@@ -81,6 +81,7 @@ from headgate._store.port.workers import (
     WorkerRow,
     Workers,
 )
+from headgate._store.port.write_transaction import WriteTransaction
 
 __all__ = [
     "ANY_VERSION",

@@ -14,32 +14,21 @@ from typing import Final
 
 from headgate._clock import Clock
 from headgate._store.port.activity import ActivityLog
-from headgate._store.port.admission import AdmissionFacts, QuarantineReads
+from headgate._store.port.admission import QuarantineReads
 from headgate._store.port.compaction import CompactionPolicy, CompactionReport
-from headgate._store.port.event_log import EventLog, LogTransaction
+from headgate._store.port.event_log import EventLog
 from headgate._store.port.figures import StoreFigures
 from headgate._store.port.handlers import HandlerDeclarations
-from headgate._store.port.job_queue import JobQueue, JobReads, Listener
+from headgate._store.port.job_queue import JobReads, Listener
 from headgate._store.port.leases import Fence, Leases
-from headgate._store.port.schedules import ScheduleLookups, ScheduleReads
+from headgate._store.port.schedules import ScheduleReads
 from headgate._store.port.sessions import SessionRevocations
-from headgate._store.port.workers import WorkerRescue, Workers
+from headgate._store.port.workers import Workers
 
 SCHEMA_REVISION: Final = 28
 """The revision of the data this build keeps: the SQL adapter's newest migration
 (`LATEST_VERSION` is this; a test checks that versions/ ends there). A store of
 this build's own, like the memory store, is always at it."""
-
-
-class WriteTransaction(LogTransaction, ScheduleLookups, JobQueue, AdmissionFacts, WorkerRescue):
-    """One serialised write transaction: read what a decision needs, then append.
-
-    No other writer (in this process or any other) commits between its
-    reads and its commit, so what it reads stays true until it commits.
-    Appends become visible to its own reads at once; everything commits
-    when the `EventLog.write` block exits cleanly, and nothing does if it
-    raises.
-    """
 
 
 class Reads(ScheduleReads, JobReads, QuarantineReads, StoreFigures):

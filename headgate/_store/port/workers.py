@@ -57,6 +57,23 @@ class WorkerRow:
     kinds: tuple[str, ...] | None = None
     """The kinds it runs, sorted; None in an earlier build's row (not known)."""
 
+    @classmethod
+    def beaten(cls, beat: WorkerBeat, now_ms: int, ttl_ms: int) -> WorkerRow:
+        """The row a beat at `now_ms` makes: alive until `now_ms + ttl_ms`."""
+        return cls(
+            worker_id=beat.worker_id,
+            host=beat.host,
+            pid=beat.pid,
+            queues=dict(beat.queues),
+            started_at_ms=beat.started_at_ms,
+            heartbeat_at_ms=now_ms,
+            expires_at_ms=now_ms + ttl_ms,
+            running=beat.running,
+            overdue=beat.overdue,
+            process=beat.process,
+            kinds=None if beat.kinds is None else tuple(sorted(beat.kinds)),
+        )
+
 
 class Workers(ABC):
     """The worker registry: operational state (not events), one row per worker

@@ -48,8 +48,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from headgate._domain.claim_policy import claim_order
 from headgate._domain.events import JobState
-from headgate._domain.fair_share import Lane, Turns, lanes_claimed
+from headgate._domain.fair_share import lanes_claimed
 from headgate._domain.limits import (
     EACH_PARTITION,
     MAX_RATE_WINDOW_MS,
@@ -58,16 +59,15 @@ from headgate._domain.limits import (
     RunningKey,
     Slots,
 )
-from headgate._projections import ConcurrencyLimitRow, JobRow, RateLimitRow
+from headgate._projections import JobRow
 from headgate._store.sql.backends import Dialect, dialect_of
+from headgate._store.sql.flow_facts import LAST_KEPT, RATE_CLASS, SINCE, STARTS_SINCE
 from headgate._store.sql.predicates import (
     CLAIMABLE_WHERE,
-    LIVE_PARTITIONED_WHERE,
     RUNNING_WHERE,
     live_ticks_where,
 )
 from headgate._store.sql.prepared import Prepared
-from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import LIVE, queue_turns, rate_starts
 
 _jobs, _paused, _blame = LIVE.jobs, LIVE.paused_queues, LIVE.crash_blame
@@ -221,10 +221,6 @@ def _claim_first(
     return rows, blamed
 
 
-def claim_order(row: JobRow) -> tuple[int, int, int, str]:
-    return -row.priority, row.fair_turn, row.run_at_ms, row.job_id
-
-
 _CLAIMS: dict[tuple[int, tuple[tuple[str, int], ...], bool], Prepared] = {}
 _CLAIMS_LOCK = threading.Lock()
 
@@ -308,40 +304,22 @@ def takes_its_turn() -> ColumnElement[bool]:
 
 # Within limits ---------------------------------------------------------------
 
-_LIMIT_ROWS: Final = Prepared(
-    select(*(_limits.c[name] for name in ConcurrencyLimitRow.__dataclass_fields__)).order_by(
-        _limits.c.scope
-    )
-)
-_RATE_ROWS: Final = Prepared(
-    select(*(_rates.c[name] for name in RateLimitRow.__dataclass_fields__)).order_by(
-        _rates.c.rate_class
-    )
-)
-_RUNNING_COUNTS: Final = Prepared(
-    select(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key, func.count())
-    .where(_RUNNING)
-    .group_by(_jobs.c.queue, _jobs.c.kind, _jobs.c.partition_key)
-)
-_RATE_CLASS = bindparam("rate_class", type_=String)
-_SINCE = bindparam("since", type_=BigInteger)
-_LAST_KEPT = bindparam("last_kept", type_=Integer)
 _OLDEST_KEPT: Final = (
     select(rate_starts.c.started_at_ms)
-    .where(rate_starts.c.rate_class == _RATE_CLASS)
+    .where(rate_starts.c.rate_class == RATE_CLASS)
     .order_by(rate_starts.c.started_at_ms.desc())
     .limit(1)
-    .offset(_LAST_KEPT)
+    .offset(LAST_KEPT)
     .scalar_subquery()
 )
-_WINDOW_SINCE = bindparam("window_since", type_=BigInteger)
+_WINDOWSINCE = bindparam("window_since", type_=BigInteger)
 _FORGET_STARTS: Final = Prepared(
     delete(rate_starts).where(
-        rate_starts.c.rate_class == _RATE_CLASS,
+        rate_starts.c.rate_class == RATE_CLASS,
         or_(
-            rate_starts.c.started_at_ms <= _SINCE,
+            rate_starts.c.started_at_ms <= SINCE,
             and_(
-                rate_starts.c.started_at_ms <= _WINDOW_SINCE,
+                rate_starts.c.started_at_ms <= _WINDOWSINCE,
                 rate_starts.c.started_at_ms < _OLDEST_KEPT,
             ),
         ),
@@ -354,23 +332,9 @@ raised again within it still counts them; outside it, the newest `limit` are
 kept, so a widened window still counts what started before it was widened.
 What is kept stays bounded: inside the window, no more than the limits in
 force let start. `last_kept` is the oldest kept start's place, from 0."""
-_STARTS_SINCE: Final = Prepared(
-    select(func.count()).where(
-        rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE
-    )
-)
-_FILLING_START: Final = Prepared(
-    select(rate_starts.c.started_at_ms)
-    .where(rate_starts.c.rate_class == _RATE_CLASS, rate_starts.c.started_at_ms > _SINCE)
-    .order_by(rate_starts.c.started_at_ms.desc())
-    .limit(1)
-    .offset(_LAST_KEPT)
-)
-"""A class's `last_kept + 1`-th newest start within its window: the start that
-uses the class up, if it is."""
 _RECORD_START: Final = Prepared(
     insert(rate_starts).values(
-        rate_class=_RATE_CLASS,
+        rate_class=RATE_CLASS,
         started_at_ms=bindparam("now", type_=BigInteger),
         job_id=bindparam("job_id", type_=String),
     )
@@ -404,7 +368,7 @@ def _slots(connection: Connection, now_ms: int) -> Slots | None:
             window_since=since,
             last_kept=rate.limit - 1,
         )
-        ((count,),) = _STARTS_SINCE.run(connection, rate_class=name, since=since)
+        ((count,),) = STARTS_SINCE.run(connection, rate_class=name, since=since)
         started[name] = int(count)
     return Slots.counted(limits, rates, running, started)
 
@@ -569,91 +533,6 @@ def _excluded(pairs: Iterable[tuple[str, str]]) -> list[ColumnElement[bool]]:
         )
         conditions.append(not_(and_(_jobs.c.kind == kind, keyed)))
     return conditions
-
-
-# What the limits stand at ---------------------------------------------------
-
-
-def concurrency_limits(connection: Connection) -> list[ConcurrencyLimitRow]:
-    return [ConcurrencyLimitRow(*row) for row in _LIMIT_ROWS.run(connection)]
-
-
-def rate_limits(connection: Connection) -> list[RateLimitRow]:
-    return [RateLimitRow(*row) for row in _RATE_ROWS.run(connection)]
-
-
-def running_counts(connection: Connection) -> dict[RunningKey, int]:
-    """Running jobs by (queue, kind, partition key): the few a fleet runs at once."""
-    return {
-        (str(queue), str(kind), partition): int(count)
-        for queue, kind, partition, count in _RUNNING_COUNTS.run(connection)
-    }
-
-
-def recent_starts(connection: Connection, now_ms: int) -> dict[str, int]:
-    """Per rate class with a limit, its starts within its window (read only)."""
-    counts: dict[str, int] = {}
-    for row in rate_limits(connection):
-        since = now_ms - row.per_ms
-        ((count,),) = _STARTS_SINCE.run(connection, rate_class=row.rate_class, since=since)
-        counts[row.rate_class] = int(count)
-    return counts
-
-
-def rate_slot_frees_at(connection: Connection, now_ms: int) -> int | None:
-    """When the first used-up rate class frees a start: its limit-th newest start
-    within its window, plus its window (read only)."""
-    frees = []
-    for row in rate_limits(connection):
-        filling = _FILLING_START.run(
-            connection,
-            rate_class=row.rate_class,
-            since=now_ms - row.per_ms,
-            last_kept=max(row.max_starts - 1, 0),
-        )
-        if filling:
-            frees.append(int(filling[0][0]) + row.per_ms)
-    return min(frees, default=None)
-
-
-def turns(
-    connection: Connection,
-    lanes: Collection[Lane],
-    partitions: Collection[tuple[str, int, str]],
-) -> Turns:
-    """The gate's fair-share facts: each lane's current turn (`queue_turns`) and
-    the latest live turn of each (queue, priority, partition key) asked about."""
-    dialect = dialect_of(connection)
-    wanted_lanes = set(lanes)
-    current: dict[Lane, int] = {}
-    queues = sorted({queue for queue, _ in wanted_lanes})
-    for start in range(0, len(queues), CHUNK):
-        query = select(queue_turns).where(
-            dialect.is_one_of(queue_turns.c.queue, queues[start : start + CHUNK])
-        )
-        for queue, priority, turn in connection.execute(query):
-            if (queue, priority) in wanted_lanes:
-                current[(str(queue), int(priority))] = int(turn)
-    latest: dict[tuple[str, int, str], int] = {}
-    wanted = sorted(set(partitions))
-    for start in range(0, len(wanted), CHUNK):
-        asked = wanted[start : start + CHUNK]
-        query = (
-            select(
-                _jobs.c.queue, _jobs.c.partition_key, _jobs.c.priority, func.max(_jobs.c.fair_turn)
-            )
-            .where(
-                text(LIVE_PARTITIONED_WHERE),
-                dialect.is_one_of(_jobs.c.queue, sorted({queue for queue, _, _ in asked})),
-                dialect.is_one_of(_jobs.c.partition_key, sorted({key for _, _, key in asked})),
-            )
-            .group_by(_jobs.c.queue, _jobs.c.partition_key, _jobs.c.priority)
-        )
-        chunk = set(asked)
-        for queue, key, priority, turn in connection.execute(query):
-            if (queue, priority, key) in chunk:
-                latest[(str(queue), int(priority), str(key))] = int(turn)
-    return Turns(current, latest)
 
 
 def _record_turns(connection: Connection, claimed: Sequence[JobRow]) -> None:

@@ -9,20 +9,18 @@ rebuild from the compacted log reproduces the live projections exactly.
 Only streams written since the last compaction are examined, so a run costs
 what was written since, not the size of the log.
 
-The work is split into small transactions (a few dozen streams, a few
-hundred jobs), so other writers, the scheduler's ticks above all, never wait
-for more than one of them. The examined position moves only when a run
-completes; a run cut short (a crash, a stop) is simply done again.
-
-Run by the lease holder, every transaction carries the lease's fence and
-checks its term as it opens (the same check a tick batch makes), so a holder
-frozen past its lease's expiry, then resumed, deletes nothing more: its next
-transaction raises LeaseLost.
+The SQL store's steps for the one driver (`port.compaction.run_compaction`,
+which splits the work into small transactions and moves the examined
+position only when a run completes). Run by the lease holder, every
+transaction carries the lease's fence and checks its term as it opens (the
+same check a tick batch makes), so a holder frozen past its lease's expiry,
+then resumed, deletes nothing more: its next transaction raises LeaseLost.
 """
 
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, text, update
@@ -39,10 +37,15 @@ from headgate._domain.retention import (
 from headgate._domain.streams import MANUAL_PREFIX, job_stream, prefix_upper_bound
 from headgate._store.mapper import type_name
 from headgate._store.port import CompactionReport, Fence
+from headgate._store.port.compaction import (
+    CompactionSteps,
+    run_compaction,
+)
 from headgate._store.sql.backends import dialect_of
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.log import SqlEventLog
+from headgate._store.sql.log_transaction import SqlWriteTransaction
 from headgate._store.sql.predicates import FINISHED_JOBS_WHERE
 from headgate._store.sql.projector import CHUNK
 from headgate._store.sql.schema import LIVE, compaction_state, events, log_head
@@ -53,10 +56,6 @@ UNTRIMMED_TYPES: Final = tuple(type_name(event_type) for event_type in UNTRIMMED
 """Streams of these events are never trimmed (jobs, manual-run keys): they go whole."""
 
 
-STREAMS_PER_TRANSACTION: Final = 50
-JOBS_PER_TRANSACTION: Final = 500
-
-
 def compact(
     database: Database,
     log: SqlEventLog,
@@ -64,43 +63,48 @@ def compact(
     cancel: threading.Event | None = None,
     *,
     fence: Fence | None = None,
-    streams_per_transaction: int = STREAMS_PER_TRANSACTION,
-    jobs_per_transaction: int = JOBS_PER_TRANSACTION,
 ) -> CompactionReport:
-    """One compaction run; with `cancel` set it stops between transactions. With
-    `fence`, every transaction is refused (LeaseLost) once the lease has moved
-    on or expired."""
-    policy = policy or CompactionPolicy()
-    stopped = cancel or threading.Event()
-    # What to examine is read outside any write: the scan may be long, and
-    # streams written meanwhile are examined by the next run.
-    until = log.head()
-    with database.reading("reading what to compact") as connection:
-        since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
-        touched = _streams_written_between(connection, since, until)
-    deleted = jobs_removed = 0
-    for start in range(0, len(touched), streams_per_transaction):
-        if stopped.is_set():
-            return CompactionReport(len(touched), deleted, jobs_removed)
-        with log.write(fence) as transaction:
-            chunk = touched[start : start + streams_per_transaction]
-            deleted += _trim_streams(transaction.connection, chunk, policy)
-    while not stopped.is_set():
-        with log.write(fence) as transaction:
-            removed, job_events = _remove_finished_jobs(
-                transaction.connection, transaction.now_ms, policy, jobs_per_transaction
+    """One compaction run (`run_compaction`) on SQL."""
+    return run_compaction(SqlCompactionSteps(database, log), policy, cancel, fence)
+
+
+class SqlCompactionSteps(CompactionSteps[SqlWriteTransaction]):
+    def __init__(self, database: Database, log: SqlEventLog) -> None:
+        self._database = database
+        self._log = log
+
+    def streams_to_examine(self) -> tuple[list[str], int]:
+        """Read outside any write: the scan may be long, and streams written
+        meanwhile are examined by the next run."""
+        until = self._log.head()
+        with self._database.reading("reading what to compact") as connection:
+            since = int(connection.execute(select(compaction_state.c.position)).scalar_one())
+            return _streams_written_between(connection, since, until), until
+
+    def write(self, fence: Fence | None) -> AbstractContextManager[SqlWriteTransaction]:
+        return self._log.write(fence)
+
+    def trim(
+        self, transaction: SqlWriteTransaction, streams: list[str], policy: CompactionPolicy
+    ) -> int:
+        return _trim_streams(transaction.connection, streams, policy)
+
+    def remove_finished_jobs(
+        self, transaction: SqlWriteTransaction, policy: CompactionPolicy, limit: int
+    ) -> tuple[int, int]:
+        return _remove_finished_jobs(transaction.connection, transaction.now_ms, policy, limit)
+
+    def expire_manual_keys(self, transaction: SqlWriteTransaction, policy: CompactionPolicy) -> int:
+        return _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
+
+    def mark_examined(self, transaction: SqlWriteTransaction, position: int) -> None:
+        transaction.connection.execute(update(compaction_state).values(position=position))
+
+    def after_run(self) -> None:
+        with translated_errors("reclaiming space after compaction"):
+            self._database.backend.maintenance.reclaim_space(
+                self._database.engine, [events, log_head, *LIVE.all()]
             )
-        jobs_removed, deleted = jobs_removed + removed, deleted + job_events
-        if removed < jobs_per_transaction:
-            break
-    if stopped.is_set():
-        return CompactionReport(len(touched), deleted, jobs_removed)
-    with log.write(fence) as transaction:
-        deleted += _expire_manual_keys(transaction.connection, transaction.now_ms, policy)
-        transaction.connection.execute(update(compaction_state).values(position=until))
-    with translated_errors("reclaiming space after compaction"):
-        database.backend.maintenance.reclaim_space(database.engine, [events, log_head, *LIVE.all()])
-    return CompactionReport(len(touched), deleted, jobs_removed)
 
 
 def _streams_written_between(connection: Connection, after: int, until: int) -> list[str]:

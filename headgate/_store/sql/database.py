@@ -18,7 +18,7 @@ from sqlalchemy.engine import URL, Connection
 
 from headgate._clock import Clock, StoreClock
 from headgate._errors import StoreClosed
-from headgate._forksafe import quiesce_for_forks, renew_in_forked_children
+from headgate._forksafe import WriterLock, renew_in_forked_children
 from headgate._store.sql.backends import Dialect, SqlBackend, backend_named
 from headgate._store.sql.engine import shown_url, translated_errors
 from headgate._store.sql.write_transactions import Closing, GroupTransaction, WriteSession
@@ -53,17 +53,14 @@ class Database:
             if connector.one_writer_connection
             else self.engine
         )
-        self._write_lock = threading.Lock()
+        self._write_lock = WriterLock()
         self._queue_lock = threading.Lock()
         self._queued = 0
         """Writers waiting for the write lock."""
         self._open: GroupTransaction | None = None
         """A transaction left open for them (group commit)."""
-        self._writing_thread: int | None = None
-        self._held_for_fork = False
         self._closed = False
         renew_in_forked_children(self)
-        quiesce_for_forks(self)
 
     def __repr__(self) -> str:
         return f"Database({shown_url(self.url)!r})"
@@ -103,7 +100,6 @@ class Database:
         rebuild's writes change what every writer's opening reads)."""
         with translated_errors(where), self._queued_for_the_lock():
             waiting_for: GroupTransaction | None = None
-            self._writing_thread = threading.get_ident()
             try:
                 transaction = self._transaction_for(where, opening, alone)
                 try:
@@ -116,7 +112,6 @@ class Database:
                     raise
                 waiting_for = self._hand_on(transaction, alone)
             finally:
-                self._writing_thread = None
                 if self._closed:  # close() gave up waiting for this write
                     self._commit_open()
                     self.write_engine.dispose()
@@ -127,17 +122,15 @@ class Database:
     @contextlib.contextmanager
     def _queued_for_the_lock(self) -> Iterator[None]:
         """The write lock, held for the block; counted in `_queued` while waited for."""
-        with self._queue_lock:
-            self._queued += 1
-        try:
-            self._write_lock.acquire()
-        finally:
+        with contextlib.ExitStack() as holding:
             with self._queue_lock:
-                self._queued -= 1
-        try:
+                self._queued += 1
+            try:
+                holding.enter_context(self._write_lock.held())
+            finally:
+                with self._queue_lock:
+                    self._queued -= 1
             yield
-        finally:
-            self._write_lock.release()
 
     def _transaction_for(self, where: str, opening: str | None, alone: bool) -> GroupTransaction:
         """The transaction left open for this writer, or a new one."""
@@ -197,31 +190,18 @@ class Database:
         it closes the connection itself when it ends."""
         self._closed = True
         self.engine.dispose()
-        if self._write_lock.acquire(timeout=CLOSE_WAIT_S):
+        if self._write_lock.acquire(CLOSE_WAIT_S):
             try:
                 self._commit_open()
                 self.write_engine.dispose()
             finally:
                 self._write_lock.release()
 
-    def before_fork(self) -> None:
-        # A thread forking from inside its own write cannot wait for itself; its
-        # child, like any child, gets fresh connections and a free lock anyway.
-        self._held_for_fork = self._writing_thread != threading.get_ident()
-        if self._held_for_fork:
-            self._write_lock.acquire()
-
-    def after_fork_in_parent(self) -> None:
-        if self._held_for_fork:
-            self._write_lock.release()
-
     def after_fork_in_child(self) -> None:
         """Never use the parent's connections (they stay open for it); the write
-        lock, held for the fork, is the child's own and free."""
+        lock (`WriterLock`, held for the fork) renews itself."""
         self.engine.dispose(close=False)
         self.write_engine.dispose(close=False)
-        self._write_lock = threading.Lock()
         self._queue_lock = threading.Lock()
         self._queued = 0
         self._open = None  # the parent's, on the parent's connection
-        self._writing_thread = None

@@ -45,6 +45,7 @@ from headgate._store.port import (
 )
 from headgate._store.sql import (
     claiming,
+    flow_facts,
     job_reads,
     quarantine_reads,
     schedule_reads,
@@ -389,7 +390,7 @@ class SqlWriteTransaction(WriteTransaction):
         )
 
     def rate_slot_frees_at(self, now_ms: int) -> int | None:
-        return claiming.rate_slot_frees_at(self.connection, now_ms)
+        return flow_facts.rate_slot_frees_at(self.connection, now_ms)
 
     def running_on(self, worker_ids: Collection[str]) -> list[JobRow]:
         return self._held_rows(lambda: job_reads.running_on(self.connection, worker_ids))
@@ -472,7 +473,7 @@ class SqlWriteTransaction(WriteTransaction):
             ),
             pending=job_reads.pending_counts(connection, count_queues) if count_queues else {},
             live_ticks=job_reads.live_ticks(connection, overlap_schedules(candidates)),
-            turns=claiming.turns(connection, lanes_of(candidates), partitions_of(candidates)),
+            turns=flow_facts.turns(connection, lanes_of(candidates), partitions_of(candidates)),
         )
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.sql import Executable
 from headgate._store.sql.bulk import driver_cursor
 
 if TYPE_CHECKING:
-    from headgate._store.sql.backends import Dialect
+    from headgate._store.sql.backends.dialect import Dialect
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from headgate._store.port import (
     Reads,
     RunRead,
 )
-from headgate._store.sql import claiming, runs
+from headgate._store.sql import flow_facts, runs
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.job_reads import (
     earliest_claimable,
@@ -157,7 +157,7 @@ class SqlReads(Reads):
     ) -> int | None:
         with translated_errors("reading pending jobs"), self._engine.connect() as connection:
             scheduled = next_run_after(connection, queues, kinds, now_ms)
-            frees = claiming.rate_slot_frees_at(connection, now_ms)
+            frees = flow_facts.rate_slot_frees_at(connection, now_ms)
         return min((at for at in (scheduled, frees) if at is not None), default=None)
 
     def paused_queues(self) -> dict[str, PausedQueueRow]:
@@ -167,10 +167,10 @@ class SqlReads(Reads):
     def limits_state(self, now_ms: int) -> LimitsState:
         with translated_errors("reading limits"), self._engine.connect() as connection:
             return LimitsState(
-                claiming.concurrency_limits(connection),
-                claiming.rate_limits(connection),
-                claiming.running_counts(connection),
-                claiming.recent_starts(connection, now_ms),
+                flow_facts.concurrency_limits(connection),
+                flow_facts.rate_limits(connection),
+                flow_facts.running_counts(connection),
+                flow_facts.recent_starts(connection, now_ms),
             )
 
     def due_count(self, now_ms: int) -> int:

@@ -94,19 +94,7 @@ class SqlWorkers(Workers):
             if not renewed:
                 statement = self._database.dialect.insert_if_absent(workers, "worker_id")
                 connection.execute(statement.values(worker_id=beat.worker_id, **values))
-        return WorkerRow(
-            worker_id=beat.worker_id,
-            host=beat.host,
-            pid=beat.pid,
-            queues=dict(beat.queues),
-            started_at_ms=beat.started_at_ms,
-            heartbeat_at_ms=now,
-            expires_at_ms=now + ttl_ms,
-            running=beat.running,
-            overdue=beat.overdue,
-            process=beat.process,
-            kinds=None if beat.kinds is None else tuple(sorted(beat.kinds)),
-        )
+        return WorkerRow.beaten(beat, now, ttl_ms)
 
     def stop(self, worker_id: str) -> None:
         with self._database.serialised_write("removing a worker's heartbeat") as connection:

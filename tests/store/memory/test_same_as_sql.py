@@ -1,6 +1,9 @@
 """The memory store keeps what the SQL store keeps: for any history, the same log
 (positions, versions, instants, events) and the same read-model rows, compaction
-included; and its rows are always the fold of its own log."""
+included; the same claims in the same order and the same answers to what a
+worker and the gate read (priorities, partitions and fair turns, serial ticks,
+pauses, limits, rate windows, start deadlines); and its rows are always the
+fold of its own log."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
@@ -19,9 +22,25 @@ from headgate._store.memory import MemoryStore
 from headgate._store.sql.schema import LIVE
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
-from tests.store.histories import OPERATION, play
+from tests.store.histories import FLOW_OPERATION, OPERATION, play
 
 Rows = dict[str, list[dict[str, Any]]]
+_A_CLAIM_WITHOUT_CAPACITY_THEN_A_WIDER_WINDOW = [
+    ("rate", "r0", 1, 1_000),
+    *[("shaped job", "q", "k", None, None, "r0", 0, None, None)] * 3,
+    ("claim", 1),
+    ("advance", 999),
+    ("rate", "r0", 2, 1_000),
+    ("claim", 1),
+    ("advance", 1_500),
+    ("rate", "r0", 1, 1_000),
+    ("claim", 0),
+    ("rate", "r0", 3, 3_000),
+    ("look", "q"),
+    ("claim", 3),
+]
+"""A claim with no room forgets no rate starts (on SQL it reads no limits), so a
+window widened after it still counts them."""
 _examples = itertools.count()
 
 
@@ -67,17 +86,13 @@ def _folded(store: MemoryStore) -> Rows:
     }
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(operations=st.lists(OPERATION, min_size=1, max_size=40))
-def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[Any, ...]]) -> None:
-    clock = FakeClock()
-    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", clock)
-    memory = MemoryStore(clock)
+def _plays_the_same(tmp_path: Path, operations: list[tuple[Any, ...]]) -> None:
+    """The same answers, log and rows from memory and SQLite, and rows that are
+    the memory store's fold of its own log."""
+    sql = SqlStore(f"sqlite:///{tmp_path / f'h{next(_examples)}.db'}", FakeClock())
+    memory = MemoryStore(FakeClock())
     try:
-        for store in (sql, memory):
-            play(store, "", operations)
+        assert play(memory, "", operations) == play(sql, "", operations)
         assert memory.log.read_all(0, 100_000) == sql.log.read_all(0, 100_000)
         assert memory.log.head() == sql.log.head()
         assert _memory_rows(memory) == _sql_rows(sql)
@@ -85,3 +100,22 @@ def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[A
     finally:
         sql.close()
         memory.close()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(OPERATION, min_size=1, max_size=40))
+def test_memory_keeps_what_sqlite_keeps(tmp_path: Path, operations: list[tuple[Any, ...]]) -> None:
+    _plays_the_same(tmp_path, operations)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(FLOW_OPERATION, min_size=10, max_size=60))
+@example(operations=_A_CLAIM_WITHOUT_CAPACITY_THEN_A_WIDER_WINDOW)
+def test_memory_claims_what_sqlite_claims(
+    tmp_path: Path, operations: list[tuple[Any, ...]]
+) -> None:
+    _plays_the_same(tmp_path, operations)

@@ -20,8 +20,9 @@ from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
 from headgate._store.port import ANY_VERSION, NO_STREAM, CompactionPolicy
+from headgate._store.port.compaction import run_compaction
 from headgate._store.sql import schedule_reads as read_model
-from headgate._store.sql.compaction import compact
+from headgate._store.sql.compaction import SqlCompactionSteps, compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
 from headgate._store.sql.projection_tables import projection_tables
 from headgate._store.sql.schema import (
@@ -349,10 +350,11 @@ def test_compaction_runs_in_small_transactions_and_a_stopped_run_resumes(
         store.log.append(job_stream(job_id), 1, [JobFinished(job_id, JobState.COMPLETED)])
     store.clock.advance(2 * 86_400_000)  # type: ignore[attr-defined]
     policy = CompactionPolicy(definitions_per_schedule=1)
-    partial = compact(store.database, store.log, policy, _StopsDuringTheFirstTransaction(), **small)
+    steps = SqlCompactionSteps(store.database, store.log)
+    partial = run_compaction(steps, policy, _StopsDuringTheFirstTransaction(), **small)
     assert partial.events_deleted == 4  # two streams' older definitions, one transaction
     assert _compacted_up_to(store) == 0 and verify(store).ok
-    report = compact(store.database, store.log, policy, **small)
+    report = run_compaction(steps, policy, **small)
     assert (report.events_deleted, report.jobs_removed) == (6 + 2 * 5, 5)  # a job: 2 events
     assert _compacted_up_to(store) == store.log.head() and verify(store).ok
     definitions = [e for e in store.log.read_all(0, 10_000) if e.type == "ScheduleDefined"]
