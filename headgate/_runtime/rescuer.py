@@ -112,9 +112,15 @@ class Rescuer:
 
     def rescue_expired(self, fence: Fence) -> int:
         """Rescue, in one write fenced by `fence`, the workers whose heartbeat
-        expired; returns the jobs taken. Raises LeaseLost when the term is gone."""
+        expired; returns the jobs taken. Raises LeaseLost when the term is gone.
+
+        Never this process's own workers: they are alive (this runs), their
+        dispatcher renews their heartbeat on a thread of its own, and their
+        jobs are running; their row may look expired only while that thread
+        is between two beats (a stall, a fake clock moved on)."""
         with self._store.log.write(fence) as transaction:
-            dead = transaction.expired_workers(transaction.now_ms)
+            expired = transaction.expired_workers(transaction.now_ms)
+            dead = [row for row in expired if row.worker_id != self._claimant.holder]
             if not dead:
                 return 0
             taken = self._take_back(transaction, dead)
