@@ -365,8 +365,6 @@ def test_only_serve_imports_the_web_package() -> None:
 
 LARGEST_LINES = 600
 LARGE_MODULES = {
-    "headgate/_runtime/worker_pool.py": "the dispatcher with its heartbeat, rescue and "
-    "timeouts: to become duties of their own (issue 39)",
     "headgate/_store/sql/queries.py": "every SQL read of the port: to split by capability, "
     "as the port is",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
