@@ -311,7 +311,7 @@ class Headgate(OldNames):
             self._core.holder = None
             _RUNNING.discard(self)
             if keeper is not None:
-                keeper.stop()  # a compaction cut short; the maintenance lease released
+                keeper.stop(timeout)  # a compaction cut short; the maintenance lease released
             if pool is not None:
                 self._core.stopping_pool = pool
                 if self._core.give_back_asked.is_set():

@@ -9,9 +9,9 @@ at the clock's instant given.
 The `DutyKeeper` holds the maintenance lease by the scheduler's rule
 (`lease_keeping`: renewed at a quarter of its TTL, a renewal too late to trust
 gives up the term, every change of hands logged with its terms), on a thread
-of its own that does nothing else: each run of a duty goes on a thread of its
-own, so a compaction of seconds never delays a renewal, and a duty still
-running when it is due again is not started twice. A fenced duty runs only
+of its own that does nothing else: each duty runs on a thread of its own, so a
+compaction of seconds never delays a renewal nor another duty, and a duty
+still running when it is due again is not started twice. A fenced duty runs only
 while the lease is held and trusted, with the term's `Fence`; a write it makes
 under a term since lost is refused (`LeaseLost`), the keeper forgets that term
 and takes the lease again under the next one if it is still its own. A duty
@@ -20,10 +20,10 @@ that raises is logged and runs again at its next interval; the keeper goes on.
 
 from __future__ import annotations
 
+import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Final
 
 from headgate._clock import Clock
@@ -42,7 +42,7 @@ MAINTENANCE_WORDS: Final = LeaseWords(
     untrusted="lease renewal came back too late to trust; no duty runs under it",
 )
 STOP_WAIT_S: Final = 10.0
-"""How long stop() waits for a duty's run to end once told to stop."""
+"""How long stop() waits, by default, for the keeper and its duties' runs to end."""
 
 
 class Duty(ABC):
@@ -81,13 +81,31 @@ class Duty(ABC):
         return None
 
 
-@dataclass
 class _Slot:
-    duty: Duty
-    due_ms: int | None = None
-    """None until the duty may first run (a fenced one: until the lease is held)."""
-    running: threading.Thread | None = None
-    busy: threading.Event = field(default_factory=threading.Event)
+    """One duty, when it is next due, and the thread its runs go on."""
+
+    def __init__(self, duty: Duty, run: Callable[[_Slot, int, Fence | None], None]) -> None:
+        self.duty = duty
+        self.due_ms: int | None = None
+        """None until the duty may first run (a fenced one: until the lease is held)."""
+        self.busy = threading.Event()
+        """A run was handed to the thread and has not ended: none is queued beside it."""
+        self._run = run
+        self._runs: queue.SimpleQueue[tuple[int, Fence | None] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=self._serve, name=f"headgate-{duty.name.replace(' ', '-')}", daemon=True
+        )
+
+    def hand(self, now_ms: int, fence: Fence | None) -> None:
+        self.busy.set()
+        self._runs.put((now_ms, fence))
+
+    def close(self) -> None:
+        self._runs.put(None)
+
+    def _serve(self) -> None:
+        while (run := self._runs.get()) is not None:
+            self._run(self, *run)
 
 
 class DutyKeeper:
@@ -103,7 +121,7 @@ class DutyKeeper:
         lease_ttl_ms: int,
     ) -> None:
         self._clock = clock
-        self._slots = [_Slot(duty) for duty in duties]
+        self._slots = [_Slot(duty, self._run) for duty in duties]
         self.lease = LeaseKeeping(
             store.leases,
             MAINTENANCE_LEASE,
@@ -125,21 +143,24 @@ class DutyKeeper:
     def start(self) -> None:
         for slot in self._slots:
             slot.duty.start()
+            slot.thread.start()
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the keeper, cut running duties short, wait for them, and release
-        the lease so another keeper takes it at once."""
+    def stop(self, timeout_s: float = STOP_WAIT_S) -> None:
+        """Stop: no duty is started again, a run in progress is cut short, and the
+        lease is released once the runs have ended, so another keeper takes it at
+        once. Waits up to `timeout_s` (a write the store blocks may take longer:
+        the keeper's threads end, and release the lease, once it returns)."""
         self._stopped.set()
         self._wake.set()
         for slot in self._slots:
             slot.duty.stop()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=STOP_WAIT_S)
-        for slot in self._slots:
-            if slot.running is not None:
-                slot.running.join(timeout=STOP_WAIT_S)
-        self.lease.release()
+        if not self._thread.is_alive():
+            if self._thread.ident is None:  # never started: the test seam's use
+                self.lease.release()
+            return
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=timeout_s)
 
     def run_due(self, now_ms: int | None = None) -> list[str]:
         """The test seam: keep the lease, then run every duty due at `now_ms` (the
@@ -157,11 +178,16 @@ class DutyKeeper:
             now = self._clock.now_ms()
             try:
                 for slot, fence in self._due(now):
-                    self._start_run(slot, now, fence)
+                    slot.hand(now, fence)
             except Exception:
                 log.exception("the duty keeper's turn failed; it goes on")
             self._clock.sleep_until(self._next_wake_ms(), self._wake)
             self._wake.clear()
+        for slot in self._slots:
+            slot.close()
+        for slot in self._slots:
+            slot.thread.join()
+        self.lease.release()
 
     def _due(self, now_ms: int) -> list[tuple[_Slot, Fence | None]]:
         """The duties due now and free to run, each with its fence; their next due
@@ -184,18 +210,12 @@ class DutyKeeper:
     def _keep_lease(self, now_ms: int) -> Fence | None:
         try:
             lease = self.lease.keep(now_ms)
+            if self.lease.distrusted:  # the next term at once, as the scheduler takes it
+                lease = self.lease.keep(self._clock.now_ms())
         except StoreError:
             log.warning("store unavailable; the duty keeper will retry", exc_info=True)
             lease = self.lease.lease
         return None if lease is None else Fence(MAINTENANCE_LEASE, lease.term)
-
-    def _start_run(self, slot: _Slot, now_ms: int, fence: Fence | None) -> None:
-        slot.busy.set()
-        slot.running = threading.Thread(
-            target=self._run, args=(slot, now_ms, fence), name=f"headgate-{slot.duty.name}"
-        )
-        slot.running.daemon = True
-        slot.running.start()
 
     def _run(self, slot: _Slot, now_ms: int, fence: Fence | None) -> None:
         try:

@@ -74,6 +74,8 @@ class LeaseKeeping:
         self._words = words
         self._lock = threading.Lock()
         self._lease: Lease | None = None
+        self.distrusted = False
+        """The last `keep` gave up a term it could not trust (and holds none)."""
         self._last_term: int | None = None
         """The term this runtime last held, kept after losing it (to log a re-take)."""
 
@@ -99,6 +101,7 @@ class LeaseKeeping:
         """Renew the lease if its renewal is due (claim it, if not held); the lease
         held afterwards, None if another holds it or the renewal is not trusted.
         Raises StoreError when the store cannot answer (the lease is as before)."""
+        self.distrusted = False
         due_ms = self.renewal_due_ms(now_ms)
         held = self.lease
         if held is not None and now_ms < due_ms:
@@ -118,6 +121,7 @@ class LeaseKeeping:
                     renewal_took_ms=returned_ms - now_ms,
                 )
                 acquired = None
+                self.distrusted = True
         with self._lock:
             self._lease = acquired
         return acquired

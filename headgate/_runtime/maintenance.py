@@ -103,13 +103,8 @@ class ActivityRollUp(Duty):
             )
 
 
-class ExpiredRescue(Duty):
-    """The jobs of workers whose heartbeat expired taken back, in one write fenced
-    by the term (`Rescuer.rescue_expired`), every `rescue_interval_ms`, and at
-    once when the lease is first held."""
-
-    name = "rescue"
-    fenced = True
+class _Rescue(Duty):
+    """A rescue of dead workers' jobs, every `rescue_interval_ms`."""
 
     def __init__(self, rescuer: Rescuer, interval_ms: int) -> None:
         self._rescuer = rescuer
@@ -118,6 +113,15 @@ class ExpiredRescue(Duty):
     @property
     def interval_ms(self) -> int:
         return self._interval_ms
+
+
+class ExpiredRescue(_Rescue):
+    """The jobs of workers whose heartbeat expired taken back, in one write fenced
+    by the term (`Rescuer.rescue_expired`), every `rescue_interval_ms`, and at
+    once when the lease is first held."""
+
+    name = "rescue"
+    fenced = True
 
     def first_due_ms(self, now_ms: int) -> int:
         return now_ms
@@ -130,21 +134,13 @@ class ExpiredRescue(Duty):
             workers_log.warning("rescue failed; it runs again at the next interval", exc_info=True)
 
 
-class LocalRescue(Duty):
+class LocalRescue(_Rescue):
     """The jobs of this machine's workers whose process is certainly dead taken
     back, unfenced, by every runtime running workers: once as its workers start,
     before their first claim (`WorkerPool.start`), then every interval."""
 
     name = "local rescue"
     fenced = False
-
-    def __init__(self, rescuer: Rescuer, interval_ms: int) -> None:
-        self._rescuer = rescuer
-        self._interval_ms = interval_ms
-
-    @property
-    def interval_ms(self) -> int:
-        return self._interval_ms
 
     def run(self, now_ms: int, fence: Fence | None) -> None:
         self._rescuer.rescue_local()

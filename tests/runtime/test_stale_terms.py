@@ -25,6 +25,7 @@ from headgate._domain.events import EnqueueAttempted, JobClaimed
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import StoreUnavailable
 from headgate._runtime.actors import shard_of
+from headgate._runtime.config import SCHEDULER_LEASE
 from headgate._runtime.duties import MAINTENANCE_LEASE, DutyKeeper
 from headgate._runtime.heartbeat import worker_identity
 from headgate._runtime.maintenance import ExpiredRescue
@@ -224,11 +225,12 @@ def test_a_loss_to_another_process_stays_a_loss(
 
 
 class LostAnswers:
-    """A runtime's lease calls, whose next answer is lost after the store acted on
-    it (the connection dropped as the commit was acknowledged)."""
+    """A runtime's calls for one lease (`name`), whose next answer is lost after
+    the store acted on it (the connection dropped as the commit was acknowledged)."""
 
-    def __init__(self, leases: Any) -> None:
+    def __init__(self, leases: Any, name: str = SCHEDULER_LEASE) -> None:
         self._leases = leases
+        self._name = name
         self.lose_next = threading.Event()
 
     def __getattr__(self, name: str) -> Any:
@@ -236,7 +238,7 @@ class LostAnswers:
 
     def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
         lease: Lease | None = self._leases.acquire(*args, **kwargs)
-        if self.lose_next.is_set():
+        if args[0] == self._name and self.lose_next.is_set():
             self.lose_next.clear()
             raise StoreUnavailable("claiming lease: the connection dropped before the answer")
         return lease
@@ -273,7 +275,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
 
         def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
             lease: Lease | None = leases.acquire(*args, **kwargs)
-            if slow.is_set():
+            if args[0] == SCHEDULER_LEASE and slow.is_set():
                 slow.clear()
                 clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
             return lease
@@ -301,7 +303,7 @@ def test_a_keeper_whose_takeover_answer_was_lost_runs_its_duties_at_its_next_tur
     """The maintenance lease is kept by the scheduler's rule: a takeover whose
     answer was lost is taken again at once under the next term."""
     store = hg._core.store
-    leases = LostAnswers(store.leases)
+    leases = LostAnswers(store.leases, MAINTENANCE_LEASE)
     store.leases = leases  # type: ignore[assignment]
     rescuer = Rescuer(store, clock, worker_identity("rescuer"), WorkerConfig())
     keeper = DutyKeeper(
