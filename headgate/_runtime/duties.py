@@ -41,6 +41,8 @@ MAINTENANCE_WORDS: Final = LeaseWords(
     acquired="lease acquired; this process runs the maintenance duties",
     untrusted="lease renewal came back too late to trust; no duty runs under it",
 )
+IDLE_WAKE_MS: Final = 1_000
+"""How long a keeper with nothing due sleeps before it looks again."""
 STOP_WAIT_S: Final = 10.0
 """How long stop() waits, by default, for the keeper and its duties' runs to end."""
 
@@ -134,6 +136,8 @@ class DutyKeeper:
         self._fenced = any(slot.duty.fenced for slot in self._slots)
         self._wake = threading.Event()
         self._stopped = threading.Event()
+        self._store_back_ms = 0
+        """After the store failed to answer for the lease: not asked again before."""
         self._thread = threading.Thread(target=self._loop, name="headgate-duties", daemon=True)
 
     @property
@@ -208,12 +212,16 @@ class DutyKeeper:
         return due
 
     def _keep_lease(self, now_ms: int) -> Fence | None:
+        if now_ms < self._store_back_ms:
+            lease = self.lease.lease
+            return None if lease is None else Fence(MAINTENANCE_LEASE, lease.term)
         try:
             lease = self.lease.keep(now_ms)
             if self.lease.distrusted:  # the next term at once, as the scheduler takes it
                 lease = self.lease.keep(self._clock.now_ms())
         except StoreError:
             log.warning("store unavailable; the duty keeper will retry", exc_info=True)
+            self._store_back_ms = now_ms + self.lease.timing.renew_every_ms
             lease = self.lease.lease
         return None if lease is None else Fence(MAINTENANCE_LEASE, lease.term)
 
@@ -229,10 +237,17 @@ class DutyKeeper:
             slot.busy.clear()
 
     def _next_wake_ms(self) -> int:
+        """The next instant something is due: a renewal, or a duty that may run
+        (a fenced one only while the lease is held); now, if one is already."""
         now = self._clock.now_ms()
-        due = [slot.due_ms for slot in self._slots if slot.due_ms is not None]
+        held = self.lease.lease is not None
+        due = [
+            slot.due_ms
+            for slot in self._slots
+            if slot.due_ms is not None and (held or not slot.duty.fenced)
+        ]
         if self._fenced:
-            due.append(self.lease.renewal_due_ms(now))
+            due.append(max(self.lease.renewal_due_ms(now), self._store_back_ms))
         elif not due:
-            due.append(now + 1_000)
-        return max(min(due), now + 1)
+            due.append(now + IDLE_WAKE_MS)
+        return max(min(due), now)

@@ -130,6 +130,8 @@ class ExpiredRescue(_Rescue):
         assert fence is not None
         try:
             self._rescuer.rescue_expired(fence)
+        except LeaseLost:
+            raise  # the keeper forgets the term
         except StoreError:
             workers_log.warning("rescue failed; it runs again at the next interval", exc_info=True)
 
