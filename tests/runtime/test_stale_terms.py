@@ -319,6 +319,7 @@ def test_a_keeper_whose_takeover_answer_was_lost_runs_its_duties_at_its_next_tur
     clock.advance(2_000)  # the worker stopped heartbeating
     leases.lose_next.set()
     assert keeper.run_due() == []  # it took the maintenance lease, and heard nothing back
+    clock.advance(keeper.lease.timing.renew_every_ms)  # its next turn, asking the store again
     assert keeper.run_due() == ["rescue"], "rescued at its next turn, not once its lease expired"
     assert rescuer.rescued == 1
     assert hg.jobs.get(job.id).state == "pending"
