@@ -12,8 +12,8 @@ status but the one the call documents.
 Beside it, in the same run: the HTTP stack's own floor, the same clients
 calling GET /healthz (which touches no store) in place of both calls; and the
 same writes and reads made by 32 threads
-through the Python API of one process (`hg.put_schedule`, `hg.run_now`,
-`hg.get_schedule` with `hg.schedules_health`, `hg.list_jobs`: what each route
+through the Python API of one process (`hg.schedules.put`, `hg.schedules.enqueue_now`,
+`hg.schedules.get` with `hg.schedules.health_of`, `hg.jobs.list`: what each route
 reads) with its scheduler firing the same 200
 schedules: the store's own bound, with no HTTP, JSON or server around it.
 "vs Python" is the API's writes/s against it; "vs /healthz" is each row's
@@ -274,14 +274,16 @@ def in_process(url: str, seconds: float) -> Samples:
             schedule_id = f"p{client}-{turn // 2 % 5}"  # put, then run
             turn += 1
             write: Callable[[], object] = (
-                functools.partial(hg.put_schedule, schedule_id, spec="@every:3600000", kind=KIND)
+                functools.partial(hg.schedules.put, schedule_id, spec="@every:3600000", kind=KIND)
                 if turn % 2
-                else functools.partial(hg.run_now, schedule_id, idempotency_key=uuid.uuid4().hex)
+                else functools.partial(
+                    hg.schedules.enqueue_now, schedule_id, idempotency_key=uuid.uuid4().hex
+                )
             )
             read: Callable[[], object] = (
                 functools.partial(_schedule_with_health, hg, schedule_id)
                 if turn % 4 < 2
-                else functools.partial(hg.list_jobs, limit=20)
+                else functools.partial(hg.jobs.list, limit=20)
             )
             for call, into in ((write, samples.writes), (read, samples.reads)):
                 began = time.perf_counter()

@@ -355,7 +355,7 @@ def catch_up_ours(backend: str, count: int) -> float:
         clock.set(START_MS + 1)
         began = time.perf_counter()  # start() itself claims the lease and sends the first batch
         hg.start()
-        assert hg.run_pending(timeout=600)
+        assert hg.fire_due_ticks(timeout=600)
         elapsed = time.perf_counter() - began
         with hg._core.store.engine.connect() as connection:
             jobs = connection.execute(text("SELECT COUNT(*) FROM headgate_jobs")).scalar_one()
@@ -389,7 +389,7 @@ def sql_alone(count: int) -> list[object]:
         clock.set(START_MS + 1)
         hg.start()
         began = time.perf_counter()
-        assert hg.run_pending(timeout=600)
+        assert hg.fire_due_ticks(timeout=600)
         ours = count / (time.perf_counter() - began)
         event.remove(Engine, "before_cursor_execute", capture)
         hg.close()
@@ -566,7 +566,7 @@ MEMORY_CHILD = textwrap.dedent(
     clock = FakeClock(START_MS + 1)
     hg = Headgate(sys.argv[1], clock=clock, config=RuntimeConfig(lease_ttl_ms=3_600_000))
     hg.start()
-    assert hg.run_pending(timeout=1200)
+    assert hg.fire_due_ticks(timeout=1200)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, threading.active_count(), flush=True)
     hg.close()
     """

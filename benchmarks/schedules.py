@@ -1,6 +1,6 @@
 """Defining schedules, on SQLite and PostgreSQL, printed as tables.
 
-1. Bulk: `hg.put_schedules` of N new schedules (a multi-tenant host's start:
+1. Bulk: `hg.schedules.put_many` of N new schedules (a multi-tenant host's start:
    one schedule per tenant, 60 distinct cron specs among them), in schedules/s.
    Compared, in the same run, with a raw batched insert of the same rows and
    events on a store Headgate made (its schema and indexes): per chunk of 500,
@@ -12,7 +12,7 @@
    call again (every item unchanged: nothing is written), and once more with
    every payload changed (updates).
    Ours and the raw insert alternate three times; medians are printed.
-2. Single: `hg.put_schedule` latency (a new schedule each time; then an update
+2. Single: `hg.schedules.put` latency (a new schedule each time; then an update
    of one) against a bare commit: a one-row raw insert and commit on the same
    database, and an empty Headgate write transaction (its lock and checks,
    nothing written). Samples alternate, so load on the machine hits all alike.
@@ -112,7 +112,7 @@ def _raw_rows(
             "queue": "default",
             "payload": item["payload"],
             "on_missed": "skip",
-            "backfill_limit": 1,
+            "backfill_max": 1,
             "paused": False,
             "next_run_ms": next_run,
             "last_enqueued_ms": None,
@@ -138,7 +138,7 @@ def _raw_rows(
                 "queue": "default",
                 "payload": payload,
                 "on_missed": "skip",
-                "backfill_limit": 1,
+                "backfill_max": 1,
                 "paused": False,
                 "next_run_ms": next_run,
                 "due_at_ms": next_run,

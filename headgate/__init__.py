@@ -5,11 +5,14 @@ The public surface is this module, `headgate.web` (the ASGI app), `headgate.ops`
 whose names start with an underscore are internal and may change in any release.
 """
 
+import warnings
+
 from headgate._app import Headgate
 from headgate._clock import Clock, StoreClock, SystemClock
 from headgate._domain.activity import ActivityPoint
 from headgate._domain.admission import AdmissionLimits
 from headgate._domain.job_rules import InvalidResult
+from headgate._domain.lifecycle import AttemptOutcome, JobState
 from headgate._domain.limits import EACH_PARTITION
 from headgate._domain.missed_runs import MissedRunPolicy
 from headgate._domain.options import JobOptions, ScheduleDefinition
@@ -60,6 +63,7 @@ from headgate._model import (
     DrainSummary,
     EnqueueEvent,
     EnqueueEventsPage,
+    EnqueueNowResult,
     Job,
     JobAttempt,
     JobLimits,
@@ -76,7 +80,6 @@ from headgate._model import (
     RateLimitStatus,
     Readiness,
     RunningAttempt,
-    RunNowResult,
     Schedule,
     ScheduleHealth,
     SchedulerHealth,
@@ -105,6 +108,7 @@ __all__ = [
     "AdmissionLimits",
     "AdmissionRejected",
     "ArgumentsRefused",
+    "AttemptOutcome",
     "AttemptResult",
     "BulkResult",
     "Clock",
@@ -120,6 +124,7 @@ __all__ = [
     "EnqueueEvent",
     "EnqueueEventsPage",
     "EnqueueHook",
+    "EnqueueNowResult",
     "EverySpec",
     "FieldChange",
     "Headgate",
@@ -134,6 +139,7 @@ __all__ = [
     "JobHandle",
     "JobLimits",
     "JobOptions",
+    "JobState",
     "JobStateConflict",
     "JobsPage",
     "LeaseLost",
@@ -152,7 +158,6 @@ __all__ = [
     "RateLimitStatus",
     "Readiness",
     "Retry",
-    "RunNowResult",
     "RunningAttempt",
     "RuntimeConfig",
     "Schedule",
@@ -190,3 +195,19 @@ __all__ = [
     "next_tick_ms",
     "parse_spec",
 ]
+
+_RENAMED: dict[str, str] = {"RunNowResult": "EnqueueNowResult"}
+"""Public names renamed, each still importable (with a DeprecationWarning) for one
+minor version: old -> new."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _RENAMED:
+        warnings.warn(
+            f"headgate.{name} is deprecated and will be removed in the next minor version: "
+            f"use headgate.{_RENAMED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module 'headgate' has no attribute {name!r}")

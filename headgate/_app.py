@@ -35,6 +35,7 @@ from headgate._clock import Clock, StoreClock
 from headgate._commands import require_allowed
 from headgate._core import JOB_COUNT_CAP, Core
 from headgate._declarations import declare_handlers, declare_schedules
+from headgate._deprecated import Deprecated
 from headgate._domain.admission import require_name
 from headgate._domain.job_rules import unredacted
 from headgate._domain.options import (
@@ -349,7 +350,7 @@ class Headgate(OldNames):
         """Hooks apply from the next start()."""
         self._hooks.append(hook)
 
-    def run_pending(self, timeout: float = 30.0) -> bool:
+    def fire_due_ticks(self, timeout: float = 30.0) -> bool:
         """Fire everything due now and wait, for the after-enqueue hooks too (each within
         its budget); False if this process is not the scheduler."""
         scheduler = self._core.scheduler
@@ -364,6 +365,8 @@ class Headgate(OldNames):
         if processor is not None:  # and their after-enqueue hooks have run, or given up on
             processor.settle(max(deadline - time.monotonic(), 0))
         return bool(request.fired and request.fired[0])
+
+    run_pending = Deprecated(fire_due_ticks, via=lambda hg: hg, instead="hg.fire_due_ticks")
 
     # handlers and jobs ---------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -41,7 +42,7 @@ class Schedule:
     queue: str
     payload: JsonValue
     on_missed: str
-    backfill_limit: int
+    backfill_max: int
     paused: bool
     next_run_ms: int
     last_enqueued_ms: int | None
@@ -58,6 +59,7 @@ class Schedule:
     """Each tick is enqueued a stable delay in [0, jitter_ms) after it."""
     finished: bool = False
     """Its next tick is past end_at_ms: it has no tick left."""
+
     next_due_at_ms: int | None = None
     """When next_run_ms is enqueued: the tick, later by its jitter, or a failing
     tick's retry time (None: finished)."""
@@ -84,6 +86,17 @@ class Schedule:
     """The rate limit its jobs start under (None: none)."""
 
     @property
+    def backfill_limit(self) -> int:
+        """`backfill_max`'s former name (deprecated: goes in the next minor version)."""
+        warnings.warn(
+            "Schedule.backfill_limit is deprecated and will be removed in the next minor "
+            "version: use Schedule.backfill_max",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.backfill_max
+
+    @property
     def definition(self) -> ScheduleDefinition:
         """Its definition as one value object (as stored: unchecked)."""
         return ScheduleDefinition.restored_fields(
@@ -100,7 +113,7 @@ class Schedule:
             queue=row.queue,
             payload=json.loads(row.payload),
             on_missed=row.on_missed,
-            backfill_limit=row.backfill_limit,
+            backfill_max=row.backfill_limit,
             paused=row.paused,
             next_run_ms=row.next_run_ms,
             last_enqueued_ms=row.last_enqueued_ms,
@@ -583,7 +596,7 @@ class PutSchedulesResult:
         return self._count("unchanged")
 
 
-class RunNowResult(NamedTuple):
+class EnqueueNowResult(NamedTuple):
     job_id: str
     replayed: bool
 

@@ -26,6 +26,7 @@ from headgate._domain.events import (
     JobSucceeded,
     RecordedEvent,
 )
+from headgate._domain.lifecycle import AttemptOutcome
 from headgate._projections.base import Projection
 
 SHOWN_PER_JOB: Final = 20
@@ -81,7 +82,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         row.update(
             job_id=event.job_id,
             attempt=event.attempt,
-            outcome="succeeded",
+            outcome=AttemptOutcome.SUCCEEDED.value,
             worker_id=event.worker_id,
             started_at_ms=event.started_at_ms,
         )
@@ -89,7 +90,7 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         row.update(
             job_id=event.job_id,
             attempt=event.attempt,
-            outcome="timed_out" if event.timed_out else "failed",
+            outcome=(AttemptOutcome.TIMED_OUT if event.timed_out else AttemptOutcome.FAILED).value,
             worker_id=event.worker_id,
             started_at_ms=event.started_at_ms,
             error_type=event.error_type,
@@ -100,17 +101,22 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         row.update(
             job_id=event.job_id,
             attempt=event.attempt,
-            outcome="snoozed",
+            outcome=AttemptOutcome.SNOOZED.value,
             worker_id=event.worker_id,
             started_at_ms=event.started_at_ms,
         )
     elif isinstance(event, JobReleased):
-        row.update(job_id=event.job_id, attempt=0, outcome="released", worker_id=event.worker_id)
+        row.update(
+            job_id=event.job_id,
+            attempt=0,
+            outcome=AttemptOutcome.RELEASED.value,
+            worker_id=event.worker_id,
+        )
     elif isinstance(event, JobAbandoned):
         row.update(
             job_id=event.job_id,
             attempt=event.attempt or 0,
-            outcome="crashed",
+            outcome=AttemptOutcome.CRASHED.value,
             worker_id=event.worker_id,
             started_at_ms=event.claimed_at_ms,
         )
@@ -118,12 +124,14 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
         row.update(
             job_id=event.job_id,
             attempt=event.attempt or 0,
-            outcome="quarantined",
+            outcome=AttemptOutcome.QUARANTINED.value,
             worker_id=None,
             started_at_ms=event.claimed_at_ms,
         )
     elif isinstance(event, JobRetried):
-        row.update(job_id=event.job_id, attempt=0, outcome="retried", worker_id=None)
+        row.update(
+            job_id=event.job_id, attempt=0, outcome=AttemptOutcome.RETRIED.value, worker_id=None
+        )
     else:
         return None
     return row

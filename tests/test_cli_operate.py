@@ -69,7 +69,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
         capsys,
         *("schedules", "put", "nightly", "--db", store_url),
         *("--spec", "0 9 * * *", "--kind", "report.build", "--payload", '{"team": 7}'),
-        *("--queue", "reports", "--on-missed", "backfill", "--backfill-limit", "3"),
+        *("--queue", "reports", "--on-missed", "backfill", "--backfill-max", "3"),
     )
     assert status == 0
     assert "saved schedule nightly" in out and "At 09:00, UTC" in out
@@ -80,7 +80,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
         "reports",
         {"team": 7},
     )
-    assert (stored.on_missed, stored.backfill_limit, stored.paused) == ("backfill", 3, False)
+    assert (stored.on_missed, stored.backfill_max, stored.paused) == ("backfill", 3, False)
 
     _ticked(store_url)
     status, out, _ = _run(capsys, "schedules", "list", "--db", store_url)
@@ -158,7 +158,7 @@ def test_pause_resume_and_delete(store_url: str, hg: Headgate, capsys: Capture) 
     }
     with pytest.raises(NotFound):
         hg.schedules.get("nightly")
-    for action in (["delete"], ["pause"], ["resume"], ["run-now"], ["update", "--paused"]):
+    for action in (["delete"], ["pause"], ["resume"], ["enqueue-now"], ["update", "--paused"]):
         argv = ["schedules", action[0], "nightly", "--db", store_url, *action[1:]]
         assert _run(capsys, *argv) == (1, "", "error: no schedule 'nightly'\n")
 
@@ -167,16 +167,16 @@ def test_run_now_prints_its_key_and_repeats_safely(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
     hg.schedules.put("nightly", spec="0 9 * * *", kind="report.build", payload={"team": 7})
-    status, out, _ = _run(capsys, "schedules", "run-now", "nightly", "--db", store_url)
+    status, out, _ = _run(capsys, "schedules", "enqueue-now", "nightly", "--db", store_url)
     assert status == 0
     job_id, key = out.split()[2], out.split()[5].rstrip(":")
     assert hg.jobs.get(job_id).state == "pending"
     assert hg.jobs.get(job_id).payload == {"team": 7}
     again = _json(
-        capsys, "schedules", "run-now", "nightly", "--db", store_url, "--idempotency-key", key
+        capsys, "schedules", "enqueue-now", "nightly", "--db", store_url, "--idempotency-key", key
     )
     assert again == {"id": job_id, "replayed": True, "idempotency_key": key}
-    other = _json(capsys, "schedules", "run-now", "nightly", "--db", store_url)
+    other = _json(capsys, "schedules", "enqueue-now", "nightly", "--db", store_url)
     assert other["id"] != job_id and other["replayed"] is False
     assert len(hg.jobs.list().jobs) == 2
     assert hg.runtime.lease() is None, "no command starts the runtime"
@@ -472,7 +472,7 @@ def test_quarantine_add_list_and_release(store_url: str, hg: Headgate, capsys: C
             "letter or digit; found U+000A (a control character) at index 3",
         ),
         (
-            ["schedules", "run-now", "s", "--idempotency-key", "k\n"],
+            ["schedules", "enqueue-now", "s", "--idempotency-key", "k\n"],
             2,
             "error: Idempotency-Key: must not contain control or invisible characters",
         ),
@@ -551,7 +551,7 @@ def test_jobs_list_of_a_schedule_includes_its_manual_runs_marked(
     store_url: str, hg: Headgate, capsys: Capture
 ) -> None:
     _ticked(store_url)
-    manual = hg.schedules.run_now("s0", "k-1")
+    manual = hg.schedules.enqueue_now("s0", "k-1")
     hg.enqueue("other", None)
     status, out, _ = _run(capsys, "jobs", "list", "--db", store_url, "--schedule", "s0")
     assert status == 0
@@ -650,19 +650,17 @@ def test_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture
 
 def test_rate_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture) -> None:
     db = ("--db", store_url)
-    argv = ("rate-limits", "set", "mail-api", "--limit", "30", "--per-ms", "60000", *db)
+    argv = ("rates", "set", "mail-api", "--limit", "30", "--per-ms", "60000", *db)
     status, out, _ = _run(capsys, *argv)
     assert (status, out) == (
         0,
         "rate class mail-api: at most 30 starts per 60000 ms (0 in the window now)\n",
     )
-    [listed] = _json(capsys, "rate-limits", "list", *db)["rate_limits"]
+    [listed] = _json(capsys, "rates", "list", *db)["rate_limits"]
     assert (listed["rate_class"], listed["limit"], listed["per_ms"]) == ("mail-api", 30, 60_000)
     assert _run(capsys, "rate-limits", "clear", "mail-api", *db)[0] == 0
     assert hg.rates.list() == []
-    status, _, err = _run(
-        capsys, "rate-limits", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db
-    )
+    status, _, err = _run(capsys, "rates", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db)
     assert status == 2 and err.startswith("error: limit"), err
 
 

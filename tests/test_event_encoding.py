@@ -125,7 +125,7 @@ def test_a_definition_stored_before_it_said_who_made_it_reads_as_unknown() -> No
     defined = decode("ScheduleDefined", 4, body)
     assert isinstance(defined, ScheduleDefined)
     assert (defined.changed_by, defined.declared_by) == (None, "app")
-    assert encode(defined)[1] == 5
+    assert encode(defined)[1] == ScheduleDefined.schema_version
     deleted = decode("ScheduleDeleted", 1, '{"schedule_id":"s"}')
     assert deleted == ScheduleDeleted("s", changed_by=None)
     assert encode(ScheduleDeleted("s", "operator:cli")) == (

@@ -40,7 +40,7 @@ EVERY_DAY = {
     "aenqueue",
     "aenqueue_many",
     "drain",
-    "run_pending",
+    "fire_due_ticks",
     # the nouns
     "schedules",
     "jobs",

@@ -38,7 +38,7 @@ def test_a_failing_hook_is_logged_without_the_payload(tmp_path: Path) -> None:
         hg.schedules.put("s", spec="@every:60000", kind="k", payload={{"secret": "{SECRET}"}})
         clock.advance(60_000)
         hg.start()
-        assert hg.run_pending(timeout=30)
+        assert hg.fire_due_ticks(timeout=30)
         hg.close()
         """
     )
@@ -103,7 +103,7 @@ def test_the_hosts_stdlib_level_is_respected_and_nothing_is_configured(tmp_path:
         hg.schedules.put("s", spec="@every:60000", kind="k")
         clock.advance(60_000)
         hg.start()
-        assert hg.run_pending(timeout=30)
+        assert hg.fire_due_ticks(timeout=30)
         hg.close()
         assert not structlog.is_configured()
         assert len(logging.getLogger().handlers) == 1
@@ -132,7 +132,7 @@ def test_with_no_logging_configured_warnings_still_reach_stderr(tmp_path: Path) 
         hg.schedules.put("s", spec="@every:60000", kind="k")
         clock.advance(60_000)
         hg.start()
-        assert hg.run_pending(timeout=30)
+        assert hg.fire_due_ticks(timeout=30)
         hg.close()
         """
     )

@@ -46,7 +46,7 @@ SCHEDULE_SAMPLE: dict[str, Any] = {
     "summary": "Builds each tenant's nightly report",
     "payload": {"tenant": 7},
     "on_missed": "backfill",
-    "backfill_limit": 3,
+    "backfill_max": 3,
     "paused": True,
     "start_at_ms": START_MS + 3_600_000,
     "end_at_ms": START_MS + 86_400_000,

@@ -333,7 +333,7 @@ STORE_COMMANDS = [
     ["schedules", "put", "s9", "--spec", "@every:60000", "--kind", "k"],
     ["schedules", "pause", "s1"],
     ["schedules", "resume", "s1"],
-    ["schedules", "run-now", "s1"],
+    ["schedules", "enqueue-now", "s1"],
     ["schedules", "delete", "s9"],
     ["jobs", "list"],
     ["jobs", "show", "nope"],

@@ -38,7 +38,13 @@ from headgate._json import JsonValue
 from headgate._model import PeriodicOrigin
 from headgate._projections import JOBS, JobRow
 from headgate._projections.jobs import run_schedule_id
-from headgate._store.port import NO_STREAM, JobFilter, StreamAppend, WriteTransaction
+from headgate._store.port import (
+    JOBS_ENDED,
+    NO_STREAM,
+    JobFilter,
+    StreamAppend,
+    WriteTransaction,
+)
 
 
 @dataclass(frozen=True)
@@ -254,8 +260,8 @@ class JobCommands(CommandBase):
             append_one(transaction, [StreamAppend(job_stream(job_id), row.version, (event,))])
             if isinstance(event, JobRetried):
                 transaction.notify_enqueued([row.queue])
-            elif row.state == JobState.RUNNING:
-                transaction.notify_jobs_taken()
+            else:
+                _announce_cancelled(transaction, running=row.state == JobState.RUNNING)
             updated = transaction.job(job_id)
         assert updated is not None
         return updated
@@ -292,8 +298,9 @@ class JobCommands(CommandBase):
             ]
             if action is JobAction.RETRY and changed:
                 transaction.notify_enqueued(sorted({row.queue for row in changed}))
-            elif any(now[row.job_id].state == JobState.RUNNING for row in changed):
-                transaction.notify_jobs_taken()
+            elif changed:
+                running = any(now[row.job_id].state == JobState.RUNNING for row in changed)
+                _announce_cancelled(transaction, running=running)
         return BulkOutcome(
             tuple(row.job_id for row in changed), len(candidates) - len(changed), more
         )
@@ -384,6 +391,15 @@ class BulkOutcome:
     """Jobs read as matching that changed state before the write: left as they are."""
     more: bool
     """More jobs match than this call took."""
+
+
+def _announce_cancelled(transaction: WriteTransaction, *, running: bool) -> None:
+    """A cancel ends its jobs: whoever waits on one (`JobHandle.wait`, in any
+    process) is told at once (`JOBS_ENDED`), and a running one's worker is told to
+    stop it (`notify_jobs_taken`)."""
+    transaction.notify_enqueued([JOBS_ENDED])
+    if running:
+        transaction.notify_jobs_taken()
 
 
 def _require_bulk_state(state: str | None, action: JobAction) -> None:

@@ -33,7 +33,7 @@ from headgate._domain.spec import InvalidSpec, interval_problem, parse_spec
 from headgate._domain.streams import job_stream, manual_run_stream, schedule_stream
 from headgate._domain.tick_timing import TickTiming
 from headgate._errors import NotFound, ValidationError
-from headgate._model import RunNowResult
+from headgate._model import EnqueueNowResult
 from headgate._projections import SCHEDULES, ScheduleRow
 from headgate._projections.schedules import declared_of, definition_of
 from headgate._store.port import NO_STREAM, StreamAppend, WriteTransaction
@@ -379,7 +379,7 @@ class ScheduleCommands(CommandBase):
                 [StreamAppend(stream, version, (ScheduleDeleted(schedule_id, actors.current()),))],
             )
 
-    def run_now(self, schedule_id: str, idempotency_key: object) -> RunNowResult:
+    def enqueue_now(self, schedule_id: str, idempotency_key: object) -> EnqueueNowResult:
         """Enqueue now: one extra job, through the gate, next_run_ms untouched.
 
         The key's stream is created once; a repeat reads it back, whatever
@@ -397,7 +397,7 @@ class ScheduleCommands(CommandBase):
             if stream in earlier or job_stream(job_id) in earlier:
                 # The key's record outlives 24 hours; if it has been compacted
                 # away the job it made may still be there: the same key, the same job.
-                return RunNowResult(job_id, replayed=True)
+                return EnqueueNowResult(job_id, replayed=True)
             row = _require_live_schedule(transaction, schedule_id)
             definition = definition_of(row)
             job = JobEnqueued(
@@ -419,7 +419,7 @@ class ScheduleCommands(CommandBase):
                     StreamAppend(job_stream(job.job_id), NO_STREAM, (job,)),
                 ],
             )
-        return RunNowResult(job.job_id, replayed=False)
+        return EnqueueNowResult(job.job_id, replayed=False)
 
 
 def _fires_like(stored: str, requested: str) -> bool:

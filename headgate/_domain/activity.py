@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from headgate._domain.lifecycle import STARTED_OUTCOMES
 from headgate._domain.shown import CHART_SHOWN, OTHER, busiest
 
 MINUTE_MS: Final = 60_000
@@ -47,9 +48,7 @@ SERIES: Final = (
 )
 JOB_OUTCOMES: Final = ("started", "succeeded", "failed", "snoozed", "expired")
 """The keys of the jobs series (an attempt that timed out counts as failed)."""
-RAN: Final = frozenset(
-    ("succeeded", "failed", "timed_out", "snoozed", "released", "crashed", "quarantined")
-)
+RAN: Final = STARTED_OUTCOMES
 """Attempt-history outcomes of attempts that started (a retry's row is not one)."""
 
 

@@ -82,15 +82,15 @@ class Decision:
 
 
 def ticks_to_fire(
-    spec: ScheduleSpec, policy: MissedRunPolicy, backfill_limit: int, next_run_ms: int, now_ms: int
+    spec: ScheduleSpec, policy: MissedRunPolicy, backfill_max: int, next_run_ms: int, now_ms: int
 ) -> list[int]:
     """The ticks a due schedule fires now, oldest first.
 
     skip and run_once fire only the latest due tick: with next_run_ms stored
     durably, the latest due tick is the recovery tick, so the two behave the
-    same today. backfill fires the `backfill_limit` most recent missed ticks.
+    same today. backfill fires the `backfill_max` most recent missed ticks.
     """
-    limit = backfill_limit if policy is MissedRunPolicy.BACKFILL else 1
+    limit = backfill_max if policy is MissedRunPolicy.BACKFILL else 1
     return spec.due_ticks(next_run_ms, now_ms, limit)
 
 

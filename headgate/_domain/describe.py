@@ -46,9 +46,9 @@ def overlap_label(overlap: str) -> str:
     return overlap_policy_label(overlap)
 
 
-def missed_run_label(on_missed: str, backfill_limit: int) -> str:
+def missed_run_label(on_missed: str, backfill_max: int) -> str:
     """The console's label for a missed-run policy."""
-    return label(on_missed, backfill_limit)
+    return label(on_missed, backfill_max)
 
 
 def _every(interval_ms: int) -> str:

@@ -84,10 +84,11 @@ class ScheduleDefined(DomainEvent):
     upcasters nest them); a field added to the definition or its job options
     reads as its default in older events. `changed_by` says who made the
     change (`headgate._actors`: "code:<group>" or "operator:<surface>");
-    None in events before version 5, which did not record it.
+    None in events before version 5, which did not record it. Before version 6
+    the definitions named `backfill_max` `backfill_limit`.
     """
 
-    schema_version: ClassVar[int] = 5
+    schema_version: ClassVar[int] = 6
 
     schedule_id: str
     definition: ScheduleDefinition

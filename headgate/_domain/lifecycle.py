@@ -28,6 +28,40 @@ class JobState(StrEnum):
     only if an operator retries it."""
 
 
+class AttemptOutcome(StrEnum):
+    """How one row of a job's attempt history ended (`Job.attempt_history`)."""
+
+    SUCCEEDED = "succeeded"
+    """Its handler returned."""
+    FAILED = "failed"
+    """Its handler raised (or its result was refused); retried while attempts remain."""
+    TIMED_OUT = "timed_out"
+    """Its handler was still running at its timeout; counts as a failure."""
+    SNOOZED = "snoozed"
+    """Its handler asked to run again later (`Snooze`); the attempt is not counted."""
+    RELEASED = "released"
+    """Its worker stopped and gave the job back unfinished; not counted."""
+    CRASHED = "crashed"
+    """Its worker died (heartbeat expired or process gone) and a rescue took it back."""
+    QUARANTINED = "quarantined"
+    """Its worker died once too often for this fingerprint: the job is held."""
+    RETRIED = "retried"
+    """An operator retried the job; the numbers after it start again from 1."""
+
+
+STARTED_OUTCOMES: Final = frozenset(AttemptOutcome) - {AttemptOutcome.RETRIED}
+"""Outcomes of attempts that started (a retry's row is not one)."""
+
+FAILED_OUTCOMES: Final = frozenset(
+    {
+        AttemptOutcome.FAILED,
+        AttemptOutcome.TIMED_OUT,
+        AttemptOutcome.CRASHED,
+        AttemptOutcome.QUARANTINED,
+    }
+)
+"""Outcomes that count as a failed attempt."""
+
 UNFINISHED_STATES: Final = frozenset({JobState.PENDING, JobState.RUNNING})
 """States in which a job holds its unique key and counts against its queue's limit."""
 

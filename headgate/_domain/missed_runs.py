@@ -12,7 +12,7 @@ class MissedRunPolicy(StrEnum):
     RUN_ONCE = "run_once"
     """Enqueue one catch-up job for the latest due tick, discarding older ones."""
     BACKFILL = "backfill"
-    """Enqueue the N (backfill_limit) most recent missed ticks as separate jobs."""
+    """Enqueue the N (backfill_max) most recent missed ticks as separate jobs."""
 
 
 LABELS: Final = {
@@ -23,8 +23,8 @@ LABELS: Final = {
 """The console's label of each policy (the spec's)."""
 
 
-def label(on_missed: str, backfill_limit: int) -> str:
+def label(on_missed: str, backfill_max: int) -> str:
     """A schedule's policy as the console shows it, its N filled in."""
     if on_missed not in LABELS:
         return on_missed
-    return LABELS[MissedRunPolicy(on_missed)].replace("N", str(backfill_limit))
+    return LABELS[MissedRunPolicy(on_missed)].replace("N", str(backfill_max))

@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import math
 import sys
+import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, TypeVar
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_PRIORITY",
     "DEFAULT_QUEUE",
     "ENQUEUE_KEYWORDS",
+    "FORMER_NAMES",
     "JOB_OPTION_FIELDS",
     "PER_JOB_FIELDS",
     "SCHEDULE_DEFAULTS",
@@ -58,6 +60,7 @@ __all__ = [
     "OptionInfo",
     "ScheduleArgs",
     "ScheduleDefinition",
+    "current_names",
     "definition_from",
     "job_options",
     "option_info",
@@ -68,7 +71,7 @@ DEFAULT_QUEUE: Final = "default"
 MAX_ATTEMPTS_LIMIT: Final = 10_000
 MAX_TIMEOUT_MS: Final = 7 * 24 * 3600 * 1000
 """A week."""
-MAX_BACKFILL_LIMIT: Final = 1000
+MAX_BACKFILL: Final = 1000
 MAX_SUMMARY_LENGTH: Final = 500
 DEFAULT_PRIORITY: Final = 0
 MAX_PRIORITY: Final = 100
@@ -89,11 +92,16 @@ class OptionInfo:
     """Set per job only: a schedule's ticks and a handler's jobs cannot share it."""
     unit: str = ""
     """The unit of a number ("ms"), shown beside it."""
+    formerly: str | None = None
+    """Its name before a rename: still taken, with a DeprecationWarning, for one
+    minor version (`current_names`), and read back from what a store holds."""
 
 
-def _option(doc: str, check: Check, *, per_job: bool = False, unit: str = "") -> dict[str, Any]:
+def _option(
+    doc: str, check: Check, *, per_job: bool = False, unit: str = "", formerly: str | None = None
+) -> dict[str, Any]:
     """A field's metadata: `field(default=..., metadata=_option(...))`."""
-    return {"option": OptionInfo(doc, check, per_job, unit)}
+    return {"option": OptionInfo(doc, check, per_job, unit, formerly)}
 
 
 def option_info(owner: type[Any], name: str) -> OptionInfo:
@@ -215,11 +223,11 @@ def _start_within_ms(name: str, value: object) -> int:
     return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
 
 
-def _backfill_limit(name: str, value: object) -> int:
+def _backfill_max(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(name, f"must be an integer, got {value!r}")
-    if not 1 <= value <= MAX_BACKFILL_LIMIT:
-        raise ValidationError(name, f"must be between 1 and {MAX_BACKFILL_LIMIT}, got {value}")
+    if not 1 <= value <= MAX_BACKFILL:
+        raise ValidationError(name, f"must be between 1 and {MAX_BACKFILL}, got {value}")
     return value
 
 
@@ -247,6 +255,7 @@ def _schedule_job(name: str, value: object) -> JobOptions:
 # The value objects ---------------------------------------------------------
 
 V = TypeVar("V")
+V2 = TypeVar("V2")
 
 
 _FIELDS: dict[type[Any], dict[str, dataclasses.Field[Any]]] = {}
@@ -269,10 +278,13 @@ def _checked(owner: object, values: Mapping[str, object]) -> None:
 
 
 def _restored(cls: type[V], values: Mapping[str, Any]) -> V:
-    """An object of `cls` with these field values, unchecked (defaults for the rest)."""
+    """An object of `cls` with these field values, unchecked (defaults for the rest;
+    a field stored under its former name read as it is named now)."""
     made = object.__new__(cls)
     for name, spec in _fields_of(cls).items():
-        object.__setattr__(made, name, values.get(name, spec.default))
+        formerly = spec.metadata["option"].formerly if "option" in spec.metadata else None
+        value = values.get(name, values.get(formerly, spec.default) if formerly else spec.default)
+        object.__setattr__(made, name, value)
     return made
 
 
@@ -432,9 +444,13 @@ class ScheduleDefinition:
         default=MissedRunPolicy.SKIP,
         metadata=_option("What it does with ticks missed while nobody fired them", _policy),
     )
-    backfill_limit: int = field(
+    backfill_max: int = field(
         default=1,
-        metadata=_option("How many missed ticks backfill enqueues (1 to 1000)", _backfill_limit),
+        metadata=_option(
+            "How many missed ticks backfill enqueues (1 to 1000)",
+            _backfill_max,
+            formerly="backfill_limit",
+        ),
     )
     overlap: OverlapPolicy = field(
         default=OverlapPolicy.ALLOW,
@@ -497,6 +513,7 @@ class ScheduleDefinition:
     def from_fields(cls, values: Mapping[str, object]) -> ScheduleDefinition:
         """A definition from its flat fields (`SCHEDULE_FIELDS`: spec and kind
         required, the rest default); an unknown field is refused by name."""
+        values = current_names(values)
         refuse_unknown(values, SCHEDULE_FIELDS)
         for required in ("spec", "kind"):
             if required not in values:
@@ -554,6 +571,38 @@ def _with_changes(current: V, changes: Mapping[str, object]) -> V:
     return _restored(type(current), values)
 
 
+def current_names(values: Mapping[str, V2]) -> Mapping[str, V2]:
+    """`values` with each option given by its former name (`OptionInfo.formerly`)
+    under its name now, with a DeprecationWarning at the caller outside Headgate
+    naming both; both names at once are refused."""
+    former = [name for name in values if name in FORMER_NAMES]
+    if not former:
+        return values
+    renamed = dict(values)
+    for old in former:
+        new = FORMER_NAMES[old]
+        if new in values:
+            raise ValidationError(old, f"is {new}'s former name: give {new} alone")
+        warnings.warn(
+            f"the option {old} is deprecated and will be removed in the next minor version: "
+            f"use {new}",
+            DeprecationWarning,
+            stacklevel=_caller_outside_headgate(),
+        )
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
+def _caller_outside_headgate() -> int:
+    """The stack level of the nearest caller whose code is not Headgate's own."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("headgate."):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
 def refuse_unknown(values: Mapping[str, object], known: Collection[str]) -> None:
     """The one check of the option names a caller gives (Python keywords, a bulk
     item's keys): the first name not in `known` (in sorted order) is a
@@ -589,6 +638,13 @@ SCHEDULE_FIELDS: Final = (
     *_SCHEDULE_JOB_FIELDS,
 )
 """A schedule's definition, flat: its own fields, then its jobs' options."""
+FORMER_NAMES: Final[Mapping[str, str]] = {
+    info.formerly: name
+    for owner in (ScheduleDefinition, JobOptions)
+    for name, field_ in _fields_of(owner).items()
+    if "option" in field_.metadata and (info := field_.metadata["option"]).formerly
+}
+"""Each renamed option's former name -> its name now."""
 SCHEDULE_KEYWORDS: Final = (*SCHEDULE_FIELDS, "timeout_s")
 """The names a schedule's Python keywords take (`ScheduleArgs`, `spec`, `kind`)."""
 SCHEDULE_DEFAULTS: Final[Mapping[str, Any]] = {
@@ -636,7 +692,9 @@ class ScheduleArgs(JobOptionArgs, total=False):
     summary: str
     payload: JsonValue
     on_missed: str
+    backfill_max: int
     backfill_limit: int
+    """`backfill_max`'s former name (deprecated: warns; goes in the next minor version)."""
     overlap: str
     paused: bool
     start_at_ms: int | None
@@ -652,6 +710,7 @@ def job_options(values: Mapping[str, Any], known: Collection[str] | None = None)
     `timeout_ms` (naming `timeout_s` in its errors); both at once are refused. A
     name not in `known` is refused first (`refuse_unknown`: a misspelt keyword is
     named, not a TypeError of JobOptions); None where a later check names it."""
+    values = current_names(values)
     if known is not None:
         refuse_unknown(values, known)
     if values.get("timeout_s") is None:

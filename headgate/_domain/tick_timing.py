@@ -87,14 +87,14 @@ class TickTiming:
         return self.first_tick_ms(self.start_at_ms - 1)
 
     def ticks_to_fire(
-        self, policy: MissedRunPolicy, backfill_limit: int, next_run_ms: int, now_ms: int
+        self, policy: MissedRunPolicy, backfill_max: int, next_run_ms: int, now_ms: int
     ) -> list[int]:
         """The ticks a due schedule fires at `now_ms`, oldest first: the policy's
         newest ticks in [next_run_ms, min(now, end)] whose instant has come.
 
-        skip and run_once fire the latest; backfill the `backfill_limit` latest.
+        skip and run_once fire the latest; backfill the `backfill_max` latest.
         """
-        limit = backfill_limit if policy is MissedRunPolicy.BACKFILL else 1
+        limit = backfill_max if policy is MissedRunPolicy.BACKFILL else 1
         upto = now_ms if self.end_at_ms is None else min(now_ms, self.end_at_ms)
         if upto < next_run_ms:
             return []

@@ -27,11 +27,11 @@ from headgate._history import CHANGES_SHOWN, History, ScheduleAsOf, ScheduleChan
 from headgate._model import (
     EnqueueEvent,
     EnqueueEventsPage,
+    EnqueueNowResult,
     Job,
     JobsPage,
     PutScheduleResult,
     PutSchedulesResult,
-    RunNowResult,
     Schedule,
     ScheduleHealth,
     ScheduleRunsPage,
@@ -58,7 +58,7 @@ class Schedules(Namespace):
         rest). Invalid input raises ValidationError and writes nothing.
 
         `spec` says when it ticks, `kind` (and `payload`) what each tick
-        enqueues; `on_missed` and `backfill_limit` what it does with ticks
+        enqueues; `on_missed` and `backfill_max` what it does with ticks
         missed while nobody fired them; no tick fires before `start_at_ms` or
         after `end_at_ms` (epoch ms); each tick is enqueued a stable delay in
         [0, jitter_ms) after it (at most an hour); `paused` stops its ticks,
@@ -135,9 +135,9 @@ class Schedules(Namespace):
         """Delete a schedule; its enqueue history stays readable."""
         self._core.commands.delete_schedule(schedule_id)
 
-    def run_now(self, schedule_id: str, idempotency_key: str) -> RunNowResult:
+    def enqueue_now(self, schedule_id: str, idempotency_key: str) -> EnqueueNowResult:
         """Enqueue now: one extra job; the same key always returns the same job."""
-        return self._core.commands.run_now(schedule_id, idempotency_key)
+        return self._core.commands.enqueue_now(schedule_id, idempotency_key)
 
     def get(self, schedule_id: str) -> Schedule:
         """A schedule; NotFound for one that does not exist (or was deleted)."""
@@ -285,7 +285,7 @@ class Schedules(Namespace):
     apause = twin(pause)
     aresume = twin(resume)
     adelete = twin(delete)
-    arun_now = twin(run_now)
+    aenqueue_now = twin(enqueue_now)
     aget = twin(get, reads=True)
     aruns = twin(runs, reads=True)
     ahealth = twin(health, reads=True)

@@ -157,6 +157,19 @@ def _schedule_definition_nested_v3_to_v4(body: dict[str, JsonValue]) -> dict[str
     }
 
 
+def _backfill_max_v5_to_v6(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Before v6 a definition (and what the code declared) named `backfill_max`
+    `backfill_limit`."""
+    renamed = dict(body)
+    for key in ("definition", "declared"):
+        definition = body.get(key)
+        if isinstance(definition, dict) and "backfill_limit" in definition:
+            fields = dict(definition)
+            fields["backfill_max"] = fields.pop("backfill_limit")
+            renamed[key] = fields
+    return renamed
+
+
 def _schedule_options_v1_to_v2(body: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """Before jobs ran in Headgate, schedules gave their jobs no options: defaults."""
     return {**body, "max_attempts": None, "timeout_ms": None}
@@ -219,6 +232,7 @@ UPCASTERS: Final[dict[tuple[str, int], Upcaster]] = {
     (type_name(JobEnqueued), 5): _job_trace_v5_to_v6,
     (type_name(ScheduleDefined), 3): _schedule_definition_nested_v3_to_v4,
     (type_name(ScheduleDefined), 4): _changed_by_unknown,
+    (type_name(ScheduleDefined), 5): _backfill_max_v5_to_v6,
     (type_name(ScheduleDeleted), 1): _changed_by_unknown,
     (type_name(JobAbandoned), 1): _crash_attempt_v1_to_v2,
     (type_name(JobQuarantined), 1): _crash_attempt_v1_to_v2,

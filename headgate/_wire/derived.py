@@ -16,7 +16,16 @@ import typing
 from collections.abc import Iterable
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+)
 from pydantic import create_model as _create_model
 
 from headgate._domain.options import (
@@ -24,6 +33,7 @@ from headgate._domain.options import (
     SCHEDULE_DEFAULTS,
     SCHEDULE_FIELDS,
     JobOptions,
+    OptionInfo,
     ScheduleDefinition,
     option_info,
 )
@@ -61,23 +71,41 @@ def field_annotation(name: str) -> Any:
     return _SCHEDULE_HINTS[name] if name in _SCHEDULE_HINTS else _JOB_HINTS[name]
 
 
+def _info(name: str) -> OptionInfo:
+    return option_info(ScheduleDefinition if name in _SCHEDULE_HINTS else JobOptions, name)
+
+
 def _doc(name: str) -> str:
-    owner = ScheduleDefinition if name in _SCHEDULE_HINTS else JobOptions
-    return option_info(owner, name).doc
+    return _info(name).doc
+
+
+def _taken_as(name: str) -> dict[str, Any]:
+    """A renamed option's body field takes its former name too (one minor version)."""
+    formerly = _info(name).formerly
+    return {"validation_alias": AliasChoices(name, formerly)} if formerly else {}
 
 
 def _required(name: str) -> Any:
-    return (_json_type(field_annotation(name)), Field(description=_doc(name)))
+    return (
+        _json_type(field_annotation(name)),
+        Field(description=_doc(name), **_taken_as(name)),
+    )
 
 
 def _defaulted(name: str, default: Any) -> Any:
-    return (_json_type(field_annotation(name)), Field(default, description=_doc(name)))
+    return (
+        _json_type(field_annotation(name)),
+        Field(default, description=_doc(name), **_taken_as(name)),
+    )
 
 
 def _optional(name: str) -> Any:
     """A field a body may leave out (null is passed on: where the domain does not
     allow it, the value object says so, naming the field)."""
-    return (_json_type(field_annotation(name)) | None, Field(None, description=_doc(name)))
+    return (
+        _json_type(field_annotation(name)) | None,
+        Field(None, description=_doc(name), **_taken_as(name)),
+    )
 
 
 def schedule_body(name: str, *, extra: dict[str, Any] | None = None) -> type[BaseModel]:

@@ -50,9 +50,10 @@ Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
 """The subcommands of `headgate` (or of a noun such as `headgate jobs`)."""
 
 
-def noun(commands: Commands, name: str, help_text: str) -> Commands:
-    """A command with subcommands of its own (`headgate jobs ...`)."""
-    parser = commands.add_parser(name, help=help_text)
+def noun(commands: Commands, name: str, help_text: str, *, formerly: str | None = None) -> Commands:
+    """A command with subcommands of its own (`headgate jobs ...`; `formerly`: its
+    name before a rename, still taken for one minor version)."""
+    parser = commands.add_parser(name, help=help_text, aliases=[formerly] if formerly else [])
     return parser.add_subparsers(title="commands", parser_class=Parser, required=True)
 
 
@@ -98,10 +99,11 @@ def load_app(reference: str) -> Headgate:
 
 
 def command(
-    group: Commands, name: str, help_text: str, handler: Handler
+    group: Commands, name: str, help_text: str, handler: Handler, *, formerly: str | None = None
 ) -> argparse.ArgumentParser:
-    """An operator subcommand: --db, --json, its changes recorded as the command line's."""
-    parser = group.add_parser(name, help=help_text)
+    """An operator subcommand: --db, --json, its changes recorded as the command line's
+    (`formerly`: its name before a rename, still taken for one minor version)."""
+    parser = group.add_parser(name, help=help_text, aliases=[formerly] if formerly else [])
     add_db(parser)
     parser.add_argument(
         "--json", action="store_true", help="print one JSON document (the API's fields)"

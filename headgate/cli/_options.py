@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -122,6 +123,32 @@ def add_option_flags(
             required=name in must,
             **options,
         )
+        if info.formerly:
+            parser.add_argument(
+                flag(info.formerly),
+                type=_parser(kind, nullable),
+                action=_FormerFlag,
+                **{**options, "help": argparse.SUPPRESS},
+            )
+
+
+class _FormerFlag(argparse.Action):
+    """A renamed option's former flag: taken for one minor version, with a note
+    on standard error naming the flag now."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        now = flag(self.dest)
+        sys.stderr.write(
+            f"headgate: {option_string} is deprecated and goes in the next minor version: "
+            f"use {now}\n"
+        )
+        setattr(namespace, self.dest, values)
 
 
 def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:

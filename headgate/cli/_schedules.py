@@ -48,9 +48,15 @@ def add_commands(commands: Commands) -> None:
         ("resume", "let a paused schedule tick again (missed ticks follow its policy)", _resume),
     ):
         command(group, name, help_text, handler).add_argument("schedule_id", metavar="ID")
-    run_now = command(group, "run-now", "enqueue one extra job now", _schedules_run_now)
-    run_now.add_argument("schedule_id", metavar="ID")
-    run_now.add_argument(
+    enqueue_now = command(
+        group,
+        "enqueue-now",
+        "enqueue one extra job now",
+        _schedules_enqueue_now,
+        formerly="run-now",
+    )
+    enqueue_now.add_argument("schedule_id", metavar="ID")
+    enqueue_now.add_argument(
         "--idempotency-key",
         metavar="K",
         help="the same key always gives the same job (default: a new one, printed)",
@@ -293,10 +299,10 @@ def _resume(args: argparse.Namespace) -> int:
     return _print_schedule_result(args, schedule, f"resumed schedule {schedule.id}")
 
 
-def _schedules_run_now(args: argparse.Namespace) -> int:
+def _schedules_enqueue_now(args: argparse.Namespace) -> int:
     key = args.idempotency_key if args.idempotency_key is not None else str(uuid.uuid4())
     with open_existing(args.db, read_only=False) as hg:
-        result = hg.schedules.run_now(args.schedule_id, key)
+        result = hg.schedules.enqueue_now(args.schedule_id, key)
     if args.json:
         print_json({"id": result.job_id, "replayed": result.replayed, "idempotency_key": key})
     elif result.replayed:
@@ -330,7 +336,7 @@ def _print_schedule(schedule: Schedule) -> None:
             ("spec", schedule.spec + meaning),
             ("kind", schedule.kind),
             ("queue", schedule.queue),
-            ("on missed", missed_run_label(schedule.on_missed, schedule.backfill_limit)),
+            ("on missed", missed_run_label(schedule.on_missed, schedule.backfill_max)),
             ("overlap", overlap_label(schedule.overlap)),
             ("paused", "yes" if schedule.paused else "no"),
             ("next run", iso(schedule.next_run_ms)),

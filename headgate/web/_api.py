@@ -283,7 +283,7 @@ def _utf8_header(name: str, value: str) -> str:
 @router.post(
     "/periodic/{schedule_id}/run", status_code=202, response_model=RunOut, summary="Enqueue now"
 )
-async def run_now(
+async def enqueue_now(
     request: Request,
     schedule_id: str,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
@@ -291,7 +291,7 @@ async def run_now(
     if idempotency_key is None:
         raise ValidationError("Idempotency-Key", "header is required")
     key = _utf8_header("Idempotency-Key", idempotency_key)
-    result = await _hg(request).schedules.arun_now(schedule_id, key)
+    result = await _hg(request).schedules.aenqueue_now(schedule_id, key)
     return RunOut(id=result.job_id, replayed=result.replayed)
 
 

@@ -78,7 +78,7 @@ def _row(schedule: Schedule) -> dict[str, Any]:
         "zone": zone,
         "next_utc": format_ms(schedule.next_run_ms),
         "next_local": format_ms(schedule.next_run_ms, zone) if zone != "UTC" else None,
-        "policy": missed_run_label(schedule.on_missed, schedule.backfill_limit),
+        "policy": missed_run_label(schedule.on_missed, schedule.backfill_max),
         "overlap": overlap_label(schedule.overlap),
         "payload_json": _json(schedule.payload),
     }

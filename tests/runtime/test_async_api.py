@@ -79,7 +79,7 @@ def test_jobs_and_schedules_through_the_coroutines(hg: Headgate, clock: FakeCloc
         assert (await hg.schedules.apause("t1")).paused
         assert not (await hg.schedules.aresume("t1")).paused
         assert {s.id for s in (await hg.schedules.alist()).schedules} == {"nightly", "t1"}
-        run = await hg.schedules.arun_now("nightly", "key-1")
+        run = await hg.schedules.aenqueue_now("nightly", "key-1")
         assert run.job_id
         assert (await hg.schedules.aenqueue_events("nightly")).events == []
         await hg.schedules.adelete("t1")

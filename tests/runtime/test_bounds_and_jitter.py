@@ -107,7 +107,7 @@ def test_an_end_passed_while_down_fires_the_policy_s_ticks_up_to_it_then_finishe
     hg = make_headgate(ON_TIME)
     end = START_MS + 10 * MINUTE
     hg.schedules.put(
-        "b", spec="* * * * *", kind="k", on_missed="backfill", backfill_limit=3, end_at_ms=end
+        "b", spec="* * * * *", kind="k", on_missed="backfill", backfill_max=3, end_at_ms=end
     )
     clock.advance(60 * MINUTE)
     fire(hg)

@@ -36,7 +36,7 @@ def test_creates_updates_and_leaves_unchanged_what_it_is_given(hg: Headgate) -> 
         [
             _item("kept"),
             _item("changed", payload={"team": 7}, queue="reports", paused=True),
-            _item("new", spec="0 9 * * *", on_missed="backfill", backfill_limit=3),
+            _item("new", spec="0 9 * * *", on_missed="backfill", backfill_max=3),
             _item("gone"),
         ]
     )
@@ -47,7 +47,7 @@ def test_creates_updates_and_leaves_unchanged_what_it_is_given(hg: Headgate) -> 
     changed = hg.schedules.get("changed")
     assert (changed.payload, changed.queue, changed.paused) == ({"team": 7}, "reports", True)
     new = hg.schedules.get("new")
-    assert (new.spec, new.on_missed, new.backfill_limit) == ("0 9 * * *", "backfill", 3)
+    assert (new.spec, new.on_missed, new.backfill_max) == ("0 9 * * *", "backfill", 3)
     assert new.next_run_ms == parse_spec("0 9 * * *").next_tick_ms(START_MS)
     assert hg.schedules.get("gone").payload is None
     assert sorted(_all_ids(hg)) == ["changed", "gone", "kept", "new"]
@@ -118,7 +118,7 @@ def test_many_are_written_in_chunks_with_one_event_each(hg: Headgate) -> None:
         ({"schedule_id": "no spaces"}, r"^schedules\[2\]\.schedule_id: may contain only"),
         ({"kind": ""}, r"^schedules\[2\]\.kind: must be 1-128 characters"),
         ({"on_missed": "never"}, r"^schedules\[2\]\.on_missed: must be one of"),
-        ({"backfill_limit": 0}, r"^schedules\[2\]\.backfill_limit: must be between"),
+        ({"backfill_max": 0}, r"^schedules\[2\]\.backfill_max: must be between"),
         ({"paused": "yes"}, r"^schedules\[2\]\.paused: must be true or false"),
         ({"payload": {"x": float("nan")}}, r"^schedules\[2\]\.payload: must be plain JSON"),
         ({"queue": "a" * 200}, r"^schedules\[2\]\.queue: must be 1-128 characters"),

@@ -73,7 +73,7 @@ def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> obj
 def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_path: Path) -> None:
     observer = Headgate(store_url, config=CONFIG)
     observer.schedules.put(
-        "pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="backfill", backfill_limit=1000
+        "pulse", spec=f"@every:{INTERVAL_MS}", kind="k", on_missed="backfill", backfill_max=1000
     )
     outputs = [tmp_path / f"runtime{n}.log" for n in range(3)]
     children = {}

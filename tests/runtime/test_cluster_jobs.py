@@ -96,7 +96,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
         spec=f"@every:{INTERVAL_MS}",
         kind="work",
         on_missed="backfill",
-        backfill_limit=1000,
+        backfill_max=1000,
     )
     rng = random.Random(13)
     hosts: list[subprocess.Popen[bytes]] = []
@@ -123,7 +123,7 @@ def test_hosts_killed_and_replaced_lose_no_job_and_complete_each_once(
             spec=f"@every:{INTERVAL_MS}",
             kind="work",
             on_missed="backfill",
-            backfill_limit=1000,
+            backfill_max=1000,
             paused=True,
         )
 

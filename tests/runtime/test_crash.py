@@ -68,7 +68,7 @@ CHILD = textwrap.dedent(
     store = FaultyStore(SqlStore(url, clock, projections=projections), faults)
     hg = Headgate(store, config=RuntimeConfig(lease_ttl_ms=60_000))
     hg.start()
-    hg.run_pending(timeout=60)
+    hg.fire_due_ticks(timeout=60)
     if point == "held_for_instant":
         time.sleep(0.1)
         clock.set(int(sys.argv[4]) - 5)  # past the time the batch opens, short of its instant
@@ -83,7 +83,7 @@ def _define_schedules(store_url: str) -> None:
     setup = Headgate(store_url, clock=FakeClock(START_MS))
     setup.schedules.put("every-hour", spec="@every:3600000", kind="k")
     setup.schedules.put(
-        "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_limit=3
+        "backfill", spec="@every:3600000", kind="k", on_missed="backfill", backfill_max=3
     )
     setup.close()
 
@@ -133,7 +133,7 @@ def _assert_each_tick_once(
     hg = Headgate(store_url, clock=clock, config=RuntimeConfig(lease_ttl_ms=60_000))
     try:
         hg.start()
-        assert hg.run_pending(timeout=60)
+        assert hg.fire_due_ticks(timeout=60)
         expected = {"every-hour": every_hour, "backfill": backfill}
         for schedule_id, ticks in expected.items():
             records = hg.schedules.enqueue_events(schedule_id, limit=100).events
@@ -239,10 +239,10 @@ def test_killed_while_compacting_then_compacted_again(store_url: str) -> None:
                 kind="k",
                 payload={"round": round_},
                 on_missed="backfill",
-                backfill_limit=200,
+                backfill_max=200,
             )
         hg.start()
-        assert hg.run_pending(timeout=60)
+        assert hg.fire_due_ticks(timeout=60)
         hg.stop()  # the next round's definitions land before anything fires
     hg.close()
     child = subprocess.run(

@@ -95,7 +95,7 @@ class TestPutSchedule:
                 {"on_missed": "later"},
                 "on_missed: must be one of skip, run_once, backfill, got 'later'",
             ),
-            ({"backfill_limit": 0}, "backfill_limit: must be between 1 and 1000, got 0"),
+            ({"backfill_max": 0}, "backfill_max: must be between 1 and 1000, got 0"),
             ({"queue": "has space"}, "queue: may contain only letters"),
             ({"payload": {"x": float("nan")}}, "payload: must be plain JSON"),
             ({"payload": {1: "one"}}, "payload: object keys must be strings, got int 1"),
@@ -159,8 +159,8 @@ class TestPutSchedule:
 class TestRunNow:
     def test_the_same_key_twice_makes_one_job(self, hg: Headgate) -> None:
         schedule = hg.schedules.put("s", spec="0 9 * * *", kind="report", payload={"team": 7})
-        first = hg.schedules.run_now("s", idempotency_key="click-1")
-        second = hg.schedules.run_now("s", idempotency_key="click-1")
+        first = hg.schedules.enqueue_now("s", idempotency_key="click-1")
+        second = hg.schedules.enqueue_now("s", idempotency_key="click-1")
         assert first.job_id == second.job_id
         assert (first.replayed, second.replayed) == (False, True)
         job = hg.jobs.get(first.job_id)
@@ -170,13 +170,15 @@ class TestRunNow:
 
     def test_different_keys_make_two_jobs(self, hg: Headgate) -> None:
         hg.schedules.put("s", spec="0 9 * * *", kind="k")
-        assert hg.schedules.run_now("s", "a").job_id != hg.schedules.run_now("s", "b").job_id
+        assert (
+            hg.schedules.enqueue_now("s", "a").job_id != hg.schedules.enqueue_now("s", "b").job_id
+        )
 
     def test_concurrent_double_click_makes_one_job(self, hg: Headgate) -> None:
         hg.schedules.put("s", spec="0 9 * * *", kind="k")
         results: list[object] = []
         threads = [
-            threading.Thread(target=lambda: results.append(hg.schedules.run_now("s", "dbl")))
+            threading.Thread(target=lambda: results.append(hg.schedules.enqueue_now("s", "dbl")))
             for _ in range(4)
         ]
         for thread in threads:
@@ -188,24 +190,24 @@ class TestRunNow:
 
     def test_keys_outlive_24_hours_and_the_schedule(self, hg: Headgate, clock: FakeClock) -> None:
         hg.schedules.put("s", spec="0 9 * * *", kind="k")
-        first = hg.schedules.run_now("s", "k1")
+        first = hg.schedules.enqueue_now("s", "k1")
         finish_job(hg, first.job_id)
         hg.schedules.delete("s")
         clock.advance(23 * 3_600_000)
         hg.runtime.compact()
         clock.advance(2 * 3_600_000)
         hg.runtime.compact()
-        assert hg.schedules.run_now("s", "k1") == (first.job_id, True)
+        assert hg.schedules.enqueue_now("s", "k1") == (first.job_id, True)
 
     def test_it_goes_through_the_admission_gate(self, hg: Headgate) -> None:
         hg.schedules.put("s", spec="0 9 * * *", kind="poison")
         hg.quarantine.add(hg.quarantine.fingerprint("poison", None))
         with pytest.raises(AdmissionRejected, match="quarantined"):
-            hg.schedules.run_now("s", "k1")
+            hg.schedules.enqueue_now("s", "k1")
         with pytest.raises(NotFound):
-            hg.schedules.run_now("missing", "k1")
+            hg.schedules.enqueue_now("missing", "k1")
         with pytest.raises(ValidationError, match="Idempotency-Key"):
-            hg.schedules.run_now("s", "")
+            hg.schedules.enqueue_now("s", "")
 
     def test_it_meets_todays_payload_limit(
         self, make_headgate: Callable[..., Headgate], clock: FakeClock
@@ -216,7 +218,7 @@ class TestRunNow:
         strict = make_headgate(RuntimeConfig(limits=AdmissionLimits(max_payload_bytes=1024)))
         before = _event_count(strict)
         with pytest.raises(ValidationError, match="payload: is 2002 bytes as JSON; the limit is"):
-            strict.schedules.run_now("s", "k1")
+            strict.schedules.enqueue_now("s", "k1")
         assert _event_count(strict) == before
         clock.advance(MINUTE)
         fire(strict)
@@ -330,14 +332,14 @@ class TestLease:
     ) -> None:
         first, second = make_headgate(), make_headgate()
         first.start()
-        assert first.run_pending()
+        assert first.fire_due_ticks()
         second.start()
-        assert not second.run_pending()
+        assert not second.fire_due_ticks()
         status = first.runtime.lease()
         assert status is not None and status.term == 1
         first.stop()  # releases
         assert first.runtime.lease() is None
-        assert second.run_pending()
+        assert second.fire_due_ticks()
         status = second.runtime.lease()
         assert status is not None and status.term == 2
 
@@ -356,7 +358,7 @@ class TestLease:
         few.schedules.put("one", spec="@every:60000", kind="k")
         baseline = threading.active_count()
         few.start()
-        assert few.run_pending()
+        assert few.fire_due_ticks()
         with_one = threading.active_count() - baseline
         few.stop()
         few._core.store.log.append_units(
@@ -367,7 +369,7 @@ class TestLease:
         )
         few.start()
         clock.advance(MINUTE)
-        assert few.run_pending()
+        assert few.fire_due_ticks()
         assert threading.active_count() - baseline == with_one
         assert len(jobs_for(few, "bulk2999")) == 1
 
@@ -417,10 +419,10 @@ class TestDaylightSaving:
 
 def test_an_expired_key_still_finds_its_pending_job(hg: Headgate, clock: FakeClock) -> None:
     hg.schedules.put("s", spec="0 9 * * *", kind="k")
-    first = hg.schedules.run_now("s", "k1")
+    first = hg.schedules.enqueue_now("s", "k1")
     clock.advance(8 * 86_400_000)
     hg.runtime.compact()  # the key's record is past its 7-day retention; the job is still pending
-    assert hg.schedules.run_now("s", "k1") == (first.job_id, True)
+    assert hg.schedules.enqueue_now("s", "k1") == (first.job_id, True)
 
 
 @pytest.mark.parametrize("identifier", ["a\x00b", "\ud800", "x" * 300])
@@ -430,7 +432,7 @@ def test_ids_that_cannot_exist_are_simply_not_found(hg: Headgate, identifier: st
     with pytest.raises(NotFound):
         hg.jobs.get(identifier)
     with pytest.raises(NotFound):
-        hg.schedules.run_now(identifier, "k")
+        hg.schedules.enqueue_now(identifier, "k")
     assert hg.schedules.enqueue_events(identifier).events == []
 
 

@@ -101,7 +101,7 @@ def test_run_pending_answers_while_the_next_instant_is_still_to_come(
     clock.set(INSTANT - 300)
     hg.start()
     began = time.monotonic()
-    assert hg.run_pending(timeout=5)
+    assert hg.fire_due_ticks(timeout=5)
     assert time.monotonic() - began < 2
     assert jobs_for(hg, "s") == []
 
@@ -143,7 +143,7 @@ def test_the_scheduler_sleeps_while_a_batch_is_in_flight(
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=60_000), hooks=[SlowHook()])
     hg.schedules.put("s", spec="@every:60000", kind="k")
     hg.start()
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     clock.set(INSTANT)
     before = len(turns)
     fire(hg)  # half a second of batch, nearly all of it asleep in the hook

@@ -122,7 +122,7 @@ def test_a_schedule_stored_below_the_minimum_ticks_on_unchanged(
         "spec: interval 100 ms is below the minimum of 1000 ms (RuntimeConfig.min_interval_ms)",
     )
     assert hg.schedules.get("pulse").spec == "@every:100"
-    assert hg.schedules.run_now("pulse", "click-1").replayed is False
+    assert hg.schedules.enqueue_now("pulse", "click-1").replayed is False
 
 
 @AND_MEMORY

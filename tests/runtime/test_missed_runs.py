@@ -48,7 +48,7 @@ def test_run_once_fires_one_catch_up_job(hg: Headgate, clock: FakeClock) -> None
 
 @AND_MEMORY
 def test_backfill_fires_the_n_most_recent_oldest_first(hg: Headgate, clock: FakeClock) -> None:
-    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=5)
+    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_max=5)
     clock.advance(10 * MINUTE)
     fire(hg)
     events = hg.schedules.enqueue_events("b", limit=100).events
@@ -72,7 +72,7 @@ def test_backfill_failing_half_way_resumes_without_repeats(
     limits = AdmissionLimits(queue_limits={"tight": 3})
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, limits=limits))
     hg.schedules.put(
-        "b", spec="@every:60000", kind="k", queue="tight", on_missed="backfill", backfill_limit=5
+        "b", spec="@every:60000", kind="k", queue="tight", on_missed="backfill", backfill_max=5
     )
     clock.advance(5 * MINUTE)
     fire(hg)
@@ -112,7 +112,7 @@ def test_a_large_backfill_is_fired_in_bounded_batches_each_tick_once(
     make_headgate: Callable[..., Headgate], clock: FakeClock
 ) -> None:
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=600_000, max_ticks_per_batch=20))
-    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=50)
+    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_max=50)
     hg.schedules.put("neighbour", spec="@every:60000", kind="k")
     clock.advance(60 * MINUTE)
     fire(hg)
@@ -131,7 +131,7 @@ def test_resuming_a_paused_schedule_follows_its_missed_run_policy(
 ) -> None:
     """A pause is downtime of one schedule: resumed, it fires what its policy
     fires after downtime, from the phase it kept."""
-    hg.schedules.put("p", spec="@every:60000", kind="k", on_missed=on_missed, backfill_limit=3)
+    hg.schedules.put("p", spec="@every:60000", kind="k", on_missed=on_missed, backfill_max=3)
     clock.advance(MINUTE)
     fire(hg)
     assert hg.schedules.pause("p").paused
@@ -205,7 +205,7 @@ def test_a_schedule_changed_while_its_catch_up_is_planned_fires_none_of_that_pla
                 hg.schedules.delete("b")
 
     hg = make_headgate(hooks=[ChangeOnce()])
-    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_limit=10)
+    hg.schedules.put("b", spec="@every:60000", kind="k", on_missed="backfill", backfill_max=10)
     clock.advance(5 * MINUTE + 5_000)
     fire(hg)
     fire(hg)  # whatever the change left due fires now, under the schedule as changed

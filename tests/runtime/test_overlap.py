@@ -82,7 +82,7 @@ def test_a_backfill_under_skip_is_one_job_and_a_record_per_tick(
     hg: Headgate, clock: FakeClock
 ) -> None:
     hg.schedules.put(
-        "b", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=4, overlap="skip"
+        "b", spec="@every:1000", kind="k", on_missed="backfill", backfill_max=4, overlap="skip"
     )
     hg.start(workers=False)  # jobs run only when drained, in this thread
     clock.advance(4 * STEP)
@@ -174,7 +174,7 @@ def test_a_backfill_under_cancel_previous_enqueues_only_the_newest_tick(
         spec="@every:1000",
         kind="k",
         on_missed="backfill",
-        backfill_limit=3,
+        backfill_max=3,
         overlap="cancel_previous",
     )
     hg.start(workers=False)  # jobs run only when drained, in this thread
@@ -193,10 +193,10 @@ def test_manual_runs_neither_hold_back_ticks_nor_are_held_back(
 ) -> None:
     hg.schedules.put("m", spec="@every:1000", kind="k", overlap="skip")
     hg.start(workers=False)  # jobs run only when drained, in this thread
-    manual = hg.schedules.run_now("m", "by-hand").job_id
+    manual = hg.schedules.enqueue_now("m", "by-hand").job_id
     clock.advance(STEP)
     fire(hg)
-    second = hg.schedules.run_now("m", "again").job_id
+    second = hg.schedules.enqueue_now("m", "again").job_id
     assert _records(hg, "m") == [(T1, "enqueued", "accepted")]
     assert {hg.jobs.get(manual).state, hg.jobs.get(second).state} == {"pending"}
 

@@ -51,7 +51,7 @@ def hg(make_headgate: Callable[..., Headgate], flaky: _Flaky) -> Headgate:
 
 def _tick(hg: Headgate, clock: FakeClock) -> None:
     clock.advance(MINUTE)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     hg.drain()
 
 
@@ -120,10 +120,10 @@ def test_a_job_nobody_takes_is_late_and_ticks_nobody_fires_are_missing(
     grace = hg.schedules.health("nightly").grace_ms
     hg.start(workers=False)
     clock.advance(MINUTE)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     assert hg.schedules.health("nightly").state == "ok"
     clock.advance(grace + 1)
-    assert hg.run_pending() is not None
+    assert hg.fire_due_ticks() is not None
     assert hg.schedules.health("nightly").state == "late", "its job waited past the grace"
     hg.stop()
     clock.advance(MINUTE)

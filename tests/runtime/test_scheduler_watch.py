@@ -90,7 +90,7 @@ def test_workers_without_a_scheduler_are_told_everywhere_until_one_starts(
 
     hg.stop()
     hg.start(WorkerConfig(poll_interval_ms=20))  # and now the scheduler too
-    hg.run_pending()
+    hg.fire_due_ticks()
     assert hg.runtime.scheduler_health().state == "ok"
     assert hg.runtime.scheduler_health().holder is not None
     assert 'id="scheduler-banner"' not in client.get("/").text

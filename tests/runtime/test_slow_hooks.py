@@ -143,7 +143,7 @@ def test_a_before_hook_over_budget_fails_its_attempt_which_is_retried_while_othe
     hg = Headgate(store_url, config=config, hooks=[hook])
     runtime.append(hg)
     # Backfill retries the very tick that failed (skip would retry the latest due).
-    hg.schedules.put("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_limit=10)
+    hg.schedules.put("bad", spec="@every:1000", kind="k", on_missed="backfill", backfill_max=10)
     hg.schedules.put("fast", spec="@every:1000", kind="k")
     try:
         term = _start(hg)
@@ -243,7 +243,7 @@ def test_a_lapsed_lease_retaken_under_a_new_term_says_so(
 ) -> None:
     hg = make_headgate(RuntimeConfig(lease_ttl_ms=TTL_MS))
     hg.start()
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     with capture_logs() as logs:
         clock.advance(4 * TTL_MS)  # no renewal in all that time: the lease lapsed
         deadline = time.monotonic() + 5
@@ -278,7 +278,7 @@ def test_a_renewal_too_late_to_trust_is_logged(
 
     hg._core.store.leases = SlowLeases()  # type: ignore[assignment]
     hg.start()
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     with capture_logs() as logs:
         slow.set()
         clock.advance(CONFIG_RENEW_MS)  # a renewal is due: it comes back too late

@@ -136,7 +136,7 @@ def _api_client_work(observer: Headgate, chance: random.Random, keys: set[str]) 
     key = f"key-{chance.randrange(20)}"
     schedule_id = chance.choice(list(SCHEDULES))
     keys.add(f"{schedule_id}/{key}")
-    observer.schedules.run_now(schedule_id, idempotency_key=key)
+    observer.schedules.enqueue_now(schedule_id, idempotency_key=key)
     with observer._core.store.engine.connect() as connection:
         pending = connection.execute(
             text(
@@ -156,7 +156,7 @@ def _put_every_schedule(observer: Headgate) -> None:
             kind="soak.tick",
             payload={"schedule": schedule_id},
             on_missed="backfill",
-            backfill_limit=1_000,
+            backfill_max=1_000,
         )
 
 

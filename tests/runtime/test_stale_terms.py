@@ -106,15 +106,15 @@ def test_a_batch_prepared_ahead_and_lost_with_an_old_term_leaves_the_new_term_fi
     hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
     clock.set(START_MS + 2_500)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     with capture_logs() as logs:
         clock.set(START_MS + 4_000)
-        assert hg.run_pending(), "the runtime fires under the term it took again"
+        assert hg.fire_due_ticks(), "the runtime fires under the term it took again"
     term = _term(hg)
     assert term is not None and _stale_losses(logs, term), "the stale batch's loss happened"
     for at in (5_000, 6_000):
         clock.set(START_MS + at)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     assert jobs_for(hg, "s") == [START_MS + at for at in (2_000, 4_000, 5_000, 6_000)]
     assert _term(hg) == term, "no lease changed hands after the stale loss"
     _assert_each_tick_once(hg, "s")
@@ -130,7 +130,7 @@ def test_a_batch_due_now_and_lost_with_an_old_term_leaves_the_new_term_firing(
     hg.start(workers=False)
     with ThreadPoolExecutor(1) as pool:
         clock.set(START_MS + 1_200)  # tick 1,000 is due now: its batch waits in the hook
-        pending: Future[bool] = pool.submit(hg.run_pending)
+        pending: Future[bool] = pool.submit(hg.fire_due_ticks)
         assert hook.entered.wait(10)
         first = _term(hg)
         assert first is not None
@@ -140,7 +140,7 @@ def test_a_batch_due_now_and_lost_with_an_old_term_leaves_the_new_term_firing(
         assert pending.result(timeout=30), "the batch's loss left the new term firing"
     assert jobs_for(hg, "s") == [START_MS + 2_000]  # skip: the latest due tick
     clock.set(START_MS + 3_000)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     assert jobs_for(hg, "s") == [START_MS + 2_000, START_MS + 3_000]
     _assert_each_tick_once(hg, "s")
 
@@ -156,14 +156,14 @@ def test_a_stale_loss_across_several_shards_leaves_every_schedule_firing(
         hg.schedules.put(schedule_id, spec="@every:1000", kind="k")
     hg.start(workers=False)
     clock.set(START_MS + 2_500)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     with capture_logs() as logs:
         clock.set(START_MS + 4_000)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     term = _term(hg)
     assert term is not None and _stale_losses(logs, term)
     clock.set(START_MS + 5_000)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     for schedule_id in ids:
         assert jobs_for(hg, schedule_id) == [START_MS + at for at in (2_000, 4_000, 5_000)]
         _assert_each_tick_once(hg, schedule_id)
@@ -202,22 +202,22 @@ def test_a_loss_to_another_process_stays_a_loss(
     first.start(workers=False)
     with ThreadPoolExecutor(1) as pool:
         clock.set(START_MS + 1_200)
-        pending: Future[bool] = pool.submit(first.run_pending)
+        pending: Future[bool] = pool.submit(first.fire_due_ticks)
         assert hook.entered.wait(10)
         leases.thawed.clear()
         clock.set(START_MS + 1_200 + TTL_MS)
         assert leases.frozen_in_call.wait(10), "the first runtime's renewal was due"
         second = make_headgate(HELD_CONFIG)
         second.start(workers=False)
-        assert second.run_pending(), "the second runtime took the lapsed lease"
+        assert second.fire_due_ticks(), "the second runtime took the lapsed lease"
         assert jobs_for(second, "s") == [START_MS + 2_000]
         hook.release.set()
         leases.thawed.set()
         assert not pending.result(timeout=30), "the first runtime knows it lost the lease"
-    assert not first.run_pending()
+    assert not first.fire_due_ticks()
     clock.set(START_MS + 3_000)
-    assert not first.run_pending()
-    assert second.run_pending()
+    assert not first.fire_due_ticks()
+    assert second.fire_due_ticks()
     status = first.runtime.lease()
     assert status is not None and status.holder == second._core.holder
     assert jobs_for(first, "s") == [START_MS + 2_000, START_MS + 3_000]
@@ -252,11 +252,11 @@ def test_a_takeover_whose_answer_was_lost_is_taken_again_at_once(
     hg._core.store.leases = leases  # type: ignore[assignment]
     hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     leases.lose_next.set()
     clock.set(START_MS + 2_000)  # lapsed: the runtime takes it again, and hears nothing back
     _wait_for(lambda: not leases.lose_next.is_set(), "the takeover")
-    assert hg.run_pending(), "its own live lease is taken again, not refused until it expires"
+    assert hg.fire_due_ticks(), "its own live lease is taken again, not refused until it expires"
     assert _term(hg) == 3
     assert jobs_for(hg, "s") == [START_MS + 2_000]
     _assert_each_tick_once(hg, "s")
@@ -283,7 +283,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
     hg._core.store.leases = SlowLeases()  # type: ignore[assignment]
     hg.schedules.put("s", spec="@every:1000", kind="k")
     hg.start(workers=False)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     with capture_logs() as logs:
         slow.set()
         clock.advance(CONFIG.renew_every_ms)
@@ -291,7 +291,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
             lambda: [e for e in logs if e["event"].startswith("lease renewal came back too late")],
             "the late renewal",
         )
-    assert hg.run_pending(), "a fresh term is taken at once, not once the untrusted one expires"
+    assert hg.fire_due_ticks(), "a fresh term is taken at once, not once the untrusted one expires"
     assert _term(hg) == 2
     assert jobs_for(hg, "s") == [START_MS + 1_000]
     _assert_each_tick_once(hg, "s")

@@ -97,7 +97,7 @@ class TestEveryPathRefuses:
         hg.schedules.put("s", spec="@every:60000", kind="k")
         for key in ("k ", " k", "k\n", "k\u00a0"):
             _refused(
-                hg, lambda key=key: hg.schedules.run_now("s", key), "Idempotency-Key: must not"
+                hg, lambda key=key: hg.schedules.enqueue_now("s", key), "Idempotency-Key: must not"
             )
         assert hg.jobs.list().jobs == []
 
@@ -127,7 +127,7 @@ class TestNamesStoredBeforeTheRules:
             "queue": "default",
             "payload": None,
             "on_missed": "skip",
-            "backfill_limit": 1,
+            "backfill_max": 1,
             "paused": False,
             **fields,
         }
@@ -149,7 +149,7 @@ class TestNamesStoredBeforeTheRules:
         assert hg.schedules.enqueue_events("abc\n").events[0].outcome == "enqueued"
         assert hg.schedules.upcoming("abc\n", 1)[0].tick_ms == START_MS + 2 * MINUTE
         assert hg.schedules.pause("abc\n").paused and not hg.schedules.resume("abc\n").paused
-        manual = hg.schedules.run_now("abc\n", "click-1")
+        manual = hg.schedules.enqueue_now("abc\n", "click-1")
         assert hg.jobs.get(manual.job_id).run_now_schedule_id == "abc\n"
         credited = hg.enqueue("k", periodic_origin=("abc\n", START_MS))  # a passed tick
         assert credited.periodic_origin == ("abc\n", START_MS)
@@ -165,7 +165,7 @@ class TestNamesStoredBeforeTheRules:
         clock.advance(MINUTE)
         fire(hg)
         assert hg.schedules.enqueue_events("legacy").events[0].outcome == "enqueued"
-        assert hg.schedules.run_now("legacy", "click-1").replayed is False
+        assert hg.schedules.enqueue_now("legacy", "click-1").replayed is False
         assert {j.kind for j in hg.jobs.list(kind="report ").jobs} == {"report "}
         fingerprint = hg.quarantine.fingerprint("report ", None)
         assert {j.fingerprint for j in hg.jobs.list().jobs} == {fingerprint}

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import threading
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
+from time import monotonic
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -351,6 +353,31 @@ def test_a_cancelled_job_is_a_failure_to_whoever_waits() -> None:
         with pytest.raises(JobFailed) as failed:
             handle.wait(timeout=5)
     assert (failed.value.state, failed.value.error_type) == ("cancelled", None)
+
+
+@AND_MEMORY
+@pytest.mark.parametrize("bulk", [False, True], ids=["one", "bulk"])
+def test_a_cancel_of_a_pending_job_wakes_its_waiter_at_once(store_url: str, bulk: bool) -> None:
+    """Not at the wait's one-second re-read: the cancel announces the end."""
+    with Headgate(store_url) as hg:
+
+        @hg.task("later")
+        def later() -> None:
+            """Never runs: no worker here, and it is cancelled."""
+
+        handle = later.enqueue()
+        cancel = threading.Timer(
+            0.1,
+            (lambda: hg.jobs.cancel_many(state="pending", kind="later"))
+            if bulk
+            else (lambda: hg.jobs.cancel(handle.id)),
+        )
+        started = monotonic()
+        cancel.start()
+        with pytest.raises(JobFailed):
+            handle.wait(timeout=10)
+        assert monotonic() - started < 0.6
+        cancel.join()
 
 
 @AND_MEMORY

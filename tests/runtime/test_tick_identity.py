@@ -271,7 +271,7 @@ def test_hooks_receive_schedule_and_tick_context(
         kind="k",
         payload={"team": 7},
         on_missed="backfill",
-        backfill_limit=2,
+        backfill_max=2,
     )
     clock.advance(2 * MINUTE)
     fire(hg)
@@ -427,10 +427,10 @@ def test_writes_pause_while_projections_are_rebuilt(hg: Headgate, clock: FakeClo
     with pytest.raises(ProjectionsRebuilding, match="headgate projections rebuild"):
         hg.schedules.put("t", spec="@every:60000", kind="k")
     with pytest.raises(TimeoutError):
-        hg.run_pending(timeout=1)  # paused, not spinning or writing
+        hg.fire_due_ticks(timeout=1)  # paused, not spinning or writing
     assert hg.schedules.enqueue_events("s").events == []
     rebuild(hg._core.store)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     assert _latest(hg, "s")[:2] == ("enqueued", "accepted")
 
 

@@ -481,7 +481,7 @@ def test_a_schedule_declared_with_its_handler_runs_on_its_ticks(
     schedule = hg.schedules.get("pulse")
     assert (schedule.kind, schedule.max_attempts, schedule.timeout_ms) == ("pulse", 4, 5_000)
     clock.set(schedule.next_run_ms)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     _eventually(lambda: hg.jobs.list(schedule_id="pulse", state="completed").jobs != [])
     assert ran == [(("pulse", schedule.next_run_ms), 4)]
     job = hg.jobs.list(schedule_id="pulse").jobs[0]
@@ -510,7 +510,7 @@ def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queu
     hg.start(FAST)
     tick = hg.schedules.get("pulse").next_run_ms
     clock.set(tick)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     assert started.wait(10)
     job_id = tick_job_id("pulse", tick)
     assert _state(hg, job_id) == "running"
@@ -521,7 +521,7 @@ def test_a_running_tick_job_keeps_its_ticks_identity_and_counts_against_its_queu
         hg.enqueue("pulse", periodic_origin=("pulse", tick))
     assert tick_held.value.job_id == job_id
     clock.set(tick + 60_000)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     latest = hg.schedules.enqueue_events("pulse").events[0]
     assert (latest.tick_ms, latest.outcome, latest.reason) == (
         tick + 60_000,

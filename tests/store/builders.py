@@ -28,7 +28,7 @@ def defined(
         "queue": "default",
         "payload": {"team": 7},
         "on_missed": "skip",
-        "backfill_limit": 1,
+        "backfill_max": 1,
         "paused": False,
     }
     state = {name: overrides.pop(name) for name in _STATE if name in overrides}
@@ -48,7 +48,7 @@ def schedule_defined(  # noqa: PLR0917 (an event written out, as it was stored)
     queue: str,
     payload: JsonValue,
     on_missed: str,
-    backfill_limit: int,
+    backfill_max: int,
     paused: bool,
     next_run_ms: int,
     **more: object,
@@ -61,7 +61,7 @@ def schedule_defined(  # noqa: PLR0917 (an event written out, as it was stored)
         "queue": queue,
         "payload": payload,
         "on_missed": on_missed,
-        "backfill_limit": backfill_limit,
+        "backfill_max": backfill_max,
         "paused": paused,
         **more,
     }

@@ -38,7 +38,7 @@ class TestSchedules:
         assert created.status_code == 201
         body = created.json()
         assert set(body) == SCHEDULE_KEYS
-        assert (body["queue"], body["on_missed"], body["backfill_limit"], body["paused"]) == (
+        assert (body["queue"], body["on_missed"], body["backfill_max"], body["paused"]) == (
             "default",
             "skip",
             1,
@@ -46,10 +46,10 @@ class TestSchedules:
         )
         updated = client.put(
             "/api/v1/periodic/nightly",
-            json={**NIGHTLY, "on_missed": "backfill", "backfill_limit": 5},
+            json={**NIGHTLY, "on_missed": "backfill", "backfill_max": 5},
         )
         assert updated.status_code == 200
-        assert (updated.json()["on_missed"], updated.json()["backfill_limit"]) == ("backfill", 5)
+        assert (updated.json()["on_missed"], updated.json()["backfill_max"]) == ("backfill", 5)
         assert updated.json()["next_run_ms"] == body["next_run_ms"]
 
     def test_get_returns_the_payload(self, client: TestClient) -> None:
@@ -67,9 +67,9 @@ class TestSchedules:
         assert patched.json() == {**before, "paused": True, **judged}
         cleared = client.patch("/api/v1/periodic/nightly", json={"max_attempts": None})
         assert cleared.json()["max_attempts"] is None
-        refused = client.patch("/api/v1/periodic/nightly", json={"backfill_limit": 0})
+        refused = client.patch("/api/v1/periodic/nightly", json={"backfill_max": 0})
         assert refused.status_code == 422
-        assert refused.json() == {"error": "backfill_limit: must be between 1 and 1000, got 0"}
+        assert refused.json() == {"error": "backfill_max: must be between 1 and 1000, got 0"}
         assert client.patch("/api/v1/periodic/ghost", json={"paused": True}).status_code == 404
         assert client.patch("/api/v1/periodic/nightly", json={"run_at_ms": 1}).status_code == 422
 
@@ -97,7 +97,7 @@ class TestSchedules:
         client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
         clock.advance(MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         assert client.delete("/api/v1/periodic/pulse").status_code == 204
         assert client.get("/api/v1/periodic/pulse").status_code == 404
         events = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"]
@@ -124,12 +124,12 @@ class TestEvents:
                 "kind": "k",
                 "spec": "@every:60000",
                 "on_missed": "backfill",
-                "backfill_limit": 40,
+                "backfill_max": 40,
             },
         )
         clock.advance(35 * MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         first = client.get("/api/v1/periodic/b/enqueue-events").json()
         assert len(first["events"]) == 30
         assert first["events"][0]["tick_ms"] == START_MS + 35 * MINUTE
@@ -213,7 +213,7 @@ class TestRunNow:
     ) -> None:
         """The same key from Python and over HTTP is one job (it was read as latin-1)."""
         client.put("/api/v1/periodic/nightly", json=NIGHTLY)
-        from_python = hg.schedules.run_now("nightly", "clé-ü-1")
+        from_python = hg.schedules.enqueue_now("nightly", "clé-ü-1")
         headers = {"Idempotency-Key": "clé-ü-1".encode()}
         over_http = client.post("/api/v1/periodic/nightly/run", headers=headers)
         assert over_http.status_code == 202
@@ -273,7 +273,7 @@ class TestJobs:
         ).json()["next_run_ms"]
         clock.set(tick)
         hg.start()
-        assert hg.run_pending(timeout=30)
+        assert hg.fire_due_ticks(timeout=30)
         again = client.post(
             "/api/v1/jobs",
             json={"kind": "k", "periodic_origin": {"schedule_id": "pulse", "tick_ms": tick}},
@@ -289,7 +289,7 @@ class TestJobs:
         client.put("/api/v1/periodic/pulse", json={"kind": "k", "spec": "@every:60000"})
         clock.advance(MINUTE)
         hg.start()
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         event = client.get("/api/v1/periodic/pulse/enqueue-events").json()["events"][0]
         job = client.get(f"/api/v1/jobs/{event['job_id']}").json()
         assert job["periodic_origin"] == {"schedule_id": "pulse", "tick_ms": START_MS + MINUTE}
@@ -318,12 +318,12 @@ BAD_PUTS = [
         "on_missed: input should be 'skip', 'run_once' or 'backfill'",
     ),
     (
-        {"kind": "k", "spec": "@every:1000", "backfill_limit": 0},
-        "backfill_limit: must be between 1 and 1000, got 0",
+        {"kind": "k", "spec": "@every:1000", "backfill_max": 0},
+        "backfill_max: must be between 1 and 1000, got 0",
     ),
     (
-        {"kind": "k", "spec": "@every:1000", "backfill_limit": "5"},
-        "backfill_limit: input should be a valid integer",
+        {"kind": "k", "spec": "@every:1000", "backfill_max": "5"},
+        "backfill_max: input should be a valid integer",
     ),
     ({"spec": "@every:1000"}, "kind: is required"),
     ({"kind": "", "spec": "@every:1000"}, "kind: must be 1-128 characters, got 0"),

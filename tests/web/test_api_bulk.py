@@ -43,7 +43,7 @@ def test_a_bad_item_is_a_422_naming_it_and_nothing_is_written(
     cases = [
         ({"spec": "61 * * * *"}, "schedules[3].spec: "),
         ({"id": "no spaces"}, "schedules[3].id: may contain only"),
-        ({"backfill_limit": 0}, "schedules[3].backfill_limit: "),
+        ({"backfill_max": 0}, "schedules[3].backfill_max: "),
         ({"spec": 5}, "schedules[3].spec: "),
         ({"colour": "red"}, "schedules[3].colour: is not a known field"),
     ]

@@ -161,7 +161,7 @@ def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_polic
     client: TestClient, hg: Headgate, clock: FakeClock
 ) -> None:
     hg.schedules.put(
-        "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_limit=2
+        "pulse", spec="@every:60000", kind="report.build", on_missed="backfill", backfill_max=2
     )
     hg.start(workers=False)
     try:
@@ -169,14 +169,14 @@ def test_pause_and_resume_are_idempotent_and_resume_follows_the_missed_run_polic
             paused = client.post("/api/v1/periodic/pulse/pause")
             assert paused.status_code == 200 and paused.json()["paused"] is True
         clock.advance(5 * MINUTE)
-        hg.run_pending()
+        hg.fire_due_ticks()
         assert hg.jobs.list(schedule_id="pulse").jobs == []
         for _ in range(2):
             resumed = client.post("/api/v1/periodic/pulse/resume")
             assert resumed.status_code == 200 and resumed.json()["paused"] is False
         deadline = time.monotonic() + 10
         while len(hg.jobs.list(schedule_id="pulse").jobs) < 2 and time.monotonic() < deadline:
-            hg.run_pending()
+            hg.fire_due_ticks()
         ticks = sorted(
             job.periodic_origin.tick_ms
             for job in hg.jobs.list(schedule_id="pulse").jobs
@@ -201,7 +201,7 @@ def test_a_schedules_manual_runs_are_listed_apart_from_its_ticks_and_link_back(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        hg.run_pending()
+        hg.fire_due_ticks()
     finally:
         hg.stop()
     runs = []

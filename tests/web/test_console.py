@@ -95,7 +95,7 @@ def test_a_schedules_jobs_are_listed_under_it(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     hg.enqueue("ping")
@@ -200,7 +200,7 @@ def test_a_tick_job_links_to_its_schedule_and_tick(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     [job] = hg.jobs.list(schedule_id="pulse").jobs
@@ -295,11 +295,11 @@ def test_ticks_merged_by_the_missed_run_policy_show_as_a_gap(
     try:
         for _ in range(2):
             clock.advance(MINUTE)
-            assert hg.run_pending()
+            assert hg.fire_due_ticks()
         hg.schedules.pause("pulse")
         clock.advance(10 * MINUTE)
         hg.schedules.resume("pulse")
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     rows = _rows(_html(client, "/schedules/pulse"), "events")
@@ -319,7 +319,7 @@ def test_a_deleted_schedule_keeps_a_read_only_page_with_its_history(
     hg.start(workers=False)
     try:
         clock.advance(MINUTE)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
     finally:
         hg.stop()
     hg.schedules.delete("pulse")
@@ -357,7 +357,7 @@ def test_manual_runs_are_runs_marked_as_such_and_link_back_after_a_delete(
     client: TestClient, hg: Headgate
 ) -> None:
     hg.schedules.put("pulse", spec="@every:60000", kind="ping")
-    job_id, _ = hg.schedules.run_now("pulse", "click-1")
+    job_id, _ = hg.schedules.enqueue_now("pulse", "click-1")
     html = _html(client, "/schedules/pulse")
     [manual] = _rows(html, "runs")
     assert f'href="/jobs/{job_id}"' in manual and "enqueued" in manual

@@ -293,7 +293,7 @@ class TestSchedulePage:
         try:
             for _ in range(3):
                 clock.advance(1_000)
-                assert hg.run_pending()
+                assert hg.fire_due_ticks()
         finally:
             hg.stop()
         html = _html(client, "/schedules/pulse")

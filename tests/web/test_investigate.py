@@ -143,7 +143,7 @@ def test_the_jobs_list_searches_by_id_unique_key_and_idempotency_key(
     keyed = hg.enqueue("invoice.send", {"n": 7}, unique_key="invoice-7")
     other = hg.enqueue("invoice.send", {"n": 8})
     hg.schedules.put("nightly", spec="@every:60000", kind="report.build")
-    manual = hg.schedules.run_now("nightly", "operator-click-1")
+    manual = hg.schedules.enqueue_now("nightly", "operator-click-1")
 
     def found(**params: str) -> list[str]:
         return [

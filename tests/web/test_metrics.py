@@ -68,7 +68,7 @@ def test_a_tick_fired_by_the_runtime_is_counted_with_its_lateness_and_the_lease(
     clock.set(schedule.next_run_ms + 250)  # due, a quarter of a second ago
     assert _value(_scrape(client), "headgate_schedules_due") == 1
     hg.start(workers=False)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
 
     after = _scrape(client)
     assert _value(after, "headgate_ticks_total", outcome="enqueued", reason="accepted") == 1
@@ -208,7 +208,7 @@ def test_no_label_carries_an_id_a_payload_or_an_error_text(
     jobs = [hg.enqueue("email.send", {"to": to}) for to in ("bad@example.com", "bob@example.com")]
     clock.set(schedule.next_run_ms)
     hg.start(workers=False)
-    assert hg.run_pending()
+    assert hg.fire_due_ticks()
     hg.drain()
     text = _scrape_text(client)
     samples = _samples(text)

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from django.utils.module_loading import import_string
 
+from headgate._domain.lifecycle import FAILED_OUTCOMES
 from headgate._json import JsonValue
 from headgate._model import Job
 from headgate.contrib.django._tasks import (
@@ -37,7 +38,6 @@ STATUSES: Final = {
     "cancelled": FAILED,
     "quarantined": FAILED,
 }
-FAILED_OUTCOMES: Final = frozenset({"failed", "timed_out", "crashed", "quarantined"})
 
 
 def payload_of(args: Sequence[Any], kwargs: Mapping[str, Any]) -> JsonValue:

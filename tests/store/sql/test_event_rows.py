@@ -21,6 +21,7 @@ from headgate._domain.events import (
     MissedRunPolicy,
     NextRunAdvanced,
     Outcome,
+    ScheduleDefined,
 )
 from headgate._store.mapper import UPCASTERS, UnknownEventType
 from headgate._store.port import NO_STREAM
@@ -35,7 +36,7 @@ def test_body_is_versioned_json(store: SqlStore) -> None:
     with store.engine.connect() as connection:
         row = connection.execute(select(events)).one()
     assert row.type == "ScheduleDefined"
-    assert row.schema_version == 5  # ScheduleDefined: v5 since it says who changed it
+    assert row.schema_version == 6  # ScheduleDefined: v6 since backfill_max is named so
     assert row.body.startswith(
         '{"changed_by":null,"declared":null,"declared_by":null,"definition":{'
     )
@@ -363,3 +364,35 @@ def test_a_job_enqueued_before_fair_share_takes_the_first_turn_and_keeps_serial(
     assert isinstance(job_v4, JobEnqueued)
     assert (job_v4.serial, job_v4.fair_turn, job_v4.options.partition_key) == (True, 0, None)
     assert job_v4.options.priority == 3 and job_v4.options.rate_class is None
+
+
+def test_a_definition_from_before_backfill_max_was_named_so_reads_with_its_value(
+    store: SqlStore,
+) -> None:
+    """ScheduleDefined v5 named `backfill_max` `backfill_limit`, in the definition
+    and in what the code declared: both read under the name now, value kept."""
+    definition = (
+        '{"backfill_limit":7,"end_at_ms":null,"jitter_ms":0,"job":{"max_attempts":null,'
+        '"partition_key":null,"priority":null,"queue":"q","rate_class":null,'
+        '"run_at_ms":null,"start_within_ms":null,"timeout_ms":null,"unique_key":null},'
+        '"kind":"k","on_missed":"backfill","overlap":"allow","paused":false,"payload":null,'
+        '"spec":"@every:60000","start_at_ms":null,"summary":""}'
+    )
+    _insert(
+        store,
+        [
+            (
+                1,
+                "ScheduleDefined",
+                5,
+                f'{{"changed_by":null,"declared":{definition},"declared_by":"app",'
+                f'"definition":{definition},"due_at_ms":null,"last_enqueued_ms":null,'
+                '"next_run_ms":60000,"schedule_id":"a"}',
+            )
+        ],
+    )
+    (defined_v5,) = [e.event for e in store.log.read_stream("schedule-a")]
+    assert isinstance(defined_v5, ScheduleDefined)
+    assert defined_v5.definition.backfill_max == 7
+    assert defined_v5.declared is not None
+    assert defined_v5.declared.backfill_max == 7

@@ -59,7 +59,7 @@ def test_an_old_builds_store_reads_back_whole_and_keeps_working(store_url: str) 
         # What those rows mean still holds: the key's manual run, a held unique
         # key, a quarantined fingerprint.
         manual_job, key = old["manual"]
-        assert hg.schedules.run_now("every", idempotency_key=key) == (manual_job, True)
+        assert hg.schedules.enqueue_now("every", idempotency_key=key) == (manual_job, True)
         unique_key, holder = old["held_unique_key"]
         with pytest.raises(DuplicateJob) as duplicate:
             hg.enqueue("adhoc", {"x": 9}, unique_key=unique_key)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from headgate import Headgate, NotFound, ops
+from headgate._domain.options import FORMER_NAMES
 from headgate._store.port import SCHEMA_REVISION
 from headgate.testing import FakeClock
 
@@ -57,7 +58,8 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
         assert [s.id for s in schedules] == sorted(expected["schedules"])
         for schedule in schedules:
             fields = expected["schedules"][schedule.id]
-            assert _as_json({name: getattr(schedule, name) for name in fields}) == fields
+            read = {name: getattr(schedule, FORMER_NAMES.get(name, name)) for name in fields}
+            assert _as_json(read) == fields
             assert schedule.overrides == ()
         with pytest.raises(NotFound):
             hg.schedules.get("retired")
@@ -81,7 +83,7 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
             [e["fingerprint"], e["note"], e["quarantined_at_ms"]] for e in expected["quarantine"]
         ]
         assert [j.id for j in hg.schedules.manual_runs("pulse").jobs] == expected["manual_runs"]
-        assert hg.schedules.run_now("pulse", idempotency_key="click-1") == (
+        assert hg.schedules.enqueue_now("pulse", idempotency_key="click-1") == (
             expected["manual_runs"][0],
             True,
         )
@@ -98,7 +100,7 @@ def test_the_previous_release_store_fires_its_next_tick_and_rebuilds_the_same(
         assert due == expected["schedules"]["pulse"]["next_run_ms"]
         hg.start(workers=False)
         clock.set(due)
-        assert hg.run_pending()
+        assert hg.fire_due_ticks()
         newest = hg.schedules.enqueue_events("pulse", limit=1).events[0]
         assert (newest.tick_ms, newest.outcome) == (due, "enqueued")
         job = hg.jobs.get(newest.job_id)
