@@ -68,11 +68,13 @@ from headgate._redact import masked
 from headgate._routing import UndeclaredKinds
 from headgate._runtime.actors import RunPending, SchedulerActor, WakeSignal
 from headgate._runtime.config import RuntimeConfig, WorkerConfig
+from headgate._runtime.draining import drain
 from headgate._runtime.handlers import Executor, Handler, handler_spec, require_executor
 from headgate._runtime.hooks import EnqueueHook
+from headgate._runtime.runtime_duties import keeper_for
 from headgate._runtime.task_calls import TaskCall, TaskSignature, handler_of
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._runtime.worker_pool import WorkerPool, drain
+from headgate._runtime.worker_pool import WorkerPool
 from headgate._store.opening import open_existing_store, open_store
 from headgate._store.port import Claimant, Store
 from headgate._tasks import Task, TaskDecorator
@@ -248,6 +250,15 @@ class Headgate(OldNames):
                     settled=self._core.alerts.run_settled,
                 )
                 self._core.pool.start()
+            if scheduler or self._core.pool is not None:
+                self._core.keeper = keeper_for(
+                    self._core.store,
+                    self.clock,
+                    self.config,
+                    self._core.pool,
+                    recorder=self._core.metrics,
+                )
+                self._core.keeper.start()
             _RUNNING.add(self)
         return self
 
@@ -297,8 +308,11 @@ class Headgate(OldNames):
             scheduler, self._core.scheduler = self._core.scheduler, None
             processor, self._core.processor = self._core.processor, None
             pool, self._core.pool = self._core.pool, None
+            keeper, self._core.keeper = self._core.keeper, None
             self._core.holder = None
             _RUNNING.discard(self)
+            if keeper is not None:
+                keeper.stop(timeout)  # a compaction cut short; the maintenance lease released
             if pool is not None:
                 self._core.stopping_pool = pool
                 if self._core.give_back_asked.is_set():

@@ -47,6 +47,7 @@ from headgate._run_reads import RunReads
 from headgate._runtime.activity import roll_up_closed_minutes
 from headgate._runtime.actors import SchedulerActor, WakeSignal
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
+from headgate._runtime.duties import DutyKeeper
 from headgate._runtime.handlers import HandlerRegistry
 from headgate._runtime.schedule_alerts import ScheduleAlerts
 from headgate._runtime.task_calls import TaskSignature
@@ -99,6 +100,8 @@ class Core:
         self.wake_signal = WakeSignal()
         self.processor: TickProcessor | None = None
         self.pool: WorkerPool | None = None
+        self.keeper: DutyKeeper | None = None
+        """Runs the background duties while the runtime runs (`_runtime/duties.py`)."""
         self.stopping_pool: WorkerPool | None = None
         """The pool whose stop waits for its running handlers, while it does."""
         self.give_back_asked = threading.Event()
@@ -131,6 +134,7 @@ class Core:
         self.scheduler = None
         self.processor = None
         self.pool = None
+        self.keeper = None
         self.holder = None
         self.lifecycle = threading.RLock()
         self.metrics.after_fork()

@@ -24,9 +24,10 @@ from typing import Final
 from headgate._clock import Clock
 from headgate._domain.job_rules import Redactor
 from headgate._domain.retry import Retry
+from headgate._runtime.attempt_log import RunSettled
+from headgate._runtime.draining import drain
 from headgate._runtime.handlers import HandlerRegistry, HandlerSpec
 from headgate._runtime.recorder import Recorder
-from headgate._runtime.worker_pool import RunSettled, drain
 from headgate._store.port import Store
 
 EAGER_TIMEOUT_S: Final = 3600.0

@@ -422,8 +422,6 @@ def test_only_serve_imports_the_web_package() -> None:
 
 LARGEST_LINES = 600
 LARGE_MODULES = {
-    "headgate/_runtime/worker_pool.py": "the dispatcher with its heartbeat, rescue and "
-    "timeouts: to become duties of their own (issue 39)",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "

@@ -17,8 +17,8 @@ transaction fenced by the term (the store serialises writers anyway, so one
 transaction per sweep loses nothing and saves a commit per shard), committing
 at the instant the ticks are due.
 
-A Compactor actor compacts the log once per interval, when the holder asks,
-on its own thread and in small transactions, so ticks and renewals go on.
+The lease is kept by `lease_keeping.LeaseKeeping`, the rule the maintenance
+duties' keeper (`duties.DutyKeeper`) holds its own lease by.
 """
 
 from __future__ import annotations
@@ -33,20 +33,24 @@ from typing import Any, Final
 import pykka
 
 from headgate._clock import Clock
-from headgate._domain.activity import MINUTE_MS, minute_of
 from headgate._errors import LeaseLost, ProjectionsRebuilding, StoreError
 from headgate._logs import get_logger
 from headgate._projections import ScheduleRow
-from headgate._runtime.activity import GRACE_MS, ActivityRoller, RollUp
 from headgate._runtime.config import SCHEDULER_LEASE, RuntimeConfig
 from headgate._runtime.hook_runner import HooksInterrupted
 from headgate._runtime.instants import next_lead_ms
+from headgate._runtime.lease_keeping import LeaseKeeping, LeaseTiming, LeaseWords
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
 from headgate._store.port import Claimant, Fence, Lease, Store
 
 log = get_logger("headgate.scheduler")
+SCHEDULER_WORDS: Final = LeaseWords(
+    prefix="",
+    acquired="lease acquired; this process is the scheduler",
+    untrusted="lease renewal came back too late to trust; not firing ticks under it",
+)
 
 INSTANT_SWEEPS: Final = 10
 """How many sweeps' worth of schedules due at one instant are sent ahead of it
@@ -182,47 +186,6 @@ class ScheduleShard(pykka.ThreadingActor):
             _reply(message, BatchDone(message.term, progressed, lost, postponed, late))
 
 
-@dataclass(frozen=True)
-class Compact:
-    """Compact the log now (the lease holder asks, once per compaction interval),
-    fenced by the lease's term: a duty of the lease, like firing ticks."""
-
-    term: int
-
-
-class Compactor(pykka.ThreadingActor):
-    """Compaction on its own thread: a run takes seconds on a busy log, and the
-    scheduler must keep renewing its lease and firing ticks meanwhile (each
-    compaction transaction is small, so ticks interleave with it)."""
-
-    use_daemon_thread = True  # see SchedulerActor
-
-    def __init__(self, store: Store, busy: threading.Event, cancel: threading.Event) -> None:
-        super().__init__()
-        self._store = store
-        self._busy = busy
-        self._cancel = cancel
-
-    def on_receive(self, message: Any) -> None:
-        if not isinstance(message, Compact):
-            return
-        try:
-            fence = Fence(SCHEDULER_LEASE, message.term)
-            report = self._store.compact(cancel=self._cancel, fence=fence)
-            log.info(
-                "log compacted",
-                streams=report.streams_examined,
-                events_deleted=report.events_deleted,
-                jobs_removed=report.jobs_removed,
-            )
-        except LeaseLost:
-            log.warning("lease lost; compaction stopped, nothing more written", term=message.term)
-        except Exception:
-            log.warning("compaction failed; it runs again at the next interval", exc_info=True)
-        finally:
-            self._busy.clear()
-
-
 def _reply(message: TickDue, done: BatchDone) -> None:
     # The scheduler may have stopped while the batch ran; then nobody is waiting.
     with contextlib.suppress(pykka.ActorDeadError):
@@ -243,29 +206,27 @@ class SchedulerActor(pykka.ThreadingActor):
         claimant: Claimant,
     ) -> None:
         super().__init__()
-        self._store = store
         self._reads = store.reads
-        self._leases = store.leases
         self._clock = clock
         self._config = config
         self._processor = processor
-        self._claimant = claimant
+        self._lease_keeping = LeaseKeeping(
+            store.leases,
+            SCHEDULER_LEASE,
+            claimant,
+            clock,
+            LeaseTiming(config.lease_ttl_ms),
+            log=log,
+            words=SCHEDULER_WORDS,
+        )
         self._lease: Lease | None = None
-        self._last_term: int | None = None
-        """The term this runtime last held, kept after losing it (to log a re-take)."""
+        """The lease as this actor last kept it: the term its sweeps are sent under."""
         self._shards: list[pykka.ActorRef[ScheduleShard]] = []
         self._in_flight = 0
         self._sweep_term: int | None = None
         """The term the last sweep was sent under."""
         self._progressed = False
         self._waiters: list[RunPending] = []
-        self._last_compaction_ms: int | None = None
-        self._compactor: pykka.ActorRef[Compactor] | None = None
-        self._compacting = threading.Event()
-        self._stop_compacting = threading.Event()
-        self._roller: pykka.ActorRef[ActivityRoller] | None = None
-        self._rolling = threading.Event()
-        self._next_roll_up_ms: int | None = None
         self._not_ahead_of_ms = 0
         """Instants up to this one are fired when due, not ahead (an early try was abandoned)."""
         self._postponed = False
@@ -276,29 +237,18 @@ class SchedulerActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._shards = [ScheduleShard.start(self._processor) for _ in range(self._config.shards)]
-        self._compactor = Compactor.start(self._store, self._compacting, self._stop_compacting)
-        self._roller = ActivityRoller.start(self._store, self._rolling)
         self._ticker.start()
         self._cycle()
 
     def on_stop(self) -> None:
         self._ticker.stop()
         self._processor.cancel()
-        self._stop_compacting.set()
         for shard in self._shards:
             shard.stop(block=True)
         self._processor.close()  # no batch is left to queue after-hooks
-        if self._compactor is not None:
-            self._compactor.stop(block=True)
-        if self._roller is not None:
-            self._roller.stop(block=True)
-        if self._lease is not None:
-            try:
-                self._leases.release(SCHEDULER_LEASE, self._claimant.holder, self._lease.term)
-                log.info("lease released", term=self._lease.term)
-            except StoreError:
-                log.warning("could not release the lease; it will expire", exc_info=True)
-        self._notify_waiters(fired=self._lease is not None)
+        held = self._lease is not None
+        self._lease_keeping.release()
+        self._notify_waiters(fired=held)
 
     def on_receive(self, message: Any) -> None:
         if isinstance(message, Wake):
@@ -348,8 +298,6 @@ class SchedulerActor(pykka.ThreadingActor):
                 # still due, and fire under the new term now.
                 self._ticker.wake_at(now + self._config.renew_every_ms)
                 return
-            self._maybe_compact(now)
-            self._maybe_roll_up(now)
             if self._dispatch(now):
                 return
             self._notify_waiters(fired=True)
@@ -363,7 +311,7 @@ class SchedulerActor(pykka.ThreadingActor):
         that term; a newer one, taken again since the batch was sent, stays held."""
         if self._lease is None:
             return
-        if self._lease.term == term:
+        if self._lease_keeping.forget_lost_term(term):
             self._lease = None
             return
         log.info(
@@ -374,33 +322,10 @@ class SchedulerActor(pykka.ThreadingActor):
 
     def _renewal_due_ms(self, now: int) -> int:
         """When the lease is next renewed (or, without one, claimed again)."""
-        if self._lease is None:
-            return now + self._config.renew_every_ms
-        config = self._config
-        return self._lease.expires_at_ms - config.lease_ttl_ms + config.renew_every_ms
+        return self._lease_keeping.renewal_due_ms(now)
 
     def _keep_lease(self, now: int) -> None:
-        due_ms = self._renewal_due_ms(now)
-        if self._lease is not None and now < due_ms:
-            return
-        lease = self._lease
-        current_term = lease.term if lease is not None else None
-        acquired = self._leases.acquire(
-            SCHEDULER_LEASE, self._claimant, self._config.lease_ttl_ms, current_term
-        )
-        late_ms = now - due_ms if lease is not None else None
-        _log_lease_change(lease, acquired, self._last_term, late_ms)
-        self._lease = acquired
-        if acquired is not None:
-            self._last_term = acquired.term
-            returned_ms = self._clock.now_ms()
-            if returned_ms >= acquired.expires_at_ms - self._config.trust_margin_ms:
-                log.warning(
-                    "lease renewal came back too late to trust; not firing ticks under it",
-                    term=acquired.term,
-                    renewal_took_ms=returned_ms - now,
-                )
-                self._lease = None
+        self._lease = self._lease_keeping.keep(now)
 
     def _dispatch(self, due_by_ms: int, at_ms: int | None = None) -> bool:
         """Send the schedules due by `due_by_ms` to their shards; False when there are none.
@@ -454,52 +379,8 @@ class SchedulerActor(pykka.ThreadingActor):
             return
         self._ticker.wake_at(min(earliest, renew_at))
 
-    def _maybe_compact(self, now: int) -> None:
-        if self._last_compaction_ms is None:
-            self._last_compaction_ms = now
-        if now - self._last_compaction_ms < self._config.compaction_interval_ms:
-            return
-        self._last_compaction_ms = now
-        if self._compactor is not None and not self._compacting.is_set():
-            self._compacting.set()  # a run still going is not queued twice
-            assert self._lease is not None
-            self._compactor.tell(Compact(self._lease.term))
-
-    def _maybe_roll_up(self, now: int) -> None:
-        """Once a minute (a minute and its grace after the last), the activity roll-up."""
-        if self._next_roll_up_ms is not None and now < self._next_roll_up_ms:
-            return
-        self._next_roll_up_ms = minute_of(now) + MINUTE_MS + GRACE_MS
-        if self._roller is not None and not self._rolling.is_set():
-            self._rolling.set()
-            self._roller.tell(RollUp(now))
-
     def _notify_waiters(self, *, fired: bool) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             waiter.fired.append(fired)
             waiter.done.set()
-
-
-def _log_lease_change(
-    held: Lease | None, acquired: Lease | None, last_term: int | None, late_ms: int | None
-) -> None:
-    """Say why the scheduler duty changed hands: a new term or a loss is never silent.
-
-    `late_ms` is how long after its renewal was due the renewal ran (None when
-    no lease was held)."""
-    if acquired is None:
-        if held is not None:
-            log.warning("lease lost to another process", term=held.term, late_ms=late_ms)
-        return
-    if held is not None and acquired.term == held.term:
-        return  # renewed
-    if last_term is None:
-        log.info("lease acquired; this process is the scheduler", term=acquired.term)
-        return
-    log.warning(
-        "lease acquired again under a new term; the last one lapsed or was lost",
-        old_term=last_term,
-        new_term=acquired.term,
-        late_ms=late_ms,
-    )

@@ -65,6 +65,9 @@ from headgate._logs import get_logger
 from headgate._runtime.handlers import JobContext
 
 log = get_logger("headgate.workers")
+CHILD_START_WAIT_S: Final = 10.0
+"""How long a worker's start waits for the first child of process handlers to be
+ready, so that the first attempts' timeouts are not spent starting one."""
 
 WATCH_INTERVAL_S: Final = 0.02
 """How often a waiting attempt looks whether it was told to stop."""

@@ -135,7 +135,6 @@ class RuntimeConfig:
 
 
 MAX_SCHEDULE_SERIES: Final = 100_000
-RESCUER_LEASE: Final = "rescuer"
 DEFAULT_CAPACITY: Final = 4
 """Concurrent jobs per queue when the host names no capacity."""
 
@@ -153,7 +152,9 @@ class WorkerConfig:
     """A worker that has not renewed its heartbeat this long is taken for dead and
     its running jobs are rescued (renewed every quarter of it)."""
     rescue_interval_ms: int = 5_000
-    """How often the rescuer (one process, by lease) looks for dead workers."""
+    """How often dead workers are looked for: those whose heartbeat expired, by one
+    process at a time (the maintenance lease, whose TTL is three of these), and
+    those of its own machine known dead, by each worker process."""
     poll_interval_ms: int = 1_000
     """How often an idle worker looks for due jobs when nothing woke it: the
     backstop behind the wake-ups (an enqueue here, another process's by

@@ -1,9 +1,10 @@
 """Jobs of dead workers made claimable again: by lease after their heartbeat
 expired, or at once by a worker of their own machine that knows they died.
 
-By TTL: one process at a time holds the `rescuer` lease (any process running
-workers competes for it). Every rescue interval it reads the workers whose
-heartbeat has expired and, in one write fenced by its term, records what
+By TTL: a duty of the maintenance lease (`maintenance.ExpiredRescue`, run by
+the `duties.DutyKeeper` of one process at a time). Every rescue interval it
+reads the workers whose heartbeat has expired and, in one write fenced by the
+lease's term, records what
 `job_rules.rescue` decides for each running job of theirs: abandoned (crash
 count + 1, claimable again), or quarantined with its fingerprint; then it
 forgets those workers. A worker that is alive, however long its job runs,
@@ -14,17 +15,18 @@ pending jobs with it (quarantined too), in the same write: enqueues of it are
 refused from then on, and what was enqueued before would only crash more
 workers.
 
-Locally: every worker process, lease or not, at its start (before its first
-claim) and every rescue interval, reads the heartbeat rows of its own boot
-and namespaces, expired or not, and rescues at once those whose process is
-certainly dead (`local_processes`: no process has the pid, or another one
-does). A supervisor's restarted worker thus counts its predecessor's crash
-before it claims anything: a crash loop is quarantined after `crash_limit`
-deaths however long the TTL, and the dead worker's healthy jobs run again
-within a turn. This needs no lease: the write is serialised and reads the
-jobs still running on the dead worker inside it, and each job's rescue is
-appended at the version read there, so two rescuers of one dead worker (two
-restarted workers, or one and the lease holder) count its crash once.
+Locally (`maintenance.LocalRescue`): every worker process, lease or not, at
+its start (before its first claim) and every rescue interval, reads the
+heartbeat rows of its own boot and namespaces, expired or not, and rescues at
+once those whose process is certainly dead (`local_processes`: no process has
+the pid, or another one does). A supervisor's restarted worker thus counts its
+predecessor's crash before it claims anything: a crash loop is quarantined
+after `crash_limit` deaths however long the TTL, and the dead worker's healthy
+jobs run again within a turn. This needs no lease: the write is serialised and
+reads the jobs still running on the dead worker inside it, and each job's
+rescue is appended at the version read there, so two rescuers of one dead
+worker (two restarted workers, or one and the lease holder) count its crash
+once.
 """
 
 from __future__ import annotations
@@ -39,19 +41,18 @@ from headgate._domain.events import JobQuarantined
 from headgate._domain.ids import fingerprint_of_text
 from headgate._domain.job_rules import CrashedJob, rescue
 from headgate._domain.streams import job_stream, quarantine_stream
-from headgate._errors import LeaseLost, StoreError
+from headgate._errors import StoreError
 from headgate._logs import get_logger
 from headgate._projections import JobRow
 from headgate._projections.jobs import run_schedule_id
 from headgate._runtime import job_units
-from headgate._runtime.config import RESCUER_LEASE, WorkerConfig
+from headgate._runtime.config import WorkerConfig
 from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._store.port import (
     ANY_VERSION,
     Claimant,
     Fence,
-    Lease,
     Store,
     StreamAppend,
     Unit,
@@ -82,28 +83,10 @@ class Rescuer:
         self._clock = clock
         self._claimant = claimant
         self._config = config
-        self._lease: Lease | None = None
         self.rescued = 0
         """Jobs taken back from dead workers by this process, in all."""
         self.quarantined = 0
         self._crashed_children: list[_Taken] = []
-
-    def run_once(self) -> int:
-        """Rescue the workers of this machine known dead, then, if this process
-        holds (or takes) the lease, those whose heartbeat expired; returns how
-        many jobs it took back."""
-        taken = self.rescue_local()
-        try:
-            lease = self._keep_lease()
-            if lease is None:
-                return taken
-            return taken + self._rescue_expired(Fence(RESCUER_LEASE, lease.term))
-        except LeaseLost:
-            self._lease = None
-            return taken
-        except StoreError:
-            log.warning("rescue failed; it runs again at the next interval", exc_info=True)
-            return taken
 
     def rescue_local(self) -> int:
         """Rescue, unfenced, the workers of this machine whose process is certainly
@@ -127,23 +110,17 @@ class Rescuer:
             taken, "worker's process is gone from this machine; its jobs were rescued"
         )
 
-    def release(self) -> None:
-        lease, self._lease = self._lease, None
-        if lease is not None:
-            try:
-                self._store.leases.release(RESCUER_LEASE, self._claimant.holder, lease.term)
-            except StoreError:
-                log.warning("could not release the rescuer lease; it will expire")
+    def rescue_expired(self, fence: Fence) -> int:
+        """Rescue, in one write fenced by `fence`, the workers whose heartbeat
+        expired; returns the jobs taken. Raises LeaseLost when the term is gone.
 
-    def _keep_lease(self) -> Lease | None:
-        current = self._lease.term if self._lease is not None else None
-        ttl = 3 * self._config.rescue_interval_ms
-        self._lease = self._store.leases.acquire(RESCUER_LEASE, self._claimant, ttl, current)
-        return self._lease
-
-    def _rescue_expired(self, fence: Fence) -> int:
+        Never this process's own workers: they are alive (this runs), their
+        dispatcher renews their heartbeat on a thread of its own, and their
+        jobs are running; their row may look expired only while that thread
+        is between two beats (a stall, a fake clock moved on)."""
         with self._store.log.write(fence) as transaction:
-            dead = transaction.expired_workers(transaction.now_ms)
+            expired = transaction.expired_workers(transaction.now_ms)
+            dead = [row for row in expired if row.worker_id != self._claimant.holder]
             if not dead:
                 return 0
             taken = self._take_back(transaction, dead)

@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from headgate import Headgate, RuntimeConfig
 from headgate._domain.streams import schedule_stream
-from headgate._runtime.config import SCHEDULER_LEASE
+from headgate._runtime.duties import MAINTENANCE_LEASE
 from headgate._store.port import Claimant
 from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
 
@@ -93,7 +93,8 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
         first = _wait_for(holder_pid, 30, "a first scheduler")
         time.sleep(1.5)
         acquired = {
-            pid: output.read_text().count("lease acquired") for pid, (_, output) in children.items()
+            pid: sum(e["event"].startswith("lease acquired") for e in _log(output))
+            for pid, (_, output) in children.items()
         }
         assert [pid for pid, count in acquired.items() if count] == [first], "exactly one scheduler"
 
@@ -179,13 +180,17 @@ def test_three_runtimes_one_scheduler_failover_and_fencing(store_url: str, tmp_p
 COMPACTING_CHILD = textwrap.dedent(
     """
     import contextlib, os, signal, sys, threading, time
-    from headgate import Headgate, RuntimeConfig
+    from headgate import Headgate, RuntimeConfig, WorkerConfig
     from headgate._logs import configure_logging
     configure_logging(json_lines=True)
     hg = Headgate(
         sys.argv[1],
         config=RuntimeConfig(lease_ttl_ms=int(sys.argv[2]), compaction_interval_ms=200),
     )
+
+    @hg.handler("noop")
+    def noop(job):
+        pass
     store, real_write = hg._core.store, hg._core.store.log.write
     compaction_writes = 0
     continued = threading.Event()
@@ -199,7 +204,7 @@ COMPACTING_CHILD = textwrap.dedent(
         # no other thread of it is inside a write when it stops (the stop may
         # reach the process a moment after kill() returns).
         global compaction_writes
-        if threading.current_thread().name.startswith("Compactor"):
+        if threading.current_thread().name == "headgate-compaction":
             compaction_writes += 1
             if compaction_writes == 2:
                 with store.database._write_lock:
@@ -215,7 +220,8 @@ COMPACTING_CHILD = textwrap.dedent(
         hg.close()
         sys.exit(0)
     signal.signal(signal.SIGTERM, stop)
-    hg.start()
+    # The maintenance lease lasts three rescue intervals: the TTL given.
+    hg.start(workers=WorkerConfig(rescue_interval_ms=int(sys.argv[2]) // 3))
     while True:
         time.sleep(0.5)
     """
@@ -230,9 +236,9 @@ def _process_state(pid: int) -> str:
 def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
     store_url: str, tmp_path: Path
 ) -> None:
-    """The compaction is a duty of the scheduler lease: a holder frozen between two
-    of its transactions, past its lease's expiry, while another process takes the
-    lease, resumes and writes nothing more (its next transaction is fenced out)."""
+    """The compaction is a duty of the maintenance lease: a holder frozen between
+    two of its transactions, past its lease's expiry, while another process takes
+    the lease, resumes and writes nothing more (its next transaction is fenced out)."""
     observer = Headgate(store_url, config=CONFIG)
     streams = 60  # more than one compaction transaction's worth (50)
     for n in range(streams):
@@ -265,13 +271,13 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         _wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop")
         frozen = counts()
         assert frozen == (3 * streams - 50, 0), "the first transaction committed, no more"
-        held = observer.runtime.lease()
+        held = store.leases.status(MAINTENANCE_LEASE)
         assert held is not None and held.pid == child.pid
         _wait_for(
             lambda: observer.clock.now_ms() > held.expires_at_ms + 50, 10, "the lease to expire"
         )
         taken = store.leases.acquire(
-            SCHEDULER_LEASE, Claimant("observer", "test", os.getpid()), 60_000
+            MAINTENANCE_LEASE, Claimant("observer", "test", os.getpid()), 60_000
         )
         assert taken is not None and taken.term == held.term + 1
         os.kill(child.pid, signal.SIGCONT)  # wakes mid-compaction, believing it holds the lease
@@ -282,7 +288,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
         assert [e["term"] for e in stopped] == [held.term]
         child.send_signal(signal.SIGTERM)
         child.wait(timeout=30)
-        status = observer.runtime.lease()
+        status = store.leases.status(MAINTENANCE_LEASE)
         assert status is not None and status.holder == "observer"
     finally:
         if child.poll() is None:

@@ -21,9 +21,11 @@ from structlog.testing import capture_logs
 from headgate import Headgate, JobContext, WorkerConfig
 from headgate._domain.events import JobAbandoned, JobClaimed
 from headgate._domain.streams import job_stream
+from headgate._runtime.duties import DutyKeeper
+from headgate._runtime.heartbeat import worker_identity
 from headgate._runtime.local_processes import LocalProcesses, start_ticks_in
+from headgate._runtime.maintenance import ExpiredRescue, LocalRescue
 from headgate._runtime.rescuer import Rescuer
-from headgate._runtime.worker_pool import worker_identity
 from headgate._store.port import ProcessIdentity, Store, WorkerBeat, WorkerRow, Workers
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
@@ -90,6 +92,13 @@ def _rescuer(store: Store, clock: FakeClock) -> Rescuer:
     return Rescuer(store, clock, worker_identity("rescuer"), CONFIG)
 
 
+def _keeper(store: Store, clock: FakeClock, rescuer: Rescuer) -> DutyKeeper:
+    """A keeper of both rescues, run by the test (`run_due`)."""
+    interval = CONFIG.rescue_interval_ms
+    duties = [ExpiredRescue(rescuer, interval), LocalRescue(rescuer, interval)]
+    return DutyKeeper(store, clock, worker_identity("keeper"), duties, lease_ttl_ms=3 * interval)
+
+
 def test_a_dead_worker_of_this_machine_is_rescued_before_its_heartbeat_expires(
     hg: Headgate, clock: FakeClock, spawn: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
@@ -123,12 +132,16 @@ def test_workers_that_cannot_be_proven_dead_wait_for_their_ttl(
     for worker_id, (worker_pid, process) in rows.items():
         _worker_running(hg._core.store, worker_id, worker_pid, process, [jobs[worker_id].id])
     rescuer = _rescuer(hg._core.store, clock)
-    assert rescuer.run_once() == 0
+    keeper = _keeper(hg._core.store, clock, rescuer)
+    assert keeper.run_due() == ["rescue"]
+    assert rescuer.rescue_local() == 0
+    assert rescuer.rescued == 0
     assert {hg.jobs.get(job.id).state for job in jobs.values()} == {"running"}
     clock.advance(TTL_MS)
-    assert rescuer.run_once() == 4, "the TTL rule rescues them all once they expire"
+    assert keeper.run_due() == ["rescue", "local rescue"]
+    assert rescuer.rescued == 4, "the TTL rule rescues them all once they expire"
     assert {hg.jobs.get(job.id).crash_count for job in jobs.values()} == {1}
-    rescuer.release()
+    keeper.stop()
 
 
 def test_two_rescuers_of_one_dead_worker_at_once_count_its_crash_once(

@@ -23,13 +23,16 @@ from structlog.testing import capture_logs
 from headgate import EnqueueHook, Headgate, RuntimeConfig, TickContext, WorkerConfig
 from headgate._domain.events import EnqueueAttempted, JobClaimed
 from headgate._domain.streams import job_stream, schedule_stream
-from headgate._errors import LeaseLost, StoreUnavailable
+from headgate._errors import StoreUnavailable
 from headgate._runtime.actors import shard_of
+from headgate._runtime.config import SCHEDULER_LEASE
+from headgate._runtime.duties import MAINTENANCE_LEASE, DutyKeeper
+from headgate._runtime.heartbeat import worker_identity
+from headgate._runtime.maintenance import ExpiredRescue
 from headgate._runtime.rescuer import Rescuer
-from headgate._runtime.worker_pool import worker_identity
-from headgate._store.port import CompactionReport, Lease, WorkerBeat
+from headgate._store.port import Lease, WorkerBeat
 from headgate.testing import FakeClock
-from tests.runtime.conftest import START_MS, FaultyHeadgate, jobs_for
+from tests.runtime.conftest import START_MS, jobs_for
 
 CONFIG = RuntimeConfig()  # the defaults: a 1.5 s lease, batches prepared 0.5 s ahead
 TTL_MS = CONFIG.lease_ttl_ms
@@ -221,61 +224,13 @@ def test_a_loss_to_another_process_stays_a_loss(
     _assert_each_tick_once(first, "s")
 
 
-def test_a_compaction_lost_with_an_old_term_leaves_the_new_term_firing_and_compacting(
-    make_faulty: Callable[..., FaultyHeadgate], clock: FakeClock
-) -> None:
-    started, release = threading.Event(), threading.Event()
-    runs: list[CompactionReport | Exception] = []
-
-    def held_compaction(
-        run: Callable[[], CompactionReport], _cancel: threading.Event | None
-    ) -> CompactionReport:
-        if not started.is_set():
-            started.set()
-            assert release.wait(30), "the test never released the compaction"
-        try:
-            report = run()
-        except Exception as error:
-            runs.append(error)
-            raise
-        runs.append(report)
-        return report
-
-    hg, faults = make_faulty(RuntimeConfig(compaction_interval_ms=1_000))
-    faults.around_compaction = held_compaction
-    hg.schedules.put("s", spec="@every:1000", kind="k")
-    hg.start(workers=False)
-    assert hg.fire_due_ticks()  # the first compaction interval starts now
-    clock.set(START_MS + 1_100)
-    assert hg.fire_due_ticks()  # a compaction is due: it starts under term 1, and waits
-    assert started.wait(10)
-    old = _term(hg)
-    assert old is not None
-    with capture_logs() as logs:
-        clock.set(START_MS + 1_100 + TTL_MS)
-        assert hg.fire_due_ticks(), "the lease was taken again and the ticks fire"
-        assert (_term(hg) or 0) > old
-        release.set()
-        _wait_for(lambda: runs, "the stale compaction to stop")
-    assert isinstance(runs[0], LeaseLost)
-    stopped = [e for e in logs if e["event"].startswith("lease lost; compaction stopped")]
-    assert [e["term"] for e in stopped] == [old]
-    clock.set(START_MS + 3_000)
-    assert hg.fire_due_ticks()
-    clock.set(START_MS + 4_000)
-    assert hg.fire_due_ticks()  # the next interval: a compaction under the new term
-    _wait_for(lambda: len(runs) == 2, "a compaction under the new term")
-    assert isinstance(runs[1], CompactionReport)
-    assert jobs_for(hg, "s") == [START_MS + at for at in (1_000, 2_000, 3_000, 4_000)]
-    _assert_each_tick_once(hg, "s")
-
-
 class LostAnswers:
-    """A runtime's lease calls, whose next answer is lost after the store acted on
-    it (the connection dropped as the commit was acknowledged)."""
+    """A runtime's calls for one lease (`name`), whose next answer is lost after
+    the store acted on it (the connection dropped as the commit was acknowledged)."""
 
-    def __init__(self, leases: Any) -> None:
+    def __init__(self, leases: Any, name: str = SCHEDULER_LEASE) -> None:
         self._leases = leases
+        self._name = name
         self.lose_next = threading.Event()
 
     def __getattr__(self, name: str) -> Any:
@@ -283,7 +238,7 @@ class LostAnswers:
 
     def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
         lease: Lease | None = self._leases.acquire(*args, **kwargs)
-        if self.lose_next.is_set():
+        if args[0] == self._name and self.lose_next.is_set():
             self.lose_next.clear()
             raise StoreUnavailable("claiming lease: the connection dropped before the answer")
         return lease
@@ -320,7 +275,7 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
 
         def acquire(self, *args: Any, **kwargs: Any) -> Lease | None:
             lease: Lease | None = leases.acquire(*args, **kwargs)
-            if slow.is_set():
+            if args[0] == SCHEDULER_LEASE and slow.is_set():
                 slow.clear()
                 clock.advance(TTL_MS - 100)  # the answer took nearly the whole TTL
             return lease
@@ -342,19 +297,32 @@ def test_a_renewal_too_late_to_trust_is_followed_by_a_new_term_at_once(
     _assert_each_tick_once(hg, "s")
 
 
-def test_a_rescuer_whose_takeover_answer_was_lost_rescues_at_its_next_run(
+def test_a_keeper_whose_takeover_answer_was_lost_runs_its_duties_at_its_next_turn(
     hg: Headgate, clock: FakeClock
 ) -> None:
+    """The maintenance lease is kept by the scheduler's rule: a takeover whose
+    answer was lost is taken again at once under the next term."""
     store = hg._core.store
-    leases = LostAnswers(store.leases)
+    leases = LostAnswers(store.leases, MAINTENANCE_LEASE)
     store.leases = leases  # type: ignore[assignment]
     rescuer = Rescuer(store, clock, worker_identity("rescuer"), WorkerConfig())
+    keeper = DutyKeeper(
+        store,
+        clock,
+        worker_identity("keeper"),
+        [ExpiredRescue(rescuer, 5_000)],
+        lease_ttl_ms=15_000,
+    )
     job = hg.enqueue("k")
     store.workers.beat(WorkerBeat("dead", "host", 1, {"default": 1}, 0, 1, 0), ttl_ms=1_000)
     store.log.append(job_stream(job.id), 1, [JobClaimed(job.id, "dead", 1, 10**13)])
     clock.advance(2_000)  # the worker stopped heartbeating
     leases.lose_next.set()
-    assert rescuer.run_once() == 0  # it took the rescuer lease, and heard nothing back
-    assert rescuer.run_once() == 1, "rescued at its next run, not once its lease expired"
+    assert keeper.run_due() == []  # it took the maintenance lease, and heard nothing back
+    clock.advance(keeper.lease.timing.renew_every_ms)  # its next turn, asking the store again
+    assert keeper.run_due() == ["rescue"], "rescued at its next turn, not once its lease expired"
+    assert rescuer.rescued == 1
     assert hg.jobs.get(job.id).state == "pending"
-    rescuer.release()
+    lease = store.leases.status(MAINTENANCE_LEASE)
+    assert lease is not None and lease.term == 2
+    keeper.stop()

@@ -16,9 +16,10 @@ from headgate import Headgate, JobContext, RuntimeConfig, WorkerConfig
 from headgate._domain.events import JobClaimed
 from headgate._domain.streams import job_stream
 from headgate._errors import StoreUnavailable
+from headgate._runtime.duties import MAINTENANCE_LEASE
+from headgate._runtime.heartbeat import worker_identity
 from headgate._runtime.rescuer import Rescuer
-from headgate._runtime.worker_pool import worker_identity
-from headgate._store.port import Store, WorkerBeat
+from headgate._store.port import Fence, Store, WorkerBeat
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock
 from headgate.web import create_app
@@ -172,9 +173,12 @@ def test_rescues_and_quarantines_are_counted(
         WorkerConfig(crash_limit=2, rescue_interval_ms=100),
         recorder=hg._core.metrics,
     )
+    lease = store.leases.acquire(MAINTENANCE_LEASE, worker_identity("keeper"), 60_000)
+    assert lease is not None
+    fence = Fence(MAINTENANCE_LEASE, lease.term)
     job = hg.enqueue("poison", {"x": 1}, queue="imports")
     _die_running(store, clock, job.id, "dead-1")
-    assert rescuer.run_once() == 1  # crash 1: claimable again
+    assert rescuer.rescue_expired(fence) == 1  # crash 1: claimable again
     labels = {"queue": "imports", "kind": "poison"}
     samples = _scrape(client)
     assert _value(samples, "headgate_job_rescues_total", **labels) == 1
@@ -182,13 +186,12 @@ def test_rescues_and_quarantines_are_counted(
     assert _value(samples, "headgate_quarantined_fingerprints") == 0
 
     _die_running(store, clock, job.id, "dead-2")
-    assert rescuer.run_once() == 1  # crash 2: the crash limit
+    assert rescuer.rescue_expired(fence) == 1  # crash 2: the crash limit
     samples = _scrape(client)
     assert _value(samples, "headgate_job_rescues_total", **labels) == 2
     assert _value(samples, "headgate_job_quarantines_total", **labels) == 1
     assert _value(samples, "headgate_jobs", queue="imports", state="quarantined") == 1
     assert _value(samples, "headgate_quarantined_fingerprints") == 1
-    rescuer.release()
 
 
 def test_no_label_carries_an_id_a_payload_or_an_error_text(
