@@ -237,7 +237,8 @@ def floor_loop(backend: str, count: int, batch: int) -> float:
     (the job rows made running, under the log head's lock), then the end (the
     JobSucceeded event, the row's update at its version, the attempt's history
     row, the log head), in two transactions per batch as the raw loop."""
-    from headgate._store.sql.schema import CLAIMABLE_WHERE, LIVE, events, log_head
+    from headgate._store.sql.predicates import CLAIMABLE_WHERE
+    from headgate._store.sql.schema import LIVE, events, log_head
 
     jobs, attempts = LIVE.jobs, LIVE.job_attempts
     with fresh_database(backend) as url:

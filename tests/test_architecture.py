@@ -367,15 +367,11 @@ LARGEST_LINES = 600
 LARGE_MODULES = {
     "headgate/_runtime/worker_pool.py": "the dispatcher with its heartbeat, rescue and "
     "timeouts: to become duties of their own (issue 39)",
-    "headgate/_store/sql/queries.py": "every SQL read of the port: to split by capability, "
-    "as the port is",
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
-    "headgate/_store/sql/log.py": "the log's appends and their folds in one transaction",
     "headgate/_domain/options.py": "every option's type, rule and description, once, for "
     "every surface to derive from",
     "headgate/_store/sql/claiming.py": "the claim's policy, which moves to the domain (issue 39)",
-    "headgate/_store/sql/schema.py": "the declared schema, compared with the migrated one",
     "headgate/_store/memory/queries.py": "the memory store's reads, the claim's policy "
     "among them (issue 39)",
 }

@@ -650,19 +650,17 @@ def test_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture
 
 def test_rate_limits_set_list_and_clear(store_url: str, hg: Headgate, capsys: Capture) -> None:
     db = ("--db", store_url)
-    argv = ("rate-limits", "set", "mail-api", "--limit", "30", "--per-ms", "60000", *db)
+    argv = ("rates", "set", "mail-api", "--limit", "30", "--per-ms", "60000", *db)
     status, out, _ = _run(capsys, *argv)
     assert (status, out) == (
         0,
         "rate class mail-api: at most 30 starts per 60000 ms (0 in the window now)\n",
     )
-    [listed] = _json(capsys, "rate-limits", "list", *db)["rate_limits"]
+    [listed] = _json(capsys, "rates", "list", *db)["rate_limits"]
     assert (listed["rate_class"], listed["limit"], listed["per_ms"]) == ("mail-api", 30, 60_000)
     assert _run(capsys, "rate-limits", "clear", "mail-api", *db)[0] == 0
     assert hg.rates.list() == []
-    status, _, err = _run(
-        capsys, "rate-limits", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db
-    )
+    status, _, err = _run(capsys, "rates", "set", "mail-api", "--limit", "0", "--per-ms", "1", *db)
     assert status == 2 and err.startswith("error: limit"), err
 
 

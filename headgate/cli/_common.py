@@ -50,9 +50,10 @@ Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
 """The subcommands of `headgate` (or of a noun such as `headgate jobs`)."""
 
 
-def noun(commands: Commands, name: str, help_text: str) -> Commands:
-    """A command with subcommands of its own (`headgate jobs ...`)."""
-    parser = commands.add_parser(name, help=help_text)
+def noun(commands: Commands, name: str, help_text: str, *, formerly: str | None = None) -> Commands:
+    """A command with subcommands of its own (`headgate jobs ...`; `formerly`: its
+    name before a rename, still taken for one minor version)."""
+    parser = commands.add_parser(name, help=help_text, aliases=[formerly] if formerly else [])
     return parser.add_subparsers(title="commands", parser_class=Parser, required=True)
 
 

@@ -1,5 +1,5 @@
-"""`headgate limits` and `headgate rate-limits`: the fleet-wide limits, as the
-control API's /limits and /rate-limits edit them, against a store URL (the
+"""`headgate limits` and `headgate rates`: the fleet-wide limits and rate classes, as the
+control API's /limits and /rates edit them, against a store URL (the
 conventions of `_common`: --db, --json, exit statuses)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from headgate.cli._output import iso, print_json, print_table, printable
 
 
 def add_commands(commands: Commands) -> None:
-    """`headgate limits` and `headgate rate-limits`. Numbers are checked by the
+    """`headgate limits` and `headgate rates`. Numbers are checked by the
     domain, whose errors name the field (exit status 2)."""
     group = noun(commands, "limits", "fleet-wide limits on running jobs")
     command(group, "list", "every concurrency limit, with its jobs running now", _limits_list)
@@ -26,7 +26,7 @@ def add_commands(commands: Commands) -> None:
     clear = command(group, "clear", "remove the limit on exactly this scope", _limit_clear)
     _scope_flags(clear)
 
-    group = noun(commands, "rate-limits", "rate classes: starts per window")
+    group = noun(commands, "rates", "rate classes: starts per window", formerly="rate-limits")
     command(group, "list", "every rate class's limit and its starts in the window", _rates_list)
     put = command(group, "set", "at most --limit of a class's jobs start in any window", _rate_set)
     put.add_argument("rate_class", metavar="RATE_CLASS")

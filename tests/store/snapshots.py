@@ -7,7 +7,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from headgate._store.sql.schema import LIVE, ProjectionTables
+from headgate._store.sql.projection_tables import ProjectionTables
+from headgate._store.sql.schema import LIVE
 
 
 def snapshot(engine: Engine, tables: ProjectionTables = LIVE) -> dict[str, list[tuple[Any, ...]]]:

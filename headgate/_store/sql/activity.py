@@ -10,7 +10,8 @@ from sqlalchemy import delete, func, insert, select, text
 from headgate._domain.activity import MINUTE_MS, RAN, ActivityPoint, MinuteRows
 from headgate._store.port.activity import ActivityLog
 from headgate._store.sql.database import Database
-from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, RUNNING_WHERE, activity
+from headgate._store.sql.predicates import FINISHED_JOBS_WHERE, RUNNING_WHERE
+from headgate._store.sql.schema import LIVE, activity
 
 _history, _attempts, _jobs = LIVE.enqueue_history, LIVE.job_attempts, LIVE.jobs
 

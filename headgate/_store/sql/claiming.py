@@ -60,17 +60,15 @@ from headgate._domain.limits import (
 )
 from headgate._projections import ConcurrencyLimitRow, JobRow, RateLimitRow
 from headgate._store.sql.backends import Dialect, dialect_of
-from headgate._store.sql.prepared import Prepared
-from headgate._store.sql.projector import CHUNK
-from headgate._store.sql.schema import (
+from headgate._store.sql.predicates import (
     CLAIMABLE_WHERE,
-    LIVE,
     LIVE_PARTITIONED_WHERE,
     RUNNING_WHERE,
     live_ticks_where,
-    queue_turns,
-    rate_starts,
 )
+from headgate._store.sql.prepared import Prepared
+from headgate._store.sql.projector import CHUNK
+from headgate._store.sql.schema import LIVE, queue_turns, rate_starts
 
 _jobs, _paused, _blame = LIVE.jobs, LIVE.paused_queues, LIVE.crash_blame
 _limits, _rates = LIVE.concurrency_limits, LIVE.rate_limits

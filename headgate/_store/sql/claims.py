@@ -15,7 +15,8 @@ from sqlalchemy.engine import Connection
 
 from headgate._domain.events import JobState
 from headgate._projections.jobs import CLAIM_COLUMNS
-from headgate._store.sql.schema import LIVE, RUNNING_WHERE, rebuild_claims
+from headgate._store.sql.predicates import RUNNING_WHERE
+from headgate._store.sql.schema import LIVE, rebuild_claims
 
 _jobs = LIVE.jobs
 

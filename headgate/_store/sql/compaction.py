@@ -43,8 +43,9 @@ from headgate._store.sql.backends import dialect_of
 from headgate._store.sql.database import Database
 from headgate._store.sql.engine import translated_errors
 from headgate._store.sql.log import SqlEventLog
+from headgate._store.sql.predicates import FINISHED_JOBS_WHERE
 from headgate._store.sql.projector import CHUNK
-from headgate._store.sql.schema import FINISHED_JOBS_WHERE, LIVE, compaction_state, events, log_head
+from headgate._store.sql.schema import LIVE, compaction_state, events, log_head
 
 ATTEMPT_TYPE: Final = type_name(EnqueueAttempted)
 DEFINITION_TYPE: Final = type_name(ScheduleDefined)

@@ -39,15 +39,9 @@ from headgate._store.sql.engine import (
 )
 from headgate._store.sql.event_rows import decode_row, events_between
 from headgate._store.sql.migrations import migrate
+from headgate._store.sql.projection_tables import ProjectionTables, projection_tables
 from headgate._store.sql.projector import CHUNK, fold_into_table
-from headgate._store.sql.schema import (
-    LIVE,
-    ProjectionTables,
-    events,
-    log_head,
-    projection_checkpoints,
-    projection_tables,
-)
+from headgate._store.sql.schema import LIVE, events, log_head, projection_checkpoints
 from headgate._store.sql.store import SqlStore
 
 DEFAULT_BATCH: Final = 5000

@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from headgate._domain.events import RecordedEvent
 from headgate._projections import AnyProjection
 from headgate._store.sql.backends import dialect_of
-from headgate._store.sql.schema import ProjectionTables, projection_checkpoints
+from headgate._store.sql.projection_tables import ProjectionTables
+from headgate._store.sql.schema import projection_checkpoints
 
 CHUNK: Final = 500
 Row = TypeVar("Row")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from headgate._domain.retention import REMOVABLE_JOB_STATES
 from headgate._store.port import SCHEMA_REVISION
 from headgate._store.sql.migrations import LATEST_VERSION, revisions_on_disk
-from headgate._store.sql.schema import FINISHED_JOBS_WHERE
+from headgate._store.sql.predicates import FINISHED_JOBS_WHERE
 
 
 def test_compaction_finds_the_jobs_the_retention_rules_remove() -> None:

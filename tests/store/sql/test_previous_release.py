@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from headgate import Headgate, NotFound, ops
+from headgate._domain.options import FORMER_NAMES
 from headgate._store.port import SCHEMA_REVISION
 from headgate.testing import FakeClock
 
@@ -57,7 +58,8 @@ def test_the_previous_release_store_reads_back_whole(previous_store: tuple[str, 
         assert [s.id for s in schedules] == sorted(expected["schedules"])
         for schedule in schedules:
             fields = expected["schedules"][schedule.id]
-            assert _as_json({name: getattr(schedule, name) for name in fields}) == fields
+            read = {name: getattr(schedule, FORMER_NAMES.get(name, name)) for name in fields}
+            assert _as_json(read) == fields
             assert schedule.overrides == ()
         with pytest.raises(NotFound):
             hg.schedules.get("retired")

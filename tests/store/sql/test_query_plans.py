@@ -46,22 +46,23 @@ from headgate._store.port import (
     JobFilter,
     StreamAppend,
 )
-from headgate._store.sql import claiming, runs
-from headgate._store.sql import log as sql_log
-from headgate._store.sql import queries as read_model
+from headgate._store.sql import claiming, job_reads, runs, schedule_reads
+from headgate._store.sql import log_transaction as sql_log
 from headgate._store.sql.compaction import compact, finished_jobs_query
-from headgate._store.sql.maintenance import rebuild
-from headgate._store.sql.queries import (
-    due_count_query,
-    due_query,
-    earliest_due_query,
+from headgate._store.sql.job_reads import (
     job_counts_query,
     jobs_query,
     late_jobs_query,
     oldest_pending_query,
+    state_count_query,
+)
+from headgate._store.sql.maintenance import rebuild
+from headgate._store.sql.schedule_reads import (
+    due_count_query,
+    due_query,
+    earliest_due_query,
     schedule_count_query,
     schedules_query,
-    state_count_query,
 )
 from headgate._store.sql.store import SqlStore
 from headgate.testing import FakeClock, finish_job
@@ -280,7 +281,7 @@ def test_lookups_by_key_probe_the_index_whatever_the_statistics(store: SqlStore)
         event.listen(transaction.connection, "before_cursor_execute", capture)
         transaction.first_events(job_stream(f"next-{n}") for n in wanted)
         transaction.stream_versions(schedule_stream(f"s{n}") for n in wanted)
-        read_model.live_jobs_by_unique_key(transaction.connection, (f"key-{n}" for n in wanted))
+        job_reads.live_jobs_by_unique_key(transaction.connection, (f"key-{n}" for n in wanted))
         event.remove(transaction.connection, "before_cursor_execute", capture)
         lookups = [s for s in statements if any(w in s[0] for w in ("unnest", "json_each"))]
         # Statements built once run on the driver, unseen by the listener: as they run.
@@ -340,7 +341,7 @@ def test_overlap_policies_find_a_schedules_live_tick_jobs_on_their_index(
         connection = transaction.connection
         event.listen(connection, "before_cursor_execute", capture)
         with store.database.dialect.probing_indexes(connection):
-            live = read_model.live_ticks(connection, ["s7", "s8"])
+            live = job_reads.live_ticks(connection, ["s7", "s8"])
         event.remove(connection, "before_cursor_execute", capture)
         assert [job.job_id for job in live["s7"]] == ["j7"]
         (statement, parameters) = next(s for s in statements if "periodic_tick_ms" in s[0])
@@ -378,7 +379,7 @@ def test_every_statement_of_a_tick_batch_probes_indexes_on_postgresql(
         pytest.skip("SQLite has no statistics to lag; its lookups are checked above")
     _store_outgrowing_its_statistics(store)
     with store.engine.connect() as connection:
-        due = read_model.due_schedules(connection, clock.now_ms(), COUNT // 2)
+        due = schedule_reads.due_schedules(connection, clock.now_ms(), COUNT // 2)
     # With a queue limit, so the pending count (backpressure) is read too.
     limits = AdmissionLimits(default_queue_limit=1_000_000)
     processor = TickProcessor(store.log, clock, limits=limits)

@@ -20,9 +20,10 @@ from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import ProjectionsRebuilding
 from headgate._projections import ALL_PROJECTIONS
 from headgate._store.port import ANY_VERSION, NO_STREAM, CompactionPolicy
-from headgate._store.sql import queries as read_model
+from headgate._store.sql import schedule_reads as read_model
 from headgate._store.sql.compaction import compact
 from headgate._store.sql.maintenance import REPLAY_PREFIX, rebuild, replay, verify
+from headgate._store.sql.projection_tables import projection_tables
 from headgate._store.sql.schema import (
     LIVE,
     POSITIONS,
@@ -30,7 +31,6 @@ from headgate._store.sql.schema import (
     events,
     log_head,
     projection_checkpoints,
-    projection_tables,
     rebuild_claims,
 )
 from headgate._store.sql.store import SqlStore
