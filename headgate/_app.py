@@ -76,7 +76,7 @@ from headgate._runtime.task_calls import TaskCall, TaskSignature, handler_of
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.worker_pool import WorkerPool
 from headgate._store.opening import open_existing_store, open_store
-from headgate._store.port import Claimant, Store
+from headgate._store.port import LeaseHolder, Store
 from headgate._tasks import Task, TaskDecorator
 
 __all__ = ["JOB_COUNT_CAP", "Headgate", "open_existing"]
@@ -272,7 +272,7 @@ class Headgate(OldNames):
         return WorkerConfig()
 
     def _start_scheduler(self) -> None:
-        claimant = Claimant(
+        holder = LeaseHolder(
             holder=f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
             host=socket.gethostname(),
             pid=os.getpid(),
@@ -290,11 +290,11 @@ class Headgate(OldNames):
         )
         self._core.wake_signal = WakeSignal()  # none waits in the new actor's inbox
         self._core.scheduler = SchedulerActor.start(
-            self._core.store, self.clock, self.config, processor, claimant
+            self._core.store, self.clock, self.config, processor, holder
         )
         self._core.processor = processor
-        self._core.holder = claimant.holder
-        log.info("runtime started", holder=claimant.holder)
+        self._core.holder = holder.holder
+        log.info("runtime started", holder=holder.holder)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the actors and release the lease; the store stays usable.

@@ -109,7 +109,7 @@ class Core:
         """Held by start and stop; re-entrant, as a signal handler that calls close()
         may run on the thread whose close() it interrupted."""
         self.holder: str | None = None
-        """This process's scheduler-lease claimant while its scheduler runs."""
+        """This process's scheduler-lease holder while its scheduler runs."""
         self.metrics = HeadgateMetrics(
             self.reads,
             store.leases,

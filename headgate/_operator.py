@@ -18,7 +18,14 @@ from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._facade.queues import queue_status
 from headgate._facade.schedules import put_definition, update_fields
 from headgate._json import JsonValue
-from headgate._model import Job, JobLimits, LimitInForce, PutScheduleResult, QueueStatus, Schedule
+from headgate._model import (
+    Job,
+    JobSettings,
+    PutScheduleResult,
+    QueueStatus,
+    Schedule,
+    SettingInForce,
+)
 
 T = TypeVar("T")
 
@@ -77,17 +84,19 @@ class Operator:
         """`hg.enqueue_many` of jobs checked beforehand."""
         return self._core.enqueue_new_jobs(new_jobs, connection)
 
-    def job_limits(self, job: Job) -> JobLimits:
+    def job_settings(self, job: Job) -> JobSettings:
         """The attempt limit and timeout `job` runs under, and where each comes
         from: its own, else its kind's handler's (if registered here), else
         Headgate's default, which a handler registered only in another process
         may override."""
         spec = self._core.handlers.get(job.kind)
-        return JobLimits(
-            LimitInForce.of(
+        return JobSettings(
+            SettingInForce.of(
                 job.max_attempts, spec.max_attempts if spec else None, DEFAULT_MAX_ATTEMPTS
             ),
-            LimitInForce.of(job.timeout_ms, spec.timeout_ms if spec else None, DEFAULT_TIMEOUT_MS),
+            SettingInForce.of(
+                job.timeout_ms, spec.timeout_ms if spec else None, DEFAULT_TIMEOUT_MS
+            ),
         )
 
     def queue_status(self, queue: str) -> QueueStatus:

@@ -2,7 +2,7 @@
 
 from headgate._projections.base import AnyProjection, Projection
 from headgate._projections.crash_blame import CRASH_BLAME, CrashBlameRow
-from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueHistoryRow
+from headgate._projections.enqueue_history import ENQUEUE_HISTORY, EnqueueEventRow
 from headgate._projections.job_attempts import JOB_ATTEMPTS, JobAttemptRow
 from headgate._projections.jobs import JOBS, JobRow
 from headgate._projections.limits import (
@@ -44,7 +44,7 @@ __all__ = [
     "AnyProjection",
     "ConcurrencyLimitRow",
     "CrashBlameRow",
-    "EnqueueHistoryRow",
+    "EnqueueEventRow",
     "JobAttemptRow",
     "JobRow",
     "PausedQueueRow",

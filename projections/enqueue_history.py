@@ -23,7 +23,7 @@ KEEP_PER_SCHEDULE: Final = 100
 
 
 @dataclass(frozen=True)
-class EnqueueHistoryRow:
+class EnqueueEventRow:
     """An `EnqueueAttempted` event as the history holds it (public: `EnqueueEvent`)."""
 
     event_id: int
@@ -56,15 +56,15 @@ def creates(recorded: RecordedEvent) -> dict[str, Any] | None:
     }
 
 
-def apply(row: EnqueueHistoryRow | None, recorded: RecordedEvent) -> EnqueueHistoryRow | None:
+def apply(row: EnqueueEventRow | None, recorded: RecordedEvent) -> EnqueueEventRow | None:
     created = creates(recorded)
-    return row if created is None else EnqueueHistoryRow(**created)
+    return row if created is None else EnqueueEventRow(**created)
 
 
-ENQUEUE_HISTORY: Projection[EnqueueHistoryRow] = Projection(
+ENQUEUE_HISTORY: Projection[EnqueueEventRow] = Projection(
     name="enqueue_history",
     table="enqueue_history",
-    row_type=EnqueueHistoryRow,
+    row_type=EnqueueEventRow,
     key_column="event_id",
     key=key,
     apply=apply,

@@ -42,7 +42,7 @@ def test_events_show(store_url: str, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["events", "show", "--db", store_url, "--limit", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[0] == "1"
-    assert "schedule-s0 v1  ScheduleDefined/v5" in out[0]
+    assert "schedule-s0 v1  ScheduleDefined/v6" in out[0]
     assert out[1].strip().startswith('{"changed_by":null,"declared":null,"declared_by":null,')
     assert "job-job-for-s0-60000 v1  JobEnqueued/v6" in out[2]
     assert main(["events", "show", "--db", store_url, "--stream", "schedule-s0"]) == 0

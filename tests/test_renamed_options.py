@@ -83,10 +83,20 @@ def test_the_cli_takes_a_renamed_commands_former_name(
         assert len(hg.schedules.manual_runs("s").jobs) == 1
 
 
-def test_a_renamed_public_type_still_imports_with_a_warning() -> None:
+@pytest.mark.parametrize(
+    ("former", "now"),
+    [
+        ("RunNowResult", "EnqueueNowResult"),
+        ("JobLimits", "JobSettings"),
+        ("LimitInForce", "SettingInForce"),
+        ("LimitSource", "SettingSource"),
+        ("RateLimitStatus", "RateStatus"),
+    ],
+)
+def test_a_renamed_public_type_still_imports_with_a_warning(former: str, now: str) -> None:
     import headgate
 
-    with pytest.warns(DeprecationWarning, match="use headgate.EnqueueNowResult"):
-        assert headgate.RunNowResult is headgate.EnqueueNowResult  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match=f"use headgate.{now}"):
+        assert getattr(headgate, former) is getattr(headgate, now)
     with pytest.raises(AttributeError):
         headgate.NoSuchName  # type: ignore[attr-defined]  # noqa: B018

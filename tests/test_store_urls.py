@@ -88,7 +88,7 @@ def test_headgate_db_takes_a_postgres_url(platform_url: str) -> None:
         check=False,
     )
     assert shown.returncode == 0, shown.stderr
-    assert "schedule-nightly v1  ScheduleDefined/v5" in shown.stdout
+    assert "schedule-nightly v1  ScheduleDefined/v6" in shown.stdout
 
 
 def test_serve_takes_a_postgres_url(platform_url: str, tmp_path: Path) -> None:

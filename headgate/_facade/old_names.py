@@ -120,7 +120,7 @@ class OldNames:
     enqueue_job = Deprecated(Operator.enqueue_job, via=operator_of, instead=INTERNAL)
     check_job = Deprecated(Operator.check_job, via=operator_of, instead=INTERNAL)
     enqueue_new_jobs = Deprecated(Operator.enqueue_new_jobs, via=operator_of, instead=INTERNAL)
-    job_limits = Deprecated(Operator.job_limits, via=operator_of, instead=INTERNAL)
+    job_limits = Deprecated(Operator.job_settings, via=operator_of, instead=INTERNAL)
     queue_status = Deprecated(Operator.queue_status, via=operator_of, instead=INTERNAL)
     revoke_session = Deprecated(Operator.revoke_session, via=operator_of, instead=INTERNAL)
     session_revoked = Deprecated(Operator.session_revoked, via=operator_of, instead=INTERNAL)

@@ -8,7 +8,7 @@ import builtins
 from headgate._domain.limits import rate_class_problem, rate_limit
 from headgate._domain.names import require
 from headgate._facade.twins import Namespace, twin
-from headgate._model import RateLimitStatus, rate_status, rate_statuses
+from headgate._model import RateStatus, rate_status, rate_statuses
 from headgate._projections import RateLimitRow
 
 
@@ -17,7 +17,7 @@ class Rates(Namespace):
 
     name = "rates"
 
-    def set(self, rate_class: str, *, limit: int, per_ms: int) -> RateLimitStatus:
+    def set(self, rate_class: str, *, limit: int, per_ms: int) -> RateStatus:
         """At most `limit` jobs of `rate_class` start in any window of `per_ms`,
         across every process (a sliding window: "30 a minute" is limit=30,
         per_ms=60_000). A job whose class is used up waits, pending, spending no
@@ -40,7 +40,7 @@ class Rates(Namespace):
         self._core.poke_workers(due_now=True)
         return cleared
 
-    def list(self) -> builtins.list[RateLimitStatus]:
+    def list(self) -> builtins.list[RateStatus]:
         """Every rate limit, by class, with its starts within the window ending now."""
         return rate_statuses(self._core.reads.limits_state(self._core.clock.now_ms()))
 

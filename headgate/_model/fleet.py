@@ -167,12 +167,12 @@ def limit_status(
     )
 
 
-def rate_statuses(state: LimitsState) -> list[RateLimitStatus]:
+def rate_statuses(state: LimitsState) -> list[RateStatus]:
     return [rate_status(row, state.started.get(row.rate_class, 0)) for row in state.rates]
 
 
-def rate_status(row: RateLimitRow, started: int) -> RateLimitStatus:
-    return RateLimitStatus(row.rate_class, row.max_starts, row.per_ms, started, row.set_at_ms)
+def rate_status(row: RateLimitRow, started: int) -> RateStatus:
+    return RateStatus(row.rate_class, row.max_starts, row.per_ms, started, row.set_at_ms)
 
 
 MAX_PARTITIONS_SHOWN: Final = 20
@@ -180,7 +180,7 @@ MAX_PARTITIONS_SHOWN: Final = 20
 
 
 @dataclass(frozen=True)
-class RateLimitStatus:
+class RateStatus:
     """A rate class: at most `limit` of its jobs start in any `per_ms` window."""
 
     rate_class: str

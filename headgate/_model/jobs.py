@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from headgate._domain.events import JobState
 from headgate._domain.ids import fingerprint_of_text
+from headgate._domain.lifecycle import AttemptOutcome
 from headgate._json import JsonValue
 from headgate._model.rows import same_named
 from headgate._projections import (
@@ -31,8 +32,9 @@ class JobAttempt:
     attempt: int
     """Its number; for a crash, the attempt it ended (0 if the crash was recorded
     by a build that did not say); 0 for a release and a retry."""
-    outcome: str
-    """succeeded, failed, timed_out, released, crashed, quarantined or retried."""
+    outcome: AttemptOutcome
+    """How it ended (`AttemptOutcome`: succeeded, failed, timed_out, snoozed, released,
+    crashed, quarantined or retried); a `StrEnum`, equal to its text."""
     worker_id: str | None
     started_at_ms: int | None
     """When its handler started; for a crash, when the attempt was claimed."""
@@ -49,7 +51,10 @@ class JobAttempt:
     @property
     def duration_ms(self) -> int | None:
         """How long its handler ran, when it started one."""
-        if self.started_at_ms is None or self.outcome in {"crashed", "quarantined"}:
+        if self.started_at_ms is None or self.outcome in {
+            AttemptOutcome.CRASHED,
+            AttemptOutcome.QUARANTINED,
+        }:
             return None
         return max(self.ended_at_ms - self.started_at_ms, 0)
 
@@ -57,7 +62,7 @@ class JobAttempt:
     def from_row(cls, row: JobAttemptRow) -> JobAttempt:
         return cls(
             row.attempt,
-            row.outcome,
+            AttemptOutcome(row.outcome),
             row.worker_id,
             row.started_at_ms,
             row.ended_at_ms,
@@ -149,7 +154,7 @@ class Job:
         return cls(**{**same_named(row, cls), **made})
 
 
-class LimitSource(StrEnum):
+class SettingSource(StrEnum):
     """Where the attempt limit or timeout a job runs under comes from."""
 
     JOB = "job"
@@ -164,27 +169,27 @@ class LimitSource(StrEnum):
 
 
 @dataclass(frozen=True)
-class LimitInForce:
+class SettingInForce:
     value: int
-    source: LimitSource
+    source: SettingSource
 
     @classmethod
-    def of(cls, own: int | None, handler: int | None, default: int) -> LimitInForce:
+    def of(cls, own: int | None, handler: int | None, default: int) -> SettingInForce:
         """The job's own value over its handler's over the default, as a worker
         takes them when it claims the job."""
         if own is not None:
-            return cls(own, LimitSource.JOB)
+            return cls(own, SettingSource.JOB)
         if handler is not None:
-            return cls(handler, LimitSource.HANDLER)
-        return cls(default, LimitSource.DEFAULT)
+            return cls(handler, SettingSource.HANDLER)
+        return cls(default, SettingSource.DEFAULT)
 
 
 @dataclass(frozen=True)
-class JobLimits:
+class JobSettings:
     """The attempt limit and timeout a job runs under (`operator_of(hg).job_limits`)."""
 
-    max_attempts: LimitInForce
-    timeout_ms: LimitInForce
+    max_attempts: SettingInForce
+    timeout_ms: SettingInForce
 
 
 @dataclass(frozen=True)

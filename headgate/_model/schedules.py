@@ -12,7 +12,7 @@ from headgate._domain.ownership import overrides
 from headgate._json import JsonValue
 from headgate._model.rows import same_named
 from headgate._projections import (
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     ScheduleRow,
 )
 from headgate._projections.schedules import declared_of, definition_of
@@ -102,7 +102,7 @@ class UpcomingRun(NamedTuple):
 class EnqueueEvent:
     """One automatic tick attempt, as operators see it (`hg.schedules.enqueue_events`, the API's
     enqueue-events): an `EnqueueAttempted` event, read from the enqueue_history
-    projection (`EnqueueHistoryRow`). `event_id` is the event's log position."""
+    projection (`EnqueueEventRow`). `event_id` is the event's log position."""
 
     event_id: int
     schedule_id: str
@@ -113,7 +113,7 @@ class EnqueueEvent:
     recorded_at_ms: int
 
     @classmethod
-    def from_row(cls, row: EnqueueHistoryRow) -> EnqueueEvent:
+    def from_row(cls, row: EnqueueEventRow) -> EnqueueEvent:
         return cls(
             row.event_id,
             row.schedule_id,

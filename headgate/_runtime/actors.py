@@ -43,7 +43,7 @@ from headgate._runtime.lease_keeping import LeaseKeeping, LeaseTiming, LeaseWord
 from headgate._runtime.planner import PreparedBatch
 from headgate._runtime.tick_batch import TickProcessor
 from headgate._runtime.ticker import Ticker
-from headgate._store.port import Claimant, Fence, Lease, Store
+from headgate._store.port import Fence, Lease, LeaseHolder, Store
 
 log = get_logger("headgate.scheduler")
 SCHEDULER_WORDS: Final = LeaseWords(
@@ -203,7 +203,7 @@ class SchedulerActor(pykka.ThreadingActor):
         clock: Clock,
         config: RuntimeConfig,
         processor: TickProcessor,
-        claimant: Claimant,
+        holder: LeaseHolder,
     ) -> None:
         super().__init__()
         self._reads = store.reads
@@ -213,7 +213,7 @@ class SchedulerActor(pykka.ThreadingActor):
         self._lease_keeping = LeaseKeeping(
             store.leases,
             SCHEDULER_LEASE,
-            claimant,
+            holder,
             clock,
             LeaseTiming(config.lease_ttl_ms),
             log=log,

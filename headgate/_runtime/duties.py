@@ -30,7 +30,7 @@ from headgate._clock import Clock
 from headgate._errors import LeaseLost, StoreError
 from headgate._logs import get_logger
 from headgate._runtime.lease_keeping import LeaseKeeping, LeaseTiming, LeaseWords
-from headgate._store.port import Claimant, Fence, Store
+from headgate._store.port import Fence, LeaseHolder, Store
 
 log = get_logger("headgate.maintenance")
 MAINTENANCE_LEASE: Final = "rescuer"
@@ -117,7 +117,7 @@ class DutyKeeper:
         self,
         store: Store,
         clock: Clock,
-        claimant: Claimant,
+        holder: LeaseHolder,
         duties: Sequence[Duty],
         *,
         lease_ttl_ms: int,
@@ -127,7 +127,7 @@ class DutyKeeper:
         self.lease = LeaseKeeping(
             store.leases,
             MAINTENANCE_LEASE,
-            claimant,
+            holder,
             clock,
             LeaseTiming(lease_ttl_ms),
             log=log,

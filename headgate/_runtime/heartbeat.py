@@ -22,15 +22,15 @@ from headgate._errors import StoreError
 from headgate._logs import get_logger
 from headgate._runtime.config import WorkerConfig
 from headgate._runtime.local_processes import LocalProcesses
-from headgate._store.port import Claimant, Store, WorkerBeat
+from headgate._store.port import LeaseHolder, Store, WorkerBeat
 
 log = get_logger("headgate.workers")
 
 
-def worker_identity(prefix: str = "worker") -> Claimant:
+def worker_identity(prefix: str = "worker") -> LeaseHolder:
     """A worker's identity: one per process start, never a bare hostname."""
     host = socket.gethostname()
-    return Claimant(f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}", host, os.getpid())
+    return LeaseHolder(f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}", host, os.getpid())
 
 
 class Heartbeat:
@@ -40,7 +40,7 @@ class Heartbeat:
         self,
         store: Store,
         clock: Clock,
-        identity: Claimant,
+        identity: LeaseHolder,
         config: WorkerConfig,
         processes: LocalProcesses,
         *,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from headgate._clock import Clock
 from headgate._errors import StoreError
 from headgate._logs import HeadgateLogger
-from headgate._store.port import Claimant, Lease, Leases
+from headgate._store.port import Lease, LeaseHolder, Leases
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class LeaseKeeping:
         self,
         leases: Leases,
         name: str,
-        claimant: Claimant,
+        holder: LeaseHolder,
         clock: Clock,
         timing: LeaseTiming,
         *,
@@ -68,7 +68,7 @@ class LeaseKeeping:
         self.name = name
         self.timing = timing
         self._leases = leases
-        self._claimant = claimant
+        self._holder = holder
         self._clock = clock
         self._log = log
         self._words = words
@@ -107,7 +107,7 @@ class LeaseKeeping:
         if held is not None and now_ms < due_ms:
             return held
         current_term = held.term if held is not None else None
-        acquired = self._leases.acquire(self.name, self._claimant, self.timing.ttl_ms, current_term)
+        acquired = self._leases.acquire(self.name, self._holder, self.timing.ttl_ms, current_term)
         late_ms = now_ms - due_ms if held is not None else None
         self._log_change(held, acquired, late_ms)
         if acquired is not None:
@@ -142,7 +142,7 @@ class LeaseKeeping:
         if lease is None:
             return
         try:
-            self._leases.release(self.name, self._claimant.holder, lease.term)
+            self._leases.release(self.name, self._holder.holder, lease.term)
             self._log.info(self._words.prefix + "lease released", lease=self.name, term=lease.term)
         except StoreError:
             self._log.warning(

@@ -51,8 +51,8 @@ from headgate._runtime.local_processes import LocalProcesses
 from headgate._runtime.recorder import NO_METRICS, Recorder
 from headgate._store.port import (
     ANY_VERSION,
-    Claimant,
     Fence,
+    LeaseHolder,
     Store,
     StreamAppend,
     Unit,
@@ -71,7 +71,7 @@ class Rescuer:
         self,
         store: Store,
         clock: Clock,
-        claimant: Claimant,
+        holder: LeaseHolder,
         config: WorkerConfig,
         *,
         recorder: Recorder = NO_METRICS,
@@ -81,7 +81,7 @@ class Rescuer:
         self._processes = processes if processes is not None else LocalProcesses()
         self._recorder = recorder
         self._clock = clock
-        self._claimant = claimant
+        self._holder = holder
         self._config = config
         self.rescued = 0
         """Jobs taken back from dead workers by this process, in all."""
@@ -97,7 +97,7 @@ class Rescuer:
         try:
             rows = self._store.workers.in_namespaces(here.boot_id, here.namespaces)
             dead = self._processes.dead_among(
-                row for row in rows if row.worker_id != self._claimant.holder
+                row for row in rows if row.worker_id != self._holder.holder
             )
             if not dead:
                 return 0
@@ -120,7 +120,7 @@ class Rescuer:
         is between two beats (a stall, a fake clock moved on)."""
         with self._store.log.write(fence) as transaction:
             expired = transaction.expired_workers(transaction.now_ms)
-            dead = [row for row in expired if row.worker_id != self._claimant.holder]
+            dead = [row for row in expired if row.worker_id != self._holder.holder]
             if not dead:
                 return 0
             taken = self._take_back(transaction, dead)

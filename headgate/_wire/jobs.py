@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, JsonValue, StrictInt, StrictStr, create_model
 
-from headgate._domain.lifecycle import BULK_MAX, JobState
+from headgate._domain.lifecycle import BULK_MAX, AttemptOutcome, JobState
 from headgate._domain.read_fields import JOB_READ
 from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._model import BulkResult, Job, JobAttempt, RunningAttempt
@@ -42,16 +42,7 @@ class AttemptOut(BaseModel):
         description="Its number; for a crash the attempt it ended (0 if not recorded); "
         "0 for a release, and for a retry (after which the numbers start again from 1)"
     )
-    outcome: Literal[
-        "succeeded",
-        "failed",
-        "timed_out",
-        "snoozed",
-        "released",
-        "crashed",
-        "quarantined",
-        "retried",
-    ]
+    outcome: AttemptOutcome = Field(description="How it ended: " + ", ".join(AttemptOutcome))
     worker_id: str | None
     started_at_ms: int | None = Field(
         description="When its handler started; for a crash, when the attempt was claimed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 
-from headgate._model import ConcurrencyLimitStatus, RateLimitStatus
+from headgate._model import ConcurrencyLimitStatus, RateStatus
 from headgate._wire.derived import Strict
 
 
@@ -56,12 +56,12 @@ class LimitList(BaseModel):
     limits: list[ConcurrencyLimitOut]
 
 
-class RateLimitIn(Strict):
+class RateIn(Strict):
     limit: StrictInt = Field(description="At most this many of its jobs start ...")
     per_ms: StrictInt = Field(description="... in any window this long (a sliding window)")
 
 
-class RateLimitOut(BaseModel):
+class RateOut(BaseModel):
     rate_class: str
     limit: int
     per_ms: int
@@ -69,9 +69,9 @@ class RateLimitOut(BaseModel):
     set_at_ms: int
 
     @classmethod
-    def of(cls, status: RateLimitStatus) -> RateLimitOut:
+    def of(cls, status: RateStatus) -> RateOut:
         return cls.model_validate(status.__dict__)
 
 
-class RateLimitList(BaseModel):
-    rate_limits: list[RateLimitOut]
+class RateList(BaseModel):
+    rate_limits: list[RateOut]

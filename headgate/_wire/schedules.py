@@ -187,7 +187,7 @@ class UpcomingList(BaseModel):
     )
 
 
-class RunOut(BaseModel):
+class EnqueueNowOut(BaseModel):
     id: str
     replayed: bool
 

@@ -15,7 +15,7 @@ from headgate._domain.options import JOB_OPTION_FIELDS, JobOptions
 from headgate._domain.read_fields import JOB_READ
 from headgate._domain.shown import busiest
 from headgate._errors import ValidationError
-from headgate._model import Job, JobLimits, LimitInForce, LimitSource, RunningAttempt
+from headgate._model import Job, JobSettings, RunningAttempt, SettingInForce, SettingSource
 from headgate._operator import operator_of
 from headgate._worker_flags import int_in
 from headgate.cli import _history as history
@@ -156,7 +156,7 @@ def _jobs_enqueue(args: argparse.Namespace) -> int:
     options = JobOptions(**given(args, JOB_OPTION_FIELDS))
     with open_existing(args.db, read_only=False) as hg:
         job = operator_of(hg).enqueue_job(args.kind, payload, options)
-        limits = operator_of(hg).job_limits(job)
+        limits = operator_of(hg).job_settings(job)
     return _print_job_result(args, job, limits, f"enqueued job {job.id}")
 
 
@@ -165,7 +165,7 @@ def _jobs_show(args: argparse.Namespace) -> int:
         return history.print_job_as_of(args)
     with open_existing(args.db, read_only=True) as hg:
         job = hg.jobs.get(args.job_id)
-        limits = operator_of(hg).job_limits(job)
+        limits = operator_of(hg).job_settings(job)
     return _print_job_result(args, job, limits, None)
 
 
@@ -174,7 +174,7 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
         return _jobs_bulk(args, "cancel")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.jobs.cancel(args.job_id)
-        limits = operator_of(hg).job_limits(job)
+        limits = operator_of(hg).job_settings(job)
     return _print_job_result(args, job, limits, f"cancelled job {job.id}")
 
 
@@ -183,7 +183,7 @@ def _jobs_retry(args: argparse.Namespace) -> int:
         return _jobs_bulk(args, "retry")
     with open_existing(args.db, read_only=False) as hg:
         job = hg.jobs.retry(args.job_id)
-        limits = operator_of(hg).job_limits(job)
+        limits = operator_of(hg).job_settings(job)
     done = f"job {job.id} runs again (attempts and crashes reset)"
     return _print_job_result(args, job, limits, done)
 
@@ -265,7 +265,7 @@ def _count(args: argparse.Namespace) -> int:
 
 
 def _print_job_result(
-    args: argparse.Namespace, job: Job, limits: JobLimits, done: str | None
+    args: argparse.Namespace, job: Job, limits: JobSettings, done: str | None
 ) -> int:
     if args.json:
         from headgate._wire.jobs import JobOut  # noqa: PLC0415 (--json only)
@@ -342,10 +342,10 @@ def _unserved(args: argparse.Namespace) -> int:
     return 0
 
 
-def _in_force(limit: LimitInForce, shown: str) -> str:
-    if limit.source == LimitSource.JOB:
+def _in_force(limit: SettingInForce, shown: str) -> str:
+    if limit.source == SettingSource.JOB:
         return shown
-    if limit.source == LimitSource.HANDLER:
+    if limit.source == SettingSource.HANDLER:
         return f"{shown} (its handler's)"
     return f"{shown} (the default, unless the handler that runs it sets its own)"
 

@@ -8,7 +8,7 @@ import argparse
 
 from headgate._app import open_existing
 from headgate._errors import NotFound
-from headgate._model import ConcurrencyLimitStatus, RateLimitStatus
+from headgate._model import ConcurrencyLimitStatus, RateStatus
 from headgate.cli._common import Commands, command, noun
 from headgate.cli._output import iso, print_json, print_table, printable
 
@@ -116,9 +116,9 @@ def _rates_list(args: argparse.Namespace) -> int:
     with open_existing(args.db, read_only=True) as hg:
         rates = hg.rates.list()
     if args.json:
-        from headgate._wire.limits import RateLimitList, RateLimitOut  # noqa: PLC0415
+        from headgate._wire.limits import RateList, RateOut  # noqa: PLC0415
 
-        print_json(RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates]))
+        print_json(RateList(rate_limits=[RateOut.of(rate) for rate in rates]))
         return 0
     print_table(
         ("RATE CLASS", "STARTED", "LIMIT", "WINDOW", "SET"),
@@ -143,11 +143,11 @@ def _rate_set(args: argparse.Namespace) -> int:
     return _print_rate(args, status)
 
 
-def _print_rate(args: argparse.Namespace, status: RateLimitStatus) -> int:
+def _print_rate(args: argparse.Namespace, status: RateStatus) -> int:
     if args.json:
-        from headgate._wire.limits import RateLimitOut  # noqa: PLC0415
+        from headgate._wire.limits import RateOut  # noqa: PLC0415
 
-        print_json(RateLimitOut.of(status))
+        print_json(RateOut.of(status))
     else:
         print(
             printable(

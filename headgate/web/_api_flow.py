@@ -12,9 +12,9 @@ from headgate._wire.limits import (
     ConcurrencyLimitOut,
     LimitIn,
     LimitList,
-    RateLimitIn,
-    RateLimitList,
-    RateLimitOut,
+    RateIn,
+    RateList,
+    RateOut,
 )
 from headgate._wire.queues import (
     QueueList,
@@ -121,24 +121,24 @@ async def clear_limit(
 
 @router.get(
     "/rates",
-    response_model=RateLimitList,
+    response_model=RateList,
     summary="Rate classes, with their starts in the window ending now",
 )
-async def list_rate_limits(request: Request) -> RateLimitList:
+async def list_rate_limits(request: Request) -> RateList:
     rates = await in_store(request, lambda hg: hg.rates.list(), reads=True)
-    return RateLimitList(rate_limits=[RateLimitOut.of(rate) for rate in rates])
+    return RateList(rate_limits=[RateOut.of(rate) for rate in rates])
 
 
 @router.put(
     "/rates/{rate_class}",
-    response_model=RateLimitOut,
+    response_model=RateOut,
     summary="Set a rate class's limit: at most `limit` of its jobs start in any `per_ms`",
 )
-async def set_rate_limit(request: Request, rate_class: str, body: RateLimitIn) -> RateLimitOut:
+async def set_rate_limit(request: Request, rate_class: str, body: RateIn) -> RateOut:
     status = await in_store(
         request, lambda hg: hg.rates.set(rate_class, limit=body.limit, per_ms=body.per_ms)
     )
-    return RateLimitOut.of(status)
+    return RateOut.of(status)
 
 
 @router.delete(

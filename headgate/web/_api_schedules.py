@@ -14,9 +14,9 @@ from headgate._errors import ValidationError
 from headgate._operator import operator_of
 from headgate._wire.jobs import JobList, JobOut
 from headgate._wire.schedules import (
+    EnqueueNowOut,
     EventList,
     EventOut,
-    RunOut,
     ScheduleChangesIn,
     ScheduleIn,
     ScheduleList,
@@ -196,19 +196,19 @@ def _utf8_header(name: str, value: str) -> str:
 @router.post(
     "/schedules/{schedule_id}/enqueue-now",
     status_code=202,
-    response_model=RunOut,
+    response_model=EnqueueNowOut,
     summary="Enqueue now",
 )
 async def enqueue_now(
     request: Request,
     schedule_id: str,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> RunOut:
+) -> EnqueueNowOut:
     if idempotency_key is None:
         raise ValidationError("Idempotency-Key", "header is required")
     key = _utf8_header("Idempotency-Key", idempotency_key)
     result = await headgate_of(request).schedules.aenqueue_now(schedule_id, key)
-    return RunOut(id=result.job_id, replayed=result.replayed)
+    return EnqueueNowOut(id=result.job_id, replayed=result.replayed)
 
 
 @router.post(

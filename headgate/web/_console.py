@@ -354,7 +354,7 @@ def job_page(request: Request, job_id: str) -> HTMLResponse:
         "job.html",
         job=job,
         fields=JOB_READ,
-        limits=operator_of(hg).job_limits(job),
+        limits=operator_of(hg).job_settings(job),
         quarantined=hg.quarantine.get(job.fingerprint),
         queue=operator_of(hg).queue_status(job.queue),
         quarantine_body=json.dumps({"note": f"by hand, from job {job.id}"}),

@@ -23,7 +23,7 @@ from sqlalchemy import text
 from headgate import Headgate, RuntimeConfig
 from headgate._domain.streams import schedule_stream
 from headgate._runtime.duties import MAINTENANCE_LEASE
-from headgate._store.port import Claimant
+from headgate._store.port import LeaseHolder
 from headgate._store.sql.backends.postgresql import IDLE_IN_TRANSACTION_MS
 
 pytestmark = pytest.mark.processes
@@ -277,7 +277,7 @@ def test_a_holder_frozen_mid_compaction_past_its_lease_compacts_nothing_more(
             lambda: observer.clock.now_ms() > held.expires_at_ms + 50, 10, "the lease to expire"
         )
         taken = store.leases.acquire(
-            MAINTENANCE_LEASE, Claimant("observer", "test", os.getpid()), 60_000
+            MAINTENANCE_LEASE, LeaseHolder("observer", "test", os.getpid()), 60_000
         )
         assert taken is not None and taken.term == held.term + 1
         os.kill(child.pid, signal.SIGCONT)  # wakes mid-compaction, believing it holds the lease

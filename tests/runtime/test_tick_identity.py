@@ -16,7 +16,7 @@ from headgate._domain.spec import MAX_INSTANT_MS
 from headgate._domain.streams import job_stream, schedule_stream
 from headgate._errors import LeaseLost, NotFound, StoreError, StoreUnavailable, ValidationError
 from headgate._runtime.tick_batch import TickProcessor
-from headgate._store.port import NO_STREAM, Claimant, Fence, Unit
+from headgate._store.port import NO_STREAM, Fence, LeaseHolder, Unit
 from headgate.testing import FakeClock, finish_job
 from tests.conftest import AND_MEMORY
 from tests.runtime.conftest import START_MS, FaultyHeadgate, fire, jobs_for
@@ -372,7 +372,7 @@ def test_fenced_writes_under_a_stale_term_are_refused(
     """A holder paused past its expiry wakes and tries to write a batch it had read:
     refused whether another process took the lease over or nobody did yet."""
     leases = hg._core.store.leases
-    paused = leases.acquire("scheduler", Claimant("paused", "host-a", 1), ttl_ms=MINUTE)
+    paused = leases.acquire("scheduler", LeaseHolder("paused", "host-a", 1), ttl_ms=MINUTE)
     assert paused is not None
     hg.schedules.put("s", spec="@every:60000", kind="k")
     clock.advance(MINUTE)
@@ -380,7 +380,7 @@ def test_fenced_writes_under_a_stale_term_are_refused(
     assert row is not None
     clock.advance(1)  # past the paused holder's expiry
     if taken_over:
-        other = leases.acquire("scheduler", Claimant("other", "host-b", 2), ttl_ms=MINUTE)
+        other = leases.acquire("scheduler", LeaseHolder("other", "host-b", 2), ttl_ms=MINUTE)
         assert other is not None and other.term == paused.term + 1
     with pytest.raises(LeaseLost):
         TickProcessor(hg._core.store.log, clock).fire([row], Fence("scheduler", paused.term))

@@ -74,7 +74,7 @@ class TestLimits:
         assert "no handler for report.build" in attempts
         assert "whether the handler that runs the job sets its own" in attempts
         assert timeout.startswith("30 min (default)")
-        limits = operator_of(hg).job_limits(
+        limits = operator_of(hg).job_settings(
             hg.jobs.get(hg.enqueue("report.build", max_attempts=2).id)
         )
         assert (limits.max_attempts.value, limits.max_attempts.source) == (2, "job")

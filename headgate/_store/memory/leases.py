@@ -8,7 +8,7 @@ from collections.abc import Callable
 from headgate._clock import Clock, StoreClock
 from headgate._errors import StoreClosed
 from headgate._store.memory.state import MemoryState
-from headgate._store.port import Claimant, Lease, Leases
+from headgate._store.port import Lease, LeaseHolder, Leases
 
 
 class MemoryLeases(Leases):
@@ -18,7 +18,7 @@ class MemoryLeases(Leases):
         self._is_closed = is_closed
 
     def acquire(
-        self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
+        self, name: str, holder: LeaseHolder, ttl_ms: int, current_term: int | None = None
     ) -> Lease | None:
         with self._state.writing():
             self._refuse_if_closed(f"claiming lease {name!r}")
@@ -27,14 +27,14 @@ class MemoryLeases(Leases):
             now = self._clock.now_ms()
             held = self._state.leases.get(name)
             if held is None:
-                return self._store(Lease(name, *_who(claimant), 1, now, now + ttl_ms))
+                return self._store(Lease(name, *_who(holder), 1, now, now + ttl_ms))
             live = held.expires_at_ms > now
-            if live and held.holder == claimant.holder and held.term == current_term:
+            if live and held.holder == holder.holder and held.term == current_term:
                 return self._store(
-                    Lease(name, *_who(claimant), held.term, held.acquired_at_ms, now + ttl_ms)
+                    Lease(name, *_who(holder), held.term, held.acquired_at_ms, now + ttl_ms)
                 )
-            if not live or held.holder == claimant.holder:
-                return self._store(Lease(name, *_who(claimant), held.term + 1, now, now + ttl_ms))
+            if not live or held.holder == holder.holder:
+                return self._store(Lease(name, *_who(holder), held.term + 1, now, now + ttl_ms))
             return None
 
     def release(self, name: str, holder: str, term: int) -> None:
@@ -68,5 +68,5 @@ class MemoryLeases(Leases):
             raise StoreClosed(f"{where}: the store is closed (Headgate.close() was called)")
 
 
-def _who(claimant: Claimant) -> tuple[str, str, int]:
-    return claimant.holder, claimant.host, claimant.pid
+def _who(holder: LeaseHolder) -> tuple[str, str, int]:
+    return holder.holder, holder.host, holder.pid

@@ -34,7 +34,7 @@ from headgate._domain.schedule_health import RECENT_RUNS, HealthState, health_of
 from headgate._projections import (
     ConcurrencyLimitRow,
     CrashBlameRow,
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     JobAttemptRow,
     JobRow,
     PausedQueueRow,
@@ -69,7 +69,7 @@ class ReadModels:
 
     schedules: Rows[ScheduleRow]
     jobs: Rows[JobRow]
-    enqueue_history: Rows[EnqueueHistoryRow]
+    enqueue_history: Rows[EnqueueEventRow]
     quarantine: Rows[QuarantineRow]
     job_attempts: Rows[JobAttemptRow]
     crash_blame: Rows[CrashBlameRow]
@@ -249,7 +249,7 @@ def due_count(models: ReadModels, now_ms: int) -> int:
 
 def enqueue_history(
     models: ReadModels, schedule_id: str, limit: int, cursor: str | None
-) -> Page[EnqueueHistoryRow]:
+) -> Page[EnqueueEventRow]:
     """Newest first, the newest 100 only (older rows wait for compaction)."""
     check_limit(limit, KEEP_PER_SCHEDULE)
     if not could_be_stored(schedule_id):

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from headgate._domain import claim_policy
 from headgate._projections import (
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     JobAttemptRow,
     JobRow,
     PausedQueueRow,
@@ -67,7 +67,7 @@ class MemoryReads(Reads):
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None
-    ) -> Page[EnqueueHistoryRow]:
+    ) -> Page[EnqueueEventRow]:
         return self._read(
             lambda models: queries.enqueue_history(models, schedule_id, limit, cursor)
         )

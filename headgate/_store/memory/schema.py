@@ -10,7 +10,7 @@ from typing import Any, Final
 from headgate._domain.events import UNFINISHED_STATES, JobState
 from headgate._projections import (
     ALL_PROJECTIONS,
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     JobAttemptRow,
     JobRow,
     ScheduleRow,
@@ -63,7 +63,7 @@ def _live_ticks_of(row: JobRow) -> str | None:
     return row.periodic_schedule_id if row.state in UNFINISHED_STATES else None
 
 
-def _of_schedule(row: EnqueueHistoryRow) -> str:
+def _of_schedule(row: EnqueueEventRow) -> str:
     return row.schedule_id
 
 

@@ -60,7 +60,7 @@ from headgate._store.port.job_queue import (
     LimitsState,
     Listener,
 )
-from headgate._store.port.leases import Claimant, Fence, Lease, Leases
+from headgate._store.port.leases import Fence, Lease, LeaseHolder, Leases
 from headgate._store.port.paging import Page
 from headgate._store.port.schedules import (
     HealthFilter,
@@ -96,7 +96,6 @@ __all__ = [
     "STATE_COUNT_CAP",
     "ActivityLog",
     "AdmissionFacts",
-    "Claimant",
     "CompactionPolicy",
     "CompactionReport",
     "DeclaredHandler",
@@ -109,6 +108,7 @@ __all__ = [
     "JobQueue",
     "JobReads",
     "Lease",
+    "LeaseHolder",
     "Leases",
     "LimitsState",
     "Listener",

@@ -26,7 +26,7 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Claimant:
+class LeaseHolder:
     """Who asks for a lease."""
 
     holder: str
@@ -61,12 +61,12 @@ class Leases(ABC):
 
     @abstractmethod
     def acquire(
-        self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
+        self, name: str, holder: LeaseHolder, ttl_ms: int, current_term: int | None = None
     ) -> Lease | None:
         """Renew (if `current_term` is still ours and live), take our own live lease
         again under the next term (if it is not), or take over an expired or absent
-        lease. Returns the lease when `claimant` holds it afterwards, else None.
-        Two claimants racing for a free lease: exactly one gets it."""
+        lease. Returns the lease when `holder` holds it afterwards, else None.
+        Two holders racing for a free lease: exactly one gets it."""
 
     @abstractmethod
     def release(self, name: str, holder: str, term: int) -> None:

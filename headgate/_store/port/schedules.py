@@ -8,7 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from headgate._domain.schedule_health import HealthState, RunFacts, run_outcome
-from headgate._projections import EnqueueHistoryRow, ScheduleRow, ScheduleRunRow
+from headgate._projections import EnqueueEventRow, ScheduleRow, ScheduleRunRow
 from headgate._store.port.paging import Page
 
 
@@ -140,6 +140,6 @@ class ScheduleReads(ABC):
     @abstractmethod
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None
-    ) -> Page[EnqueueHistoryRow]:
+    ) -> Page[EnqueueEventRow]:
         """The schedule's automatic attempts, newest first, the newest 100 only; it
         outlives the schedule. ValidationError for a bad limit or cursor."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
-from headgate._store.port import Claimant, Lease, Leases
+from headgate._store.port import Lease, LeaseHolder, Leases
 from headgate._store.sql.database import Database
 from headgate._store.sql.schema import leases
 
@@ -17,29 +17,29 @@ class SqlLeases(Leases):
         self._clock = database.clock
 
     def acquire(
-        self, name: str, claimant: Claimant, ttl_ms: int, current_term: int | None = None
+        self, name: str, holder: LeaseHolder, ttl_ms: int, current_term: int | None = None
     ) -> Lease | None:
         with self._database.serialised_write(f"claiming lease {name!r}") as connection:
             self._database.synchronise_clock(connection)
             now = self._clock.now_ms()
             row = self._locked_row(connection, name)
             if row is None:
-                return self._create(connection, name, claimant, now, ttl_ms)
+                return self._create(connection, name, holder, now, ttl_ms)
             live = row.expires_at_ms > now
-            if live and row.holder == claimant.holder and row.term == current_term:
+            if live and row.holder == holder.holder and row.term == current_term:
                 return self._write(
                     connection,
                     row,
-                    claimant,
+                    holder,
                     term=row.term,
                     acquired_at_ms=row.acquired_at_ms,
                     expires_at_ms=now + ttl_ms,
                 )
-            if not live or row.holder == claimant.holder:
+            if not live or row.holder == holder.holder:
                 return self._write(
                     connection,
                     row,
-                    claimant,
+                    holder,
                     term=row.term + 1,
                     acquired_at_ms=now,
                     expires_at_ms=now + ttl_ms,
@@ -65,9 +65,9 @@ class SqlLeases(Leases):
         return None if row is None else Lease(**row)
 
     def _create(
-        self, connection: Connection, name: str, claimant: Claimant, now: int, ttl_ms: int
+        self, connection: Connection, name: str, holder: LeaseHolder, now: int, ttl_ms: int
     ) -> Lease | None:
-        lease = Lease(name, claimant.holder, claimant.host, claimant.pid, 1, now, now + ttl_ms)
+        lease = Lease(name, holder.holder, holder.host, holder.pid, 1, now, now + ttl_ms)
         statement = self._dialect.insert_if_absent(leases, "name").values(**lease.__dict__)
         created = connection.execute(statement.returning(leases.c.name)).first()
         return lease if created is not None else None
@@ -76,7 +76,7 @@ class SqlLeases(Leases):
         self,
         connection: Connection,
         row: Lease,
-        claimant: Claimant,
+        holder: LeaseHolder,
         *,
         term: int,
         acquired_at_ms: int,
@@ -84,9 +84,9 @@ class SqlLeases(Leases):
     ) -> Lease:
         lease = Lease(
             row.name,
-            claimant.holder,
-            claimant.host,
-            claimant.pid,
+            holder.holder,
+            holder.host,
+            holder.pid,
             term,
             acquired_at_ms,
             expires_at_ms,

@@ -15,7 +15,7 @@ from sqlalchemy import (
 
 from headgate._domain.admission import check_limit
 from headgate._projections import (
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     JobAttemptRow,
     JobRow,
     PausedQueueRow,
@@ -195,6 +195,6 @@ class SqlReads(Reads):
 
     def enqueue_history(
         self, schedule_id: str, limit: int, cursor: str | None
-    ) -> Page[EnqueueHistoryRow]:
+    ) -> Page[EnqueueEventRow]:
         with translated_errors("reading enqueue history"), self._engine.connect() as connection:
             return enqueue_history_page(connection, schedule_id, limit, cursor)

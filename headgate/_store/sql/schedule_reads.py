@@ -33,7 +33,7 @@ from headgate._domain.cursors import (
     encode_cursor,
 )
 from headgate._projections import (
-    EnqueueHistoryRow,
+    EnqueueEventRow,
     ScheduleRow,
 )
 from headgate._projections.enqueue_history import KEEP_PER_SCHEDULE
@@ -277,7 +277,7 @@ def undeclared_count(connection: Connection) -> int:
 
 def enqueue_history_page(
     connection: Connection, schedule_id: str, limit: int, cursor: str | None
-) -> Page[EnqueueHistoryRow]:
+) -> Page[EnqueueEventRow]:
     """Newest first, the newest 100 attempts only; the history outlives its schedule.
 
     Older attempts stay in the table until the next compaction removes them
@@ -302,7 +302,7 @@ def enqueue_history_page(
         before = decode_cursor(HISTORY_CURSOR, cursor, int)
         query = query.where(_history.c.event_id < before)
     query = query.order_by(_history.c.event_id.desc()).limit(limit + 1)
-    items = [EnqueueHistoryRow(**row) for row in connection.execute(query).mappings()]
+    items = [EnqueueEventRow(**row) for row in connection.execute(query).mappings()]
     more = len(items) > limit
     items = items[:limit]
     next_cursor = encode_cursor(HISTORY_CURSOR, items[-1].event_id) if more else None

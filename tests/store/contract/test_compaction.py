@@ -23,23 +23,23 @@ from headgate._domain.events import (
 )
 from headgate._domain.streams import schedule_stream
 from headgate._errors import LeaseLost
-from headgate._projections import EnqueueHistoryRow
+from headgate._projections import EnqueueEventRow
 from headgate._store.port import (
     ANY_VERSION,
     DAY_MS,
     NO_STREAM,
-    Claimant,
     CompactionPolicy,
     CompactionReport,
     Fence,
+    LeaseHolder,
     Store,
 )
 from headgate.testing import FakeClock
 from tests.store.builders import claim, create_schedule, defined, enqueue, fire_tick
 
 TTL = 1_000
-HOLDER = Claimant("holder", "host-a", 1)
-NEXT = Claimant("next", "host-b", 2)
+HOLDER = LeaseHolder("holder", "host-a", 1)
+NEXT = LeaseHolder("next", "host-b", 2)
 
 
 TRIMS_DEFINITIONS = CompactionPolicy(definitions_per_schedule=1)
@@ -101,8 +101,8 @@ def _types(store: Store, stream_id: str) -> Counter[str]:
     return Counter(type(e.event).__name__ for e in store.log.read_stream(stream_id))
 
 
-def _history(store: Store, schedule_id: str) -> list[EnqueueHistoryRow]:
-    shown: list[EnqueueHistoryRow] = []
+def _history(store: Store, schedule_id: str) -> list[EnqueueEventRow]:
+    shown: list[EnqueueEventRow] = []
     cursor = None
     while True:
         page = store.reads.enqueue_history(schedule_id, 30, cursor)

@@ -7,14 +7,14 @@ import threading
 import pytest
 
 from headgate._errors import LeaseLost, StoreClosed
-from headgate._store.port import NO_STREAM, Claimant, Fence, Store
+from headgate._store.port import NO_STREAM, Fence, LeaseHolder, Store
 from headgate.testing import FakeClock
 from tests.store.builders import defined
 from tests.store.contract.conftest import StoreFactory
 
 TTL = 1_000
-A = Claimant("a", "host-a", 1)
-B = Claimant("b", "host-b", 2)
+A = LeaseHolder("a", "host-a", 1)
+B = LeaseHolder("b", "host-b", 2)
 
 
 def test_a_free_lease_is_taken_at_term_1_and_renewed_at_the_same_term(
@@ -99,7 +99,7 @@ def test_racing_claimants_get_one_holder(make_store: StoreFactory) -> None:
 
     def claim(index: int, store: Store) -> None:
         barrier.wait()
-        if store.leases.acquire("duty", Claimant(f"c{index}", "h", index), TTL) is not None:
+        if store.leases.acquire("duty", LeaseHolder(f"c{index}", "h", index), TTL) is not None:
             won.append(f"c{index}")
 
     threads = [threading.Thread(target=claim, args=(i, s)) for i, s in enumerate(stores)]
