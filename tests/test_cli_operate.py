@@ -26,7 +26,7 @@ from headgate.testing import FakeClock, finish_job
 from tests.store.builders import create_schedule, fire_tick
 
 Capture = pytest.CaptureFixture[str]
-SCHEDULE_FIELDS = set(ScheduleOut.model_fields)
+SCHEDULE_FIELDS = {*ScheduleOut.model_fields, *ScheduleOut.model_computed_fields}
 """A schedule's fields in lists and after a change, as the API sends them."""
 
 
@@ -105,7 +105,7 @@ def test_schedules_put_list_and_show(store_url: str, hg: Headgate, capsys: Captu
     assert listed["schedules"][0]["next_run_ms"] == stored.next_run_ms
 
     shown = _json(capsys, "schedules", "show", "s0", "--db", store_url)
-    assert set(shown) == {*ScheduleOut.model_fields, "deleted", "runs", "enqueue_events"}
+    assert set(shown) == {*SCHEDULE_FIELDS, "deleted", "runs", "enqueue_events"}
     assert shown["health"]["state"] == "missing"
     assert [run["tick_ms"] for run in shown["runs"]] == [120_000, 60_000]
     assert shown["payload"] == {"team": 7} and shown["last_enqueued_ms"] == 120_000

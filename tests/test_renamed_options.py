@@ -52,7 +52,9 @@ def test_the_api_takes_the_former_body_field(tmp_path: Path) -> None:
         body = {"spec": "@every:60000", "kind": "k", "on_missed": "backfill"}
         put = client.put("/api/v1/periodic/s", json={**body, "backfill_limit": 9})
         assert put.status_code in (200, 201), put.text
-        assert put.json()["backfill_max"] == 9
+        assert put.json()["backfill_max"] == put.json()["backfill_limit"] == 9
+        shown = client.get("/openapi.json").json()["components"]["schemas"]["ScheduleOut"]
+        assert shown["properties"]["backfill_limit"]["deprecated"] is True
         patched = client.patch("/api/v1/periodic/s", json={"backfill_limit": 3})
         assert patched.status_code == 200, patched.text
         assert hg.schedules.get("s").backfill_max == 3

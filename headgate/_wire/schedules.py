@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, cast
 
-from pydantic import BaseModel, Field, StrictStr, create_model
+from pydantic import BaseModel, Field, StrictStr, computed_field, create_model
 
 from headgate._domain.decisions import Reason
 from headgate._domain.describe import describe
@@ -72,6 +72,15 @@ class SchedulesPutOut(BaseModel):
 class ScheduleOut(_ScheduleFields):
     """A schedule: every field of `Schedule` (`SCHEDULE_READ`: its definition, every
     field PUT takes, and where it stands), and how it is doing."""
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="backfill_max's former name, sent as well until 0.4.0",
+        json_schema_extra={"deprecated": True},
+    )
+    @property
+    def backfill_limit(self) -> int:
+        value: int = getattr(self, "backfill_max")  # noqa: B009 (a field derived, unknown to mypy)
+        return value
 
     health: ScheduleHealthOut | None = Field(
         default=None,
