@@ -38,16 +38,15 @@ from headgate._declarations import declare_handlers, declare_schedules
 from headgate._deprecated import Deprecated
 from headgate._domain.admission import require_name
 from headgate._domain.job_rules import unredacted
-from headgate._domain.options import (
+from headgate._domain.option_keywords import (
     ENQUEUE_KEYWORDS,
     EnqueueArgs,
     JobOptionArgs,
-    JobOptions,
     ScheduleArgs,
-    ScheduleDefinition,
     definition_from,
     job_options,
 )
+from headgate._domain.options import JobOptions, ScheduleDefinition
 from headgate._domain.retry import Retry
 from headgate._errors import StoreUnavailable, ValidationError
 from headgate._facade.jobs import Jobs

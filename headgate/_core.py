@@ -24,13 +24,12 @@ from headgate._domain.admission import require_kind
 from headgate._domain.cursors import MAX_PAGE
 from headgate._domain.events import JobState
 from headgate._domain.ids import manual_job_id
+from headgate._domain.option_keywords import ENQUEUE_KEYWORDS, job_options
 from headgate._domain.options import (
     CHOSEN_AT_ENQUEUE,
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
-    ENQUEUE_KEYWORDS,
     JobOptions,
-    job_options,
     refuse_unknown,
 )
 from headgate._domain.schedule_load import Ceilings

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 from typing_extensions import Unpack
 
 from headgate._domain.arguments import decode
-from headgate._domain.options import ENQUEUE_KEYWORDS, EnqueueArgs, JobOptions, job_options
+from headgate._domain.option_keywords import ENQUEUE_KEYWORDS, EnqueueArgs, job_options
+from headgate._domain.options import JobOptions
 from headgate._errors import JobFailed, ValidationError
 from headgate._json import JsonValue
 from headgate._model import Job

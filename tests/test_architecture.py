@@ -424,8 +424,6 @@ LARGEST_LINES = 600
 LARGE_MODULES = {
     "headgate/_store/sql/backends/postgresql.py": "PostgreSQL's dialect, kept in one module "
     "by the dialect rule (test_dialect_names_appear_only_in_the_dialect_modules)",
-    "headgate/_domain/options.py": "every option's type, rule and description, once, for "
-    "every surface to derive from",
 }
 """Product modules over LARGEST_LINES lines, each with the reason it still is."""
 

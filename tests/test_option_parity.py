@@ -22,15 +22,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from headgate import Headgate
+from headgate._domain.option_keywords import EnqueueArgs, JobOptionArgs, ScheduleArgs
 from headgate._domain.options import (
     JOB_OPTION_FIELDS,
     PER_JOB_FIELDS,
     SCHEDULE_DEFAULTS,
     SCHEDULE_FIELDS,
-    EnqueueArgs,
-    JobOptionArgs,
     JobOptions,
-    ScheduleArgs,
     ScheduleDefinition,
     option_info,
 )

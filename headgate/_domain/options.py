@@ -20,26 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import sys
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict, TypeVar
+from typing import Any, Final, TypeVar
 
-from headgate._domain.admission import (
-    MAX_KIND_LENGTH,
-    MAX_QUEUE_LENGTH,
-    MAX_UNIQUE_KEY_LENGTH,
-    require_note,
-    require_payload,
-)
-from headgate._domain.limits import partition_key_problem, rate_class_problem
+from headgate._domain import option_rules as rules
 from headgate._domain.missed_runs import MissedRunPolicy
-from headgate._domain.names import identifier_problem, label_problem, require
 from headgate._domain.overlap import OverlapPolicy
-from headgate._domain.spec import MAX_INSTANT_MS, InvalidSpec, parse_spec
-from headgate._domain.tick_timing import MAX_JITTER_MS, TickTiming
+from headgate._domain.spec import InvalidSpec, parse_spec
+from headgate._domain.tick_timing import TickTiming
 from headgate._errors import ValidationError
 from headgate._json import JsonValue, canonical_json
 
@@ -47,38 +38,24 @@ __all__ = [
     "CHOSEN_AT_ENQUEUE",
     "DEFAULT_PRIORITY",
     "DEFAULT_QUEUE",
-    "ENQUEUE_KEYWORDS",
     "FORMER_NAMES",
     "JOB_OPTION_FIELDS",
     "PER_JOB_FIELDS",
     "SCHEDULE_DEFAULTS",
     "SCHEDULE_FIELDS",
     "SCHEDULE_KEYWORDS",
-    "EnqueueArgs",
-    "JobOptionArgs",
     "JobOptions",
     "OptionInfo",
-    "ScheduleArgs",
     "ScheduleDefinition",
     "current_names",
-    "definition_from",
-    "job_options",
     "option_info",
     "refuse_unknown",
 ]
 
 DEFAULT_QUEUE: Final = "default"
-MAX_ATTEMPTS_LIMIT: Final = 10_000
-MAX_TIMEOUT_MS: Final = 7 * 24 * 3600 * 1000
-"""A week."""
-MAX_BACKFILL: Final = 1000
-MAX_SUMMARY_LENGTH: Final = 500
 DEFAULT_PRIORITY: Final = 0
-MAX_PRIORITY: Final = 100
-"""Priorities run from -MAX_PRIORITY to MAX_PRIORITY; higher is claimed first."""
 
-Check = Callable[[str, Any], Any]
-"""A field's rule: (field name, value) -> the value as stored, or ValidationError."""
+Check = rules.Check
 
 
 @dataclass(frozen=True)
@@ -122,151 +99,6 @@ def option_info(owner: type[Any], name: str) -> OptionInfo:
     """The description and rule of one field of JobOptions or ScheduleDefinition."""
     info: OptionInfo = _fields_of(owner)[name].metadata["option"]
     return info
-
-
-# The rules, one per sort of value -------------------------------------------
-
-
-def _integer(name: str, value: object, low: int, high: int, what: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(name, f"must be an integer from {low} to {high}{what}, got {value!r}")
-    return value
-
-
-def _optional(check: Check) -> Check:
-    def optional(name: str, value: object) -> object:
-        return None if value is None else check(name, value)
-
-    return optional
-
-
-def _queue(name: str, value: object) -> str:
-    require(name, identifier_problem(value, MAX_QUEUE_LENGTH))
-    assert isinstance(value, str)
-    return value
-
-
-def _attempts(name: str, value: object) -> int:
-    return _integer(name, value, 1, MAX_ATTEMPTS_LIMIT)
-
-
-def _timeout_ms(name: str, value: object) -> int:
-    return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
-
-
-def _priority(name: str, value: object) -> int:
-    return _integer(name, value, -MAX_PRIORITY, MAX_PRIORITY, " (higher runs first)")
-
-
-def _partition_key(name: str, value: object) -> str:
-    require(name, partition_key_problem(value))
-    assert isinstance(value, str)
-    return value
-
-
-def _rate_class(name: str, value: object) -> str:
-    require(name, rate_class_problem(value))
-    assert isinstance(value, str)
-    return value
-
-
-MAX_TAGS: Final = 16
-MAX_TAG_LENGTH: Final = 64
-
-
-def _tags(name: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ValidationError(name, f"must be a list of tags, got {value!r}")
-    if len(value) > MAX_TAGS:
-        raise ValidationError(name, f"must hold at most {MAX_TAGS} tags, got {len(value)}")
-    for index, tag in enumerate(value):
-        require(f"{name}[{index}]", identifier_problem(tag, MAX_TAG_LENGTH))
-    return tuple(value)
-
-
-def _instant(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INSTANT_MS:
-        raise ValidationError(
-            name, f"must be an integer of epoch ms, 0 to {MAX_INSTANT_MS}, got {value!r}"
-        )
-    return value
-
-
-def _unique_key(name: str, value: object) -> str:
-    require(name, label_problem(value, MAX_UNIQUE_KEY_LENGTH))
-    assert isinstance(value, str)
-    return value
-
-
-def _summary(name: str, value: object) -> str:
-    try:
-        return require_note(value, MAX_SUMMARY_LENGTH)
-    except ValidationError as error:
-        raise ValidationError(name, error.rule) from None
-
-
-def _spec(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(name, f"must be a string, got {type(value).__name__}")
-    try:
-        return parse_spec(value).text
-    except InvalidSpec as error:
-        raise ValidationError(name, str(error)) from None
-
-
-def _kind(name: str, value: object) -> str:
-    require(name, label_problem(value, MAX_KIND_LENGTH))
-    assert isinstance(value, str)
-    return value
-
-
-def _payload(name: str, value: object) -> JsonValue:
-    """Plain JSON (its size is a server's setting: the commands check it)."""
-    try:
-        require_payload(value, sys.maxsize)
-    except ValidationError as error:
-        raise ValidationError(name, error.rule) from None
-    return value
-
-
-def _policy(name: str, value: object) -> MissedRunPolicy:
-    if isinstance(value, MissedRunPolicy):
-        return value
-    choices = [policy.value for policy in MissedRunPolicy]
-    if not isinstance(value, str) or value not in choices:
-        raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
-    return MissedRunPolicy(value)
-
-
-def _overlap(name: str, value: object) -> OverlapPolicy:
-    if isinstance(value, OverlapPolicy):
-        return value
-    choices = [policy.value for policy in OverlapPolicy]
-    if not isinstance(value, str) or value not in choices:
-        raise ValidationError(name, f"must be one of {', '.join(choices)}, got {value!r}")
-    return OverlapPolicy(value)
-
-
-def _start_within_ms(name: str, value: object) -> int:
-    return _integer(name, value, 1, MAX_TIMEOUT_MS, " ms (a week)")
-
-
-def _backfill_max(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(name, f"must be an integer, got {value!r}")
-    if not 1 <= value <= MAX_BACKFILL:
-        raise ValidationError(name, f"must be between 1 and {MAX_BACKFILL}, got {value}")
-    return value
-
-
-def _bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValidationError(name, f"must be true or false, got {value!r}")
-    return value
-
-
-def _jitter_ms(name: str, value: object) -> int:
-    return _integer(name, 0 if value is None else value, 0, MAX_JITTER_MS, " (an hour)")
 
 
 def _schedule_job(name: str, value: object) -> JobOptions:
@@ -326,7 +158,7 @@ class JobOptions:
         default=None,
         metadata=_option(
             "The queue it waits in (none: its handler's, else default)",
-            _optional(_queue),
+            rules.optional(rules.queue),
             chosen_at_enqueue=True,
             on_every_job=True,
         ),
@@ -334,14 +166,15 @@ class JobOptions:
     max_attempts: int | None = field(
         default=None,
         metadata=_option(
-            "Attempts before it fails for good (none: its handler's, else 25)", _optional(_attempts)
+            "Attempts before it fails for good (none: its handler's, else 25)",
+            rules.optional(rules.attempts),
         ),
     )
     timeout_ms: int | None = field(
         default=None,
         metadata=_option(
             "How long one attempt may run (none: its handler's, else 30 min)",
-            _optional(_timeout_ms),
+            rules.optional(rules.timeout_ms),
             unit="ms",
         ),
     )
@@ -350,7 +183,7 @@ class JobOptions:
         metadata=_option(
             "Higher is claimed first within its queue; equal priorities oldest run_at "
             "first (none: its handler's, else 0)",
-            _optional(_priority),
+            rules.optional(rules.priority),
             chosen_at_enqueue=True,
             on_every_job=True,
         ),
@@ -360,7 +193,7 @@ class JobOptions:
         metadata=_option(
             "Expires instead of running if not started this long after it was due "
             "(a tick job: after its tick; none: its handler's, else never)",
-            _optional(_start_within_ms),
+            rules.optional(rules.start_within_ms),
             unit="ms",
             chosen_at_enqueue=True,
         ),
@@ -370,7 +203,7 @@ class JobOptions:
         metadata=_option(
             "Its share of the queue (a tenant id): jobs of one key take turns with other "
             "keys', and concurrency limits can count them per key (none: its handler's)",
-            _optional(_partition_key),
+            rules.optional(rules.partition_key),
             chosen_at_enqueue=True,
         ),
     )
@@ -379,7 +212,7 @@ class JobOptions:
         metadata=_option(
             "The rate limit it starts under (set_rate_limit); while the class is used up it "
             "waits, spending no attempt (none: its handler's, else no rate limit)",
-            _optional(_rate_class),
+            rules.optional(rules.rate_class),
             chosen_at_enqueue=True,
         ),
     )
@@ -387,7 +220,7 @@ class JobOptions:
         default=None,
         metadata=_option(
             "When it may first run, epoch ms (none: at once)",
-            _optional(_instant),
+            rules.optional(rules.instant),
             per_job=True,
             unit="ms",
             on_every_job=True,
@@ -397,7 +230,7 @@ class JobOptions:
         default=None,
         metadata=_option(
             "While a pending or running job holds this key, another job with it is refused",
-            _optional(_unique_key),
+            rules.optional(rules.unique_key),
             per_job=True,
         ),
     )
@@ -405,9 +238,9 @@ class JobOptions:
     tags: tuple[str, ...] | None = field(
         default=None,
         metadata=_option(
-            f"Labels to find it by (at most {MAX_TAGS}, each an identifier of up to "
-            f"{MAX_TAG_LENGTH} characters)",
-            _optional(_tags),
+            f"Labels to find it by (at most {rules.MAX_TAGS}, each an identifier of up to "
+            f"{rules.MAX_TAG_LENGTH} characters)",
+            rules.optional(rules.tags),
             per_job=True,
             on_every_job=True,
         ),
@@ -477,26 +310,26 @@ class ScheduleDefinition:
 
     spec: str = field(
         metadata=_option(
-            'When it ticks: "@every:30s", a cron ("0 9 * * *"), with CRON_TZ=Zone', _spec
+            'When it ticks: "@every:30s", a cron ("0 9 * * *"), with CRON_TZ=Zone', rules.spec
         )
     )
-    kind: str = field(metadata=_option("The job kind each tick enqueues", _kind))
+    kind: str = field(metadata=_option("The job kind each tick enqueues", rules.kind))
     summary: str = field(
         default="",
-        metadata=_option("What it is for, in a line, shown to operators", _summary),
+        metadata=_option("What it is for, in a line, shown to operators", rules.summary),
     )
     payload: JsonValue = field(
-        default=None, metadata=_option("Each tick's job's payload (JSON)", _payload)
+        default=None, metadata=_option("Each tick's job's payload (JSON)", rules.payload)
     )
     on_missed: MissedRunPolicy = field(
         default=MissedRunPolicy.SKIP,
-        metadata=_option("What it does with ticks missed while nobody fired them", _policy),
+        metadata=_option("What it does with ticks missed while nobody fired them", rules.policy),
     )
     backfill_max: int = field(
         default=1,
         metadata=_option(
             "How many missed ticks backfill enqueues (1 to 1000)",
-            _backfill_max,
+            rules.backfill_max,
             formerly="backfill_limit",
         ),
     )
@@ -505,23 +338,26 @@ class ScheduleDefinition:
         metadata=_option(
             "What a tick does while the schedule's previous tick job is pending or running: "
             "allow, skip, buffer_one or cancel_previous",
-            _overlap,
+            rules.overlap,
         ),
     )
     paused: bool = field(
-        default=False, metadata=_option("A paused schedule fires no tick, keeping its phase", _bool)
+        default=False,
+        metadata=_option("A paused schedule fires no tick, keeping its phase", rules.boolean),
     )
     start_at_ms: int | None = field(
         default=None,
         metadata=_option(
-            "No tick before it, epoch ms (none: unbounded)", _optional(_instant), unit="ms"
+            "No tick before it, epoch ms (none: unbounded)",
+            rules.optional(rules.instant),
+            unit="ms",
         ),
     )
     end_at_ms: int | None = field(
         default=None,
         metadata=_option(
             "No tick after it, epoch ms, after start_at_ms (none: unbounded)",
-            _optional(_instant),
+            rules.optional(rules.instant),
             unit="ms",
         ),
     )
@@ -529,7 +365,7 @@ class ScheduleDefinition:
         default=0,
         metadata=_option(
             "Each tick is enqueued a stable delay in [0, jitter_ms) after it (up to an hour)",
-            _jitter_ms,
+            rules.jitter_ms,
             unit="ms",
         ),
     )
@@ -706,80 +542,3 @@ SCHEDULE_DEFAULTS: Final[Mapping[str, Any]] = {
     **{name: getattr(_DEFAULT_SCHEDULE_JOB, name) for name in _SCHEDULE_JOB_FIELDS},
 }
 """The flat fields a definition may leave out, with what they then are."""
-
-
-class JobOptionArgs(TypedDict, total=False):
-    """JobOptions a handler, a schedule or a job may set, as Python keywords."""
-
-    queue: str | None
-    max_attempts: int | None
-    timeout_ms: int | None
-    timeout_s: float | None
-    """`timeout_ms` in seconds (Python's habit, kept from earlier releases)."""
-    priority: int | None
-    start_within_ms: int | None
-    partition_key: str | None
-    rate_class: str | None
-
-
-class EnqueueArgs(JobOptionArgs, total=False):
-    """Every JobOptions field, as `enqueue`'s keywords: those only a job may set too."""
-
-    run_at_ms: int | None
-    unique_key: str | None
-    tags: Sequence[str] | None
-
-
-ENQUEUE_KEYWORDS: Final = frozenset(EnqueueArgs.__annotations__) | frozenset(
-    JobOptionArgs.__annotations__
-)
-"""The option names enqueue takes as keywords (and enqueue_many in each item)."""
-
-
-class ScheduleArgs(JobOptionArgs, total=False):
-    """A schedule's definition as Python keywords, `spec` and `kind` aside (each
-    method names those itself): `hg.schedules.put`, `update`, `periodic`."""
-
-    summary: str
-    payload: JsonValue
-    on_missed: str
-    backfill_max: int
-    backfill_limit: int
-    """`backfill_max`'s former name (deprecated: warns; goes in the next minor version)."""
-    overlap: str
-    paused: bool
-    start_at_ms: int | None
-    end_at_ms: int | None
-    jitter_ms: int
-
-
-MAX_TIMEOUT_S: Final = MAX_TIMEOUT_MS // 1000
-
-
-def job_options(values: Mapping[str, Any], known: Collection[str] | None = None) -> dict[str, Any]:
-    """Python keywords (`JobOptionArgs`) as JobOptions fields: `timeout_s` becomes
-    `timeout_ms` (naming `timeout_s` in its errors); both at once are refused. A
-    name not in `known` is refused first (`refuse_unknown`: a misspelt keyword is
-    named, not a TypeError of JobOptions); None where a later check names it."""
-    values = current_names(values)
-    if known is not None:
-        refuse_unknown(values, known)
-    if values.get("timeout_s") is None:
-        return {name: value for name, value in values.items() if name != "timeout_s"}
-    if values.get("timeout_ms") is not None:
-        raise ValidationError("timeout_s", "give timeout_ms or timeout_s, not both")
-    seconds = values["timeout_s"]
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise ValidationError("timeout_s", f"must be a number of seconds, got {seconds!r}")
-    if not (0 < seconds <= MAX_TIMEOUT_S) or math.isnan(seconds):
-        raise ValidationError(
-            "timeout_s", f"must be more than 0 and at most {MAX_TIMEOUT_S} (a week), got {seconds}"
-        )
-    converted = {name: value for name, value in values.items() if name != "timeout_s"}
-    converted["timeout_ms"] = max(int(seconds * 1000), 1)
-    return converted
-
-
-def definition_from(**values: Any) -> ScheduleDefinition:
-    """A definition from Python keywords (`ScheduleArgs`, with `spec` and `kind`)."""
-    return ScheduleDefinition.from_fields(job_options(values, SCHEDULE_KEYWORDS))

@@ -11,13 +11,8 @@ from typing_extensions import Unpack
 from headgate._commands import Put, definitions_of
 from headgate._domain.admission import require_name
 from headgate._domain.definition_history import parse_instant
-from headgate._domain.options import (
-    SCHEDULE_KEYWORDS,
-    ScheduleArgs,
-    ScheduleDefinition,
-    definition_from,
-    job_options,
-)
+from headgate._domain.option_keywords import ScheduleArgs, definition_from, job_options
+from headgate._domain.options import SCHEDULE_KEYWORDS, ScheduleDefinition
 from headgate._domain.schedule_health import AlertKind
 from headgate._domain.spec import InvalidSpec, parse_spec
 from headgate._domain.tick_timing import TickTiming

@@ -45,7 +45,8 @@ from django.db import connections, transaction
 
 from headgate._app import Headgate
 from headgate._domain.ids import new_job_id
-from headgate._domain.options import JobOptionArgs, JobOptions, job_options
+from headgate._domain.option_keywords import JobOptionArgs, job_options
+from headgate._domain.options import JobOptions
 from headgate._errors import NotFound, ValidationError
 from headgate._logs import get_logger
 from headgate._operator import operator_of
