@@ -190,7 +190,7 @@ def test_the_http_reference_names_every_route() -> None:
         shown = (
             route.replace("/quarantine/{id}", "/quarantine/{fp}")
             .replace("/queues/{id}", "/queues/{name}")
-            .replace("/rate-limits/{id}", "/rate-limits/{class}")
+            .replace("/rates/{id}", "/rates/{class}")
         )
         if shown not in text and f"`/{shown.rsplit('/', 1)[1]}`" not in text:
             missing.append(path)
@@ -201,9 +201,10 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "headgate") -> list
     found = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
+            for shown in action._choices_actions:  # a command's former name is not shown
+                name = shown.dest
                 found.append(f"{prefix} {name}")
-                found.extend(_commands(sub, f"{prefix} {name}"))
+                found.extend(_commands(action.choices[name], f"{prefix} {name}"))
     return found
 
 

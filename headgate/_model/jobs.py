@@ -32,9 +32,9 @@ class JobAttempt:
     attempt: int
     """Its number; for a crash, the attempt it ended (0 if the crash was recorded
     by a build that did not say); 0 for a release and a retry."""
-    outcome: AttemptOutcome
-    """How it ended (`AttemptOutcome`: succeeded, failed, timed_out, snoozed, released,
-    crashed, quarantined or retried); a `StrEnum`, equal to its text."""
+    outcome: str
+    """How it ended, as the text of an `AttemptOutcome` (succeeded, failed, timed_out,
+    snoozed, released, crashed, quarantined or retried), which compares equal to it."""
     worker_id: str | None
     started_at_ms: int | None
     """When its handler started; for a crash, when the attempt was claimed."""
@@ -62,7 +62,7 @@ class JobAttempt:
     def from_row(cls, row: JobAttemptRow) -> JobAttempt:
         return cls(
             row.attempt,
-            AttemptOutcome(row.outcome),
+            row.outcome,
             row.worker_id,
             row.started_at_ms,
             row.ended_at_ms,

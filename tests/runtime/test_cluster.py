@@ -207,7 +207,7 @@ COMPACTING_CHILD = textwrap.dedent(
         if threading.current_thread().name == "headgate-compaction":
             compaction_writes += 1
             if compaction_writes == 2:
-                with store.database._write_lock:
+                with store.database._write_lock.held():
                     print(f"pausing at term {fence.term}", flush=True)
                     os.kill(os.getpid(), signal.SIGSTOP)
                     continued.wait()

@@ -300,7 +300,7 @@ def _bulk_retry_takes_the_filtered_failed_jobs(page: Page, base: str, tmp_path: 
 
 def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
     page.goto(f"{base}/schedules/pulse")
-    page.click("button[data-path='/periodic/pulse/pause']")
+    page.click("button[data-path='/schedules/pulse/pause']")
     page.wait_for_selector(".badge.paused")
     assert page.text_content("#action-result") == "Paused pulse."
     assert "paused — would next run at" in (page.text_content("#next-run") or "")
@@ -309,8 +309,8 @@ def _pause_stops_ticks_and_resume_starts_them(page: Page, base: str) -> None:
     time.sleep(2.0)
     assert _newest_tick(base, "pulse") == paused_at, "a paused schedule ticked"
 
-    page.click("button[data-path='/periodic/pulse/resume']")
-    page.wait_for_selector("button[data-path='/periodic/pulse/pause']")
+    page.click("button[data-path='/schedules/pulse/resume']")
+    page.wait_for_selector("button[data-path='/schedules/pulse/pause']")
     assert page.text_content("#action-result") == "Resumed pulse."
     _eventually(
         lambda: (_newest_tick(base, "pulse") or 0) > (paused_at or 0), "resume did not tick"
@@ -524,7 +524,7 @@ def test_api_docs_render_with_no_internet(tmp_path: Path) -> None:
         page.goto(f"{base}/docs")
         page.wait_for_selector(".opblock-summary-path", timeout=15_000)
         paths = page.locator(".opblock-summary-path").all_text_contents()
-        assert any("/api/v1/periodic" in path for path in paths)
+        assert any("/api/v1/schedules" in path for path in paths)
         assert page.locator(".errors-wrapper").count() == 0
         assert elsewhere == []
         assert refused == [], "the CSP refused something Swagger UI does"
@@ -659,11 +659,11 @@ def test_log_in_act_and_log_out_under_the_csp_while_other_origins_can_do_nothing
         (cookie,) = [c for c in context.cookies() if c["name"] == "headgate_session"]
         assert TOKEN not in cookie["value"] and cookie["httpOnly"]
 
-        page.click("button[data-path='/periodic/pulse/pause']")
+        page.click("button[data-path='/schedules/pulse/pause']")
         page.wait_for_selector(".badge.paused")
         assert page.text_content("#action-result") == "Paused pulse."
-        page.click("button[data-path='/periodic/pulse/resume']")
-        page.wait_for_selector("button[data-path='/periodic/pulse/pause']")
+        page.click("button[data-path='/schedules/pulse/resume']")
+        page.wait_for_selector("button[data-path='/schedules/pulse/pause']")
 
         _other_origins_change_nothing(context, base, job_id, TOKEN)
 
